@@ -1,0 +1,134 @@
+"""Every diagnostic code ce can emit, with a one-line title and a user explanation.
+
+This table is the documentation: `ce compile --explain CE0101` prints an entry, and a
+test checks that every code the compiler emits is listed here.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class Code:
+    code: str
+    severity: str  # "error" | "warning"
+    title: str
+    explanation: str
+
+
+_TABLE = [
+    # -- input files and YAML ---------------------------------------------------------
+    ("CE0001", "error", "cannot read file",
+     "A path given on the command line, or referenced from a task, could not be read."),
+    ("CE0002", "error", "YAML syntax error",
+     "The file is not valid YAML. The location points at the first token the parser rejected."),
+    ("CE0003", "error", "duplicate key",
+     "A mapping repeats a key. YAML loaders silently keep the last one; ce rejects it so a "
+     "setting is never overridden by accident."),
+    ("CE0004", "error", "document is not a mapping",
+     "A task or experiment file must be one YAML mapping (key: value pairs) at the top level."),
+    ("CE0005", "error", "unsupported YAML construct",
+     "Several documents in one file, recursive aliases, non-scalar mapping keys and "
+     "oversized alias expansions are rejected."),
+    ("CE0006", "error", "no task files matched",
+     "A path, directory or glob given to `ce compile`/`ce run` matched no .yaml/.yml file."),
+    # -- schema -------------------------------------------------------------------------
+    ("CE0101", "error", "unknown field",
+     "The key is not a field of this mapping. ce is strict at every level (the top level "
+     "included): a typo would otherwise silently drop a setting. The help line suggests the "
+     "closest known field."),
+    ("CE0102", "error", "missing required field",
+     "A required field is absent."),
+    ("CE0103", "error", "wrong type",
+     "The value has the wrong YAML type (for example a string where a number is expected). "
+     "Booleans are never accepted as numbers."),
+    ("CE0104", "error", "value out of range",
+     "A number is outside its allowed range (weights >= 0 and finite, thresholds in [0, 1], "
+     "timeouts within their limits, counts >= 0 ...)."),
+    ("CE0105", "error", "invalid choice",
+     "The value must be one of a fixed set of choices; the help line lists them."),
+    ("CE0106", "error", "removed field",
+     "The field existed in earlier versions of the task format and was removed; the message "
+     "says what replaces it."),
+    ("CE0107", "error", "removed criterion type",
+     "The criterion type was removed; the message says which criterion replaces it."),
+    ("CE0108", "error", "unknown criterion or source type",
+     "`type:` names no known criterion (or template source). The help line suggests the closest one."),
+    ("CE0109", "error", "conflicting fields",
+     "Two fields that exclude each other are both set (for example `initial_prompt` and "
+     "`initial_prompt_file`, or `expected_stdout` and `score_from_stdout`)."),
+    ("CE0110", "error", "empty value",
+     "The value must not be empty (an empty list of criteria, a blank string, a bare `!` "
+     "ignore pattern ...)."),
+    ("CE0111", "error", "invalid value",
+     "The value is well-typed but not valid here (an invalid regular expression, a malformed "
+     "identifier, min_count greater than max_count ...)."),
+    ("CE0112", "error", "invalid sdk_options key",
+     "`agent.sdk_options` passes fields through to Claude Code's ClaudeAgentOptions. A key that "
+     "is not a ClaudeAgentOptions field, or that ce manages itself (model, allowed_tools, "
+     "permission_mode, hooks, mcp_servers, ...), is rejected; sdk_options on an agent other "
+     "than claude-code is rejected."),
+    # -- task rules ---------------------------------------------------------------------
+    ("CE0201", "error", "missing prompt",
+     "A task needs `initial_prompt` or `initial_prompt_file`, unless `agent.type` is `none` or "
+     "an enabled `simulation` opens the dialog."),
+    ("CE0202", "error", "prompt not allowed",
+     "An `agent: {type: none}` task runs no agent, so a prompt would be silently ignored."),
+    ("CE0203", "error", "invalid tag",
+     "Tags are lowercase kebab-case, optionally namespaced once as `key:value` "
+     "(e.g. `smoke`, `lifecycle:generate`)."),
+    ("CE0204", "error", "criterion needs an agent",
+     "An `agent: {type: none}` task cannot use a criterion that reads the agent's trace "
+     "(command_executed, commands_efficiency, skill_triggered, reference_comparison, ...)."),
+    ("CE0205", "error", "simulation not allowed",
+     "An `agent: {type: none}` task cannot enable a simulation: there is no agent to talk to."),
+    ("CE0206", "error", "path escapes its root",
+     "A workspace path (criterion path, mount_point, starter file path ...) must be relative "
+     "and stay inside the workspace; a reference file must stay inside the reference directory."),
+    ("CE0207", "error", "referenced file not found",
+     "A file or directory the task refers to relative to its own location (prompt file, "
+     "template_dir, reference, dataset, JSON Schema given as $TASK_DIR/...) does not exist."),
+    ("CE0208", "error", "repo source must come first",
+     "A `repo` template source clones into an empty workspace, so it must be the first source."),
+    ("CE0209", "error", "reference required",
+     "The criterion compares with or shows the reference solution, but the task has no "
+     "`reference:` block."),
+    ("CE0210", "warning", "stop_when is inert",
+     "`stop_when` arms a criterion for early stop only when `run_limits.stop_early: true`; "
+     "without it the task runs to the end."),
+    ("CE0211", "error", "stop_when cannot be armed here",
+     "Early stop needs a live agent trace: it cannot be armed on an `agent: {type: none}` "
+     "task or with an enabled simulation, nor on a weight-0 (informational) criterion."),
+    ("CE0212", "error", "suite_thresholds misuse",
+     "`suite_thresholds` gate a dataset-backed suite on aggregate metrics: they need a "
+     "`dataset:`, known metric names (accuracy, macro_f1, weighted_f1, micro_f1, "
+     "precision.<label>, recall.<label>, f1.<label> for classification criteria; pass_rate "
+     "and mean_score for the others) and minimums in [0, 1]."),
+    ("CE0213", "error", "duplicate identifier",
+     "Two tasks, variants or dataset rows share an id; results would overwrite each other."),
+    ("CE0214", "warning", "field has no effect",
+     "The field is accepted but does nothing in this configuration (for example "
+     "`simulation` settings while `enabled: false`)."),
+    # -- datasets -----------------------------------------------------------------------
+    ("CE0301", "error", "invalid dataset",
+     "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "
+     "per line."),
+    ("CE0302", "error", "invalid row id",
+     "Every row needs its `id_field`, a scalar matching [A-Za-z0-9_][A-Za-z0-9_.-]*, unique in "
+     "the dataset."),
+    ("CE0303", "error", "bad ${row.key} substitution",
+     "`${row.key}` must name a key present in every row with a scalar value (string, number, "
+     "boolean); the message names the rows that fail. Outside a dataset task `${row...}` is an error."),
+    # -- experiments and overrides ------------------------------------------------------
+    ("CE0401", "error", "invalid experiment",
+     "An experiment file needs `experiment_id` and at least one variant with a unique `variant_id`."),
+    ("CE0402", "error", "wrong kind of file",
+     "A task file was given where an experiment is expected, or the other way round."),
+    ("CE0501", "error", "invalid -D override",
+     "`-D` takes `path=value`, where path names a task setting (e.g. `agent.model`, "
+     "`run_limits.max_turns`, `agent.sdk_options.effort`) and value is a YAML scalar or flow "
+     "collection of the right type."),
+]
+
+CODES: dict[str, Code] = {c[0]: Code(*c) for c in _TABLE}

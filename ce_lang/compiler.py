@@ -1,0 +1,400 @@
+"""`ce compile` end to end: files -> resolved trials with plans, plus every diagnostic.
+
+load (YAML with spans) -> validate (schema walker) -> dataset rows -> layers (experiment,
+task, variant, command line) -> structure (cattrs) -> rules -> lower to a plan -> hash.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from ce_lang import dataset as ds
+from ce_lang.convert import converter
+from ce_lang.diagnostics import Diagnostic, Diagnostics, dedupe
+from ce_lang.layers import Layer, Merged, merge_layers
+from ce_lang.overrides import Override, overrides_layer_value, parse_overrides
+from ce_lang.plan import Trial, lower, plan_hash
+from ce_lang.rules import RuleContext, check_task
+from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
+from ce_lang.schema.experiment import ExperimentSpec
+from ce_lang.schema.task import TaskSpec
+from ce_lang.spans import Path, Span
+from ce_lang.validate import Context, Walker
+from ce_lang.yaml_source import LocatedDoc, parse_yaml
+
+BUILTIN_DEFAULTS: dict[str, Any] = {
+    "agent": {"type": "claude-code"},
+    "run_limits": {"max_turns": 100, "task_timeout": 600, "turn_timeout": 300},
+}
+TASK_KEYS = ("task_id", "success_criteria", "initial_prompt", "initial_prompt_file")
+EXPERIMENT_KEYS = ("experiment_id", "variants")
+
+
+@attrs.frozen
+class CompileOptions:
+    experiment: str | None = None
+    overrides: tuple[str, ...] = ()
+    model: str | None = None
+    agent_type: str | None = None
+    driver: str | None = None
+    repeats: int | None = None
+    sample: int | None = None
+
+
+@attrs.frozen
+class CompileResult:
+    trials: list[Trial]
+    diagnostics: list[Diagnostic]
+    sources: dict[str, str]
+    task_files: int
+    usage_error: bool = False  # bad -D or no input: exit code 2
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity == "error")
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity == "warning")
+
+
+@attrs.frozen
+class _Variant:
+    variant_id: str
+    layer: Layer | None
+    repeats: tuple[int, str] | None  # value, layer name
+
+
+def compile_paths(paths: Iterable[str], options: CompileOptions = CompileOptions()
+                  ) -> CompileResult:
+    return _Compiler(options).run(list(paths))
+
+
+class _Compiler:
+    def __init__(self, options: CompileOptions):
+        self.opt = options
+        self.diags = Diagnostics()
+        self.sources: dict[str, str] = {}
+        self.trials: list[Trial] = []
+        self.trial_ids: dict[str, Span] = {}
+        self._agent_types: tuple[str, ...] | None = None
+
+    # -- driver --------------------------------------------------------------------------
+    def run(self, paths: list[str]) -> CompileResult:
+        usage = Diagnostics()
+        overrides = parse_overrides(list(self.opt.overrides), usage, self.sources)
+        files = self.expand(paths, usage)
+        exp_layers = self.load_experiment() if self.opt.experiment else None
+        if usage.has_errors or (self.opt.experiment and exp_layers is None):
+            return self.result(usage, 0, usage_error=usage.has_errors)
+        cli = self.cli_layer(overrides)
+        variants = exp_layers or (None, [_Variant("default", None, None)], None)
+        compiled = 0
+        for file, explicit in files:
+            doc = self.load(file)
+            if doc is None:
+                continue
+            kind = _kind(doc.value)
+            if kind == "experiment":
+                self.check_experiment_doc(doc, explicit)
+                continue
+            if kind is None and not explicit:
+                continue  # not a task file (a template's YAML, a fixture ...)
+            compiled += 1
+            self.compile_task(doc, variants, cli)
+        return self.result(usage, compiled)
+
+    def result(self, usage: Diagnostics, compiled: int, usage_error: bool = False
+               ) -> CompileResult:
+        return CompileResult(self.trials, dedupe([*usage, *self.diags]), self.sources, compiled,
+                             usage_error)
+
+    # -- inputs --------------------------------------------------------------------------
+    def expand(self, paths: list[str], diags: Diagnostics) -> list[tuple[str, bool]]:
+        out: list[tuple[str, bool]] = []
+        for p in paths:
+            if os.path.isdir(p):
+                found = sorted(
+                    os.path.join(root, f)
+                    for root, dirs, names in os.walk(p)
+                    for f in names
+                    if f.endswith((".yaml", ".yml")) and not _hidden(root, p)
+                    for _ in [dirs.sort()]
+                )
+                out.extend((f, False) for f in found)
+                if not found:
+                    diags.emit("CE0006", f"no .yaml/.yml files under {p!r}", None)
+            elif os.path.isfile(p):
+                out.append((p, True))
+            else:
+                matches = sorted(glob.glob(p, recursive=True))
+                files = [m for m in matches if os.path.isfile(m)]
+                if not files:
+                    diags.emit("CE0006", f"{p!r} matches no file", None)
+                out.extend((m, True) for m in files)
+        seen: set[str] = set()
+        unique = []
+        for f, explicit in out:
+            key = os.path.abspath(f)
+            if key not in seen:
+                seen.add(key)
+                unique.append((f, explicit))
+        return unique
+
+    def load(self, file: str) -> LocatedDoc | None:
+        try:
+            with open(file, encoding="utf-8") as fh:
+                text = fh.read()
+        except UnicodeDecodeError as exc:
+            self.diags.emit("CE0001", f"{file} is not UTF-8 ({exc.reason})", Span.point(file))
+            return None
+        except OSError as exc:
+            self.diags.emit("CE0001", f"cannot read {file}: {exc.strerror}", Span.point(file))
+            return None
+        self.sources[file] = text
+        doc = parse_yaml(text, file, self.diags)
+        if doc is not None and not isinstance(doc.value, dict):
+            self.diags.emit("CE0004", "expected a mapping at the top level, found "
+                            f"{type(doc.value).__name__}", doc.span(()))
+            return None
+        return doc
+
+    # -- experiments ---------------------------------------------------------------------
+    def load_experiment(self) -> tuple[str, list[_Variant], Layer | None] | None:
+        path = self.opt.experiment
+        assert path is not None
+        doc = self.load(path)
+        if doc is None:
+            return None
+        if _kind(doc.value) == "task":
+            self.diags.emit("CE0402", f"{path} is a task file, not an experiment",
+                            doc.span(()), help="pass tasks as arguments and experiments with -e")
+            return None
+        value = self.validate(doc, ExperimentSpec)
+        if value is None:
+            return None
+        exp_id = value["experiment_id"]
+        defaults = value.get("defaults") or {}
+        default_layer = None
+        if defaults:
+            default_layer = _experiment_layer(f"experiment {exp_id}: defaults", defaults, doc,
+                                              ("defaults",))
+        variants = []
+        seen: dict[str, int] = {}
+        for i, v in enumerate(value["variants"]):
+            vid = v["variant_id"]
+            if vid in seen:
+                self.diags.emit("CE0213", f"variant_id {vid!r} repeats variants[{seen[vid]}]",
+                                doc.span(("variants", i, "variant_id")))
+                continue
+            seen[vid] = i
+            layer = _experiment_layer(f"variant {vid}", v, doc, ("variants", i))
+            if "repeats" in v:
+                repeats = (v["repeats"], f"variant {vid}")
+            elif "repeats" in defaults:
+                repeats = (defaults["repeats"], f"experiment {exp_id}: defaults")
+            else:
+                repeats = None
+            variants.append(_Variant(vid, layer, repeats))
+        if self.diags.has_errors:
+            return None
+        return exp_id, variants, default_layer
+
+    def check_experiment_doc(self, doc: LocatedDoc, explicit: bool) -> None:
+        if explicit:
+            self.diags.emit("CE0402", f"{doc.file} is an experiment, not a task",
+                            doc.span(()), help=f"use it with `-e {doc.file}`")
+            return
+        self.validate(doc, ExperimentSpec)
+
+    def validate(self, doc: LocatedDoc, root: type) -> dict[str, Any] | None:
+        before = self.diags.count("error")
+        value = Walker(Context(self.diags, doc.span, doc.key_span)).check(doc.value, root, ())
+        return None if self.diags.count("error") > before else value
+
+    # -- command line --------------------------------------------------------------------
+    def cli_layer(self, overrides: list[Override]) -> Layer | None:
+        flags: dict[Path, Any] = {}
+        flag_spans: dict[Path, Span] = {}
+        for path, value, name in ((("agent", "model"), self.opt.model, "--model"),
+                                  (("agent", "type"), self.opt.agent_type, "--type"),
+                                  (("sandbox", "driver"), self.opt.driver, "--driver")):
+            if value is not None:
+                flags[path] = value
+                flag_spans[path] = Span.point(f"<{name}>")
+        if not overrides and not flags:
+            return None
+        spans = {o.path: Span(o.source, 1, len(o.text.partition("=")[0]) + 2, 1,
+                              len(o.text) + 1) for o in overrides}
+        spans.update(flag_spans)
+
+        def span_of(path: Path) -> Span:
+            for cut in range(len(path), 0, -1):
+                if path[:cut] in spans:
+                    return spans[path[:cut]]
+            return Span.point("<command line>")
+
+        return Layer("command line", overrides_layer_value(overrides, flags), span_of)
+
+    # -- one task file -------------------------------------------------------------------
+    def compile_task(self, doc: LocatedDoc, variants: tuple, cli: Layer | None) -> None:
+        value = self.validate(doc, TaskSpec)
+        if value is None:
+            return
+        exp_id, variant_list, default_layer = variants
+        task_dir = os.path.dirname(os.path.abspath(doc.file))
+        rows: list[ds.Row] | None = None
+        dataset = value.get("dataset")
+        if dataset is not None:
+            rows = ds.load_rows(dataset, doc.span, self.diags)
+            if rows is None:
+                return
+            rows = ds.sample_rows(rows, dataset, self.opt.sample)
+        sources = [*ds.string_sources(value.get("initial_prompt"), ("initial_prompt",),
+                                      doc.span, doc.text),
+                   *ds.string_sources(value.get("success_criteria"), ("success_criteria",),
+                                      doc.span, doc.text)]
+        if not ds.check_refs(ds.find_refs(sources), rows, self.diags):
+            return
+        base_id = value["task_id"]
+        for row in rows if rows is not None else [None]:
+            task_value = value
+            if row is not None:
+                task_value = dict(value)
+                for key in ("initial_prompt", "success_criteria"):
+                    if key in value:
+                        task_value[key] = ds.substitute_tree(value[key], row)
+                task_value.pop("dataset", None)
+            task_layer = Layer("task", task_value, _doc_span_of(doc))
+            for variant in variant_list:
+                layers = [Layer("built-in defaults", BUILTIN_DEFAULTS,
+                                lambda _p: Span.point("<built-in defaults>"))]
+                layers += [x for x in (default_layer, task_layer, variant.layer, cli) if x]
+                merged = merge_layers(layers, TaskSpec)
+                self.resolve(merged, doc, task_dir, row, base_id if row else None, variant,
+                             exp_id, has_dataset=rows is not None)
+
+    def resolve(self, merged: Merged, doc: LocatedDoc, task_dir: str, row: ds.Row | None,
+                suite_id: str | None, variant: _Variant, exp_id: str | None,
+                has_dataset: bool) -> None:
+        task = converter.structure(merged.value, TaskSpec)
+        before = self.diags.count("error")
+        check_task(RuleContext(task, merged.span, merged.key_span, self.diags,
+                               self.agent_types(task), has_dataset))
+        prompt = task.initial_prompt
+        if prompt is None and task.initial_prompt_file is not None:
+            prompt = self.read_prompt(task.initial_prompt_file, merged, row)
+        if self.diags.count("error") > before:
+            return
+        plan = lower(task, task_dir=task_dir, prompt=prompt,
+                     row_id=row.id if row else None, suite_id=suite_id)
+        digest = plan_hash(plan)
+        lineage = merged.lineage()
+        repeats, repeats_from = self.opt.repeats, "command line"
+        if repeats is None:
+            repeats, repeats_from = variant.repeats or (1, "built-in defaults")
+        lineage["repeats"] = repeats_from
+        n_sim = task.simulation.n_trials if task.simulation and task.simulation.enabled else 1
+        for n in range(repeats * n_sim):
+            trial_id = f"{variant.variant_id}/{plan.task_id}/{n:02d}"
+            span = merged.span(("task_id",))
+            if trial_id in self.trial_ids:
+                prev = self.trial_ids[trial_id]
+                self.diags.emit("CE0213", f"task_id {plan.task_id!r} is also defined at {prev}",
+                                span, help="task ids must be unique across the compiled files")
+                return
+            self.trial_ids[trial_id] = span
+            self.trials.append(Trial(trial_id, variant.variant_id, exp_id, n, doc.file,
+                                     task_dir, plan, digest, lineage))
+
+    def read_prompt(self, path: str, merged: Merged, row: ds.Row | None) -> str | None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            self.diags.emit("CE0207", f"cannot read initial_prompt_file: {exc}",
+                            merged.span(("initial_prompt_file",)))
+            return None
+        self.sources.setdefault(path, text)
+        src = ds.TextSource(("initial_prompt_file",), text,
+                            Span(path, 1, 1, 1, 1, 0, len(text)), text)
+        refs = ds.find_refs([src])
+        if refs and not ds.check_refs(refs, [row] if row else None, self.diags):
+            return None
+        return (ds.substitute(text, row) if row else text).strip()
+
+    def agent_types(self, task: TaskSpec) -> tuple[str, ...]:
+        if (task.agent.type or "claude-code") in BUILTIN_AGENT_TYPES:
+            return BUILTIN_AGENT_TYPES
+        if self._agent_types is None:
+            from importlib.metadata import entry_points
+
+            extra = tuple(ep.name for ep in entry_points(group="ce.agents"))
+            self._agent_types = BUILTIN_AGENT_TYPES + extra
+        return self._agent_types
+
+
+def _hidden(root: str, top: str) -> bool:
+    rel = os.path.relpath(root, top)
+    return any(part.startswith((".", "_")) for part in rel.split(os.sep) if part != ".")
+
+
+def _kind(value: dict[str, Any]) -> str | None:
+    if any(k in value for k in EXPERIMENT_KEYS):
+        return "experiment"
+    if any(k in value for k in TASK_KEYS):
+        return "task"
+    return None
+
+
+def _doc_span_of(doc: LocatedDoc):
+    def span_of(path: Path) -> Span:
+        return doc.span(path)
+
+    span_of.key_span = doc.key_span  # type: ignore[attr-defined]
+    return span_of
+
+
+# experiment keys that land somewhere else in the task shape
+_EXP_TO_TASK: dict[str, Path] = {
+    "template_sources": ("sandbox", "template_sources"),
+    "driver": ("sandbox", "driver"),
+}
+_EXP_SKIP = {"variant_id", "description", "repeats"}
+
+
+def _experiment_layer(name: str, value: dict[str, Any], doc: LocatedDoc, base: Path) -> Layer:
+    """Reshape experiment defaults / a variant into a task-shaped layer with a path map."""
+    shaped: dict[str, Any] = {}
+    moves: list[tuple[Path, Path]] = []  # (task prefix, doc prefix)
+    for key, v in value.items():
+        if key in _EXP_SKIP:
+            continue
+        if key == "sandbox":
+            shaped.setdefault("sandbox", {}).update(v)
+            moves.append((("sandbox",), (*base, "sandbox")))
+            continue
+        target = _EXP_TO_TASK.get(key, (key,))
+        node = shaped
+        for part in target[:-1]:
+            node = node.setdefault(part, {})
+        node[target[-1]] = v
+        moves.append((target, (*base, key)))
+    moves.sort(key=lambda m: -len(m[0]))
+
+    def translate(path: Path) -> Path:
+        for task_prefix, doc_prefix in moves:
+            if path[: len(task_prefix)] == task_prefix:
+                return doc_prefix + path[len(task_prefix):]
+        return (*base, *path)
+
+    def span_of(path: Path) -> Span:
+        return doc.span(translate(path))
+
+    span_of.key_span = lambda path: doc.key_span(translate(path))  # type: ignore[attr-defined]
+    return Layer(name, shaped, span_of)

@@ -1,0 +1,219 @@
+"""Datasets: load rows (inline or JSONL), sample them, substitute `${row.key}`.
+
+Substitution problems are reported once per `${row.key}` occurrence, at its exact
+position, naming the rows that cannot fill it (coder_eval crashes the whole run instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+
+from ce_lang.diagnostics import Diagnostics
+from ce_lang.spans import Path, Span, offset_to_line_col
+
+ROW_REF = re.compile(r"\$\{row\.([^}]*)\}")
+ROW_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
+
+
+@attrs.frozen
+class Row:
+    id: str
+    values: dict[str, Any]
+    label: str  # where the row came from, for messages: "rows[3]" or "data.jsonl:4"
+    span: Span
+
+
+@attrs.frozen
+class TextSource:
+    """A string value and the file text it was read from, to locate `${row.x}` inside it."""
+
+    path: Path
+    value: str
+    span: Span
+    text: str
+
+
+def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: Diagnostics,
+              ) -> list[Row] | None:
+    here: Path = ("dataset",)
+    rows_raw, paths = dataset.get("rows"), dataset.get("paths")
+    if (rows_raw is None) == (paths is None):
+        diags.emit("CE0301", "a dataset needs exactly one of `rows` or `paths`", span_of(here))
+        return None
+    records: list[tuple[Any, str, Span]] = []
+    if rows_raw is not None:
+        records = [(r, f"rows[{i}]", span_of((*here, "rows", i))) for i, r in enumerate(rows_raw)]
+    else:
+        if not paths:
+            diags.emit("CE0301", "`dataset.paths` lists no file", span_of((*here, "paths")))
+            return None
+        for i, file in enumerate(paths):
+            records.extend(_read_jsonl(file, span_of((*here, "paths", i)), diags))
+    if not records:
+        diags.emit("CE0301", "the dataset has no rows", span_of(here))
+        return None
+    id_field = dataset.get("id_field", "id")
+    rows: list[Row] = []
+    seen: dict[str, str] = {}
+    for value, label, span in records:
+        if not isinstance(value, dict):
+            diags.emit("CE0301", f"dataset row {label} is not a mapping", span)
+            continue
+        rid = value.get(id_field)
+        if isinstance(rid, bool) or not isinstance(rid, str | int):
+            what = "has no" if rid is None else "has a non-scalar"
+            diags.emit("CE0302", f"dataset row {label} {what} id field `{id_field}`", span)
+            continue
+        rid = str(rid)
+        if not ROW_ID.fullmatch(rid):
+            diags.emit("CE0302", f"dataset row {label}: id {rid!r} must match "
+                       "[A-Za-z0-9_][A-Za-z0-9_.-]*", span)
+            continue
+        if rid in seen:
+            diags.emit("CE0213", f"dataset row {label}: id {rid!r} repeats row {seen[rid]}", span)
+            continue
+        seen[rid] = label
+        rows.append(Row(rid, value, label, span))
+    return rows
+
+
+def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any, str, Span]]:
+    try:
+        with open(file, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        diags.emit("CE0207", f"dataset file {os.path.basename(file)!r}: {exc.strerror}", span)
+        return
+    except UnicodeDecodeError:
+        diags.emit("CE0301", f"dataset file {file!r} is not UTF-8", span)
+        return
+    offset = 0
+    for n, line in enumerate(text.split("\n"), start=1):
+        line_span = Span(file, n, 1, n, len(line) + 1, offset, offset + len(line))
+        offset += len(line) + 1
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line), f"{os.path.basename(file)}:{n}", line_span
+        except json.JSONDecodeError as exc:
+            diags.emit("CE0301", f"invalid JSON line: {exc.msg}",
+                       attrs.evolve(line_span, col=exc.colno, end_col=exc.colno + 1))
+
+
+def sample_rows(rows: list[Row], dataset: dict[str, Any], flat_sample: int | None) -> list[Row]:
+    """A reproducible sample: seed 0 unless `sample_seed` says otherwise."""
+    seed = dataset.get("sample_seed")
+    rng = random.Random(0 if seed is None else seed)
+    if flat_sample is not None:
+        if flat_sample >= len(rows):
+            return rows
+        keep = set(rng.sample(range(len(rows)), flat_sample))
+        return [r for i, r in enumerate(rows) if i in keep]
+    per = dataset.get("sample_per_stratum")
+    if per is None:
+        return rows
+    field = dataset.get("stratify_field", "expected_skill")
+    strata: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        strata[str(r.values.get(field, ""))].append(i)
+    keep = set()
+    for key in sorted(strata):
+        members = strata[key]
+        keep.update(members if len(members) <= per else rng.sample(members, per))
+    return [r for i, r in enumerate(rows) if i in keep]
+
+
+def find_refs(sources: list[TextSource]) -> list[tuple[TextSource, str, Span]]:
+    """Every `${row.key}` occurrence with its exact span in the file."""
+    found = []
+    for src in sources:
+        if "${row." not in src.value:
+            continue
+        search_from = max(src.span.offset, 0)
+        end = src.span.end_offset if src.span.end_offset > 0 else len(src.text)
+        for m in ROW_REF.finditer(src.value):
+            token = m.group(0)
+            pos = src.text.find(token, search_from, end) if src.text else -1
+            if pos >= 0:
+                search_from = pos + len(token)
+                line, col = offset_to_line_col(src.text, pos)
+                span = Span(src.span.file, line, col, line, col + len(token), pos, pos + len(token))
+            else:
+                span = src.span
+            found.append((src, m.group(1), span))
+    return found
+
+
+def check_refs(refs: list[tuple[TextSource, str, Span]], rows: list[Row] | None,
+               diags: Diagnostics) -> bool:
+    ok = True
+    for _src, key, span in refs:
+        if rows is None:
+            diags.emit("CE0303", f"`${{row.{key}}}` used, but the task has no dataset", span)
+            ok = False
+            continue
+        if not KEY.fullmatch(key):
+            diags.emit("CE0303", f"`${{row.{key}}}`: {key!r} is not a row key", span,
+                       help="write `${row.KEY}` with KEY a top-level field of each row")
+            ok = False
+            continue
+        missing = [r for r in rows if key not in r.values]
+        bad = [r for r in rows if key in r.values and not _is_scalar(r.values[key])]
+        for group, what in ((missing, "has no key"), (bad, "has a non-scalar value for")):
+            if group:
+                ok = False
+                names = ", ".join(f"{r.id!r} ({r.label})" for r in group[:5])
+                more = f" and {len(group) - 5} more" if len(group) > 5 else ""
+                row_word = "row" if len(group) == 1 else "rows"
+                diags.emit(
+                    "CE0303",
+                    f"`${{row.{key}}}`: dataset {row_word} {names}{more} {what} `{key}`",
+                    span, notes=(f"{len(group)} of {len(rows)} rows affected",))
+    return ok
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, str | int | float | bool) or v is None
+
+
+def render_value(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def substitute(value: str, row: Row) -> str:
+    return ROW_REF.sub(lambda m: render_value(row.values.get(m.group(1))), value)
+
+
+def substitute_tree(value: Any, row: Row) -> Any:
+    if isinstance(value, str):
+        return substitute(value, row) if "${row." in value else value
+    if isinstance(value, list):
+        return [substitute_tree(v, row) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute_tree(v, row) for k, v in value.items()}
+    return value
+
+
+def string_sources(value: Any, path: Path, span_of: Callable[[Path], Span], text: str,
+                   ) -> Iterator[TextSource]:
+    if isinstance(value, str):
+        yield TextSource(path, value, span_of(path), text)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from string_sources(v, (*path, i), span_of, text)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from string_sources(v, (*path, k), span_of, text)

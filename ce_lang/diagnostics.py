@@ -1,0 +1,78 @@
+"""Diagnostics are values: passes append them to a `Diagnostics` list and go on."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from ce_lang.codes import CODES
+from ce_lang.spans import Span
+
+
+@attrs.frozen
+class Diagnostic:
+    code: str
+    severity: str
+    message: str
+    span: Span | None
+    help: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def sort_key(self) -> tuple:
+        s = self.span
+        return (s.file, s.line, s.col, self.code) if s else ("", 0, 0, self.code)
+
+
+class Diagnostics(list[Diagnostic]):
+    """An append-only collector; `emit` takes the severity from the code table."""
+
+    def emit(
+        self,
+        code: str,
+        message: str,
+        span: Span | None,
+        *,
+        help: str | None = None,
+        notes: Iterable[str] = (),
+        severity: str | None = None,
+    ) -> Diagnostic:
+        diag = Diagnostic(
+            code, severity or CODES[code].severity, message, span, help, tuple(notes)
+        )
+        self.append(diag)
+        return diag
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.is_error for d in self)
+
+    def count(self, severity: str) -> int:  # type: ignore[override]
+        return sum(1 for d in self if d.severity == severity)
+
+
+def did_you_mean(word: str, candidates: Sequence[str]) -> str | None:
+    """The closest candidate, as a `help:` line, or None when nothing is close."""
+    best = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    if not best:
+        lowered = {c.lower(): c for c in candidates}
+        if word.lower() in lowered:
+            best = [lowered[word.lower()]]
+    return f"did you mean `{best[0]}`?" if best else None
+
+
+def dedupe(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """Sorted by location, identical diagnostics (same span, code, message) once."""
+    seen: set[tuple] = set()
+    out = []
+    for d in sorted(diags, key=Diagnostic.sort_key):
+        key = (d.code, d.message, d.span)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out

@@ -1,0 +1,180 @@
+"""Config layers merged by the schema's merge rules, remembering where each setting came from.
+
+Layers, lowest first: built-in defaults -> experiment defaults -> task -> variant ->
+command line. Mappings merge per key, lists replace, except the fields whose `Rule.merge`
+says append (template_sources, pre_run) or append-after (post_run).
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ce_lang.schema.fields import Rule, Tagged
+from ce_lang.spans import Path, Span, format_path
+from ce_lang.validate import fields_of
+
+# Setting one of these in a higher layer removes the other one from the lower layers.
+EXCLUSIVE = {
+    "initial_prompt": "initial_prompt_file", "initial_prompt_file": "initial_prompt",
+    "system_prompt": "system_prompt_file", "system_prompt_file": "system_prompt",
+}
+
+
+@attrs.frozen
+class Layer:
+    name: str
+    value: dict[str, Any]
+    span_of: Callable[[Path], Span]
+
+
+@attrs.frozen
+class Merged:
+    value: dict[str, Any]
+    layers: tuple[Layer, ...]
+    origin: dict[Path, tuple[int, Path]]
+    leaves: frozenset[Path]
+
+    def span(self, path: Path) -> Span:
+        for cut in range(len(path), -1, -1):
+            hit = self.origin.get(path[:cut])
+            if hit is not None:
+                i, lpath = hit
+                return self.layers[i].span_of(lpath + path[cut:])
+        return self.layers[-1].span_of(path)
+
+    def key_span(self, path: Path) -> Span:
+        hit = self.origin.get(path)
+        if hit is not None:
+            layer = self.layers[hit[0]]
+            key_span = getattr(layer.span_of, "key_span", None)
+            if key_span is not None:
+                return key_span(hit[1])
+        return self.span(path)
+
+    def layer_of(self, path: Path) -> str | None:
+        for cut in range(len(path), -1, -1):
+            hit = self.origin.get(path[:cut])
+            if hit is not None:
+                return self.layers[hit[0]].name
+        return None
+
+    def lineage(self) -> dict[str, str]:
+        """Each explicitly set setting -> the layer it came from (unset ones are defaults)."""
+        return {format_path(p): self.layers[self.origin[p][0]].name for p in sorted(
+            self.leaves, key=lambda p: tuple(str(x) for x in p))}
+
+
+def merge_layers(layers: list[Layer], root: type) -> Merged:
+    m = _Merger()
+    value: Any = {}
+    for i, layer in enumerate(layers):
+        value = m.merge(value, layer.value, root, (), (), i, Rule())
+    return Merged(value, tuple(layers), m.origin, frozenset(m.leaves))
+
+
+class _Merger:
+    def __init__(self) -> None:
+        self.origin: dict[Path, tuple[int, Path]] = {}
+        self.leaves: set[Path] = set()
+
+    def set_leaf(self, path: Path, layer: int, lpath: Path) -> None:
+        self.drop_below(path)
+        self.origin[path] = (layer, lpath)
+        self.leaves.add(path)
+
+    def drop_below(self, path: Path) -> None:
+        n = len(path)
+        for table in (self.origin, self.leaves):
+            for p in [p for p in table if len(p) > n and p[:n] == path]:
+                if isinstance(table, dict):
+                    del table[p]
+                else:
+                    table.discard(p)
+
+    def merge(self, low: Any, high: Any, tp: Any, path: Path, lpath: Path, layer: int,
+              rule: Rule) -> Any:
+        tp = _strip_optional(tp)
+        origin = typing.get_origin(tp)
+        if high is None:
+            self.set_leaf(path, layer, lpath)
+            return None
+        if isinstance(high, dict) and isinstance(low, list):  # -D success_criteria.0.x=...
+            out = list(low)
+            item_tp = (typing.get_args(tp) or (Any,))[0]
+            for k, v in high.items():
+                idx = int(k)
+                if 0 <= idx < len(out):
+                    out[idx] = self.merge(out[idx], v, item_tp, (*path, idx), (*lpath, k),
+                                          layer, Rule())
+            return out
+        if isinstance(high, dict) and (
+            attrs.has(tp) or (isinstance(tp, type) and issubclass(tp, Tagged))
+        ):
+            if not isinstance(low, dict):
+                low = {}
+            self.origin.setdefault(path, (layer, lpath))
+            out = dict(low)
+            fields = {} if not attrs.has(tp) else {f[0]: f for f in fields_of(tp)}
+            for key, v in high.items():
+                partner = EXCLUSIVE.get(key)
+                if partner in out and partner not in high:
+                    del out[partner]
+                    self.drop_below((*path, partner))
+                    self.origin.pop((*path, partner), None)
+                    self.leaves.discard((*path, partner))
+                ftp, frule = (fields[key][1], fields[key][2]) if key in fields else (Any, Rule())
+                out[key] = self.merge(low.get(key), v, ftp, (*path, key), (*lpath, key), layer,
+                                      frule)
+            return out
+        if isinstance(high, dict) and (origin is dict or tp is Any) and isinstance(low, dict):
+            out = dict(low)  # free mappings (sdk_options, params) merge deeply
+            for key, v in high.items():
+                val_tp = typing.get_args(tp)[1] if origin is dict else Any
+                out[key] = self.merge(low.get(key), v, val_tp, (*path, key), (*lpath, key), layer,
+                                      Rule())
+            return out
+        if isinstance(high, list) and rule.merge in ("append", "append_reverse") and low:
+            if rule.merge == "append":
+                out = [*low, *high]
+                for j in range(len(high)):
+                    self.set_leaf((*path, len(low) + j), layer, (*lpath, j))
+            else:
+                out = [*high, *low]
+                self.shift(path, len(high))
+                for j in range(len(high)):
+                    self.set_leaf((*path, j), layer, (*lpath, j))
+            self.origin.setdefault(path, (layer, lpath))
+            return out
+        if isinstance(high, list) and rule.merge in ("append", "append_reverse"):
+            self.drop_below(path)
+            self.origin[path] = (layer, lpath)
+            for j in range(len(high)):
+                self.set_leaf((*path, j), layer, (*lpath, j))
+            return list(high)
+        self.set_leaf(path, layer, lpath)
+        return high
+
+    def shift(self, path: Path, by: int) -> None:
+        n = len(path)
+        moved_o = {}
+        for p in [p for p in self.origin if len(p) > n and p[:n] == path]:
+            moved_o[(*path, p[n] + by, *p[n + 1:])] = self.origin.pop(p)
+        moved_l = set()
+        for p in [p for p in self.leaves if len(p) > n and p[:n] == path]:
+            self.leaves.discard(p)
+            moved_l.add((*path, p[n] + by, *p[n + 1:]))
+        self.origin.update(moved_o)
+        self.leaves |= moved_l
+
+
+def _strip_optional(tp: Any) -> Any:
+    args = typing.get_args(tp)
+    if args and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return tp

@@ -1,0 +1,123 @@
+"""Command-line settings (`-D path=value`, `--model`, `--type`, `--driver`) as a config layer.
+
+Each `-D` argument becomes its own little source file, so its diagnostics point into the
+argument exactly as a YAML error points into a file.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import attrs
+import yaml
+
+from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.schema.fields import Rule, Tagged
+from ce_lang.schema.task import TaskSpec
+from ce_lang.spans import Path, Span
+from ce_lang.validate import Context, Walker, fields_of
+
+
+@attrs.frozen
+class Override:
+    path: Path
+    value: Any
+    source: str  # pseudo file name, e.g. "-D #1"
+    text: str
+
+
+def _span(source: str, text: str, start: int, end: int) -> Span:
+    return Span(source, 1, start + 1, 1, max(end, start + 1) + 1, start, end)
+
+
+def parse_overrides(args: list[str], diags: Diagnostics, sources: dict[str, str],
+                    ) -> list[Override]:
+    out = []
+    for n, arg in enumerate(args, start=1):
+        source = f"<-D #{n}>"
+        sources[source] = arg
+        key, eq, raw = arg.partition("=")
+        if not eq or not key.strip():
+            diags.emit("CE0501", f"`-D {arg}` is not of the form path=value",
+                       _span(source, arg, 0, len(arg)), help="e.g. -D agent.model=claude-opus-4-1")
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw  # not YAML: take the text as a string
+        path, ok = resolve_path(key.strip(), source, arg, diags)
+        if ok:
+            vspan = _span(source, arg, len(key) + 1, len(arg))
+            leaf_tp, leaf_rule = ok
+            walker = Walker(Context(diags, lambda _p, s=vspan: s, lambda _p, s=vspan: s))
+            before = len(diags)
+            value = walker.check(value, leaf_tp, path, leaf_rule, partial=True)
+            if len(diags) == before:
+                out.append(Override(path, value, source, arg))
+    return out
+
+
+def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
+                 ) -> tuple[Path, tuple[Any, Rule] | None]:
+    """Walk the schema along `a.b.0.c`; return the path and the leaf's (type, rule)."""
+    parts = key.split(".")
+    path: list[str | int] = []
+    tp: Any = TaskSpec
+    rule = Rule()
+    offset = 0
+    for part in parts:
+        span = _span(source, arg, offset, offset + len(part))
+        offset += len(part) + 1
+        tp = _unwrap(tp)
+        origin = typing.get_origin(tp)
+        if origin is list:
+            if not part.isdigit():
+                diags.emit("CE0501", f"`{'.'.join(map(str, path))}` is a list: index it with a "
+                           f"number, not `{part}`", span)
+                return tuple(path), None
+            path.append(int(part))
+            tp, rule = typing.get_args(tp)[0], Rule()
+            continue
+        if origin is dict or tp is Any:
+            path.append(part)
+            tp, rule = (typing.get_args(tp)[1] if origin is dict else Any), Rule()
+            continue
+        if isinstance(tp, type) and issubclass(tp, Tagged):
+            names = sorted({f[0] for m in tp.MEMBERS.values() for f in fields_of(m)})
+            fields = {f[0]: f for m in tp.MEMBERS.values() for f in fields_of(m)}
+        elif attrs.has(tp):
+            fields = {f[0]: f for f in fields_of(tp)}
+            names = list(fields)
+        else:
+            diags.emit("CE0501", f"`{'.'.join(map(str, path))}` is a single value; it has no "
+                       f"field `{part}`", span)
+            return tuple(path), None
+        if part not in fields:
+            where = ".".join(map(str, path)) or "a task"
+            diags.emit("CE0501", f"unknown setting `{part}` in {where}", span,
+                       help=did_you_mean(part, names))
+            return tuple(path), None
+        path.append(part)
+        _, tp, rule, _ = fields[part]
+    return tuple(path), (tp, rule)
+
+
+def _unwrap(tp: Any) -> Any:
+    args = typing.get_args(tp)
+    if args and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return tp
+
+
+def overrides_layer_value(overrides: list[Override], flags: dict[Path, Any]) -> dict[str, Any]:
+    """Nest the overrides into one task-shaped mapping (later -D wins)."""
+    root: dict[Any, Any] = {}
+    for path, value in [*((o.path, o.value) for o in overrides), *flags.items()]:
+        node = root
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return root

@@ -1,0 +1,217 @@
+"""The resolved plan of one trial: what runs, under which limits, graded by which calls.
+
+Each criterion is lowered to a `CriterionCall`: the name of its definition (`type`), the
+bound arguments (its type-specific fields, defaults applied), and the common scoring
+fields resolved (pass threshold defaults, gating, early-stop arming). The criteria
+language checks these calls against the definitions' signatures and adds types, effects
+and decidability in side tables keyed by the call's `id`, without reshaping the plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+import attrs
+import msgspec
+
+from ce_lang.convert import converter
+from ce_lang.schema import criteria as C
+from ce_lang.schema.agent import AgentConfig
+from ce_lang.schema.task import (
+    DEFAULT_IGNORE_PATTERNS,
+    CheckerContext,
+    PostRunCommand,
+    PreRunCommand,
+    Reference,
+    RunLimits,
+    SandboxConfig,
+    Simulation,
+    TaskSpec,
+    TemplateDirSource,
+)
+
+PLAN_VERSION = 1
+COMMON_FIELDS = frozenset(
+    ("type", "description", "weight", "pass_threshold", "stop_when", "stop_early",
+     "suite_thresholds")
+)
+
+
+@attrs.frozen
+class Arming:
+    """Early-stop arming of one criterion (from `stop_when`, or coder_eval's `stop_early`)."""
+
+    polarity: str  # pass | fail | decided
+    source: str  # "stop_when" | "stop_early"
+    decide_within: int | None = None
+
+
+@attrs.frozen
+class CriterionCall:
+    id: str  # "c0", "c1", ... in declaration order: the key of every side table
+    type: str  # the definition this entry calls
+    description: str
+    weight: float
+    pass_threshold: float
+    gating: bool  # weight > 0 and not a disabled judge
+    result_kind: str  # binary | fraction | continuous | classification
+    args: dict[str, Any]
+    arming: Arming | None = None
+    suite_thresholds: dict[str, float] | None = None
+
+
+@attrs.frozen
+class EarlyStop:
+    enabled: bool
+    armed: tuple[str, ...]  # criterion ids
+
+
+@attrs.frozen
+class Plan:
+    plan_version: int
+    task_id: str
+    suite_id: str | None
+    row_id: str | None
+    description: str
+    tags: list[str]
+    prompt: str | None
+    agent: AgentConfig
+    sandbox: SandboxConfig
+    ignore_patterns: list[str]  # effective: defaults, `!` removals, additions
+    run_limits: RunLimits
+    early_stop: EarlyStop
+    criteria: list[CriterionCall]
+    reference: Reference | None
+    pre_run: list[PreRunCommand]
+    post_run: list[PostRunCommand]
+    simulation: Simulation | None
+    checker_context: CheckerContext | None
+    expected_commands: int | None
+    skip: bool | str
+
+
+@attrs.frozen
+class Trial:
+    """One resolved trial: which plan it runs and where each setting came from."""
+
+    trial_id: str  # variant/task[/row]/NN
+    variant_id: str
+    experiment_id: str | None
+    repeat: int
+    source: str  # the task file
+    task_dir: str
+    plan: Plan
+    plan_hash: str
+    lineage: dict[str, str]
+
+
+def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | None,
+          suite_id: str | None) -> Plan:
+    criteria = [_lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
+    legacy = any(c.stop_early is not None for c in task.success_criteria)
+    master = task.run_limits.stop_early
+    enabled = master is True or (master is None and legacy)
+    armed = tuple(c.id for c in criteria if c.arming is not None) if enabled else ()
+    return Plan(
+        plan_version=PLAN_VERSION,
+        task_id=task.task_id if row_id is None else f"{task.task_id}/{row_id}",
+        suite_id=suite_id,
+        row_id=row_id,
+        description=task.description,
+        tags=list(task.tags),
+        prompt=prompt,
+        agent=_relative_agent(task.agent, task_dir),
+        sandbox=_relative_sandbox(task.sandbox, task_dir),
+        ignore_patterns=effective_ignore_patterns(task.sandbox.ignore_patterns),
+        run_limits=task.run_limits,
+        early_stop=EarlyStop(enabled and bool(armed), armed),
+        criteria=criteria,
+        reference=_relative_reference(task.reference, task_dir),
+        pre_run=list(task.pre_run),
+        post_run=list(task.post_run),
+        simulation=task.simulation,
+        checker_context=task.checker_context,
+        expected_commands=task.expected_commands,
+        skip=task.skip,
+    )
+
+
+def _lower_criterion(i: int, c: C.CriterionBase) -> CriterionCall:
+    raw = converter.unstructure(c)
+    args = {k: v for k, v in raw.items() if k not in COMMON_FIELDS}
+    if isinstance(c, C.ReferenceComparison):
+        threshold = c.similarity_threshold  # the domain field wins, as in coder_eval
+    elif c.pass_threshold is not None:
+        threshold = c.pass_threshold
+    else:
+        threshold = type(c).DEFAULT_PASS_THRESHOLD
+    enabled = getattr(c, "enabled", True)
+    arming = None
+    if c.stop_when is not None:
+        arming = Arming(c.stop_when, "stop_when")
+    elif c.stop_early is not None:
+        polarity = "decided" if c.stop_early.on_pass == "stop" else "fail"
+        arming = Arming(polarity, "stop_early", c.stop_early.decide_within)
+    return CriterionCall(
+        id=f"c{i}", type=c.type, description=c.description, weight=c.weight,
+        pass_threshold=threshold, gating=c.weight > 0 and enabled,
+        result_kind=type(c).RESULT, args=args, arming=arming,
+        suite_thresholds=c.suite_thresholds,
+    )
+
+
+def effective_ignore_patterns(overrides: list[str]) -> list[str]:
+    patterns = list(DEFAULT_IGNORE_PATTERNS)
+    for raw in overrides:
+        p = raw.strip()
+        if p.startswith("!"):
+            patterns = [x for x in patterns if x != p[1:].strip()]
+        elif p and p not in patterns:
+            patterns.append(p)
+    return patterns
+
+
+def _rel(path: str | None, task_dir: str) -> str | None:
+    if path is None or not os.path.isabs(path):
+        return path
+    return os.path.relpath(path, task_dir)
+
+
+def _relative_sandbox(sb: SandboxConfig, task_dir: str) -> SandboxConfig:
+    sources = [
+        attrs.evolve(s, path=_rel(s.path, task_dir)) if isinstance(s, TemplateDirSource) else s
+        for s in sb.template_sources
+    ]
+    return attrs.evolve(sb, template_sources=sources)
+
+
+def _relative_agent(agent: AgentConfig, task_dir: str) -> AgentConfig:
+    return attrs.evolve(agent, system_prompt_file=_rel(agent.system_prompt_file, task_dir))
+
+
+def _relative_reference(ref: Reference | None, task_dir: str) -> Reference | None:
+    if ref is None:
+        return None
+    return attrs.evolve(ref, file=_rel(ref.file, task_dir), directory=_rel(ref.directory, task_dir))
+
+
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def plan_to_json(plan: Plan) -> dict[str, Any]:
+    return converter.unstructure(plan)
+
+
+def plan_hash(plan: Plan) -> str:
+    """sha256 of the canonical JSON of the plan: equal plans hash equal on any machine."""
+    return hashlib.sha256(_encoder.encode(plan_to_json(plan))).hexdigest()
+
+
+def trial_to_json(trial: Trial) -> dict[str, Any]:
+    return {
+        "trial_id": trial.trial_id, "variant_id": trial.variant_id,
+        "experiment_id": trial.experiment_id, "repeat": trial.repeat,
+        "source": trial.source, "plan_hash": trial.plan_hash, "lineage": trial.lineage,
+    }

@@ -1,0 +1,110 @@
+"""Diagnostics for people (rustc style), for programs (JSON) and for code scanning (SARIF)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ce_lang.codes import CODES
+from ce_lang.diagnostics import Diagnostic
+
+
+def render_human(diags: Sequence[Diagnostic], sources: dict[str, str], color: bool = False
+                 ) -> str:
+    return "".join(_one(d, sources, color) for d in diags)
+
+
+def _style(text: str, code: str, color: bool) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+
+def _one(d: Diagnostic, sources: dict[str, str], color: bool) -> str:
+    sev_color = "1;31" if d.severity == "error" else "1;33"
+    head = f"{_style(d.severity + '[' + d.code + ']', sev_color, color)}: {d.message}"
+    lines = []
+    if d.span is not None:
+        lines.append(f"{_style(str(d.span), '1', color)}: {head}")
+        text = sources.get(d.span.file)
+        if text is not None:
+            src_lines = text.split("\n")
+            if 1 <= d.span.line <= len(src_lines):
+                src = src_lines[d.span.line - 1].rstrip("\r").expandtabs(1)
+                gutter = str(d.span.line)
+                pad = " " * len(gutter)
+                width = (d.span.end_col - d.span.col) if d.span.end_line == d.span.line else \
+                    max(1, len(src.rstrip()) - d.span.col + 1)
+                width = max(1, min(width, max(1, len(src) - d.span.col + 1)))
+                lines.append(f"{pad} |")
+                lines.append(f"{gutter} | {src}")
+                caret = " " * (d.span.col - 1) + "^" * width
+                lines.append(f"{pad} | {_style(caret, sev_color, color)}")
+    else:
+        lines.append(head)
+    if d.help:
+        lines.append(f"  = help: {d.help}")
+    lines.extend(f"  = note: {n}" for n in d.notes)
+    return "\n".join(lines) + "\n\n"
+
+
+def diagnostic_to_json(d: Diagnostic) -> dict[str, Any]:
+    s = d.span
+    return {
+        "code": d.code, "severity": d.severity, "message": d.message,
+        "file": s.file if s else None, "line": s.line if s else None,
+        "col": s.col if s else None, "end_line": s.end_line if s else None,
+        "end_col": s.end_col if s else None, "help": d.help, "notes": list(d.notes),
+    }
+
+
+def render_json(diags: Sequence[Diagnostic], summary: dict[str, Any]) -> str:
+    return json.dumps({"diagnostics": [diagnostic_to_json(d) for d in diags],
+                       "summary": summary}, indent=2) + "\n"
+
+
+def render_sarif(diags: Sequence[Diagnostic], tool_version: str) -> str:
+    """SARIF 2.1.0, the format GitHub code scanning uploads (`upload-sarif`)."""
+    used = sorted({d.code for d in diags})
+    rules = [{
+        "id": code,
+        "name": CODES[code].title.title().replace(" ", ""),
+        "shortDescription": {"text": CODES[code].title},
+        "fullDescription": {"text": CODES[code].explanation},
+        "defaultConfiguration": {"level": _level(CODES[code].severity)},
+        "help": {"text": CODES[code].explanation},
+    } for code in used]
+    index = {code: i for i, code in enumerate(used)}
+    results = []
+    for d in diags:
+        text = d.message + (f"\nhelp: {d.help}" if d.help else "") + "".join(
+            f"\nnote: {n}" for n in d.notes)
+        result: dict[str, Any] = {
+            "ruleId": d.code, "ruleIndex": index[d.code], "level": _level(d.severity),
+            "message": {"text": text},
+        }
+        if d.span is not None and not d.span.file.startswith("<"):
+            result["locations"] = [{"physicalLocation": {
+                "artifactLocation": {"uri": _uri(d.span.file)},
+                "region": {"startLine": d.span.line, "startColumn": d.span.col,
+                           "endLine": d.span.end_line, "endColumn": d.span.end_col},
+            }}]
+        results.append(result)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "ce", "version": tool_version, "rules": rules}},
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _level(severity: str) -> str:
+    return {"error": "error", "warning": "warning"}.get(severity, "note")
+
+
+def _uri(path: str) -> str:
+    rel = os.path.relpath(path) if os.path.isabs(path) else path
+    return rel.replace(os.sep, "/")

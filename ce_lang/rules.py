@@ -1,0 +1,346 @@
+"""Rules that span several fields of a resolved task (one resolved trial at a time).
+
+Each rule reads the structured `TaskSpec` and reports at the spans of the fields it
+names; the merged config knows which file and layer every path came from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import attrs
+
+from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.schema import criteria as C
+from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
+from ce_lang.schema.task import TAG_PATTERN, RepoSource, TaskSpec
+from ce_lang.spans import Path, Span
+from ce_lang.validate import check_workspace_path
+
+SpanOf = Callable[[Path], Span]
+TAG_RE = re.compile(TAG_PATTERN)
+CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "weighted_f1", "micro_f1", "f1.macro")
+SCORE_METRICS = ("pass_rate", "mean_score")
+REFERENCE_TOKEN = re.compile(r"\$\{?REFERENCE_DIR\b")
+
+
+@attrs.frozen
+class RuleContext:
+    task: TaskSpec
+    at: SpanOf
+    key_at: SpanOf
+    diags: Diagnostics
+    agent_types: tuple[str, ...]
+    has_dataset: bool
+
+
+def check_task(ctx: RuleContext) -> None:
+    for rule in RULES:
+        rule(ctx)
+
+
+def _agent_type(task: TaskSpec) -> str:
+    return task.agent.type or "claude-code"
+
+
+def prompt_rules(ctx: RuleContext) -> None:
+    t, d = ctx.task, ctx.diags
+    sim_on = t.simulation is not None and t.simulation.enabled
+    if t.initial_prompt is not None and t.initial_prompt_file is not None:
+        d.emit("CE0109", "`initial_prompt` and `initial_prompt_file` exclude each other",
+               ctx.key_at(("initial_prompt_file",)), help="keep one of them")
+    if _agent_type(t) == "none":
+        for f in ("initial_prompt", "initial_prompt_file"):
+            if getattr(t, f) is not None:
+                d.emit("CE0202", f"an `agent: {{type: none}}` task must not set `{f}` "
+                       "(no agent runs to read it)", ctx.key_at((f,)),
+                       help="remove the prompt, or pick a real agent type")
+        if sim_on:
+            d.emit("CE0205", "an `agent: {type: none}` task cannot enable `simulation`",
+                   ctx.key_at(("simulation", "enabled")))
+    elif t.initial_prompt is None and t.initial_prompt_file is None and not sim_on:
+        d.emit("CE0201", "the task has no prompt: set `initial_prompt` or `initial_prompt_file`",
+               ctx.at(("task_id",)),
+               notes=("a prompt may be omitted only with `agent: {type: none}` or an enabled "
+                      "`simulation`",))
+    elif t.initial_prompt is not None and not t.initial_prompt.strip():
+        d.emit("CE0110", "`initial_prompt` is blank", ctx.at(("initial_prompt",)))
+
+
+def tag_rules(ctx: RuleContext) -> None:
+    for i, tag in enumerate(ctx.task.tags):
+        if not TAG_RE.fullmatch(tag):
+            fixed = re.sub(r"[^a-z0-9:]+", "-", tag.lower()).strip("-")
+            ctx.diags.emit("CE0203", f"tag {tag!r} is not lowercase kebab-case (optionally "
+                           "`key:value`)", ctx.at(("tags", i)),
+                           help=f"try `{fixed}`" if TAG_RE.fullmatch(fixed) else None)
+
+
+def agent_rules(ctx: RuleContext) -> None:
+    a, d = ctx.task.agent, ctx.diags
+    kind = _agent_type(ctx.task)
+    if kind not in ctx.agent_types:
+        d.emit("CE0105", f"unknown agent type `{kind}`", ctx.at(("agent", "type")),
+               help=did_you_mean(kind, ctx.agent_types)
+               or "known: " + ", ".join(ctx.agent_types))
+    if a.sdk_options:
+        if kind != "claude-code":
+            d.emit("CE0112", f"`agent.sdk_options` only applies to claude-code, not `{kind}`",
+                   ctx.key_at(("agent", "sdk_options")))
+        else:
+            for key in a.sdk_options:
+                at = ctx.key_at(("agent", "sdk_options", key))
+                if key in MANAGED:
+                    d.emit("CE0112", f"`sdk_options.{key}` is managed by ce and cannot be passed "
+                           "through", at, help=_managed_help(key))
+                elif key not in PASS_THROUGH:
+                    d.emit("CE0112", f"`sdk_options.{key}` is not a ClaudeAgentOptions field", at,
+                           help=did_you_mean(key, sorted(PASS_THROUGH)))
+    if a.system_prompt is not None and a.system_prompt_file is not None:
+        d.emit("CE0109", "`system_prompt` and `system_prompt_file` exclude each other",
+               ctx.key_at(("agent", "system_prompt_file")))
+
+
+def _managed_help(key: str) -> str:
+    where = {"model": "agent.model", "allowed_tools": "agent.allowed_tools",
+             "disallowed_tools": "agent.disallowed_tools", "max_turns": "run_limits.max_turns",
+             "permission_mode": "agent.permission_mode", "max_budget_usd": "run_limits.max_usd",
+             "system_prompt": "agent.system_prompt", "setting_sources": "agent.setting_sources",
+             "plugins": "agent.plugins"}.get(key)
+    return f"set `{where}` instead" if where else "ce sets it for every run"
+
+
+def sandbox_rules(ctx: RuleContext) -> None:
+    sb, d = ctx.task.sandbox, ctx.diags
+    for i, src in enumerate(sb.template_sources):
+        if isinstance(src, RepoSource) and i > 0:
+            d.emit("CE0208", "a `repo` template source must come first",
+                   ctx.at(("sandbox", "template_sources", i, "type")),
+                   notes=("it clones into an empty workspace; sources after it add files",))
+    for i, pat in enumerate(sb.ignore_patterns):
+        if not pat.strip() or pat.strip() == "!":
+            d.emit("CE0110", "empty ignore pattern", ctx.at(("sandbox", "ignore_patterns", i)))
+
+
+def reference_rules(ctx: RuleContext) -> None:
+    t, d = ctx.task, ctx.diags
+    ref = t.reference
+    if ref is not None:
+        given = [f for f in ("file", "code", "directory") if getattr(ref, f) is not None]
+        if len(given) > 1:
+            d.emit("CE0109", f"`reference` takes one of file, code or directory; found "
+                   f"{', '.join(given)}", ctx.key_at(("reference", given[1])))
+        elif not given:
+            d.emit("CE0102", "`reference` needs `file`, `code` or `directory`",
+                   ctx.at(("reference",)))
+    for i, c in enumerate(t.success_criteria):
+        here = ("success_criteria", i)
+        if isinstance(c, C.ReferenceComparison):
+            if ref is None:
+                d.emit("CE0209", "reference_comparison needs a task-level `reference:`",
+                       ctx.at((*here, "type")))
+            elif ref.directory is not None and c.reference_file is None:
+                d.emit("CE0102", "reference_comparison needs `reference_file` when the "
+                       "reference is a directory", ctx.at(here))
+            if c.reference_file is not None:
+                check_workspace_path(c.reference_file, ctx.at((*here, "reference_file")),
+                                     f"success_criteria[{i}].reference_file", d)
+        elif ref is None:
+            texts: list[tuple[Path, str]] = []
+            if isinstance(c, C.RunCommand):
+                texts.append(((*here, "command"), c.command))
+            if isinstance(c, C.LlmJudge | C.AgentJudge):
+                texts.extend(((*here, "files", j), f) for j, f in enumerate(c.files))
+            for path, text in texts:
+                if REFERENCE_TOKEN.search(text):
+                    d.emit("CE0209", "uses $REFERENCE_DIR but the task has no `reference:`",
+                           ctx.at(path))
+
+
+def criteria_rules(ctx: RuleContext) -> None:
+    t, d = ctx.task, ctx.diags
+    none_agent = _agent_type(t) == "none"
+    for i, c in enumerate(t.success_criteria):
+        here = ("success_criteria", i)
+        if none_agent and c.READS_TRACE:
+            d.emit("CE0204", f"`{c.type}` reads the agent's trace, but an `agent: {{type: none}}` "
+                   "task runs no agent", ctx.at((*here, "type")),
+                   help="use agent-independent criteria (run_command, file_check, json_check, ...)")
+        if isinstance(c, C.RunCommand) and c.expected_stdout is not None and c.score_from_stdout:
+            d.emit("CE0109", "`expected_stdout` and `score_from_stdout` exclude each other",
+                   ctx.key_at((*here, "score_from_stdout")))
+        if isinstance(c, C.CommandExecuted):
+            if c.max_count is not None and c.min_count > c.max_count:
+                d.emit("CE0111", f"min_count ({c.min_count}) is greater than max_count "
+                       f"({c.max_count}): no run can pass", ctx.at((*here, "max_count")))
+            for f in ("command_pattern", "exclude_pattern"):
+                _check_regex(getattr(c, f), 0, (*here, f), ctx)
+        if isinstance(c, C.FileMatchesRegex):
+            _check_regex(c.pattern, c.flags, (*here, "pattern"), ctx)
+        if isinstance(c, C.FileCheck):
+            for j, p in enumerate(c.patterns):
+                _check_regex(p.pattern, p.flags, (*here, "patterns", j, "pattern"), ctx)
+        if isinstance(c, C.JsonCheck):
+            _json_rules(c, here, ctx)
+        if isinstance(c, C.CommandsEfficiency) and c.expected_commands is None \
+                and t.expected_commands is None:
+            d.emit("CE0102", "commands_efficiency needs `expected_commands` (on the criterion or "
+                   "the task)", ctx.at(here))
+        if isinstance(c, C.ClassificationMatch) and c.expected_label not in c.allowed_labels \
+                and not (c.case_sensitive is False and c.expected_label.lower()
+                         in {x.lower() for x in c.allowed_labels}):
+            d.emit("CE0111", f"expected_label {c.expected_label!r} is not one of allowed_labels",
+                   ctx.at((*here, "expected_label")),
+                   notes=("allowed: " + ", ".join(c.allowed_labels),))
+
+
+def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
+    import jmespath  # small, and only needed when a task has json_check
+    from jmespath.exceptions import JMESPathError
+
+    for j, a in enumerate(c.assertions):
+        at = (*here, "assertions", j)
+        try:
+            jmespath.compile(a.expression)
+        except JMESPathError as exc:
+            msg = str(exc).splitlines()[0]
+            ctx.diags.emit("CE0111", f"invalid JMESPath expression: {msg}",
+                           ctx.at((*at, "expression")))
+        if a.operator != "exists" and a.expected is None:
+            ctx.diags.emit("CE0102", f"assertion with operator `{a.operator}` needs `expected`",
+                           ctx.at(at))
+        if a.operator == "regex" and isinstance(a.expected, str):
+            _check_regex(a.expected, 0, (*at, "expected"), ctx)
+        if a.operator in ("gt", "gte", "lt", "lte") and (
+            isinstance(a.expected, bool) or not isinstance(a.expected, int | float)
+        ):
+            ctx.diags.emit("CE0103", f"operator `{a.operator}` compares numbers; `expected` "
+                           "must be a number", ctx.at((*at, "expected")))
+        types = ("string", "number", "boolean", "array", "object", "null")
+        if a.operator == "type" and a.expected not in types:
+            ctx.diags.emit("CE0105", f"operator `type` expects one of {', '.join(types)}",
+                           ctx.at((*at, "expected")),
+                           help=did_you_mean(str(a.expected), types))
+
+
+def _check_regex(pattern: str | None, flags: int, path: Path, ctx: RuleContext) -> None:
+    if pattern is None or "${row." in pattern:
+        return
+    try:
+        re.compile(pattern, flags)
+    except re.error as exc:
+        span = ctx.at(path)
+        ctx.diags.emit("CE0111", f"invalid regular expression: {exc.msg}"
+                       + (f" at position {exc.pos}" if exc.pos is not None else ""), span)
+    except (ValueError, OverflowError) as exc:
+        ctx.diags.emit("CE0111", f"invalid regex flags: {exc}", ctx.at(path))
+
+
+def early_stop_rules(ctx: RuleContext) -> None:
+    t, d = ctx.task, ctx.diags
+    master = t.run_limits.stop_early
+    none_agent = _agent_type(t) == "none"
+    sim_on = t.simulation is not None and t.simulation.enabled
+    for i, c in enumerate(t.success_criteria):
+        here = ("success_criteria", i)
+        if c.stop_when is not None and c.stop_early is not None:
+            d.emit("CE0109", "`stop_when` and the legacy `stop_early` block exclude each other",
+                   ctx.key_at((*here, "stop_early")))
+        field = "stop_when" if c.stop_when is not None else (
+            "stop_early" if c.stop_early is not None else None)
+        if field is None:
+            continue
+        at = ctx.key_at((*here, field))
+        if none_agent or sim_on:
+            why = "an `agent: {type: none}` task has no agent trace" if none_agent else \
+                "early stop is not available with an enabled simulation"
+            d.emit("CE0211", f"`{field}` cannot be armed here: {why}", at)
+        elif c.weight == 0:
+            d.emit("CE0211", f"`{field}` on a weight-0 criterion: informational criteria never "
+                   "gate, so they cannot stop a run", at)
+        elif field == "stop_when" and master is not True:
+            d.emit("CE0210", "`stop_when` is inert: `run_limits.stop_early` is not true", at,
+                   help="set `run_limits: {stop_early: true}` to enable early stop")
+
+
+def simulation_rules(ctx: RuleContext) -> None:
+    s = ctx.task.simulation
+    if s is not None and s.stop_on_criteria_pass and s.check_criteria == "end_of_dialog":
+        ctx.diags.emit("CE0109", "`stop_on_criteria_pass: true` needs `check_criteria: "
+                       "every_turn` or `both`", ctx.key_at(("simulation", "stop_on_criteria_pass")))
+
+
+def suite_rules(ctx: RuleContext) -> None:
+    t, d = ctx.task, ctx.diags
+    classification = [(i, c) for i, c in enumerate(t.success_criteria)
+                      if c.RESULT == "classification"]
+    entries: list[tuple[Path, dict[str, float], C.CriterionBase | None]] = []
+    for i, c in enumerate(t.success_criteria):
+        if c.suite_thresholds:
+            entries.append((("success_criteria", i, "suite_thresholds"), c.suite_thresholds, c))
+    if t.suite_thresholds:
+        owner = classification[0][1] if len(classification) == 1 else None
+        if len(classification) != 1:
+            d.emit("CE0212", "top-level `suite_thresholds` apply to the task's classification "
+                   f"criterion, but the task has {len(classification)}",
+                   ctx.key_at(("suite_thresholds",)),
+                   help="put `suite_thresholds` on the criterion they gate")
+        entries.append((("suite_thresholds",), t.suite_thresholds, owner))
+    for path, thresholds, owner in entries:
+        if not ctx.has_dataset:
+            d.emit("CE0212", "`suite_thresholds` need a `dataset:` (they gate metrics over rows)",
+                   ctx.key_at(path))
+            continue
+        if owner is not None and owner.weight == 0:
+            d.emit("CE0212", "`suite_thresholds` on a weight-0 (informational) criterion",
+                   ctx.key_at(path))
+        valid = _metric_names(owner)
+        for name, minimum in thresholds.items():
+            at = ctx.key_at((*path, name))
+            if not _metric_ok(name, owner):
+                d.emit("CE0212", f"unknown suite metric `{name}`"
+                       + (f" for {owner.type}" if owner is not None else ""), at,
+                       help=did_you_mean(name, valid) or "known: " + ", ".join(valid))
+            if not 0 <= minimum <= 1:
+                d.emit("CE0104", f"suite threshold `{name}` must be in [0, 1], found {minimum}",
+                       ctx.at((*path, name)))
+
+
+def _labels(c: C.CriterionBase | None) -> list[str] | None:
+    if isinstance(c, C.SkillTriggered):
+        return ["yes", "no"]
+    if isinstance(c, C.ClassificationMatch):
+        return [*c.allowed_labels, "(none)", "(other)"]
+    return None
+
+
+def _metric_names(c: C.CriterionBase | None) -> list[str]:
+    labels = _labels(c)
+    if c is not None and labels is None:
+        return list(SCORE_METRICS)
+    names = list(CLASSIFICATION_METRICS)
+    for lab in labels or ["yes", "no"]:
+        names += [f"precision.{lab}", f"recall.{lab}", f"f1.{lab}"]
+    return names
+
+
+def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
+    labels = _labels(c)
+    if c is not None and labels is None:
+        return name in SCORE_METRICS
+    if name in CLASSIFICATION_METRICS:
+        return True
+    kind, _, label = name.partition(".")
+    if kind not in ("precision", "recall", "f1") or not label:
+        return False
+    if labels is None:
+        return True
+    folded = {x.lower() for x in labels} if isinstance(c, C.ClassificationMatch) \
+        and not c.case_sensitive else set(labels)
+    return (label.lower() if isinstance(c, C.ClassificationMatch) and not c.case_sensitive
+            else label) in folded
+
+
+RULES = (prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
+         early_stop_rules, simulation_rules, suite_rules)

@@ -1,0 +1,43 @@
+"""The `agent:` block (also nested in `agent_judge`)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from ce_lang.schema.fields import spec
+
+PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
+
+# Agent kinds ce ships; third-party agents add theirs through the `ce.agents` entry points.
+BUILTIN_AGENT_TYPES = ("claude-code", "codex", "openai", "none", "oracle", "script")
+
+
+@attrs.frozen(kw_only=True)
+class AgentConfig:
+    __ce_removed__: ClassVar[dict[str, str]] = {
+        "max_turns": "moved to `run_limits.max_turns`",
+        "turn_timeout": "moved to `run_limits.turn_timeout`",
+        "task_timeout": "moved to `run_limits.task_timeout`",
+    }
+    type: str | None = spec(None, doc="agent kind: claude-code (default), codex, openai, none, ...")
+    model: str | None = spec(None, doc="model id passed to the agent")
+    permission_mode: PermissionMode = spec("acceptEdits")
+    allowed_tools: list[str] | None = spec(None, merge="replace", doc="tools auto-approved")
+    disallowed_tools: list[str] | None = spec(None, merge="replace")
+    system_prompt: str | None = spec(None)
+    system_prompt_file: str | None = spec(None, path="task")
+    system_prompt_mode: Literal["append", "replace"] = spec("append")
+    context_window: int | None = spec(None, gt=0)
+    sdk_options: dict[str, Any] = spec(
+        factory=dict, doc="Claude Code ClaudeAgentOptions pass-through (deep-merged)"
+    )
+    claude_settings: str | dict[str, Any] | None = spec(None, merge="replace")
+    setting_sources: list[Literal["user", "project", "local"]] | None = spec(
+        None, merge="replace"
+    )
+    plugins: list[dict[str, Any]] | None = spec(None, merge="replace")
+    ignore_patterns: list[str] = spec(factory=list, merge="replace")
+    base_url: str | None = spec(None, doc="OpenAI-compatible endpoint for `type: openai`")
+    api_key_env: str | None = spec(None, doc="environment variable holding the API key")

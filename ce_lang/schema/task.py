@@ -1,0 +1,198 @@
+"""The task file: every field of the task format, as frozen attrs classes."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from ce_lang.schema.agent import AgentConfig
+from ce_lang.schema.criteria import Criterion
+from ce_lang.schema.fields import Tagged, register, spec
+
+frozen = attrs.frozen(kw_only=True)
+
+DEFAULT_IGNORE_PATTERNS = (
+    ".venv", "venv", "ENV", "env", "virtualenv", ".git", ".svn", ".hg", "__pycache__",
+    "*.pyc", "*.pyo", "*.pyd", ".pytest_cache", ".ruff_cache", "*.egg-info", ".eggs",
+    "dist", "build", ".vscode", ".idea", "*.swp", "*.swo", "*~", ".DS_Store", "Thumbs.db",
+    "node_modules", ".npm", "bower_components", ".coverage", "htmlcov", ".tox", ".nox",
+    "*.so", "*.dylib", "*.dll",
+)
+
+
+# -- sandbox ---------------------------------------------------------------------------
+class TemplateSource(Tagged):
+    MEMBERS: ClassVar[dict[str, type]] = {}
+    KIND: ClassVar[str] = "template source type"
+
+
+@register(TemplateSource, "repo")
+@frozen
+class RepoSource(TemplateSource):
+    type: str = spec()
+    url: str = spec(non_empty=True, doc="git URL (or local path) cloned into the workspace")
+    commit: str | None = spec(None, doc="commit to check out")
+
+
+@register(TemplateSource, "template_dir")
+@frozen
+class TemplateDirSource(TemplateSource):
+    type: str = spec()
+    path: str = spec(path="task_dir", non_empty=True, doc="directory relative to the task file")
+    mount_point: str = spec(".", path="workspace", doc="where inside the workspace to copy it")
+    include_patterns: list[str] = spec(factory=list, doc="only copy files matching these")
+
+
+@frozen
+class StarterFile:
+    path: str = spec(path="workspace", non_empty=True)
+    content: str = spec("")
+
+
+@register(TemplateSource, "starter_files")
+@frozen
+class StarterFilesSource(TemplateSource):
+    type: str = spec()
+    files: list[StarterFile] = spec(non_empty=True)
+
+
+@frozen
+class PythonEnv:
+    env_packages: list[str] = spec(factory=list, merge="replace")
+
+
+@frozen
+class NodeEnv:
+    env_packages: list[str] = spec(factory=list, merge="replace")
+
+
+@frozen
+class ResourceLimits:
+    timeout: int = spec(300, gt=0, doc="seconds; enforced on sandbox commands")
+    max_memory_mb: int | None = spec(None, gt=0, doc="reserved")
+    max_disk_mb: int | None = spec(None, gt=0, doc="reserved")
+    max_cpus: float | None = spec(None, gt=0)
+    max_pids: int | None = spec(None, gt=0)
+
+
+@frozen
+class SandboxConfig:
+    driver: Literal["tempdir", "bwrap", "docker"] = spec("tempdir")
+    python: PythonEnv | None = spec(factory=PythonEnv, doc="null skips the venv")
+    node: NodeEnv | None = spec(None)
+    limits: ResourceLimits = spec(factory=ResourceLimits)
+    template_sources: list[TemplateSource] = spec(factory=list, merge="append")
+    ignore_patterns: list[str] = spec(factory=list, merge="replace")
+
+
+# -- run limits --------------------------------------------------------------------------
+@frozen
+class RunLimits:
+    max_turns: int | None = spec(None, gt=0, doc="model calls per agent invocation")
+    expected_turns: int | None = spec(None, ge=1, doc="soft budget, reported only")
+    turn_timeout: int | None = spec(None, gt=0, doc="seconds per agent turn")
+    task_timeout: int | None = spec(None, gt=0, doc="seconds for the whole trial")
+    stop_early: bool | None = spec(None, doc="master switch for stop_when arming")
+    stop_early_gate_threshold: float = spec(1.0, ge=0, le=1)
+    max_input_tokens: int | None = spec(None, ge=1)
+    max_output_tokens: int | None = spec(None, ge=1)
+    max_total_tokens: int | None = spec(None, ge=1)
+    max_usd: float | None = spec(None, gt=0)
+    count_cached_input: bool = spec(False)
+    count_cache_creation: bool = spec(False)
+
+
+# -- other blocks -----------------------------------------------------------------------
+@frozen
+class Reference:
+    file: str | None = spec(None, path="task", doc="reference solution file")
+    code: str | None = spec(None, doc="inline reference solution")
+    directory: str | None = spec(None, path="task_dir", doc="reference solution directory")
+
+
+@frozen
+class PreRunCommand:
+    command: str = spec(non_empty=True)
+    timeout: int = spec(30, ge=1, le=300)
+    fail_on_error: bool = spec(True)
+
+
+@frozen
+class PostRunCommand:
+    command: str = spec(non_empty=True)
+    timeout: int = spec(30, ge=1, le=300)
+
+
+@frozen
+class Simulation:
+    enabled: bool = spec(False)
+    model: str = spec("anthropic.claude-sonnet-4-6")
+    persona: str = spec(non_empty=True)
+    goal: str = spec(non_empty=True)
+    constraints: list[str] = spec(factory=list, merge="replace")
+    max_turns: int = spec(8, ge=1, le=100)
+    stop_token: str = spec("<<<END>>>", non_empty=True)
+    stop_on_criteria_pass: bool = spec(False)
+    max_total_tokens: int | None = spec(None, gt=0)
+    n_trials: int = spec(1, ge=1, le=100)
+    parallel_trials: bool = spec(True)
+    check_criteria: Literal["end_of_dialog", "every_turn", "both"] = spec("end_of_dialog")
+
+
+@frozen
+class Dataset:
+    rows: list[dict[str, Any]] | None = spec(None, doc="inline rows")
+    paths: list[str] | None = spec(None, doc="JSONL files relative to the task file")
+    id_field: str = spec("id", non_empty=True)
+    sample_per_stratum: int | None = spec(None, ge=1)
+    stratify_field: str = spec("expected_skill")
+    sample_seed: int | None = spec(None, doc="seed of the stratified sample (default 0)")
+
+
+@frozen
+class ApiRoute:
+    route: str | None = spec(None)
+    model: str | None = spec(None)
+    params: dict[str, Any] | None = spec(None)
+    env_params: dict[str, str] | None = spec(None)
+
+
+@frozen
+class CheckerContext:
+    api_route: ApiRoute | None = spec(None)
+
+
+TAG_PATTERN = r"[a-z0-9]+(-[a-z0-9]+)*(:[a-z0-9]+(-[a-z0-9]+)*)?"
+
+
+@frozen
+class TaskSpec:
+    __ce_removed__: ClassVar[dict[str, str]] = {
+        "max_turns": "moved to `run_limits.max_turns`",
+        "turn_timeout": "moved to `run_limits.turn_timeout`",
+        "task_timeout": "moved to `run_limits.task_timeout`",
+    }
+    task_id: str = spec(
+        non_empty=True, pattern=r"[A-Za-z0-9_][A-Za-z0-9_.\-]*",
+        pattern_hint="letters, digits, `_`, `.` and `-`, not starting with `.` or `-`",
+    )
+    description: str = spec(non_empty=True)
+    initial_prompt: str | None = spec(None)
+    initial_prompt_file: str | None = spec(None, path="task")
+    tags: list[str] = spec(factory=list, merge="replace")
+    skip: bool | str = spec(False, doc="true (or a reason) keeps the task out of runs")
+    agent: AgentConfig = spec(factory=AgentConfig, partial=True)
+    sandbox: SandboxConfig = spec(factory=SandboxConfig)
+    run_limits: RunLimits = spec(factory=RunLimits)
+    success_criteria: list[Criterion] = spec(non_empty=True, merge="replace")
+    checker_context: CheckerContext | None = spec(None)
+    reference: Reference | None = spec(None)
+    expected_commands: int | None = spec(None, ge=1)
+    pre_run: list[PreRunCommand] = spec(factory=list, merge="append")
+    post_run: list[PostRunCommand] = spec(factory=list, merge="append_reverse")
+    simulation: Simulation | None = spec(None)
+    dataset: Dataset | None = spec(None)
+    suite_thresholds: dict[str, float] | None = spec(
+        None, doc="suite gate for the task's classification criterion"
+    )

@@ -1,0 +1,360 @@
+"""Check a raw YAML value against a schema class and return it normalized.
+
+One walker driven by the attrs classes and their `Rule`s reports every problem at its
+span (unknown keys with did-you-mean, removed fields with their migration, wrong types,
+ranges, choices, tagged unions, paths) and returns a copy that cattrs can structure
+without surprises: aliases expanded, task-relative paths made absolute.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import types
+import typing
+from collections.abc import Callable
+from functools import cache
+from typing import Any, Literal, Union
+
+import attrs
+
+from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged, rule_of
+from ce_lang.spans import Path, Span, format_path
+
+_NoneType = type(None)
+
+
+@attrs.define
+class Context:
+    diags: Diagnostics
+    span_of: Callable[[Path], Span]
+    key_span_of: Callable[[Path], Span]
+    # every string found at a "task"/"task_dir" path, resolved against its file's directory
+    check_paths_exist: bool = True
+
+
+@cache
+def fields_of(cls: type) -> tuple[tuple[str, Any, Rule, bool], ...]:
+    """(name, resolved type, rule, required) for each attrs field of `cls`."""
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        (f.name, hints[f.name], rule_of(f), f.default is attrs.NOTHING)
+        for f in attrs.fields(cls)
+    )
+
+
+def yaml_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def describe(tp: Any) -> str:
+    """A user-facing name for a schema type."""
+    origin = typing.get_origin(tp)
+    if tp is str:
+        return "a string"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if tp is bool:
+        return "a boolean (true/false)"
+    if tp is Any:
+        return "any value"
+    if origin in (Union, types.UnionType):
+        parts = [describe(a) for a in typing.get_args(tp) if a is not _NoneType]
+        return " or ".join(parts)
+    if origin is Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(tp))
+    if origin is list:
+        return "a list"
+    if origin is dict:
+        return "a mapping"
+    return "a mapping"
+
+
+def _snippet(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class Walker:
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.diags = ctx.diags
+
+    # -- entry ---------------------------------------------------------------------------
+    def check(self, value: Any, tp: Any, path: Path, rule: Rule | None = None,
+              partial: bool = False) -> Any:
+        rule = rule or _NO_RULE
+        origin = typing.get_origin(tp)
+        if origin in (Union, types.UnionType):
+            return self.union(value, tp, path, rule, partial)
+        if value is None:
+            if tp is Any:
+                return None
+            self.wrong_type(value, tp, path)
+            return None
+        if tp is Any:
+            return value
+        if origin is Literal:
+            return self.literal(value, tp, path)
+        if origin is list:
+            return self.list(value, tp, path, rule, partial)
+        if origin is dict:
+            return self.dict(value, tp, path, rule)
+        if isinstance(tp, type) and issubclass(tp, Tagged):
+            return self.tagged(value, tp, path, partial)
+        if attrs.has(tp):
+            return self.record(value, tp, path, partial or rule.partial)
+        return self.scalar(value, tp, path, rule)
+
+    # -- scalars ---------------------------------------------------------------------------
+    def scalar(self, value: Any, tp: type, path: Path, rule: Rule) -> Any:
+        if tp is bool:
+            if not isinstance(value, bool):
+                return self.wrong_type(value, tp, path)
+            return value
+        if tp is str:
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)  # `commit: 1234567`, `expected_stdout: 42`
+            if not isinstance(value, str):
+                return self.wrong_type(value, tp, path)
+            if rule.non_empty and not value.strip():
+                self.diags.emit("CE0110", f"`{self.name(path)}` must not be empty",
+                                self.ctx.span_of(path))
+            elif rule.pattern and not re.fullmatch(rule.pattern, value):
+                self.diags.emit(
+                    "CE0111", f"`{self.name(path)}` {value!r} is not a valid identifier",
+                    self.ctx.span_of(path), help=rule.pattern_hint or None)
+            if rule.path:
+                value = self.path_value(value, path, rule)
+            return value
+        if tp is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                return self.wrong_type(value, tp, path)
+        elif tp is float:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return self.wrong_type(value, tp, path)
+            if not math.isfinite(value):
+                self.diags.emit("CE0104", f"`{self.name(path)}` must be a finite number",
+                                self.ctx.span_of(path))
+                return value
+            value = float(value)
+        self.range(value, path, rule)
+        return value
+
+    def range(self, value: float, path: Path, rule: Rule) -> None:
+        checks = (
+            (rule.ge, lambda b: value >= b, ">="), (rule.gt, lambda b: value > b, ">"),
+            (rule.le, lambda b: value <= b, "<="), (rule.lt, lambda b: value < b, "<"),
+        )
+        bounds = [f"{op} {_num(b)}" for b, _, op in checks if b is not None]
+        for bound, ok, _op in checks:
+            if bound is not None and not ok(bound):
+                self.diags.emit(
+                    "CE0104",
+                    f"`{self.name(path)}` must be {' and '.join(bounds)}, found {_num(value)}",
+                    self.ctx.span_of(path))
+                return
+
+    def literal(self, value: Any, tp: Any, path: Path) -> Any:
+        choices = typing.get_args(tp)
+        if value in choices and type(value) is type(choices[0]):
+            return value
+        listed = ", ".join(str(c) for c in choices)
+        hint = did_you_mean(str(value), [str(c) for c in choices]) if isinstance(value, str) else None
+        self.diags.emit(
+            "CE0105", f"`{self.name(path)}` must be one of {listed}; found {_snippet(value)}",
+            self.ctx.span_of(path), help=hint)
+        return value
+
+    def union(self, value: Any, tp: Any, path: Path, rule: Rule, partial: bool) -> Any:
+        members = [a for a in typing.get_args(tp) if a is not _NoneType]
+        if value is None:
+            if _NoneType in typing.get_args(tp):
+                return None
+            return self.wrong_type(value, tp, path)
+        if len(members) == 1:
+            return self.check(value, members[0], path, rule, partial)
+        for member in members:  # first member whose YAML shape fits
+            if _fits(value, member):
+                return self.check(value, member, path, rule, partial)
+        return self.wrong_type(value, tp, path)
+
+    # -- containers ------------------------------------------------------------------------
+    def list(self, value: Any, tp: Any, path: Path, rule: Rule, partial: bool) -> Any:
+        if not isinstance(value, list):
+            return self.wrong_type(value, tp, path)
+        if rule.non_empty and not value:
+            self.diags.emit("CE0110", f"`{self.name(path)}` must list at least one entry",
+                            self.ctx.span_of(path))
+        (item_tp,) = typing.get_args(tp) or (Any,)
+        item_rule = Rule(path=rule.path, non_empty=False) if rule.path else None
+        return [self.check(v, item_tp, (*path, i), item_rule, partial) for i, v in enumerate(value)]
+
+    def dict(self, value: Any, tp: Any, path: Path, rule: Rule) -> Any:
+        if not isinstance(value, dict):
+            return self.wrong_type(value, tp, path)
+        if rule.non_empty and not value:
+            self.diags.emit("CE0110", f"`{self.name(path)}` must not be empty",
+                            self.ctx.span_of(path))
+        _, val_tp = typing.get_args(tp) or (str, Any)
+        return {k: self.check(v, val_tp, (*path, k)) for k, v in value.items()}
+
+    def record(self, value: Any, cls: type, path: Path, partial: bool,
+               skip: frozenset[str] = frozenset()) -> Any:
+        if not isinstance(value, dict):
+            return self.wrong_type(value, cls, path)
+        fields = fields_of(cls)
+        names = [f[0] for f in fields]
+        removed: dict[str, str] = getattr(cls, REMOVED_FIELDS_ATTR, {})
+        for key in value:
+            if key in names or key in skip:
+                continue
+            where = self.where(path, cls)
+            if key in removed:
+                self.diags.emit("CE0106", f"`{key}` is no longer supported {where}: {removed[key]}",
+                                self.ctx.key_span_of((*path, key)))
+            else:
+                self.diags.emit("CE0101", f"unknown field `{key}` {where}",
+                                self.ctx.key_span_of((*path, key)),
+                                help=did_you_mean(key, names))
+        out: dict[str, Any] = {}
+        for name, tp, rule, required in fields:
+            if name in value:
+                out[name] = self.check(value[name], tp, (*path, name), rule, partial)
+            elif required and not partial and name not in skip:
+                self.diags.emit("CE0102", f"missing required field `{name}` {self.where(path, cls)}",
+                                self.ctx.span_of(path))
+        for name in skip:
+            if name in value:
+                out[name] = value[name]
+        return out
+
+    def tagged(self, value: Any, base: type[Tagged], path: Path, partial: bool) -> Any:
+        if not isinstance(value, dict):
+            return self.wrong_type(value, base, path)
+        tag_field = base.TAG_FIELD
+        tag = value.get(tag_field)
+        if tag is None:
+            self.diags.emit("CE0102", f"missing `{tag_field}` ({base.KIND}) at {format_path(path)}",
+                            self.ctx.span_of(path),
+                            help="one of: " + ", ".join(sorted(base.MEMBERS)))
+            return value
+        tag_path = (*path, tag_field)
+        if not isinstance(tag, str):
+            self.wrong_type(tag, str, tag_path)
+            return value
+        if tag in base.REMOVED:
+            self.diags.emit("CE0107", f"{base.KIND} `{tag}` was removed: {base.REMOVED[tag]}",
+                            self.ctx.span_of(tag_path))
+            return value
+        if tag in base.ALIASES:
+            tag, forced = base.ALIASES[tag]
+            value = {**value, **forced, tag_field: tag}
+        cls = base.MEMBERS.get(tag)
+        if cls is None:
+            self.diags.emit("CE0108", f"unknown {base.KIND} `{tag}`", self.ctx.span_of(tag_path),
+                            help=did_you_mean(tag, [*base.MEMBERS, *base.ALIASES]))
+            return value
+        return self.record(value, cls, path, partial)
+
+    # -- paths ---------------------------------------------------------------------------
+    def path_value(self, value: str, path: Path, rule: Rule) -> str:
+        span = self.ctx.span_of(path)
+        if rule.path == "workspace":
+            check_workspace_path(value, span, self.name(path), self.diags)
+            return value
+        base = os.path.dirname(os.path.abspath(span.file))
+        resolved = os.path.normpath(os.path.join(base, value))
+        if self.ctx.check_paths_exist:
+            want_dir = rule.path == "task_dir"
+            ok = os.path.isdir(resolved) if want_dir else os.path.isfile(resolved)
+            if not ok:
+                kind = "directory" if want_dir else "file"
+                exists = os.path.exists(resolved)
+                self.diags.emit(
+                    "CE0207",
+                    f"`{self.name(path)}`: {kind} {value!r} "
+                    + ("is not a " + kind if exists else "not found"),
+                    span, notes=(f"resolved against the file's directory: {resolved}",))
+        return resolved
+
+    # -- messages ------------------------------------------------------------------------
+    def wrong_type(self, value: Any, tp: Any, path: Path) -> Any:
+        found = yaml_kind(value)
+        shown = f" {_snippet(value)}" if not isinstance(value, dict | list) and value is not None else ""
+        help_ = None
+        if tp is str and isinstance(value, float | bool):
+            help_ = "quote the value to make it a string"
+        self.diags.emit("CE0103", f"`{self.name(path)}` expects {describe(tp)}, found {found}{shown}",
+                        self.ctx.span_of(path), help=help_)
+        return value
+
+    @staticmethod
+    def name(path: Path) -> str:
+        return format_path(path)
+
+    @staticmethod
+    def where(path: Path, cls: type) -> str:
+        if not path:
+            return "at the top level"
+        tags = [t for t, c in getattr(cls, "MEMBERS", {}).items() if c is cls]
+        kind = f" ({tags[0]})" if tags else ""
+        return f"in `{format_path(path)}`{kind}"
+
+
+def check_workspace_path(value: str, span: Span, name: str, diags: Diagnostics) -> None:
+    """Workspace paths are relative and never climb out of the workspace."""
+    if value.startswith(("/", "~")) or re.match(r"^[A-Za-z]:[\\/]", value):
+        diags.emit("CE0206", f"`{name}` must be relative to the workspace, found {value!r}", span)
+        return
+    depth = 0
+    for part in re.split(r"[\\/]+", value):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                diags.emit("CE0206", f"`{name}` {value!r} escapes the workspace", span)
+                return
+        elif part not in ("", "."):
+            depth += 1
+
+
+_NO_RULE = Rule()
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin is list:
+        return isinstance(value, list)
+    if origin is dict or attrs.has(tp) or (isinstance(tp, type) and issubclass(tp, Tagged)):
+        return isinstance(value, dict)
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if tp in (int, float):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if origin is Literal:
+        return True
+    return True

@@ -1,0 +1,227 @@
+"""YAML -> plain Python values plus a span side table keyed by document path.
+
+PyYAML's composer (the libyaml one when available) gives nodes with marks; we build the
+values ourselves so that duplicate keys, merge keys, aliases and key spans are handled
+exactly once, here, and every later stage can ask "where did this value come from".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import yaml
+from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from ce_lang.diagnostics import Diagnostics
+from ce_lang.spans import Path, Span
+
+try:  # the C composer is ~10x faster; fall back silently where libyaml is missing
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on the PyYAML build
+    _Loader = yaml.SafeLoader
+
+MAX_NODES = 200_000  # bounds alias expansion ("billion laughs")
+
+
+@attrs.frozen
+class LocatedDoc:
+    """One YAML document: its value, and where every node and key sits in the file."""
+
+    file: str
+    text: str
+    value: Any
+    spans: dict[Path, Span]
+    key_spans: dict[Path, Span]
+
+    def span(self, path: Path) -> Span:
+        """The span of `path`, or of its nearest located ancestor."""
+        return find_span(self.spans, path, self.file)
+
+    def key_span(self, path: Path) -> Span:
+        return self.key_spans.get(path) or self.span(path)
+
+
+def find_span(spans: dict[Path, Span], path: Path, file: str) -> Span:
+    for cut in range(len(path), -1, -1):
+        span = spans.get(path[:cut])
+        if span is not None:
+            return span
+    return Span.point(file)
+
+
+def _span(file: str, node: Node) -> Span:
+    start, end = node.start_mark, node.end_mark
+    return Span(
+        file, start.line + 1, start.column + 1, end.line + 1, end.column + 1,
+        start.index, end.index,
+    )
+
+
+_SCALAR_TAGS = {
+    "tag:yaml.org,2002:str": None,
+    "tag:yaml.org,2002:null": "construct_yaml_null",
+    "tag:yaml.org,2002:bool": "construct_yaml_bool",
+    "tag:yaml.org,2002:int": "construct_yaml_int",
+    "tag:yaml.org,2002:float": "construct_yaml_float",
+}
+
+
+class _Builder:
+    def __init__(self, file: str, diags: Diagnostics):
+        self.file = file
+        self.diags = diags
+        self.spans: dict[Path, Span] = {}
+        self.key_spans: dict[Path, Span] = {}
+        self.constructor = SafeConstructor()
+        self.nodes = 0
+        self.active: set[int] = set()
+
+    def build(self, node: Node, path: Path) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _TooLarge(node)
+        self.spans[path] = _span(self.file, node)
+        if isinstance(node, ScalarNode):
+            return self.scalar(node)
+        if id(node) in self.active:
+            self.diags.emit("CE0005", "recursive alias", _span(self.file, node))
+            return None
+        self.active.add(id(node))
+        try:
+            if isinstance(node, SequenceNode):
+                return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+            return self.mapping(node, path)
+        finally:
+            self.active.discard(id(node))
+
+    def scalar(self, node: ScalarNode) -> Any:
+        method = _SCALAR_TAGS.get(node.tag, "other")
+        if method is None:
+            return node.value
+        try:
+            if method == "other":  # timestamps, binary, custom tags: keep the source text
+                if node.tag.startswith("tag:yaml.org,2002:"):
+                    return node.value
+                self.diags.emit(
+                    "CE0005", f"unsupported YAML tag `{node.tag}`", _span(self.file, node)
+                )
+                return node.value
+            return getattr(self.constructor, method)(node)
+        except (ConstructorError, ValueError):
+            return node.value
+
+    def mapping(self, node: MappingNode, path: Path) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        first_seen: dict[str, Span] = {}
+        merged: list[tuple[str, Any, Path]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                merged.extend(self.merge_sources(value_node, path))
+                continue
+            if not isinstance(key_node, ScalarNode):
+                self.diags.emit(
+                    "CE0005", "mapping keys must be plain scalars", _span(self.file, key_node)
+                )
+                continue
+            key = key_node.value
+            key_span = _span(self.file, key_node)
+            if key in first_seen:
+                prev = first_seen[key]
+                self.diags.emit(
+                    "CE0003", f"duplicate key `{key}`", key_span,
+                    notes=(f"first defined at {prev.file}:{prev.line}:{prev.col}",),
+                )
+                continue
+            first_seen[key] = key_span
+            self.key_spans[(*path, key)] = key_span
+            out[key] = self.build(value_node, (*path, key))
+        for key, value, source_path in merged:  # explicit keys win over `<<` merges
+            if key not in out:
+                out[key] = value
+                self._copy_spans(source_path, (*path, key))
+        return out
+
+    def merge_sources(self, node: Node, path: Path) -> list[tuple[str, Any, Path]]:
+        sources = node.value if isinstance(node, SequenceNode) else [node]
+        entries: list[tuple[str, Any, Path]] = []
+        for i, source in enumerate(sources):
+            if not isinstance(source, MappingNode):
+                self.diags.emit(
+                    "CE0005", "`<<` merge expects a mapping or a list of mappings",
+                    _span(self.file, source),
+                )
+                continue
+            tmp_path = (*path, f"<<{i}")
+            value = self.build(source, tmp_path)
+            entries.extend((k, v, (*tmp_path, k)) for k, v in value.items())
+        return entries
+
+    def _copy_spans(self, src: Path, dst: Path) -> None:
+        n = len(src)
+        for table in (self.spans, self.key_spans):
+            for p, s in [(p, s) for p, s in table.items() if p[:n] == src]:
+                table[dst + p[n:]] = s
+
+
+class _TooLarge(Exception):
+    def __init__(self, node: Node):
+        self.node = node
+
+
+def parse_yaml(text: str, file: str, diags: Diagnostics) -> LocatedDoc | None:
+    """Parse one YAML document; None (with diagnostics) when it cannot be used at all."""
+    try:
+        loader = _Loader(text)
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.composer.ComposerError as exc:
+        if "expected a single document" in str(exc):
+            mark = exc.problem_mark
+            diags.emit(
+                "CE0005", "a task file holds one YAML document, found several",
+                Span.point(file, mark.line + 1, mark.column + 1) if mark else Span.point(file),
+            )
+            return None
+        return _syntax_error(exc, file, diags)
+    except yaml.MarkedYAMLError as exc:
+        return _syntax_error(exc, file, diags)
+    except yaml.YAMLError as exc:  # reader errors (control characters, bad encoding)
+        mark = getattr(exc, "position", None)
+        diags.emit("CE0002", f"YAML error: {exc}", Span.point(file))
+        del mark
+        return None
+    if root is None:
+        diags.emit("CE0004", "the file is empty; expected a mapping", Span.point(file))
+        return None
+    builder = _Builder(file, diags)
+    try:
+        value = builder.build(root, ())
+    except _TooLarge as exc:
+        diags.emit(
+            "CE0005", f"document expands to more than {MAX_NODES} nodes (alias bomb?)",
+            _span(file, exc.node),
+        )
+        return None
+    return LocatedDoc(file, text, value, builder.spans, builder.key_spans)
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, file: str, diags: Diagnostics) -> None:
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or "invalid YAML"
+    context = f" ({exc.context})" if exc.context else ""
+    span = (
+        Span(file, mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2,
+             mark.index, mark.index + 1)
+        if mark else Span.point(file)
+    )
+    notes = ()
+    if exc.context_mark and exc.problem_mark and exc.context_mark.line != exc.problem_mark.line:
+        cm = exc.context_mark
+        notes = (f"{exc.context} at {file}:{cm.line + 1}:{cm.column + 1}",)
+        context = ""
+    diags.emit("CE0002", f"{problem}{context}", span, notes=notes)
+    return None

@@ -1,0 +1,42 @@
+"""The `ce` command. Subcommands load lazily so `ce --help` imports almost nothing."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from ce_lang import __version__
+
+_COMMANDS = {
+    "compile": ("ce_runtime.cmd_compile", "compile_cmd"),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = _COMMANDS.get(name)
+        if target is None:
+            return None
+        module = importlib.import_module(target[0])
+        return getattr(module, target[1])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                              "max_content_width": 100})
+@click.version_option(__version__, prog_name="ce")
+def main() -> None:
+    """ce evaluates AI coding agents.
+
+    A task is a YAML file: a prompt, an agent, a sandbox and weighted success criteria.
+    ce compiles it, runs the agent, records a trace, scores it and explains every score.
+
+    \b
+    Start here:
+      ce compile tasks/                 check every task file, print diagnostics
+      ce compile TASK.yaml -e EXP.yaml  resolve a task under an experiment's variants
+      ce compile --explain CE0101       what a diagnostic code means
+    """
