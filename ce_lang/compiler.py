@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -24,7 +24,7 @@ from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
 from ce_lang.schema.experiment import ExperimentSpec
 from ce_lang.schema.task import TaskSpec
 from ce_lang.spans import Path, Span
-from ce_lang.validate import Context, Walker
+from ce_lang.validate import INVALID, Context, Walker
 from ce_lang.yaml_source import LocatedDoc, parse_yaml
 
 BUILTIN_DEFAULTS: dict[str, Any] = {
@@ -212,10 +212,16 @@ class _Compiler:
             return
         self.validate(doc, ExperimentSpec)
 
-    def validate(self, doc: LocatedDoc, root: type) -> dict[str, Any] | None:
+    def validate(self, doc: LocatedDoc, root: type, best_effort: bool = False
+                 ) -> dict[str, Any] | None:
+        """The normalized value; None on errors, unless `best_effort` and still usable."""
         before = self.diags.count("error")
-        value = Walker(Context(self.diags, doc.span, doc.key_span)).check(doc.value, root, ())
-        return None if self.diags.count("error") > before else value
+        walker = Walker(Context(self.diags, doc.span, doc.key_span))
+        value = walker.check(doc.value, root, ())
+        self.original_path = walker.original_path
+        if value is INVALID:
+            return None
+        return value if best_effort or self.diags.count("error") == before else None
 
     # -- command line --------------------------------------------------------------------
     def cli_layer(self, overrides: list[Override]) -> Layer | None:
@@ -243,13 +249,16 @@ class _Compiler:
 
     # -- one task file -------------------------------------------------------------------
     def compile_task(self, doc: LocatedDoc, variants: tuple, cli: Layer | None) -> None:
-        value = self.validate(doc, TaskSpec)
+        errors_before = self.diags.count("error")
+        value = self.validate(doc, TaskSpec, best_effort=True)
         if value is None:
             return
         exp_id, variant_list, default_layer = variants
         task_dir = os.path.dirname(os.path.abspath(doc.file))
         rows: list[ds.Row] | None = None
         dataset = value.get("dataset")
+        if dataset is None and doc.value.get("dataset") is not None:
+            return  # the dataset block itself is invalid (reported)
         if dataset is not None:
             rows = ds.load_rows(dataset, doc.span, self.diags)
             if rows is None:
@@ -259,8 +268,7 @@ class _Compiler:
                                       doc.span, doc.text),
                    *ds.string_sources(value.get("success_criteria"), ("success_criteria",),
                                       doc.span, doc.text)]
-        if not ds.check_refs(ds.find_refs(sources), rows, self.diags):
-            return
+        ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission below
         base_id = value["task_id"]
         for row in rows if rows is not None else [None]:
             task_value = value
@@ -270,26 +278,32 @@ class _Compiler:
                     if key in value:
                         task_value[key] = ds.substitute_tree(value[key], row)
                 task_value.pop("dataset", None)
-            task_layer = Layer("task", task_value, _doc_span_of(doc))
+            task_layer = Layer("task", task_value, _doc_span_of(doc, self.original_path))
             for variant in variant_list:
                 layers = [Layer("built-in defaults", BUILTIN_DEFAULTS,
                                 lambda _p: Span.point("<built-in defaults>"))]
                 layers += [x for x in (default_layer, task_layer, variant.layer, cli) if x]
                 merged = merge_layers(layers, TaskSpec)
                 self.resolve(merged, doc, task_dir, row, base_id if row else None, variant,
-                             exp_id, has_dataset=rows is not None)
+                             exp_id, has_dataset=rows is not None,
+                             emit=self.diags.count("error") == errors_before)
 
     def resolve(self, merged: Merged, doc: LocatedDoc, task_dir: str, row: ds.Row | None,
                 suite_id: str | None, variant: _Variant, exp_id: str | None,
-                has_dataset: bool) -> None:
-        task = converter.structure(merged.value, TaskSpec)
+                has_dataset: bool, emit: bool) -> None:
+        try:
+            task = converter.structure(merged.value, TaskSpec)
+        except Exception:  # only after schema errors, which are already reported
+            if emit:
+                raise
+            return
         before = self.diags.count("error")
         check_task(RuleContext(task, merged.span, merged.key_span, self.diags,
                                self.agent_types(task), has_dataset))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)
-        if self.diags.count("error") > before:
+        if self.diags.count("error") > before or not emit:
             return
         plan = lower(task, task_dir=task_dir, prompt=prompt,
                      row_id=row.id if row else None, suite_id=suite_id)
@@ -352,11 +366,11 @@ def _kind(value: dict[str, Any]) -> str | None:
     return None
 
 
-def _doc_span_of(doc: LocatedDoc):
+def _doc_span_of(doc: LocatedDoc, original: Callable[[Path], Path]):
     def span_of(path: Path) -> Span:
-        return doc.span(path)
+        return doc.span(original(path))
 
-    span_of.key_span = doc.key_span  # type: ignore[attr-defined]
+    span_of.key_span = lambda path: doc.key_span(original(path))  # type: ignore[attr-defined]
     return span_of
 
 

@@ -56,8 +56,11 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
         if not paths:
             diags.emit("CE0301", "`dataset.paths` lists no file", span_of((*here, "paths")))
             return None
+        before = len(diags)
         for i, file in enumerate(paths):
             records.extend(_read_jsonl(file, span_of((*here, "paths", i)), diags))
+        if len(diags) > before:
+            return None
     if not records:
         diags.emit("CE0301", "the dataset has no rows", span_of(here))
         return None

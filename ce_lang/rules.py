@@ -84,7 +84,7 @@ def agent_rules(ctx: RuleContext) -> None:
         d.emit("CE0105", f"unknown agent type `{kind}`", ctx.at(("agent", "type")),
                help=did_you_mean(kind, ctx.agent_types)
                or "known: " + ", ".join(ctx.agent_types))
-    if a.sdk_options:
+    if a.sdk_options and kind in ctx.agent_types:
         if kind != "claude-code":
             d.emit("CE0112", f"`agent.sdk_options` only applies to claude-code, not `{kind}`",
                    ctx.key_at(("agent", "sdk_options")))
@@ -204,8 +204,11 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
         try:
             jmespath.compile(a.expression)
         except JMESPathError as exc:
-            msg = str(exc).splitlines()[0]
-            ctx.diags.emit("CE0111", f"invalid JMESPath expression: {msg}",
+            pos = getattr(exc, "lex_position", None)
+            token = getattr(exc, "token_value", None)
+            what = "incomplete expression" if token is None else f"unexpected {token!r}"
+            ctx.diags.emit("CE0111", f"invalid JMESPath expression {a.expression!r}: {what}"
+                           + (f" at position {pos}" if pos is not None else ""),
                            ctx.at((*at, "expression")))
         if a.operator != "exists" and a.expected is None:
             ctx.diags.emit("CE0102", f"assertion with operator `{a.operator}` needs `expected`",

@@ -26,6 +26,16 @@ from ce_lang.spans import Path, Span, format_path
 _NoneType = type(None)
 
 
+class _Invalid:
+    """Marks a value that failed validation; containers drop it so checking can go on."""
+
+    def __repr__(self) -> str:
+        return "INVALID"
+
+
+INVALID: Any = _Invalid()
+
+
 @attrs.define
 class Context:
     diags: Diagnostics
@@ -94,9 +104,22 @@ def _snippet(value: Any) -> str:
 
 
 class Walker:
+    """Checks and normalizes; a record with an invalid field is dropped (not the root), and
+    `index_maps` records, per list that lost items, the original index of each kept item."""
+
     def __init__(self, ctx: Context):
         self.ctx = ctx
         self.diags = ctx.diags
+        self.index_maps: dict[Path, list[int]] = {}
+
+    def original_path(self, path: Path) -> Path:
+        """Map a path into the normalized value back to the source document's path."""
+        out: list[Any] = []
+        for part in path:
+            mapping = self.index_maps.get(tuple(out))
+            out.append(mapping[part] if isinstance(part, int) and mapping is not None
+                       and part < len(mapping) else part)
+        return tuple(out)
 
     # -- entry ---------------------------------------------------------------------------
     def check(self, value: Any, tp: Any, path: Path, rule: Rule | None = None,
@@ -108,8 +131,7 @@ class Walker:
         if value is None:
             if tp is Any:
                 return None
-            self.wrong_type(value, tp, path)
-            return None
+            return self.wrong_type(value, tp, path)
         if tp is Any:
             return value
         if origin is Literal:
@@ -154,12 +176,11 @@ class Walker:
             if not math.isfinite(value):
                 self.diags.emit("CE0104", f"`{self.name(path)}` must be a finite number",
                                 self.ctx.span_of(path))
-                return value
+                return INVALID
             value = float(value)
-        self.range(value, path, rule)
-        return value
+        return value if self.range(value, path, rule) else INVALID
 
-    def range(self, value: float, path: Path, rule: Rule) -> None:
+    def range(self, value: float, path: Path, rule: Rule) -> bool:
         checks = (
             (rule.ge, lambda b: value >= b, ">="), (rule.gt, lambda b: value > b, ">"),
             (rule.le, lambda b: value <= b, "<="), (rule.lt, lambda b: value < b, "<"),
@@ -171,7 +192,8 @@ class Walker:
                     "CE0104",
                     f"`{self.name(path)}` must be {' and '.join(bounds)}, found {_num(value)}",
                     self.ctx.span_of(path))
-                return
+                return False
+        return True
 
     def literal(self, value: Any, tp: Any, path: Path) -> Any:
         choices = typing.get_args(tp)
@@ -182,7 +204,7 @@ class Walker:
         self.diags.emit(
             "CE0105", f"`{self.name(path)}` must be one of {listed}; found {_snippet(value)}",
             self.ctx.span_of(path), help=hint)
-        return value
+        return INVALID
 
     def union(self, value: Any, tp: Any, path: Path, rule: Rule, partial: bool) -> Any:
         members = [a for a in typing.get_args(tp) if a is not _NoneType]
@@ -206,7 +228,11 @@ class Walker:
                             self.ctx.span_of(path))
         (item_tp,) = typing.get_args(tp) or (Any,)
         item_rule = Rule(path=rule.path, non_empty=False) if rule.path else None
-        return [self.check(v, item_tp, (*path, i), item_rule, partial) for i, v in enumerate(value)]
+        items = [self.check(v, item_tp, (*path, i), item_rule, partial) for i, v in enumerate(value)]
+        if any(v is INVALID for v in items):
+            self.index_maps[path] = [i for i, v in enumerate(items) if v is not INVALID]
+            return [v for v in items if v is not INVALID]
+        return items
 
     def dict(self, value: Any, tp: Any, path: Path, rule: Rule) -> Any:
         if not isinstance(value, dict):
@@ -215,7 +241,8 @@ class Walker:
             self.diags.emit("CE0110", f"`{self.name(path)}` must not be empty",
                             self.ctx.span_of(path))
         _, val_tp = typing.get_args(tp) or (str, Any)
-        return {k: self.check(v, val_tp, (*path, k)) for k, v in value.items()}
+        checked = {k: self.check(v, val_tp, (*path, k)) for k, v in value.items()}
+        return {k: v for k, v in checked.items() if v is not INVALID}
 
     def record(self, value: Any, cls: type, path: Path, partial: bool,
                skip: frozenset[str] = frozenset()) -> Any:
@@ -236,16 +263,19 @@ class Walker:
                                 self.ctx.key_span_of((*path, key)),
                                 help=did_you_mean(key, names))
         out: dict[str, Any] = {}
+        complete = True
         for name, tp, rule, required in fields:
             if name in value:
-                out[name] = self.check(value[name], tp, (*path, name), rule, partial)
+                checked = self.check(value[name], tp, (*path, name), rule, partial)
+                if checked is not INVALID:
+                    out[name] = checked
+                elif required or path:
+                    complete = False
             elif required and not partial and name not in skip:
                 self.diags.emit("CE0102", f"missing required field `{name}` {self.where(path, cls)}",
                                 self.ctx.span_of(path))
-        for name in skip:
-            if name in value:
-                out[name] = value[name]
-        return out
+                complete = False
+        return out if complete or partial else INVALID
 
     def tagged(self, value: Any, base: type[Tagged], path: Path, partial: bool) -> Any:
         if not isinstance(value, dict):
@@ -256,15 +286,14 @@ class Walker:
             self.diags.emit("CE0102", f"missing `{tag_field}` ({base.KIND}) at {format_path(path)}",
                             self.ctx.span_of(path),
                             help="one of: " + ", ".join(sorted(base.MEMBERS)))
-            return value
+            return INVALID
         tag_path = (*path, tag_field)
         if not isinstance(tag, str):
-            self.wrong_type(tag, str, tag_path)
-            return value
+            return self.wrong_type(tag, str, tag_path)
         if tag in base.REMOVED:
             self.diags.emit("CE0107", f"{base.KIND} `{tag}` was removed: {base.REMOVED[tag]}",
                             self.ctx.span_of(tag_path))
-            return value
+            return INVALID
         if tag in base.ALIASES:
             tag, forced = base.ALIASES[tag]
             value = {**value, **forced, tag_field: tag}
@@ -272,7 +301,7 @@ class Walker:
         if cls is None:
             self.diags.emit("CE0108", f"unknown {base.KIND} `{tag}`", self.ctx.span_of(tag_path),
                             help=did_you_mean(tag, [*base.MEMBERS, *base.ALIASES]))
-            return value
+            return INVALID
         return self.record(value, cls, path, partial)
 
     # -- paths ---------------------------------------------------------------------------
@@ -305,7 +334,7 @@ class Walker:
             help_ = "quote the value to make it a string"
         self.diags.emit("CE0103", f"`{self.name(path)}` expects {describe(tp)}, found {found}{shown}",
                         self.ctx.span_of(path), help=help_)
-        return value
+        return INVALID
 
     @staticmethod
     def name(path: Path) -> str:

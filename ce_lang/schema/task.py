@@ -143,7 +143,7 @@ class Simulation:
 @frozen
 class Dataset:
     rows: list[dict[str, Any]] | None = spec(None, doc="inline rows")
-    paths: list[str] | None = spec(None, doc="JSONL files relative to the task file")
+    paths: list[str] | None = spec(None, path="task", doc="JSONL files relative to the task file")
     id_field: str = spec("id", non_empty=True)
     sample_per_stratum: int | None = spec(None, ge=1)
     stratify_field: str = spec("expected_skill")

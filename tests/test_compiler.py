@@ -1,0 +1,286 @@
+"""Behaviour of the resolved trials: layering, lineage, overrides, datasets, plans."""
+
+import json
+import os
+
+import pytest
+
+from ce_lang.compiler import CompileOptions, compile_paths
+
+TASK = """\
+task_id: t1
+description: a task
+initial_prompt: do it
+agent: {model: task-model, allowed_tools: [Read]}
+run_limits: {max_turns: 7}
+sandbox:
+  template_sources:
+    - {type: starter_files, files: [{path: a.txt, content: task}]}
+pre_run:
+  - command: echo task
+post_run:
+  - command: echo task-post
+success_criteria:
+  - type: file_exists
+    path: a.txt
+    description: a exists
+"""
+
+EXPERIMENT = """\
+experiment_id: ab
+defaults:
+  repeats: 2
+  agent: {model: default-model, sdk_options: {effort: low}}
+  run_limits: {max_turns: 3, task_timeout: 120}
+  template_sources:
+    - {type: starter_files, files: [{path: d.txt, content: defaults}]}
+  pre_run:
+    - command: echo defaults
+  post_run:
+    - command: echo defaults-post
+variants:
+  - variant_id: base
+  - variant_id: hint
+    agent: {model: hint-model}
+    repeats: 1
+    template_sources:
+      - {type: starter_files, files: [{path: CLAUDE.md, content: hint}]}
+"""
+
+
+def ok(result):
+    assert result.errors == 0, [(d.code, str(d.span), d.message) for d in result.diagnostics]
+    return result
+
+
+def by_variant(result):
+    out = {}
+    for t in result.trials:
+        out.setdefault(t.variant_id, []).append(t)
+    return out
+
+
+def test_layers_merge_and_lineage(write):
+    task = write("t1.yaml", TASK)
+    exp = write("ab.yaml", EXPERIMENT)
+    result = ok(compile_paths([task], CompileOptions(experiment=exp)))
+    variants = by_variant(result)
+    assert len(variants["base"]) == 2 and len(variants["hint"]) == 1
+    base, hint = variants["base"][0], variants["hint"][0]
+    assert base.plan.agent.model == "task-model"  # task beats experiment defaults
+    assert hint.plan.agent.model == "hint-model"  # variant beats task
+    assert base.plan.agent.sdk_options == {"effort": "low"}
+    assert base.plan.run_limits.max_turns == 7 and base.plan.run_limits.task_timeout == 120
+    assert [c.command for c in base.plan.pre_run] == ["echo defaults", "echo task"]
+    assert [c.command for c in base.plan.post_run] == ["echo task-post", "echo defaults-post"]
+    files = [[f.path for f in s.files] for s in hint.plan.sandbox.template_sources]
+    assert files == [["d.txt"], ["a.txt"], ["CLAUDE.md"]]
+    assert base.lineage["agent.model"] == "task"
+    assert hint.lineage["agent.model"] == "variant hint"
+    assert base.lineage["run_limits.task_timeout"] == "experiment ab: defaults"
+    assert base.lineage["run_limits.turn_timeout"] == "built-in defaults"
+    assert base.lineage["sandbox.template_sources[0]"] == "experiment ab: defaults"
+    assert hint.lineage["sandbox.template_sources[2]"] == "variant hint"
+    assert base.lineage["repeats"] == "experiment ab: defaults"
+    assert hint.lineage["repeats"] == "variant hint"
+    assert [t.trial_id for t in variants["base"]] == ["base/t1/00", "base/t1/01"]
+    # repeats of one variant share a plan; variants differ
+    assert variants["base"][0].plan_hash == variants["base"][1].plan_hash
+    assert base.plan_hash != hint.plan_hash
+
+
+def test_command_line_beats_every_layer(write):
+    task = write("t1.yaml", TASK)
+    exp = write("ab.yaml", EXPERIMENT)
+    result = ok(compile_paths([task], CompileOptions(
+        experiment=exp, overrides=("agent.model=cli-model", "run_limits.max_turns=9",
+                                   "success_criteria.0.weight=2.5",
+                                   "agent.sdk_options.effort=high"),
+        repeats=1, driver="bwrap")))
+    for t in result.trials:
+        assert t.plan.agent.model == "cli-model"
+        assert t.plan.run_limits.max_turns == 9
+        assert t.plan.criteria[0].weight == 2.5
+        assert t.plan.agent.sdk_options == {"effort": "high"}
+        assert t.plan.sandbox.driver == "bwrap"
+        assert t.lineage["agent.model"] == "command line"
+        assert t.lineage["repeats"] == "command line"
+    assert len(result.trials) == 2
+
+
+def test_variant_prompt_replaces_task_prompt_file(write):
+    write("prompt.md", "from the file\n")
+    task = write("t.yaml", TASK.replace("initial_prompt: do it", "initial_prompt_file: prompt.md"))
+    alone = ok(compile_paths([task]))
+    assert alone.trials[0].plan.prompt == "from the file"
+    exp = write("e.yaml", "experiment_id: e\nvariants:\n  - variant_id: v\n    initial_prompt: hi\n")
+    result = ok(compile_paths([task], CompileOptions(experiment=exp)))
+    assert result.trials[0].plan.prompt == "hi"
+
+
+@pytest.mark.parametrize("arg, code, col", [
+    ("agent.modle=x", "CE0501", 7),
+    ("run_limits.max_turns=lots", "CE0103", 22),
+    ("nonsense", "CE0501", 1),
+    ("agent.model.x=1", "CE0501", 13),
+    ("run_limits.max_turns=-1", "CE0104", 22),
+])
+def test_bad_overrides_are_usage_errors(write, arg, code, col):
+    task = write("t1.yaml", TASK)
+    result = compile_paths([task], CompileOptions(overrides=(arg,)))
+    assert result.usage_error
+    (d,) = result.diagnostics
+    assert (d.code, d.span.file, d.span.col) == (code, "<-D #1>", col)
+
+
+DATASET_TASK = """\
+task_id: ds
+description: dataset task
+initial_prompt: "Say ${row.word} please"
+dataset:
+  rows:
+    - {id: a, word: one, expected_skill: s}
+    - {id: b, word: two, expected_skill: s}
+    - {id: c, word: three, expected_skill: ""}
+    - {id: d, word: four, expected_skill: ""}
+success_criteria:
+  - type: file_contains
+    path: out.txt
+    includes: ["${row.word}"]
+    description: "says ${row.word}"
+  - type: skill_triggered
+    skill_name: s
+    expected_skill: "${row.expected_skill}"
+    description: skill
+    suite_thresholds: {recall.yes: 0.5, f1.macro: 0.5}
+"""
+
+
+def test_dataset_rows_expand_and_substitute(write):
+    result = ok(compile_paths([write("ds.yaml", DATASET_TASK)]))
+    plans = {t.plan.task_id: t.plan for t in result.trials}
+    assert sorted(plans) == ["ds/a", "ds/b", "ds/c", "ds/d"]
+    b = plans["ds/b"]
+    assert b.prompt == "Say two please"
+    assert b.criteria[0].args["includes"] == ["two"]
+    assert b.criteria[0].description == "says two"
+    assert plans["ds/c"].criteria[1].args["expected_skill"] == ""
+    assert b.suite_id == "ds" and b.row_id == "b"
+    assert b.criteria[1].suite_thresholds == {"recall.yes": 0.5, "f1.macro": 0.5}
+
+
+def test_dataset_sampling_is_reproducible(write):
+    text = DATASET_TASK.replace("  rows:", "  sample_per_stratum: 1\n  rows:")
+    path = write("ds.yaml", text)
+    first = [t.plan.task_id for t in ok(compile_paths([path])).trials]
+    again = [t.plan.task_id for t in ok(compile_paths([path])).trials]
+    assert first == again and len(first) == 2  # one per stratum ("s" and "")
+    flat = ok(compile_paths([path], CompileOptions(sample=3)))
+    assert len(flat.trials) == 3
+
+
+def test_missing_row_key_names_rows_at_exact_span(write):
+    text = DATASET_TASK.replace("{id: c, word: three,", "{id: c,").replace(
+        "{id: d, word: four,", "{id: d, word: [x],")
+    result = compile_paths([write("ds.yaml", text)])
+    msgs = {(d.code, d.span.line, d.span.col, d.message) for d in result.diagnostics}
+    assert ("CE0303", 3, 22, "`${row.word}`: dataset row 'c' (rows[2]) has no key `word`") in msgs
+    assert ("CE0303", 3, 22,
+            "`${row.word}`: dataset row 'd' (rows[3]) has a non-scalar value for `word`") in msgs
+    assert ("CE0303", 13, 17, "`${row.word}`: dataset row 'c' (rows[2]) has no key `word`") in msgs
+    assert not result.trials
+
+
+def test_jsonl_dataset(write):
+    write("rows.jsonl", '{"id": "r1", "word": "x", "expected_skill": "s"}\n\n'
+                        '{"id": "r2", "word": "y", "expected_skill": ""}\n')
+    text = DATASET_TASK.replace("""  rows:
+    - {id: a, word: one, expected_skill: s}
+    - {id: b, word: two, expected_skill: s}
+    - {id: c, word: three, expected_skill: ""}
+    - {id: d, word: four, expected_skill: ""}
+""", "  paths: [rows.jsonl]\n")
+    result = ok(compile_paths([write("ds.yaml", text)]))
+    assert [t.plan.task_id for t in result.trials] == ["ds/r1", "ds/r2"]
+
+
+def test_plan_hash_is_independent_of_location_and_lineage(tmp_path):
+    hashes = set()
+    for sub in ("one", "two/deeper"):
+        d = tmp_path / sub
+        d.mkdir(parents=True)
+        (d / "t.yaml").write_text(TASK)
+        hashes.add(ok(compile_paths([str(d / "t.yaml")])).trials[0].plan_hash)
+    assert len(hashes) == 1
+    # the same setting from a different layer gives the same plan
+    (tmp_path / "plain.yaml").write_text(TASK.replace("max_turns: 7", "max_turns: 8"))
+    via_cli = ok(compile_paths([str(tmp_path / "plain.yaml")],
+                               CompileOptions(overrides=("run_limits.max_turns=7",))))
+    assert via_cli.trials[0].plan_hash in hashes
+
+
+def test_lowered_criteria_are_calls_with_bound_arguments(write):
+    text = TASK + """\
+  - type: command_not_executed
+    command_pattern: "rm -rf"
+    description: never rm
+    weight: 0
+  - type: llm_judge
+    prompt: grade
+    description: judged
+  - type: reference_comparison
+    agent_file: a.txt
+    similarity_threshold: 0.6
+    description: close to reference
+reference: {code: "x = 1"}
+run_limits: {max_turns: 7, stop_early: true}
+"""
+    text = text.replace("run_limits: {max_turns: 7}\n", "")
+    text = text.replace("    description: a exists\n",
+                        "    description: a exists\n    stop_when: pass\n")
+    plan = ok(compile_paths([write("t.yaml", text)])).trials[0].plan
+    c0, c1, c2, c3 = plan.criteria
+    assert (c0.id, c0.type, c0.args, c0.pass_threshold) == ("c0", "file_exists",
+                                                            {"path": "a.txt"}, 0.9)
+    assert c0.arming.polarity == "pass" and plan.early_stop.armed == ("c0",)
+    assert c1.type == "command_executed" and c1.args["min_count"] == 0
+    assert c1.args["max_count"] == 0 and not c1.gating
+    assert c2.pass_threshold == 0.7 and c2.args["model"] == "anthropic.claude-sonnet-4-6"
+    assert c3.pass_threshold == 0.6
+
+
+def test_duplicate_task_ids_across_files(write):
+    a = write("a.yaml", TASK)
+    b = write("b.yaml", TASK)
+    result = compile_paths([a, b])
+    assert [d.code for d in result.diagnostics] == ["CE0213"]
+    assert result.diagnostics[0].span.file == b
+
+
+def test_directory_walk_skips_non_task_yaml_and_checks_experiments(tmp_path):
+    (tmp_path / "t.yaml").write_text(TASK)
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "config.yaml").write_text("name: not a task\n")
+    (tmp_path / "exp.yaml").write_text("experiment_id: e\nvariants: []\n")
+    result = compile_paths([str(tmp_path)])
+    assert result.task_files == 1 and len(result.trials) == 1
+    assert [d.code for d in result.diagnostics] == ["CE0110"]  # the empty variants list
+
+
+def test_emit_writes_plans_and_trials(write, tmp_path):
+    from click.testing import CliRunner
+
+    from ce_runtime.cli import main
+
+    task = write("t1.yaml", TASK)
+    exp = write("ab.yaml", EXPERIMENT)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["compile", task, "-e", exp, "--emit", str(out)])
+    assert res.exit_code == 0, res.output
+    trials = json.loads((out / "trials.json").read_text())["trials"]
+    assert len(trials) == 3
+    for t in trials:
+        plan = json.loads((out / "plans" / f"{t['plan_hash']}.json").read_text())
+        assert plan["hash"] == t["plan_hash"]
+        assert plan["plan"]["task_id"] == "t1"
+    assert len(os.listdir(out / "plans")) == 2
