@@ -270,6 +270,7 @@ class _Compiler:
                                       doc.span, doc.text)]
         ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission below
         base_id = value["task_id"]
+        self.row_problems: list = []
         for row in rows if rows is not None else [None]:
             task_value = value
             if row is not None:
@@ -287,6 +288,7 @@ class _Compiler:
                 self.resolve(merged, doc, task_dir, row, base_id if row else None, variant,
                              exp_id, has_dataset=rows is not None,
                              emit=self.diags.count("error") == errors_before)
+        self.report_row_problems(len(rows) if rows else 0)
 
     def resolve(self, merged: Merged, doc: LocatedDoc, task_dir: str, row: ds.Row | None,
                 suite_id: str | None, variant: _Variant, exp_id: str | None,
@@ -298,12 +300,15 @@ class _Compiler:
                 raise
             return
         before = self.diags.count("error")
+        problems_before = len(self.row_problems)
         check_task(RuleContext(task, merged.span, merged.key_span, self.diags,
-                               self.agent_types(task), has_dataset))
+                               self.agent_types(task), has_dataset,
+                               row.id if row else None, self.row_problems))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)
-        if self.diags.count("error") > before or not emit:
+        if self.diags.count("error") > before or len(self.row_problems) > problems_before \
+                or not emit:
             return
         plan = lower(task, task_dir=task_dir, prompt=prompt,
                      row_id=row.id if row else None, suite_id=suite_id)
@@ -325,6 +330,20 @@ class _Compiler:
             self.trial_ids[trial_id] = span
             self.trials.append(Trial(trial_id, variant.variant_id, exp_id, n, doc.file,
                                      task_dir, plan, digest, lineage))
+
+    def report_row_problems(self, n_rows: int) -> None:
+        """One diagnostic per problem, naming the dataset rows it occurs on."""
+        grouped: dict[tuple, list[str]] = {}
+        for p in self.row_problems:
+            rows = grouped.setdefault((p.code, p.message, p.span, p.help), [])
+            if p.row_id not in rows:
+                rows.append(p.row_id)
+        for (code, message, span, help_), rows in grouped.items():
+            names = ", ".join(repr(r) for r in rows[:5]) + (
+                f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+            word = "row" if len(rows) == 1 else "rows"
+            self.diags.emit(code, f"{message} (dataset {word} {names}; {len(rows)} of {n_rows})",
+                            span, help=help_)
 
     def read_prompt(self, path: str, merged: Merged, row: ds.Row | None) -> str | None:
         try:

@@ -26,6 +26,17 @@ REFERENCE_TOKEN = re.compile(r"\$\{?REFERENCE_DIR\b")
 
 
 @attrs.frozen
+class RowProblem:
+    """A problem that depends on the dataset row; the compiler reports it once, naming rows."""
+
+    code: str
+    message: str
+    span: Span
+    help: str | None
+    row_id: str | None
+
+
+@attrs.frozen
 class RuleContext:
     task: TaskSpec
     at: SpanOf
@@ -33,6 +44,8 @@ class RuleContext:
     diags: Diagnostics
     agent_types: tuple[str, ...]
     has_dataset: bool
+    row_id: str | None = None
+    row_problems: list[RowProblem] = attrs.field(factory=list)
 
 
 def check_task(ctx: RuleContext) -> None:
@@ -262,9 +275,55 @@ def early_stop_rules(ctx: RuleContext) -> None:
         elif c.weight == 0:
             d.emit("CE0211", f"`{field}` on a weight-0 criterion: informational criteria never "
                    "gate, so they cannot stop a run", at)
-        elif field == "stop_when" and master is not True:
-            d.emit("CE0210", "`stop_when` is inert: `run_limits.stop_early` is not true", at,
-                   help="set `run_limits: {stop_early: true}` to enable early stop")
+        elif field == "stop_when":
+            if master is not True:
+                d.emit("CE0210", "`stop_when` is inert: `run_limits.stop_early` is not true", at,
+                       help="set `run_limits: {stop_early: true}` to enable early stop")
+            _check_polarity(c, c.stop_when, ctx.at((*here, "stop_when")), ctx)
+
+
+# Decidability of the built-in criteria on a growing trace. The criteria language derives
+# these facts from each definition; until it lands they are declared here per type.
+_POST_HOC = {
+    "file_exists": "reads the workspace", "file_contains": "reads the workspace",
+    "file_check": "reads the workspace", "json_check": "reads the workspace",
+    "file_matches_regex": "reads the workspace", "classification_match": "reads the workspace",
+    "reference_comparison": "reads the workspace", "run_command": "runs a command",
+    "uipath_eval": "runs a command", "llm_judge": "calls a model", "agent_judge": "runs an agent",
+    "commands_efficiency": "depends on the final number of tool calls",
+}
+
+
+def decidable(c: C.CriterionBase) -> tuple[bool, bool, str]:
+    """(can decide pass, can decide fail, why) on a trace prefix, for this instance."""
+    if isinstance(c, C.CommandExecuted):
+        if c.max_count is not None:
+            return False, True, "command_executed with max_count set can only decide fail"
+        if c.min_count > 0:
+            return True, False, "command_executed without max_count can only decide pass"
+        return False, False, ("command_executed with min_count 0 and no max_count always "
+                              "passes: there is nothing to decide")
+    if isinstance(c, C.SkillTriggered):
+        if c.expected_skill == c.skill_name:
+            return True, False, ("skill_triggered expecting the skill can only decide pass "
+                                 "(when the skill fires)")
+        return False, True, (f"skill_triggered on a negative row (expected_skill "
+                             f"{c.expected_skill!r}) can only decide fail (when the skill fires)")
+    why = _POST_HOC.get(c.type, "is graded after the run")
+    return False, False, f"{c.type} {why}, so it is only graded after the run"
+
+
+def _check_polarity(c: C.CriterionBase, polarity: str, at: Span, ctx: RuleContext) -> None:
+    can_pass, can_fail, why = decidable(c)
+    ok = {"pass": can_pass, "fail": can_fail, "decided": can_pass or can_fail}[polarity]
+    if ok:
+        return
+    help_ = "use `stop_when: decided`" if (can_pass or can_fail) else None
+    message = f"`stop_when: {polarity}` can never trigger: {why}"
+    if ctx.has_dataset and isinstance(c, C.SkillTriggered):
+        ctx.row_problems.append(RowProblem("CE0211", message, at, help_, ctx.row_id))
+    else:
+        ctx.diags.emit("CE0211", message, at, help=help_)
 
 
 def simulation_rules(ctx: RuleContext) -> None:

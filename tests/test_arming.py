@@ -1,0 +1,95 @@
+"""stop_when arming: the reference decidability rules for the built-in criteria."""
+
+import pytest
+
+from ce_lang.compiler import compile_paths
+
+BASE = """\
+task_id: t
+description: d
+initial_prompt: p
+run_limits: {{stop_early: {master}}}
+success_criteria:
+  - type: {type}
+    description: armed
+    stop_when: {polarity}
+{fields}
+"""
+
+
+def compile_one(write, type_, polarity, fields="", master="true"):
+    text = BASE.format(type=type_, polarity=polarity, master=master,
+                       fields="".join(f"    {line}\n" for line in fields.splitlines()))
+    result = compile_paths([write("t.yaml", text)])
+    return [(d.code, d.message) for d in result.diagnostics]
+
+
+CMD = "command_executed"
+
+
+@pytest.mark.parametrize("fields, polarity, allowed", [
+    ("min_count: 1", "pass", True),
+    ("min_count: 1", "fail", False),
+    ("min_count: 1", "decided", True),
+    ("min_count: 1\nmax_count: 3", "pass", False),
+    ("min_count: 1\nmax_count: 3", "fail", True),
+    ("min_count: 0\nmax_count: 0", "fail", True),
+    ("min_count: 0\nmax_count: 0", "pass", False),
+    ("min_count: 0", "pass", False),
+    ("min_count: 0", "fail", False),
+    ("min_count: 0", "decided", False),
+])
+def test_command_executed_decidability(write, fields, polarity, allowed):
+    diags = compile_one(write, CMD, polarity, fields)
+    assert (diags == []) == allowed, diags
+    if not allowed:
+        assert diags[0][0] == "CE0211"
+
+
+def test_error_names_polarity_and_reason(write):
+    (d,) = compile_one(write, CMD, "pass", "max_count: 2")
+    assert d[1] == ("`stop_when: pass` can never trigger: command_executed with max_count set "
+                    "can only decide fail")
+
+
+@pytest.mark.parametrize("expected, polarity, allowed", [
+    ("s", "pass", True), ("s", "fail", False), ("", "pass", False), ("", "fail", True),
+    ("", "decided", True), ("s", "decided", True),
+])
+def test_skill_triggered_decidability(write, expected, polarity, allowed):
+    diags = compile_one(write, "skill_triggered", polarity,
+                        f'skill_name: s\nexpected_skill: "{expected}"')
+    assert (diags == []) == allowed, diags
+
+
+@pytest.mark.parametrize("type_, fields", [
+    ("file_exists", "path: a"), ("run_command", "command: ls"),
+    ("llm_judge", "prompt: grade"), ("commands_efficiency", "expected_commands: 3"),
+])
+def test_post_hoc_criteria_cannot_be_armed(write, type_, fields):
+    (d,) = compile_one(write, type_, "decided", fields)
+    assert d[0] == "CE0211" and type_ in d[1]
+
+
+def test_without_master_switch_it_is_a_warning(write):
+    assert compile_one(write, CMD, "pass", "min_count: 1", master="false") == [
+        ("CE0210", "`stop_when` is inert: `run_limits.stop_early` is not true")]
+
+
+def test_none_agent_and_simulation_cannot_arm(write):
+    text = BASE.format(type=CMD, polarity="pass", master="true", fields="").replace(
+        "initial_prompt: p\n", "agent: {type: none}\n")
+    codes = [d.code for d in compile_paths([write("n.yaml", text)]).diagnostics]
+    assert "CE0211" in codes and "CE0204" in codes
+
+
+def test_legacy_stop_early_block_is_lowered(write):
+    text = BASE.format(type=CMD, polarity="x", master="true", fields="    min_count: 1").replace(
+        "    stop_when: x\n", "    stop_early: {on_pass: stop, decide_within: 5}\n").replace(
+        "run_limits: {stop_early: true}\n", "")
+    result = compile_paths([write("l.yaml", text)])
+    assert result.errors == 0
+    plan = result.trials[0].plan
+    assert plan.early_stop.enabled and plan.early_stop.armed == ("c0",)
+    arming = plan.criteria[0].arming
+    assert (arming.polarity, arming.source, arming.decide_within) == ("decided", "stop_early", 5)
