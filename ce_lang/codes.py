@@ -109,7 +109,8 @@ _TABLE = [
      "Two tasks, variants or dataset rows share an id; results would overwrite each other."),
     ("CE0214", "warning", "field has no effect",
      "The field is accepted but does nothing in this configuration (for example "
-     "`simulation` settings while `enabled: false`)."),
+     "`include_reference: true` on a task without a reference, or a legacy `stop_early` "
+     "block while `run_limits.stop_early: false`)."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "
@@ -121,8 +122,6 @@ _TABLE = [
      "`${row.key}` must name a key present in every row with a scalar value (string, number, "
      "boolean); the message names the rows that fail. Outside a dataset task `${row...}` is an error."),
     # -- experiments and overrides ------------------------------------------------------
-    ("CE0401", "error", "invalid experiment",
-     "An experiment file needs `experiment_id` and at least one variant with a unique `variant_id`."),
     ("CE0402", "error", "wrong kind of file",
      "A task file was given where an experiment is expected, or the other way round."),
     ("CE0501", "error", "invalid -D override",

@@ -160,6 +160,9 @@ def reference_rules(ctx: RuleContext) -> None:
                 check_workspace_path(c.reference_file, ctx.at((*here, "reference_file")),
                                      f"success_criteria[{i}].reference_file", d)
         elif ref is None:
+            if getattr(c, "include_reference", False):
+                d.emit("CE0214", "`include_reference: true` has no effect: the task has no "
+                       "`reference:`", ctx.key_at((*here, "include_reference")))
             texts: list[tuple[Path, str]] = []
             if isinstance(c, C.RunCommand):
                 texts.append(((*here, "command"), c.command))
@@ -275,6 +278,9 @@ def early_stop_rules(ctx: RuleContext) -> None:
         elif c.weight == 0:
             d.emit("CE0211", f"`{field}` on a weight-0 criterion: informational criteria never "
                    "gate, so they cannot stop a run", at)
+        elif field == "stop_early" and master is False:
+            d.emit("CE0214", "the `stop_early` block is inert: `run_limits.stop_early: false` "
+                   "vetoes early stop", at)
         elif field == "stop_when":
             if master is not True:
                 d.emit("CE0210", "`stop_when` is inert: `run_limits.stop_early` is not true", at,

@@ -224,10 +224,11 @@ def test_lowered_criteria_are_calls_with_bound_arguments(write):
   - type: command_not_executed
     command_pattern: "rm -rf"
     description: never rm
-    weight: 0
+    stop_when: fail
   - type: llm_judge
     prompt: grade
     description: judged
+    weight: 0
   - type: reference_comparison
     agent_file: a.txt
     similarity_threshold: 0.6
@@ -236,16 +237,15 @@ reference: {code: "x = 1"}
 run_limits: {max_turns: 7, stop_early: true}
 """
     text = text.replace("run_limits: {max_turns: 7}\n", "")
-    text = text.replace("    description: a exists\n",
-                        "    description: a exists\n    stop_when: pass\n")
     plan = ok(compile_paths([write("t.yaml", text)])).trials[0].plan
     c0, c1, c2, c3 = plan.criteria
     assert (c0.id, c0.type, c0.args, c0.pass_threshold) == ("c0", "file_exists",
                                                             {"path": "a.txt"}, 0.9)
-    assert c0.arming.polarity == "pass" and plan.early_stop.armed == ("c0",)
+    assert c0.arming is None and plan.early_stop.armed == ("c1",)
     assert c1.type == "command_executed" and c1.args["min_count"] == 0
-    assert c1.args["max_count"] == 0 and not c1.gating
+    assert c1.args["max_count"] == 0 and c1.arming.polarity == "fail"
     assert c2.pass_threshold == 0.7 and c2.args["model"] == "anthropic.claude-sonnet-4-6"
+    assert not c2.gating and c0.gating
     assert c3.pass_threshold == 0.6
 
 
