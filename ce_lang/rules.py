@@ -6,6 +6,7 @@ names; the merged config knows which file and layer every path came from.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 
@@ -15,7 +16,7 @@ from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.schema import criteria as C
 from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
 from ce_lang.schema.task import TAG_PATTERN, RepoSource, TaskSpec
-from ce_lang.spans import Path, Span
+from ce_lang.spans import Path, Span, format_path
 from ce_lang.validate import check_workspace_path
 
 SpanOf = Callable[[Path], Span]
@@ -199,6 +200,11 @@ def criteria_rules(ctx: RuleContext) -> None:
                 _check_regex(p.pattern, p.flags, (*here, "patterns", j, "pattern"), ctx)
         if isinstance(c, C.JsonCheck):
             _json_rules(c, here, ctx)
+            if c.json_schema is not None:
+                _check_mixed_path(c.json_schema, (*here, "json_schema"), ctx)
+        if isinstance(c, C.LlmJudge | C.AgentJudge):
+            for j, f in enumerate(c.files):
+                _check_mixed_path(f, (*here, "files", j), ctx)
         if isinstance(c, C.CommandsEfficiency) and c.expected_commands is None \
                 and t.expected_commands is None:
             d.emit("CE0102", "commands_efficiency needs `expected_commands` (on the criterion or "
@@ -209,6 +215,22 @@ def criteria_rules(ctx: RuleContext) -> None:
             d.emit("CE0111", f"expected_label {c.expected_label!r} is not one of allowed_labels",
                    ctx.at((*here, "expected_label")),
                    notes=("allowed: " + ", ".join(c.allowed_labels),))
+
+
+def _check_mixed_path(value: str, path: Path, ctx: RuleContext) -> None:
+    """Workspace-relative, or `$TASK_DIR/...` (host, must exist), or `$REFERENCE_DIR/...`."""
+    span = ctx.at(path)
+    if value.startswith("$REFERENCE_DIR/"):
+        return
+    if value.startswith("$TASK_DIR/"):
+        base = os.path.dirname(os.path.abspath(span.file))
+        resolved = os.path.normpath(os.path.join(base, value[len("$TASK_DIR/"):]))
+        if not os.path.exists(resolved):
+            ctx.diags.emit("CE0207", f"{value!r} not found", span,
+                           notes=(f"$TASK_DIR is the task file's directory: {base}",))
+        return
+    if "${row." not in value:
+        check_workspace_path(value, span, format_path(path), ctx.diags)
 
 
 def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:

@@ -67,7 +67,7 @@ def test_keys_are_never_booleans():
 
 
 def test_recursive_alias_is_rejected():
-    doc, diags = parse("a: &x [1, *x]\n")
+    _doc, diags = parse("a: &x [1, *x]\n")
     assert [d.code for d in diags] == ["CE0005"]
 
 
