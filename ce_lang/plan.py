@@ -155,11 +155,26 @@ def _lower_criterion(i: int, c: C.CriterionBase) -> CriterionCall:
         polarity = "decided" if c.stop_early.on_pass == "stop" else "fail"
         arming = Arming(polarity, "stop_early", c.stop_early.decide_within)
     return CriterionCall(
-        id=f"c{i}", type=c.type, description=c.description, weight=c.weight,
+        id=f"c{i}", type=c.type, description=c.description or default_description(c),
+        weight=c.weight,
         pass_threshold=threshold, gating=c.weight > 0 and enabled,
         result_kind=type(c).RESULT, args=args, arming=arming,
         suite_thresholds=c.suite_thresholds,
     )
+
+
+_SUMMARY_FIELDS = ("path", "agent_file", "command", "skill_name", "command_pattern",
+                   "tool_name", "agent_name", "prompt")
+
+
+def default_description(c: C.CriterionBase) -> str:
+    """`file_exists app.py`: what reports show for a criterion without a description."""
+    for name in _SUMMARY_FIELDS:
+        value = getattr(c, name, None)
+        if isinstance(value, str) and value.strip():
+            first = value.strip().splitlines()[0]
+            return f"{c.type} {first[:60]}"
+    return c.type
 
 
 def effective_ignore_patterns(overrides: list[str]) -> list[str]:

@@ -253,7 +253,7 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
                            ctx.at(at))
         if a.operator == "regex" and isinstance(a.expected, str):
             _check_regex(a.expected, 0, (*at, "expected"), ctx)
-        if a.operator in ("gt", "gte", "lt", "lte") and (
+        if a.operator in ("gt", "gte", "lt", "lte") and a.expected is not None and (
             isinstance(a.expected, bool) or not isinstance(a.expected, int | float)
         ):
             ctx.diags.emit("CE0103", f"operator `{a.operator}` compares numbers; `expected` "

@@ -40,7 +40,7 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
 
     \b
     Exit status: 0 no errors (warnings allowed), 1 errors in the files,
-    2 bad usage (no such path, malformed -D, unreadable experiment).
+    2 bad usage (no such path, malformed -D, unreadable experiment), 3 internal error.
 
     \b
     Examples:
@@ -57,9 +57,16 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
     from ce_lang.compiler import CompileOptions, compile_paths
     from ce_lang.render import render_human, render_json, render_sarif
 
-    result = compile_paths(paths, CompileOptions(
-        experiment=experiment, overrides=tuple(overrides), model=model, agent_type=agent_type,
-        driver=driver, repeats=repeats, sample=sample))
+    try:
+        result = compile_paths(paths, CompileOptions(
+            experiment=experiment, overrides=tuple(overrides), model=model,
+            agent_type=agent_type, driver=driver, repeats=repeats, sample=sample))
+    except Exception as exc:  # a bug in ce, never the user's input: say so, briefly
+        if os.environ.get("CE_DEBUG"):
+            raise
+        click.echo(f"ce: internal error ({type(exc).__name__}: {exc}); this is a bug in ce. "
+                   "Re-run with CE_DEBUG=1 for the traceback.", err=True)
+        sys.exit(3)
     diags = [d for d in result.diagnostics if not quiet or d.severity == "error"]
     summary = {
         "tasks": result.task_files,

@@ -56,7 +56,9 @@ class Criterion(Tagged):
 @frozen
 class CriterionBase:
     type: str = spec(doc="criterion type")
-    description: str = spec(non_empty=True, doc="what this criterion checks, shown in reports")
+    description: str | None = spec(
+        None, doc="what this criterion checks, shown in reports (default: generated)"
+    )
     weight: float = spec(1.0, ge=0, doc="relative importance; 0 makes it informational")
     pass_threshold: float | None = spec(
         None, ge=0, le=1, doc="minimum score to pass (0.9; judges 0.7)"

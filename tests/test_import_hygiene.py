@@ -1,0 +1,146 @@
+"""Import hygiene: what `ce --help`, `ce compile` and `ce_lang` pull in.
+
+DESIGN.md: heavy libraries (polars, claude_agent_sdk, openai, ray) are imported only
+inside the modules that use them, and `ce_lang` imports neither `ce_runtime` nor
+`ce_agents` (the compiler stands alone). Each check runs in a fresh interpreter, so
+whatever this pytest process has already imported cannot hide a regression. No timing
+here: start-up speed is measured by bench/compile.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("polars", "claude_agent_sdk", "openai", "ray")
+NOT_IN_COMPILER = ("ce_runtime", "ce_agents")
+
+# Runs the click group in-process, like the `ce` script, then reports sys.modules.
+CLI_PROBE = """
+import json, sys
+from ce_runtime.cli import main
+try:
+    main({argv!r}, standalone_mode=False)
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({{"exit": code, "modules": sorted(sys.modules)}}))
+"""
+
+
+def _probe(code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _top_level(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in names)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["compile", "tasks/hello_world.yaml"]],
+                         ids=["help", "compile"])
+def test_cli_does_not_import_heavy_libraries(argv):
+    out = _probe(CLI_PROBE.format(argv=argv))
+    assert out["exit"] == 0  # the command really ran (help printed, the task compiled)
+    assert _top_level(out["modules"], HEAVY) == []
+
+
+def test_compile_does_not_import_agents():
+    out = _probe(CLI_PROBE.format(argv=["compile", "tasks/hello_world.yaml"]))
+    assert "ce_lang.compiler" in out["modules"]
+    assert _top_level(out["modules"], ("ce_agents",)) == []
+
+
+def test_import_ce_lang_stands_alone():
+    out = _probe("import json, sys\nimport ce_lang\n"
+                 "print(json.dumps({'modules': sorted(sys.modules)}))")
+    assert _top_level(out["modules"], NOT_IN_COMPILER) == []
+
+
+def test_compiling_through_ce_lang_stands_alone():
+    """The whole front end, run end to end, reaches neither the runtime nor the agents."""
+    out = _probe(
+        "import json, sys\n"
+        "from ce_lang.compiler import compile_paths\n"
+        "result = compile_paths(['tasks/hello_world.yaml'])\n"
+        "assert result.errors == 0 and len(result.trials) == 1, result.diagnostics\n"
+        "print(json.dumps({'modules': sorted(sys.modules)}))"
+    )
+    assert "ce_lang.plan" in out["modules"]
+    assert _top_level(out["modules"], NOT_IN_COMPILER) == []
+    assert _top_level(out["modules"], HEAVY) == []
+
+
+def _imported_names(tree: ast.AST, module: str) -> list[tuple[int, str]]:
+    """Absolute names of every import in `module` (dotted; packages end in `.__init__`),
+    including function-level imports and importlib.import_module("...") / __import__("...")
+    with a literal name."""
+    package = module.rsplit(".", 1)[0].split(".")
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package[: len(package) - (node.level - 1)])
+                if node.module:
+                    found.append((node.lineno, f"{base}.{node.module}"))
+                else:
+                    found.extend((node.lineno, f"{base}.{a.name}") for a in node.names)
+            else:
+                found.append((node.lineno, node.module or ""))
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else \
+                func.id if isinstance(func, ast.Name) else None
+            if called in ("import_module", "__import__"):
+                found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def _ce_lang_modules() -> list[Path]:
+    files = sorted((ROOT / "ce_lang").rglob("*.py"))
+    assert len(files) > 5, "ce_lang sources not found"
+    return files
+
+
+def test_no_ce_lang_module_imports_runtime_or_agents():
+    offenders = []
+    for path in _ce_lang_modules():
+        rel = path.relative_to(ROOT)
+        module = ".".join(rel.with_suffix("").parts)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for line, name in _imported_names(tree, module):
+            if name.split(".")[0] in NOT_IN_COMPILER:
+                offenders.append(f"{rel}:{line}: imports {name}")
+    assert offenders == []
+
+
+def test_import_scanner_sees_every_form():
+    """The AST scan above must not pass vacuously: it finds each way of importing."""
+    src = (
+        "import ce_runtime.cli\n"
+        "from ce_agents import x\n"
+        "def f():\n"
+        "    from ce_runtime import atomic\n"
+        "    import importlib\n"
+        "    importlib.import_module('ce_agents.none')\n"
+        "    __import__('ce_runtime')\n"
+        "from . import spans\n"
+        "from ..plan import lower\n"
+    )
+    names = sorted(n for _, n in _imported_names(ast.parse(src), "ce_lang.schema.fields"))
+    assert names == sorted(["ce_runtime.cli", "ce_agents", "ce_runtime", "importlib",
+                            "ce_agents.none", "ce_runtime", "ce_lang.schema.spans",
+                            "ce_lang.plan"])
+    init = _imported_names(ast.parse("from .task import TaskSpec\n"), "ce_lang.schema.__init__")
+    assert [n for _, n in init] == ["ce_lang.schema.task"]
