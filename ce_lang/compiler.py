@@ -83,6 +83,7 @@ class _Compiler:
         self.trials: list[Trial] = []
         self.trial_ids: dict[str, Span] = {}
         self._agent_types: tuple[str, ...] | None = None
+        self.digests: dict[str, str] = {}
 
     # -- driver --------------------------------------------------------------------------
     def run(self, paths: list[str]) -> CompileResult:
@@ -310,8 +311,8 @@ class _Compiler:
         if self.diags.count("error") > before or len(self.row_problems) > problems_before \
                 or not emit:
             return
-        plan = lower(task, task_dir=task_dir, prompt=prompt,
-                     row_id=row.id if row else None, suite_id=suite_id)
+        plan = lower(task, task_dir=task_dir, prompt=prompt, row_id=row.id if row else None,
+                     suite_id=suite_id, digest_cache=self.digests)
         digest = plan_hash(plan)
         lineage = merged.lineage()
         repeats, repeats_from = self.opt.repeats, "command line"

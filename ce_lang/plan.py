@@ -17,6 +17,7 @@ import attrs
 import msgspec
 
 from ce_lang.convert import converter
+from ce_lang.inputs import input_digests
 from ce_lang.schema import criteria as C
 from ce_lang.schema.agent import AgentConfig
 from ce_lang.schema.task import (
@@ -90,6 +91,7 @@ class Plan:
     checker_context: CheckerContext | None
     expected_commands: int | None
     skip: bool | str
+    inputs: dict[str, str]  # task-side files the plan reads -> content digest
 
 
 @attrs.frozen
@@ -108,12 +110,13 @@ class Trial:
 
 
 def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | None,
-          suite_id: str | None) -> Plan:
+          suite_id: str | None, digest_cache: dict[str, str] | None = None) -> Plan:
     criteria = [_lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
     legacy = any(c.stop_early is not None for c in task.success_criteria)
     master = task.run_limits.stop_early
     enabled = master is True or (master is None and legacy)
     armed = tuple(c.id for c in criteria if c.arming is not None) if enabled else ()
+    ignore = effective_ignore_patterns(task.sandbox.ignore_patterns)
     return Plan(
         plan_version=PLAN_VERSION,
         task_id=task.task_id if row_id is None else f"{task.task_id}/{row_id}",
@@ -124,7 +127,7 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         prompt=prompt,
         agent=_relative_agent(task.agent, task_dir),
         sandbox=_relative_sandbox(task.sandbox, task_dir),
-        ignore_patterns=effective_ignore_patterns(task.sandbox.ignore_patterns),
+        ignore_patterns=ignore,
         run_limits=task.run_limits,
         early_stop=EarlyStop(enabled and bool(armed), armed),
         criteria=criteria,
@@ -135,6 +138,7 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         checker_context=task.checker_context,
         expected_commands=task.expected_commands,
         skip=task.skip,
+        inputs=input_digests(task, task_dir, ignore, {} if digest_cache is None else digest_cache),
     )
 
 

@@ -284,3 +284,17 @@ def test_emit_writes_plans_and_trials(write, tmp_path):
         assert plan["hash"] == t["plan_hash"]
         assert plan["plan"]["task_id"] == "t1"
     assert len(os.listdir(out / "plans")) == 2
+
+
+def test_plan_hash_follows_the_content_of_task_side_files(write):
+    write("tpl/main.py", "print(1)\n")
+    write("tpl/__pycache__/x.pyc", "junk")
+    text = TASK.replace("    - {type: starter_files", "    - {type: template_dir, path: tpl}\n"
+                        "    - {type: starter_files")
+    task = write("t.yaml", text)
+    first = ok(compile_paths([task])).trials[0]
+    assert list(first.plan.inputs) == ["tpl"]
+    write("tpl/__pycache__/x.pyc", "other junk")  # ignored by the default patterns
+    assert ok(compile_paths([task])).trials[0].plan_hash == first.plan_hash
+    write("tpl/main.py", "print(2)\n")
+    assert ok(compile_paths([task])).trials[0].plan_hash != first.plan_hash

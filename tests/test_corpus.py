@@ -84,7 +84,12 @@ def run_case(case: Path) -> tuple[str, dict | None]:
     try:
         payload = json.loads(result.stdout)
     except ValueError:
-        return f"exit: {result.exit_code}\nnot JSON: {result.stdout!r}\n", None
+        try:
+            stderr = result.stderr
+        except ValueError:  # stderr not captured separately
+            stderr = ""
+        return (f"exit: {result.exit_code}\nnot JSON: {result.stdout!r}\n"
+                f"stderr: {stderr.strip()}\n"), None
     lines = [f"exit: {result.exit_code}"]
     for d in payload["diagnostics"]:
         loc = f"{_rel(d['file'], case.parent)}:{d['line']}:{d['col']}" if d["file"] else "-"
