@@ -90,7 +90,9 @@ class _Compiler:
         usage = Diagnostics()
         overrides = parse_overrides(list(self.opt.overrides), usage, self.sources)
         files = self.expand(paths, usage)
-        exp_layers = self.load_experiment() if self.opt.experiment else None
+        if self.opt.experiment and not os.path.isfile(self.opt.experiment):
+            usage.emit("CE0001", f"experiment file {self.opt.experiment!r} not found", None)
+        exp_layers = self.load_experiment() if self.opt.experiment and not usage else None
         if usage.has_errors or (self.opt.experiment and exp_layers is None):
             return self.result(usage, 0, usage_error=usage.has_errors)
         cli = self.cli_layer(overrides)

@@ -27,7 +27,7 @@ import click
 @click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif"]),
               default="human", show_default=True, help="How to print diagnostics.")
 @click.option("--explain", "explain_code", metavar="CODE",
-              help="Explain a diagnostic code (e.g. CE0101) and exit.")
+              help="Explain a diagnostic code (e.g. CE0101; `all` lists every code) and exit.")
 @click.option("-q", "--quiet", is_flag=True, help="Print errors only, and no summary line.")
 def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats, sample,
                 emit_dir, fmt, explain_code, quiet):
@@ -120,6 +120,10 @@ def _emit(out_dir: str, result) -> None:
 def _explain(code: str) -> None:
     from ce_lang.codes import CODES
 
+    if code.lower() == "all":
+        for entry in CODES.values():
+            click.echo(f"{entry.code}  {entry.severity:<7}  {entry.title}")
+        return
     entry = CODES.get(code.upper())
     if entry is None:
         raise click.BadParameter(f"unknown code {code!r}", param_hint="--explain")
