@@ -588,7 +588,7 @@ def generate(n: int, out_dir: str, seed: int) -> dict[str, Any]:
     gen = TaskGenerator(seed)
     kinds: dict[str, int] = {}
     rows_tasks = criteria = size = 0
-    first = None
+    first = fallback = None
     for i in range(n):
         suite, name, task = gen.task(i)
         for c in task["success_criteria"]:
@@ -604,9 +604,10 @@ def generate(n: int, out_dir: str, seed: int) -> dict[str, Any]:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
         if first is None and "dataset" not in task and task["agent"]["type"] == "claude-code":
-            first = path
+            first = path  # an ordinary task: the start-up probe compiles this one
+        fallback = fallback or path
     return {"files": n, "criteria": criteria, "criteria_by_type": dict(sorted(kinds.items())),
-            "dataset_tasks": rows_tasks, "bytes": size, "one_file": first}
+            "dataset_tasks": rows_tasks, "bytes": size, "one_file": first or fallback}
 
 
 # ======================================================================================

@@ -23,8 +23,8 @@ from ce_lang.rules import RuleContext, check_task
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
 from ce_lang.schema.experiment import ExperimentSpec
 from ce_lang.schema.task import TaskSpec
-from ce_lang.spans import Path, Span
-from ce_lang.validate import INVALID, Context, Walker
+from ce_lang.spans import Path, Span, format_path
+from ce_lang.validate import INVALID, Context, Walker, yaml_kind
 from ce_lang.yaml_source import LocatedDoc, parse_yaml
 
 BUILTIN_DEFAULTS: dict[str, Any] = {
@@ -99,6 +99,7 @@ class _Compiler:
         variants = exp_layers or (None, [_Variant("default", None, None)], None)
         compiled = 0
         for file, explicit in files:
+            errors_before = self.diags.count("error")
             doc = self.load(file)
             if doc is None:
                 continue
@@ -109,7 +110,7 @@ class _Compiler:
             if kind is None and not explicit:
                 continue  # not a task file (a template's YAML, a fixture ...)
             compiled += 1
-            self.compile_task(doc, variants, cli)
+            self.compile_task(doc, variants, cli, errors_before)
         return self.result(usage, compiled)
 
     def result(self, usage: Diagnostics, compiled: int, usage_error: bool = False
@@ -163,7 +164,7 @@ class _Compiler:
         doc = parse_yaml(text, file, self.diags)
         if doc is not None and not isinstance(doc.value, dict):
             self.diags.emit("CE0004", "expected a mapping at the top level, found "
-                            f"{type(doc.value).__name__}", doc.span(()))
+                            f"{yaml_kind(doc.value)}", doc.span(()))
             return None
         return doc
 
@@ -241,18 +242,24 @@ class _Compiler:
         spans = {o.path: Span(o.source, 1, len(o.text.partition("=")[0]) + 2, 1,
                               len(o.text) + 1) for o in overrides}
         spans.update(flag_spans)
-
-        def span_of(path: Path) -> Span:
+        def lookup(path: Path) -> Span:
             for cut in range(len(path), 0, -1):
                 if path[:cut] in spans:
                     return spans[path[:cut]]
             return Span.point("<command line>")
 
-        return Layer("command line", overrides_layer_value(overrides, flags), span_of)
+        def key_lookup(path: Path) -> Span:
+            for o in reversed(overrides):  # the later -D wins, as in the merge
+                if o.path[: len(path)] == path:
+                    return o.span_of_part(len(path) - 1)
+            return lookup(path)
+
+        return Layer("command line", overrides_layer_value(overrides, flags), lookup,
+                     key_lookup)
 
     # -- one task file -------------------------------------------------------------------
-    def compile_task(self, doc: LocatedDoc, variants: tuple, cli: Layer | None) -> None:
-        errors_before = self.diags.count("error")
+    def compile_task(self, doc: LocatedDoc, variants: tuple, cli: Layer | None,
+                     errors_before: int) -> None:
         value = self.validate(doc, TaskSpec, best_effort=True)
         if value is None:
             return
@@ -263,7 +270,9 @@ class _Compiler:
         if dataset is None and doc.value.get("dataset") is not None:
             return  # the dataset block itself is invalid (reported)
         if dataset is not None:
-            rows = ds.load_rows(dataset, doc.span, self.diags)
+            original = self.original_path
+            rows = ds.load_rows(dataset, lambda p, o=original: doc.span(o(p)), self.diags,
+                                original)
             if rows is None:
                 return
             rows = ds.sample_rows(rows, dataset, self.opt.sample)
@@ -282,7 +291,9 @@ class _Compiler:
                     if key in value:
                         task_value[key] = ds.substitute_tree(value[key], row)
                 task_value.pop("dataset", None)
-            task_layer = Layer("task", task_value, _doc_span_of(doc, self.original_path))
+            original = self.original_path
+            task_layer = Layer("task", task_value, lambda p, o=original: doc.span(o(p)),
+                               lambda p, o=original: doc.key_span(o(p)), original)
             for variant in variant_list:
                 layers = [Layer("built-in defaults", BUILTIN_DEFAULTS,
                                 lambda _p: Span.point("<built-in defaults>"))]
@@ -296,6 +307,19 @@ class _Compiler:
     def resolve(self, merged: Merged, doc: LocatedDoc, task_dir: str, row: ds.Row | None,
                 suite_id: str | None, variant: _Variant, exp_id: str | None,
                 has_dataset: bool, emit: bool) -> None:
+        for layer_index, path, length in merged.unapplied:
+            layer = merged.layers[layer_index]
+            self.diags.emit("CE0501", f"index {path[-1]} is out of range: "
+                            f"`{format_path(path[:-1])}` has {length} "
+                            f"entr{'y' if length == 1 else 'ies'}",
+                            (layer.key_span_of or layer.span_of)(path))
+            emit = False
+        if merged.layers[-1].name == "command line":  # -D may change a criterion's type
+            before = self.diags.count("error")
+            walker = Walker(Context(self.diags, merged.span, merged.key_span))
+            walker.check(merged.value, TaskSpec, ())
+            if self.diags.count("error") > before:
+                return
         try:
             task = converter.structure(merged.value, TaskSpec)
         except Exception:  # only after schema errors, which are already reported
@@ -306,7 +330,8 @@ class _Compiler:
         problems_before = len(self.row_problems)
         check_task(RuleContext(task, merged.span, merged.key_span, self.diags,
                                self.agent_types(task), has_dataset,
-                               row.id if row else None, self.row_problems))
+                               row.id if row else None, self.row_problems,
+                               merged.source_path))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)
@@ -349,11 +374,17 @@ class _Compiler:
                             span, help=help_)
 
     def read_prompt(self, path: str, merged: Merged, row: ds.Row | None) -> str | None:
+        if not os.path.isfile(path):
+            return None  # reported where the path was checked
         try:
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            self.diags.emit("CE0207", f"cannot read initial_prompt_file: {exc}",
+        except UnicodeDecodeError:
+            self.diags.emit("CE0207", "initial_prompt_file is not UTF-8 text",
+                            merged.span(("initial_prompt_file",)))
+            return None
+        except OSError as exc:
+            self.diags.emit("CE0207", f"cannot read initial_prompt_file: {exc.strerror}",
                             merged.span(("initial_prompt_file",)))
             return None
         self.sources.setdefault(path, text)
@@ -386,14 +417,6 @@ def _kind(value: dict[str, Any]) -> str | None:
     if any(k in value for k in TASK_KEYS):
         return "task"
     return None
-
-
-def _doc_span_of(doc: LocatedDoc, original: Callable[[Path], Path]):
-    def span_of(path: Path) -> Span:
-        return doc.span(original(path))
-
-    span_of.key_span = lambda path: doc.key_span(original(path))  # type: ignore[attr-defined]
-    return span_of
 
 
 # experiment keys that land somewhere else in the task shape
@@ -429,8 +452,5 @@ def _experiment_layer(name: str, value: dict[str, Any], doc: LocatedDoc, base: P
                 return doc_prefix + path[len(task_prefix):]
         return (*base, *path)
 
-    def span_of(path: Path) -> Span:
-        return doc.span(translate(path))
-
-    span_of.key_span = lambda path: doc.key_span(translate(path))  # type: ignore[attr-defined]
-    return Layer(name, shaped, span_of)
+    return Layer(name, shaped, lambda p: doc.span(translate(p)),
+                 lambda p: doc.key_span(translate(p)), translate)

@@ -43,7 +43,7 @@ class TextSource:
 
 
 def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: Diagnostics,
-              ) -> list[Row] | None:
+              original: Callable[[Path], Path] = lambda p: p) -> list[Row] | None:
     here: Path = ("dataset",)
     rows_raw, paths = dataset.get("rows"), dataset.get("paths")
     if (rows_raw is None) == (paths is None):
@@ -51,7 +51,8 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
         return None
     records: list[tuple[Any, str, Span]] = []
     if rows_raw is not None:
-        records = [(r, f"rows[{i}]", span_of((*here, "rows", i))) for i, r in enumerate(rows_raw)]
+        records = [(r, f"rows[{original((*here, 'rows', i))[-1]}]", span_of((*here, "rows", i)))
+                   for i, r in enumerate(rows_raw)]
     else:
         if not paths:
             diags.emit("CE0301", "`dataset.paths` lists no file", span_of((*here, "paths")))
@@ -73,7 +74,8 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
             continue
         rid = value.get(id_field)
         if isinstance(rid, bool) or not isinstance(rid, str | int):
-            what = "has no" if rid is None else "has a non-scalar"
+            what = ("has no" if rid is None else "has a boolean" if isinstance(rid, bool)
+                    else "has a non-scalar" if isinstance(rid, list | dict) else "has a non-text")
             diags.emit("CE0302", f"dataset row {label} {what} id field `{id_field}`", span)
             continue
         rid = str(rid)
@@ -90,6 +92,8 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
 
 
 def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any, str, Span]]:
+    if not os.path.exists(file):
+        return  # reported where the path was checked
     try:
         with open(file, encoding="utf-8") as fh:
             text = fh.read()
@@ -171,12 +175,14 @@ def check_refs(refs: list[tuple[TextSource, str, Span]], rows: list[Row] | None,
             continue
         missing = [r for r in rows if key not in r.values]
         bad = [r for r in rows if key in r.values and not _is_scalar(r.values[key])]
-        for group, what in ((missing, "has no key"), (bad, "has a non-scalar value for")):
+        for group, what in ((missing, ("has no key", "have no key")),
+                            (bad, ("has a non-scalar value for", "have non-scalar values for"))):
             if group:
                 ok = False
                 names = ", ".join(f"{r.id!r} ({r.label})" for r in group[:5])
                 more = f" and {len(group) - 5} more" if len(group) > 5 else ""
                 row_word = "row" if len(group) == 1 else "rows"
+                what = what[0] if len(group) == 1 else what[1]
                 diags.emit(
                     "CE0303",
                     f"`${{row.{key}}}`: dataset {row_word} {names}{more} {what} `{key}`",

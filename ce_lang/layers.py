@@ -24,11 +24,20 @@ EXCLUSIVE = {
 }
 
 
+def _same(path: Path) -> Path:
+    return path
+
+
 @attrs.frozen
 class Layer:
+    """One layer's task-shaped value; `span_of`/`key_span_of` take paths into that value and
+    `doc_path` maps them to the path in the file they came from (for messages)."""
+
     name: str
     value: dict[str, Any]
     span_of: Callable[[Path], Span]
+    key_span_of: Callable[[Path], Span] | None = None
+    doc_path: Callable[[Path], Path] = _same
 
 
 @attrs.frozen
@@ -37,23 +46,30 @@ class Merged:
     layers: tuple[Layer, ...]
     origin: dict[Path, tuple[int, Path]]
     leaves: frozenset[Path]
+    # (layer, path, list length): a list index that does not exist
+    unapplied: tuple[tuple[int, Path, int], ...] = ()
 
-    def span(self, path: Path) -> Span:
+    def locate(self, path: Path) -> tuple[Layer, Path]:
+        """The layer a path's value came from, and the path inside that layer's value."""
         for cut in range(len(path), -1, -1):
             hit = self.origin.get(path[:cut])
             if hit is not None:
                 i, lpath = hit
-                return self.layers[i].span_of(lpath + path[cut:])
-        return self.layers[-1].span_of(path)
+                return self.layers[i], lpath + path[cut:]
+        return self.layers[-1], path
+
+    def span(self, path: Path) -> Span:
+        layer, lpath = self.locate(path)
+        return layer.span_of(lpath)
 
     def key_span(self, path: Path) -> Span:
-        hit = self.origin.get(path)
-        if hit is not None:
-            layer = self.layers[hit[0]]
-            key_span = getattr(layer.span_of, "key_span", None)
-            if key_span is not None:
-                return key_span(hit[1])
-        return self.span(path)
+        layer, lpath = self.locate(path)
+        return (layer.key_span_of or layer.span_of)(lpath)
+
+    def source_path(self, path: Path) -> Path:
+        """The path as written in its file (list indexes before invalid items were dropped)."""
+        layer, lpath = self.locate(path)
+        return layer.doc_path(lpath)
 
     def layer_of(self, path: Path) -> str | None:
         for cut in range(len(path), -1, -1):
@@ -73,13 +89,14 @@ def merge_layers(layers: list[Layer], root: type) -> Merged:
     value: Any = {}
     for i, layer in enumerate(layers):
         value = m.merge(value, layer.value, root, (), (), i, Rule())
-    return Merged(value, tuple(layers), m.origin, frozenset(m.leaves))
+    return Merged(value, tuple(layers), m.origin, frozenset(m.leaves), tuple(m.unapplied))
 
 
 class _Merger:
     def __init__(self) -> None:
         self.origin: dict[Path, tuple[int, Path]] = {}
         self.leaves: set[Path] = set()
+        self.unapplied: list[tuple[int, Path, int]] = []  # list indexes that do not exist
 
     def set_leaf(self, path: Path, layer: int, lpath: Path) -> None:
         self.drop_below(path)
@@ -102,15 +119,16 @@ class _Merger:
         if high is None:
             self.set_leaf(path, layer, lpath)
             return None
-        if isinstance(high, dict) and isinstance(low, list):  # -D success_criteria.0.x=...
-            out = list(low)
+        if isinstance(high, dict) and high and all(isinstance(k, int) for k in high):
+            # -D success_criteria.0.weight=2 patches one item of a list
+            out = list(low) if isinstance(low, list) else []
             item_tp = (typing.get_args(tp) or (Any,))[0]
             for k, v in high.items():
-                idx = int(k)
-                if 0 <= idx < len(out):
-                    out[idx] = self.merge(out[idx], v, item_tp, (*path, idx), (*lpath, k),
-                                          layer, Rule())
-            return out
+                if 0 <= k < len(out):
+                    out[k] = self.merge(out[k], v, item_tp, (*path, k), (*lpath, k), layer, Rule())
+                else:
+                    self.unapplied.append((layer, (*lpath, k), len(out)))
+            return out if isinstance(low, list) else _ABSENT
         if isinstance(high, dict) and (
             attrs.has(tp) or (isinstance(tp, type) and issubclass(tp, Tagged))
         ):
@@ -127,8 +145,10 @@ class _Merger:
                     self.origin.pop((*path, partner), None)
                     self.leaves.discard((*path, partner))
                 ftp, frule = (fields[key][1], fields[key][2]) if key in fields else (Any, Rule())
-                out[key] = self.merge(low.get(key), v, ftp, (*path, key), (*lpath, key), layer,
-                                      frule)
+                merged = self.merge(low.get(key), v, ftp, (*path, key), (*lpath, key), layer,
+                                    frule)
+                if merged is not _ABSENT:
+                    out[key] = merged
             return out
         if isinstance(high, dict) and (origin is dict or tp is Any) and isinstance(low, dict):
             out = dict(low)  # free mappings (sdk_options, params) merge deeply
@@ -169,6 +189,9 @@ class _Merger:
             moved_l.add((*path, p[n] + by, *p[n + 1:]))
         self.origin.update(moved_o)
         self.leaves |= moved_l
+
+
+_ABSENT: Any = object()  # "leave this key unset": a patch of a list that does not exist
 
 
 def _strip_optional(tp: Any) -> Any:

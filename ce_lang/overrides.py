@@ -13,7 +13,7 @@ import attrs
 import yaml
 
 from ce_lang.diagnostics import Diagnostics, did_you_mean
-from ce_lang.schema.fields import Rule, Tagged
+from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged
 from ce_lang.schema.task import TaskSpec
 from ce_lang.spans import Path, Span
 from ce_lang.validate import Context, Walker, fields_of
@@ -25,6 +25,10 @@ class Override:
     value: Any
     source: str  # pseudo file name, e.g. "-D #1"
     text: str
+    part_spans: tuple[Span, ...]  # one per path segment
+
+    def span_of_part(self, depth: int) -> Span:
+        return self.part_spans[min(depth, len(self.part_spans) - 1)]
 
 
 def _span(source: str, text: str, start: int, end: int) -> Span:
@@ -54,8 +58,16 @@ def parse_overrides(args: list[str], diags: Diagnostics, sources: dict[str, str]
             before = len(diags)
             value = walker.check(value, leaf_tp, path, leaf_rule, partial=True)
             if len(diags) == before:
-                out.append(Override(path, value, source, arg))
+                out.append(Override(path, value, source, arg, _part_spans(source, arg, key)))
     return out
+
+
+def _part_spans(source: str, arg: str, key: str) -> tuple[Span, ...]:
+    spans, offset = [], 0
+    for part in key.split("."):
+        spans.append(_span(source, arg, offset, offset + len(part)))
+        offset += len(part) + 1
+    return tuple(spans)
 
 
 def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
@@ -93,10 +105,20 @@ def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
             diags.emit("CE0501", f"`{'.'.join(map(str, path))}` is a single value; it has no "
                        f"field `{part}`", span)
             return tuple(path), None
+        removed = getattr(tp, REMOVED_FIELDS_ATTR, {}) if attrs.has(tp) else {}
+        if part in removed:
+            where = f"in `{'.'.join(map(str, path))}`" if path else "at the top level"
+            diags.emit("CE0106", f"`{part}` is no longer supported {where}: {removed[part]}",
+                       span)
+            return tuple(path), None
         if part not in fields:
             where = ".".join(map(str, path)) or "a task"
             diags.emit("CE0501", f"unknown setting `{part}` in {where}", span,
                        help=did_you_mean(part, names))
+            return tuple(path), None
+        if not path and part == "dataset":
+            diags.emit("CE0501", "the dataset cannot be overridden: rows are expanded before "
+                       "the config layers apply", span)
             return tuple(path), None
         path.append(part)
         _, tp, rule, _ = fields[part]

@@ -47,6 +47,11 @@ class RuleContext:
     has_dataset: bool
     row_id: str | None = None
     row_problems: list[RowProblem] = attrs.field(factory=list)
+    source_path: Callable[[Path], Path] = lambda p: p
+
+    def name(self, path: Path) -> str:
+        """A path as the user wrote it (`success_criteria[3].path`)."""
+        return format_path(self.source_path(path))
 
 
 def check_task(ctx: RuleContext) -> None:
@@ -159,7 +164,8 @@ def reference_rules(ctx: RuleContext) -> None:
                        "reference is a directory", ctx.at(here))
             if c.reference_file is not None:
                 check_workspace_path(c.reference_file, ctx.at((*here, "reference_file")),
-                                     f"success_criteria[{i}].reference_file", d)
+                                     ctx.name((*here, "reference_file")), d,
+                                     root="the reference directory")
         elif ref is None:
             if getattr(c, "include_reference", False):
                 d.emit("CE0214", "`include_reference: true` has no effect: the task has no "
@@ -194,10 +200,11 @@ def criteria_rules(ctx: RuleContext) -> None:
             for f in ("command_pattern", "exclude_pattern"):
                 _check_regex(getattr(c, f), 0, (*here, f), ctx)
         if isinstance(c, C.FileMatchesRegex):
-            _check_regex(c.pattern, c.flags, (*here, "pattern"), ctx)
+            _check_regex(c.pattern, c.flags, (*here, "pattern"), ctx, (*here, "flags"))
         if isinstance(c, C.FileCheck):
             for j, p in enumerate(c.patterns):
-                _check_regex(p.pattern, p.flags, (*here, "patterns", j, "pattern"), ctx)
+                at = (*here, "patterns", j)
+                _check_regex(p.pattern, p.flags, (*at, "pattern"), ctx, (*at, "flags"))
         if isinstance(c, C.JsonCheck):
             _json_rules(c, here, ctx)
             if c.json_schema is not None:
@@ -230,7 +237,7 @@ def _check_mixed_path(value: str, path: Path, ctx: RuleContext) -> None:
                            notes=(f"$TASK_DIR is the task file's directory: {base}",))
         return
     if "${row." not in value:
-        check_workspace_path(value, span, format_path(path), ctx.diags)
+        check_workspace_path(value, span, ctx.name(path), ctx.diags)
 
 
 def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
@@ -265,7 +272,8 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
                            help=did_you_mean(str(a.expected), types))
 
 
-def _check_regex(pattern: str | None, flags: int, path: Path, ctx: RuleContext) -> None:
+def _check_regex(pattern: str | None, flags: int, path: Path, ctx: RuleContext,
+                 flags_path: Path | None = None) -> None:
     if pattern is None or "${row." in pattern:
         return
     try:
@@ -275,7 +283,8 @@ def _check_regex(pattern: str | None, flags: int, path: Path, ctx: RuleContext) 
         ctx.diags.emit("CE0111", f"invalid regular expression: {exc.msg}"
                        + (f" at position {exc.pos}" if exc.pos is not None else ""), span)
     except (ValueError, OverflowError) as exc:
-        ctx.diags.emit("CE0111", f"invalid regex flags: {exc}", ctx.at(path))
+        ctx.diags.emit("CE0111", f"invalid regex flags {flags}: {exc}",
+                       ctx.at(flags_path or path))
 
 
 def early_stop_rules(ctx: RuleContext) -> None:
@@ -300,9 +309,8 @@ def early_stop_rules(ctx: RuleContext) -> None:
         elif c.weight == 0:
             d.emit("CE0211", f"`{field}` on a weight-0 criterion: informational criteria never "
                    "gate, so they cannot stop a run", at)
-        elif field == "stop_early" and master is False:
-            d.emit("CE0214", "the `stop_early` block is inert: `run_limits.stop_early: false` "
-                   "vetoes early stop", at)
+        elif field == "stop_early":
+            _check_legacy_block(c, at, master, ctx)
         elif field == "stop_when":
             if master is not True:
                 d.emit("CE0210", "`stop_when` is inert: `run_limits.stop_early` is not true", at,
@@ -335,10 +343,27 @@ def decidable(c: C.CriterionBase) -> tuple[bool, bool, str]:
         if c.expected_skill == c.skill_name:
             return True, False, ("skill_triggered expecting the skill can only decide pass "
                                  "(when the skill fires)")
-        return False, True, (f"skill_triggered on a negative row (expected_skill "
-                             f"{c.expected_skill!r}) can only decide fail (when the skill fires)")
+        return False, True, ("skill_triggered on a negative row (expected_skill differs from "
+                             "skill_name) can only decide fail (when the skill fires)")
     why = _POST_HOC.get(c.type, "is graded after the run")
     return False, False, f"{c.type} {why}, so it is only graded after the run"
+
+
+def _check_legacy_block(c: C.CriterionBase, at: Span, master: bool | None,
+                        ctx: RuleContext) -> None:
+    """coder_eval's block: only on live-observable criteria; an unreachable trigger is inert."""
+    if master is False:
+        ctx.diags.emit("CE0214", "the `stop_early` block is inert: `run_limits.stop_early: false` "
+                       "vetoes early stop", at)
+        return
+    can_pass, can_fail, why = decidable(c)
+    if not isinstance(c, C.CommandExecuted | C.SkillTriggered):
+        ctx.diags.emit("CE0211", f"a `stop_early` block cannot arm this criterion: {why}", at)
+    elif isinstance(c, C.CommandExecuted) and not can_fail and not (
+            can_pass and c.stop_early is not None and c.stop_early.on_pass == "stop"):
+        ctx.diags.emit("CE0214", f"the `stop_early` block can never trigger: {why}", at,
+                       help="use `stop_when: pass` with `run_limits.stop_early: true`"
+                       if can_pass else None)
 
 
 def _check_polarity(c: C.CriterionBase, polarity: str, at: Span, ctx: RuleContext) -> None:

@@ -99,6 +99,8 @@ def describe(tp: Any) -> str:
 
 
 def _snippet(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -332,6 +334,10 @@ class Walker:
         help_ = None
         if tp is str and isinstance(value, float | bool):
             help_ = "quote the value to make it a string"
+        elif tp in (int, float) and isinstance(value, str) and _looks_numeric(value):
+            help_ = (f"YAML 1.1 reads `{value}` as a string; write it with a decimal point "
+                     "and a signed exponent (e.g. 1.0e+3) or in full"
+                     if "e" in value.lower() else "remove the quotes")
         self.diags.emit("CE0103", f"`{self.name(path)}` expects {describe(tp)}, found {found}{shown}",
                         self.ctx.span_of(path), help=help_)
         return INVALID
@@ -349,23 +355,32 @@ class Walker:
         return f"in `{format_path(path)}`{kind}"
 
 
-def check_workspace_path(value: str, span: Span, name: str, diags: Diagnostics) -> None:
+def check_workspace_path(value: str, span: Span, name: str, diags: Diagnostics,
+                         root: str = "the workspace") -> None:
     """Workspace paths are relative and never climb out of the workspace."""
     if value.startswith(("/", "~")) or re.match(r"^[A-Za-z]:[\\/]", value):
-        diags.emit("CE0206", f"`{name}` must be relative to the workspace, found {value!r}", span)
+        diags.emit("CE0206", f"`{name}` must be relative to {root}, found {value!r}", span)
         return
     depth = 0
     for part in re.split(r"[\\/]+", value):
         if part == "..":
             depth -= 1
             if depth < 0:
-                diags.emit("CE0206", f"`{name}` {value!r} escapes the workspace", span)
+                diags.emit("CE0206", f"`{name}` {value!r} escapes {root}", span)
                 return
         elif part not in ("", "."):
             depth += 1
 
 
 _NO_RULE = Rule()
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _num(x: float) -> str:

@@ -15,7 +15,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ce_lang.diagnostics import Diagnostics
-from ce_lang.spans import Path, Span
+from ce_lang.spans import Path, Span, offset_to_line_col
 
 try:  # the C composer is ~10x faster; fall back silently where libyaml is missing
     _Loader: type = yaml.CSafeLoader
@@ -189,15 +189,22 @@ def parse_yaml(text: str, file: str, diags: Diagnostics) -> LocatedDoc | None:
         return _syntax_error(exc, file, diags)
     except yaml.MarkedYAMLError as exc:
         return _syntax_error(exc, file, diags)
-    except yaml.YAMLError as exc:  # reader errors (control characters, bad encoding)
-        mark = getattr(exc, "position", None)
-        diags.emit("CE0002", f"YAML error: {exc}", Span.point(file))
-        del mark
+    except yaml.reader.ReaderError as exc:  # control characters, bad encoding
+        line, col = offset_to_line_col(text, exc.position)
+        char = exc.character
+        code = f"#x{ord(char) if isinstance(char, str) else char:04x}"
+        diags.emit("CE0002", f"unacceptable character {code}: control characters are not "
+                   "allowed", Span(file, line, col, line, col + 1, exc.position,
+                                           exc.position + 1))
+        return None
+    except yaml.YAMLError as exc:
+        diags.emit("CE0002", f"YAML error: {str(exc).splitlines()[0]}", Span.point(file))
         return None
     if root is None:
         diags.emit("CE0004", "the file is empty; expected a mapping", Span.point(file))
         return None
     builder = _Builder(file, diags)
+    before = len(diags)
     try:
         value = builder.build(root, ())
     except _TooLarge as exc:
@@ -206,6 +213,8 @@ def parse_yaml(text: str, file: str, diags: Diagnostics) -> LocatedDoc | None:
             _span(file, exc.node),
         )
         return None
+    if any(d.code == "CE0005" for d in diags[before:]):
+        return None  # a structure we refuse to interpret: don't pile follow-on errors on it
     return LocatedDoc(file, text, value, builder.spans, builder.key_spans)
 
 
