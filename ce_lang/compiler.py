@@ -276,11 +276,13 @@ class _Compiler:
             if rows is None:
                 return
             rows = ds.sample_rows(rows, dataset, self.opt.sample)
-        sources = [*ds.string_sources(value.get("initial_prompt"), ("initial_prompt",),
-                                      doc.span, doc.text),
-                   *ds.string_sources(value.get("success_criteria"), ("success_criteria",),
-                                      doc.span, doc.text)]
-        ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission below
+        if "${row." in doc.text:  # most tasks have no row references at all
+            span_of = lambda p, o=self.original_path: doc.span(o(p))  # noqa: E731
+            sources = [*ds.string_sources(value.get("initial_prompt"), ("initial_prompt",),
+                                          span_of, doc.text),
+                       *ds.string_sources(value.get("success_criteria"), ("success_criteria",),
+                                          span_of, doc.text)]
+            ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission
         base_id = value["task_id"]
         self.row_problems: list = []
         for row in rows if rows is not None else [None]:

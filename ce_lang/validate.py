@@ -127,26 +127,24 @@ class Walker:
     def check(self, value: Any, tp: Any, path: Path, rule: Rule | None = None,
               partial: bool = False) -> Any:
         rule = rule or _NO_RULE
-        origin = typing.get_origin(tp)
-        if origin in (Union, types.UnionType):
+        kind = _shape(tp)
+        if kind == "union":
             return self.union(value, tp, path, rule, partial)
-        if value is None:
-            if tp is Any:
-                return None
-            return self.wrong_type(value, tp, path)
         if tp is Any:
             return value
-        if origin is Literal:
-            return self.literal(value, tp, path)
-        if origin is list:
-            return self.list(value, tp, path, rule, partial)
-        if origin is dict:
-            return self.dict(value, tp, path, rule)
-        if isinstance(tp, type) and issubclass(tp, Tagged):
-            return self.tagged(value, tp, path, partial)
-        if attrs.has(tp):
+        if value is None:
+            return self.wrong_type(value, tp, path)
+        if kind == "scalar":
+            return self.scalar(value, tp, path, rule)
+        if kind == "record":
             return self.record(value, tp, path, partial or rule.partial)
-        return self.scalar(value, tp, path, rule)
+        if kind == "list":
+            return self.list(value, tp, path, rule, partial)
+        if kind == "tagged":
+            return self.tagged(value, tp, path, partial)
+        if kind == "literal":
+            return self.literal(value, tp, path)
+        return self.dict(value, tp, path, rule)
 
     # -- scalars ---------------------------------------------------------------------------
     def scalar(self, value: Any, tp: type, path: Path, rule: Rule) -> Any:
@@ -373,6 +371,25 @@ def check_workspace_path(value: str, span: Span, name: str, diags: Diagnostics,
 
 
 _NO_RULE = Rule()
+
+
+@cache
+def _shape(tp: Any) -> str:
+    """How the walker treats a schema type (computed once per type)."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return "union"
+    if origin is Literal:
+        return "literal"
+    if origin is list:
+        return "list"
+    if origin is dict:
+        return "dict"
+    if isinstance(tp, type) and issubclass(tp, Tagged):
+        return "tagged"
+    if attrs.has(tp):
+        return "record"
+    return "scalar"
 
 
 def _looks_numeric(text: str) -> bool:

@@ -25,6 +25,11 @@ except AttributeError:  # pragma: no cover - depends on the PyYAML build
 MAX_NODES = 200_000  # bounds alias expansion ("billion laughs")
 
 
+# Positions are kept as plain tuples (line, col, end_line, end_col, offset, end_offset) and
+# turned into `Span`s only when asked for: most nodes are never reported on.
+_Pos = tuple[int, int, int, int, int, int]
+
+
 @attrs.frozen
 class LocatedDoc:
     """One YAML document: its value, and where every node and key sits in the file."""
@@ -32,31 +37,31 @@ class LocatedDoc:
     file: str
     text: str
     value: Any
-    spans: dict[Path, Span]
-    key_spans: dict[Path, Span]
+    spans: dict[Path, _Pos]
+    key_spans: dict[Path, _Pos]
 
     def span(self, path: Path) -> Span:
         """The span of `path`, or of its nearest located ancestor."""
-        return find_span(self.spans, path, self.file)
+        spans = self.spans
+        for cut in range(len(path), -1, -1):
+            pos = spans.get(path[:cut])
+            if pos is not None:
+                return Span(self.file, *pos)
+        return Span.point(self.file)
 
     def key_span(self, path: Path) -> Span:
-        return self.key_spans.get(path) or self.span(path)
+        pos = self.key_spans.get(path)
+        return Span(self.file, *pos) if pos is not None else self.span(path)
 
 
-def find_span(spans: dict[Path, Span], path: Path, file: str) -> Span:
-    for cut in range(len(path), -1, -1):
-        span = spans.get(path[:cut])
-        if span is not None:
-            return span
-    return Span.point(file)
+def _pos(node: Node) -> _Pos:
+    start, end = node.start_mark, node.end_mark
+    return (start.line + 1, start.column + 1, end.line + 1, end.column + 1,
+            start.index, end.index)
 
 
 def _span(file: str, node: Node) -> Span:
-    start, end = node.start_mark, node.end_mark
-    return Span(
-        file, start.line + 1, start.column + 1, end.line + 1, end.column + 1,
-        start.index, end.index,
-    )
+    return Span(file, *_pos(node))
 
 
 _SCALAR_TAGS = {
@@ -72,8 +77,8 @@ class _Builder:
     def __init__(self, file: str, diags: Diagnostics):
         self.file = file
         self.diags = diags
-        self.spans: dict[Path, Span] = {}
-        self.key_spans: dict[Path, Span] = {}
+        self.spans: dict[Path, _Pos] = {}
+        self.key_spans: dict[Path, _Pos] = {}
         self.constructor = SafeConstructor()
         self.nodes = 0
         self.active: set[int] = set()
@@ -82,7 +87,7 @@ class _Builder:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise _TooLarge(node)
-        self.spans[path] = _span(self.file, node)
+        self.spans[path] = _pos(node)
         if isinstance(node, ScalarNode):
             return self.scalar(node)
         if id(node) in self.active:
@@ -114,7 +119,7 @@ class _Builder:
 
     def mapping(self, node: MappingNode, path: Path) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        first_seen: dict[str, Span] = {}
+        first_seen: dict[str, _Pos] = {}
         merged: list[tuple[str, Any, Path]] = []
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -126,16 +131,16 @@ class _Builder:
                 )
                 continue
             key = key_node.value
-            key_span = _span(self.file, key_node)
+            key_pos = _pos(key_node)
             if key in first_seen:
                 prev = first_seen[key]
                 self.diags.emit(
-                    "CE0003", f"duplicate key `{key}`", key_span,
-                    notes=(f"first defined at {prev.file}:{prev.line}:{prev.col}",),
+                    "CE0003", f"duplicate key `{key}`", Span(self.file, *key_pos),
+                    notes=(f"first defined at {self.file}:{prev[0]}:{prev[1]}",),
                 )
                 continue
-            first_seen[key] = key_span
-            self.key_spans[(*path, key)] = key_span
+            first_seen[key] = key_pos
+            self.key_spans[(*path, key)] = key_pos
             out[key] = self.build(value_node, (*path, key))
         for key, value, source_path in merged:  # explicit keys win over `<<` merges
             if key not in out:
