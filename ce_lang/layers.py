@@ -15,7 +15,7 @@ import attrs
 
 from ce_lang.schema.fields import Rule, Tagged
 from ce_lang.spans import Path, Span, format_path
-from ce_lang.validate import fields_of
+from ce_lang.validate import fields_of, strip_optional
 
 # Setting one of these in a higher layer removes the other one from the lower layers.
 EXCLUSIVE = {
@@ -114,7 +114,7 @@ class _Merger:
 
     def merge(self, low: Any, high: Any, tp: Any, path: Path, lpath: Path, layer: int,
               rule: Rule) -> Any:
-        tp = _strip_optional(tp)
+        tp = strip_optional(tp)
         origin = typing.get_origin(tp)
         if high is None:
             self.set_leaf(path, layer, lpath)
@@ -192,12 +192,3 @@ class _Merger:
 
 
 _ABSENT: Any = object()  # "leave this key unset": a patch of a list that does not exist
-
-
-def _strip_optional(tp: Any) -> Any:
-    args = typing.get_args(tp)
-    if args and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) == 1:
-            return rest[0]
-    return tp

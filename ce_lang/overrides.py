@@ -16,7 +16,7 @@ from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged
 from ce_lang.schema.task import TaskSpec
 from ce_lang.spans import Path, Span
-from ce_lang.validate import Context, Walker, fields_of
+from ce_lang.validate import Context, Walker, fields_of, strip_optional
 
 
 @attrs.frozen
@@ -81,7 +81,7 @@ def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
     for part in parts:
         span = _span(source, arg, offset, offset + len(part))
         offset += len(part) + 1
-        tp = _unwrap(tp)
+        tp = strip_optional(tp)
         origin = typing.get_origin(tp)
         if origin is list:
             if not part.isdigit():
@@ -123,15 +123,6 @@ def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
         path.append(part)
         _, tp, rule, _ = fields[part]
     return tuple(path), (tp, rule)
-
-
-def _unwrap(tp: Any) -> Any:
-    args = typing.get_args(tp)
-    if args and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) == 1:
-            return rest[0]
-    return tp
 
 
 def overrides_layer_value(overrides: list[Override], flags: dict[Path, Any]) -> dict[str, Any]:

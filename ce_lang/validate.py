@@ -373,6 +373,16 @@ def check_workspace_path(value: str, span: Span, name: str, diags: Diagnostics,
 _NO_RULE = Rule()
 
 
+def strip_optional(tp: Any) -> Any:
+    """`T | None` -> `T`; other types unchanged."""
+    args = typing.get_args(tp)
+    if args and _NoneType in args:
+        rest = [a for a in args if a is not _NoneType]
+        if len(rest) == 1:
+            return rest[0]
+    return tp
+
+
 @cache
 def _shape(tp: Any) -> str:
     """How the walker treats a schema type (computed once per type)."""
