@@ -124,6 +124,41 @@ _TABLE = [
     # -- experiments and overrides ------------------------------------------------------
     ("CE0402", "error", "wrong kind of file",
      "A task file was given where an experiment is expected, or the other way round."),
+    # -- the criteria language ------------------------------------------------------------
+    ("CE0601", "error", "syntax error in an expression or criteria file",
+     "The text does not parse as the criteria language. The help line lists what the "
+     "parser expected at that point. `ce criteria show file_contains` prints a complete "
+     "definition to copy from."),
+    ("CE0602", "error", "unknown name",
+     "The name is not a parameter, a `let`, a lambda parameter or a global (`trace`). The "
+     "help line suggests the closest one."),
+    ("CE0603", "error", "type mismatch",
+     "An operand, argument, `let`, default value or score has the wrong type. Scores are "
+     "numbers (bool is not a number); conditions are booleans; `T?` values must be checked "
+     "against `null` before they are used as `T`."),
+    ("CE0604", "error", "unknown function or method",
+     "No builtin function (or record method) has this name, or none of its overloads "
+     "accepts these argument types. `ce criteria builtins` lists them all."),
+    ("CE0605", "error", "unknown field",
+     "The record type has no such field; the help line lists the closest."),
+    ("CE0606", "error", "duplicate definition",
+     "A criterion, record, parameter or `let` is defined twice (or a user criterion reuses "
+     "a standard criterion's name)."),
+    ("CE0607", "error", "invalid definition",
+     "A criterion definition needs a result kind (binary, fraction, continuous, "
+     "classification) and exactly one `score`; a classification also defines "
+     "`output observed` and `output expected` (strings)."),
+    ("CE0608", "error", "unknown type",
+     "Types are bool, int, float, str, regex, path, json, list[T], map[T], T? and the "
+     "record types (ToolCall, Trace, File, CommandResult, JsonFile, Verdict, and records "
+     "declared with `record`)."),
+    ("CE0609", "error", "misplaced lambda",
+     "`x -> expr` is only allowed as the predicate or mapper argument of count, exists, "
+     "all, filter and map."),
+    ("CE0610", "error", "invalid literal",
+     "A regex literal (`re\"...\"`) that does not compile, or a malformed number or string."),
+    ("CE0611", "error", "cannot load criteria file",
+     "A `criteria_files` entry does not exist, is not UTF-8, or its definitions have errors."),
     ("CE0501", "error", "invalid -D override",
      "`-D` takes `path=value`, where path names a task setting (e.g. `agent.model`, "
      "`run_limits.max_turns`, `agent.sdk_options.effort`) and value is a YAML scalar or flow "

@@ -16,9 +16,12 @@ import attrs
 from ce_lang import dataset as ds
 from ce_lang.convert import converter
 from ce_lang.diagnostics import Diagnostic, Diagnostics, dedupe
+from ce_lang.lang.checker import Registry
+from ce_lang.lang.instances import check_instances
+from ce_lang.lang.stdlib import load_file, stdlib_registry, user_registry
 from ce_lang.layers import Layer, Merged, merge_layers
 from ce_lang.overrides import Override, overrides_layer_value, parse_overrides
-from ce_lang.plan import Trial, lower, plan_hash
+from ce_lang.plan import Trial, lower, lower_criterion, plan_hash
 from ce_lang.rules import RuleContext, check_task
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
 from ce_lang.schema.experiment import ExperimentSpec
@@ -84,6 +87,8 @@ class _Compiler:
         self.trial_ids: dict[str, Span] = {}
         self._agent_types: tuple[str, ...] | None = None
         self.digests: dict[str, str] = {}
+        self.registries: dict[tuple[str, ...], Registry] = {}
+        self.exp_criteria_files: list[str] = []
 
     # -- driver --------------------------------------------------------------------------
     def run(self, paths: list[str]) -> CompileResult:
@@ -184,6 +189,7 @@ class _Compiler:
             return None
         exp_id = value["experiment_id"]
         defaults = value.get("defaults") or {}
+        self.exp_criteria_files = list(defaults.get("criteria_files") or [])
         default_layer = None
         if defaults:
             default_layer = _experiment_layer(f"experiment {exp_id}: defaults", defaults, doc,
@@ -216,11 +222,11 @@ class _Compiler:
             return
         self.validate(doc, ExperimentSpec)
 
-    def validate(self, doc: LocatedDoc, root: type, best_effort: bool = False
-                 ) -> dict[str, Any] | None:
+    def validate(self, doc: LocatedDoc, root: type, best_effort: bool = False,
+                 user_types: frozenset[str] = frozenset()) -> dict[str, Any] | None:
         """The normalized value; None on errors, unless `best_effort` and still usable."""
         before = self.diags.count("error")
-        walker = Walker(Context(self.diags, doc.span, doc.key_span))
+        walker = Walker(Context(self.diags, doc.span, doc.key_span, user_types=user_types))
         value = walker.check(doc.value, root, ())
         self.original_path = walker.original_path
         if value is INVALID:
@@ -258,9 +264,31 @@ class _Compiler:
                      key_lookup)
 
     # -- one task file -------------------------------------------------------------------
+    def registry_for(self, doc: LocatedDoc) -> Registry:
+        """The standard criteria plus the user's: the task's and the experiment's files."""
+        base = os.path.dirname(os.path.abspath(doc.file))
+        files = list(self.exp_criteria_files)
+        raw = doc.value.get("criteria_files")
+        if isinstance(raw, list):
+            files += [os.path.normpath(os.path.join(base, f)) for f in raw if isinstance(f, str)]
+        key = tuple(dict.fromkeys(files))
+        registry = self.registries.get(key)
+        if registry is None:
+            registry = user_registry() if key else stdlib_registry()
+            for path in key:
+                if os.path.isfile(path):
+                    load_file(path, registry, self.diags)
+                    self.sources.setdefault(path, _source_of(path))
+            self.registries[key] = registry
+        return registry
+
     def compile_task(self, doc: LocatedDoc, variants: tuple, cli: Layer | None,
                      errors_before: int) -> None:
-        value = self.validate(doc, TaskSpec, best_effort=True)
+        registry = self.registry_for(doc)
+        user_types = frozenset(n for n, o in registry.origin.items()
+                               if not o.startswith("stdlib"))
+        self.registry = registry
+        value = self.validate(doc, TaskSpec, best_effort=True, user_types=user_types)
         if value is None:
             return
         exp_id, variant_list, default_layer = variants
@@ -318,7 +346,10 @@ class _Compiler:
             emit = False
         if merged.layers[-1].name == "command line":  # -D may change a criterion's type
             before = self.diags.count("error")
-            walker = Walker(Context(self.diags, merged.span, merged.key_span))
+            user_types = frozenset(n for n, o in self.registry.origin.items()
+                                   if not o.startswith("stdlib"))
+            walker = Walker(Context(self.diags, merged.span, merged.key_span,
+                                    user_types=user_types))
             walker.check(merged.value, TaskSpec, ())
             if self.diags.count("error") > before:
                 return
@@ -330,10 +361,15 @@ class _Compiler:
             return
         before = self.diags.count("error")
         problems_before = len(self.row_problems)
+        thresholds = [lower_criterion(i, c).pass_threshold
+                      for i, c in enumerate(task.success_criteria)]
+        instances = check_instances(task.success_criteria, thresholds, task.expected_commands,
+                                    self.registry, self.diags, merged.span, merged.key_span,
+                                    self.sources)
         check_task(RuleContext(task, merged.span, merged.key_span, self.diags,
                                self.agent_types(task), has_dataset,
                                row.id if row else None, self.row_problems,
-                               merged.source_path))
+                               merged.source_path, instances))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)
@@ -341,7 +377,7 @@ class _Compiler:
                 or not emit:
             return
         plan = lower(task, task_dir=task_dir, prompt=prompt, row_id=row.id if row else None,
-                     suite_id=suite_id, digest_cache=self.digests)
+                     suite_id=suite_id, digest_cache=self.digests, instances=instances)
         digest = plan_hash(plan)
         lineage = merged.lineage()
         repeats, repeats_from = self.opt.repeats, "command line"
@@ -406,6 +442,14 @@ class _Compiler:
             extra = tuple(ep.name for ep in entry_points(group="ce.agents"))
             self._agent_types = BUILTIN_AGENT_TYPES + extra
         return self._agent_types
+
+
+def _source_of(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def _hidden(root: str, top: str) -> bool:

@@ -16,11 +16,24 @@ def _make() -> cattrs.Converter:
         return isinstance(tp, type) and issubclass(tp, Tagged) and "MEMBERS" in tp.__dict__
 
     def structure_tagged(value: dict[str, Any], tp: type[Tagged]) -> Any:
-        return conv.structure(value, tp.MEMBERS[value[tp.TAG_FIELD]])
+        member = tp.MEMBERS.get(value[tp.TAG_FIELD])
+        if member is None:  # a user-defined criterion: common fields + free arguments
+            from ce_lang.schema.criteria import COMMON_FIELDS, UserCall
+
+            common = {k: v for k, v in value.items() if k in COMMON_FIELDS}
+            args = {k: v for k, v in value.items() if k not in COMMON_FIELDS}
+            return conv.structure({**common, "args": args}, UserCall)
+        return conv.structure(value, member)
 
     conv.register_structure_hook_func(is_tagged_base, structure_tagged)
+    def _unstructure_tagged(obj: Any) -> Any:
+        raw = conv.unstructure(obj, unstructure_as=obj.__class__)
+        if "args" in raw and obj.__class__.__name__ == "UserCall":
+            raw.update(raw.pop("args"))
+        return raw
+
     conv.register_unstructure_hook_func(
-        is_tagged_base, lambda obj: conv.unstructure(obj, unstructure_as=obj.__class__)
+        is_tagged_base, _unstructure_tagged
     )
     # `bool | str` and `str | dict` unions: the walker already checked the shape
     conv.register_structure_hook(bool | str, lambda v, _: v)

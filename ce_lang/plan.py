@@ -20,6 +20,7 @@ from ce_lang.convert import converter
 from ce_lang.inputs import input_digests
 from ce_lang.schema import criteria as C
 from ce_lang.schema.agent import AgentConfig
+from ce_lang.schema.criteria import COMMON_FIELDS
 from ce_lang.schema.task import (
     DEFAULT_IGNORE_PATTERNS,
     CheckerContext,
@@ -34,10 +35,6 @@ from ce_lang.schema.task import (
 )
 
 PLAN_VERSION = 1
-COMMON_FIELDS = frozenset(
-    ("type", "description", "weight", "pass_threshold", "stop_when", "stop_early",
-     "suite_thresholds")
-)
 
 
 @attrs.frozen
@@ -61,6 +58,28 @@ class CriterionCall:
     args: dict[str, Any]
     arming: Arming | None = None
     suite_thresholds: dict[str, float] | None = None
+    # facts of the checked instance (the criteria language's analysis)
+    definition: str = ""  # the definition called: a standard or user criterion, or "expr"
+    effects: list[str] = attrs.field(factory=list)  # trace, workspace, exec, model
+    can_decide_pass: bool = False
+    can_decide_fail: bool = False
+    decidability: str = ""  # why, in words
+    offline: bool = True  # can be re-scored from an archived trace and workspace
+    steps: list[str] = attrs.field(factory=list)  # effect steps it reads
+
+
+@attrs.frozen
+class PlanStep:
+    """An effectful call the grader makes once: a workspace read (shared by every
+    criterion that makes it, within one epoch), a command (an ordered barrier: reads after
+    it see the files it may have changed), or a model call."""
+
+    id: str
+    func: str
+    args: list[Any]
+    effect: str
+    epoch: int
+    used_by: list[str]
 
 
 @attrs.frozen
@@ -92,6 +111,7 @@ class Plan:
     expected_commands: int | None
     skip: bool | str
     inputs: dict[str, str]  # task-side files the plan reads -> content digest
+    steps: list[PlanStep] = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -110,8 +130,20 @@ class Trial:
 
 
 def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | None,
-          suite_id: str | None, digest_cache: dict[str, str] | None = None) -> Plan:
-    criteria = [_lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
+          suite_id: str | None, digest_cache: dict[str, str] | None = None,
+          instances: list | None = None) -> Plan:
+    criteria = [lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
+    steps: list[PlanStep] = []
+    if instances is not None:
+        from ce_lang.lang.instances import plan_steps
+
+        read_only = {i: bool(getattr(c, "read_only", False))
+                     for i, c in enumerate(task.success_criteria)}
+        raw_steps = plan_steps(instances, read_only)
+        steps = [PlanStep(s.id, s.func, list(s.args), s.effect, s.epoch, list(s.used_by))
+                 for s in raw_steps]
+        criteria = [_with_facts(c, inst, raw_steps) for c, inst in
+                    zip(criteria, instances, strict=True)]
     legacy = any(c.stop_early is not None for c in task.success_criteria)
     master = task.run_limits.stop_early
     enabled = master is True or (master is None and legacy)
@@ -139,12 +171,27 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         expected_commands=task.expected_commands,
         skip=task.skip,
         inputs=input_digests(task, task_dir, ignore, {} if digest_cache is None else digest_cache),
+        steps=steps,
     )
 
 
-def _lower_criterion(i: int, c: C.CriterionBase) -> CriterionCall:
-    raw = converter.unstructure(c)
-    args = {k: v for k, v in raw.items() if k not in COMMON_FIELDS}
+def _with_facts(call: CriterionCall, inst, steps) -> CriterionCall:
+    if inst is None:
+        return call
+    d = inst.decision
+    return attrs.evolve(
+        call, definition=inst.definition, result_kind=inst.result_kind,
+        effects=sorted(inst.effects), can_decide_pass=d.can_pass, can_decide_fail=d.can_fail,
+        decidability=d.why, offline="model" not in inst.effects,
+        steps=[s.id for s in steps if call.id in s.used_by])
+
+
+def lower_criterion(i: int, c: C.CriterionBase) -> CriterionCall:
+    if isinstance(c, C.UserCall):
+        args = dict(c.args)
+    else:
+        raw = converter.unstructure(c)
+        args = {k: v for k, v in raw.items() if k not in COMMON_FIELDS}
     if isinstance(c, C.ReferenceComparison):
         threshold = c.similarity_threshold  # the domain field wins, as in coder_eval
     elif c.pass_threshold is not None:

@@ -48,6 +48,10 @@ class RuleContext:
     row_id: str | None = None
     row_problems: list[RowProblem] = attrs.field(factory=list)
     source_path: Callable[[Path], Path] = lambda p: p
+    instances: list = attrs.field(factory=list)  # checked instances, one per criterion
+
+    def instance(self, i: int):
+        return self.instances[i] if i < len(self.instances) else None
 
     def name(self, path: Path) -> str:
         """A path as the user wrote it (`success_criteria[3].path`)."""
@@ -186,7 +190,8 @@ def criteria_rules(ctx: RuleContext) -> None:
     none_agent = _agent_type(t) == "none"
     for i, c in enumerate(t.success_criteria):
         here = ("success_criteria", i)
-        if none_agent and c.READS_TRACE:
+        inst = ctx.instance(i)
+        if none_agent and inst is not None and "trace" in inst.effects:
             d.emit("CE0204", f"`{c.type}` reads the agent's trace, but an `agent: {{type: none}}` "
                    "task runs no agent", ctx.at((*here, "type")),
                    help="use agent-independent criteria (run_command, file_check, json_check, ...)")
@@ -310,69 +315,50 @@ def early_stop_rules(ctx: RuleContext) -> None:
             d.emit("CE0211", f"`{field}` on a weight-0 criterion: informational criteria never "
                    "gate, so they cannot stop a run", at)
         elif field == "stop_early":
-            _check_legacy_block(c, at, master, ctx)
+            _check_legacy_block(c, i, at, master, ctx)
         elif field == "stop_when":
             if master is not True:
                 d.emit("CE0210", "`stop_when` is inert: `run_limits.stop_early` is not true", at,
                        help="set `run_limits: {stop_early: true}` to enable early stop")
-            _check_polarity(c, c.stop_when, ctx.at((*here, "stop_when")), ctx)
+            _check_polarity(c, i, c.stop_when, ctx.at((*here, "stop_when")), ctx)
 
 
-# Decidability of the built-in criteria on a growing trace. The criteria language derives
-# these facts from each definition; until it lands they are declared here per type.
-_POST_HOC = {
-    "file_exists": "reads the workspace", "file_contains": "reads the workspace",
-    "file_check": "reads the workspace", "json_check": "reads the workspace",
-    "file_matches_regex": "reads the workspace", "classification_match": "reads the workspace",
-    "reference_comparison": "reads the workspace", "run_command": "runs a command",
-    "uipath_eval": "runs a command", "llm_judge": "calls a model", "agent_judge": "runs an agent",
-    "commands_efficiency": "depends on the final number of tool calls",
-}
+def _because(d) -> str:
+    return f" ({'; '.join(d.folded)})" if d.folded else ""
 
 
-def decidable(c: C.CriterionBase) -> tuple[bool, bool, str]:
-    """(can decide pass, can decide fail, why) on a trace prefix, for this instance."""
-    if isinstance(c, C.CommandExecuted):
-        if c.max_count is not None:
-            return False, True, "command_executed with max_count set can only decide fail"
-        if c.min_count > 0:
-            return True, False, "command_executed without max_count can only decide pass"
-        return False, False, ("command_executed with min_count 0 and no max_count always "
-                              "passes: there is nothing to decide")
-    if isinstance(c, C.SkillTriggered):
-        if c.expected_skill == c.skill_name:
-            return True, False, ("skill_triggered expecting the skill can only decide pass "
-                                 "(when the skill fires)")
-        return False, True, ("skill_triggered on a negative row (expected_skill differs from "
-                             "skill_name) can only decide fail (when the skill fires)")
-    why = _POST_HOC.get(c.type, "is graded after the run")
-    return False, False, f"{c.type} {why}, so it is only graded after the run"
-
-
-def _check_legacy_block(c: C.CriterionBase, at: Span, master: bool | None,
+def _check_legacy_block(c: C.CriterionBase, index: int, at: Span, master: bool | None,
                         ctx: RuleContext) -> None:
     """coder_eval's block: only on live-observable criteria; an unreachable trigger is inert."""
     if master is False:
         ctx.diags.emit("CE0214", "the `stop_early` block is inert: `run_limits.stop_early: false` "
                        "vetoes early stop", at)
         return
-    can_pass, can_fail, why = decidable(c)
-    if not isinstance(c, C.CommandExecuted | C.SkillTriggered):
-        ctx.diags.emit("CE0211", f"a `stop_early` block cannot arm this criterion: {why}", at)
-    elif isinstance(c, C.CommandExecuted) and not can_fail and not (
-            can_pass and c.stop_early is not None and c.stop_early.on_pass == "stop"):
-        ctx.diags.emit("CE0214", f"the `stop_early` block can never trigger: {why}", at,
-                       help="use `stop_when: pass` with `run_limits.stop_early: true`"
-                       if can_pass else None)
+    inst = ctx.instance(index)
+    if inst is None:
+        return
+    d = inst.decision
+    if not (d.can_pass or d.can_fail):
+        ctx.diags.emit("CE0211", f"a `stop_early` block cannot arm this criterion: {c.type} "
+                       f"{d.why}{_because(d)}", at)
+    elif not d.can_fail and not (c.stop_early is not None and c.stop_early.on_pass == "stop"):
+        ctx.diags.emit("CE0214", f"the `stop_early` block can never trigger: {c.type} {d.why}"
+                       f"{_because(d)}", at,
+                       help="use `stop_when: pass` with `run_limits.stop_early: true`")
 
 
-def _check_polarity(c: C.CriterionBase, polarity: str, at: Span, ctx: RuleContext) -> None:
-    can_pass, can_fail, why = decidable(c)
+def _check_polarity(c: C.CriterionBase, index: int, polarity: str, at: Span,
+                    ctx: RuleContext) -> None:
+    inst = ctx.instance(index)
+    if inst is None:
+        return
+    d = inst.decision
+    can_pass, can_fail = d.can_pass, d.can_fail
     ok = {"pass": can_pass, "fail": can_fail, "decided": can_pass or can_fail}[polarity]
     if ok:
         return
     help_ = "use `stop_when: decided`" if (can_pass or can_fail) else None
-    message = f"`stop_when: {polarity}` can never trigger: {why}"
+    message = f"`stop_when: {polarity}` can never trigger: {c.type} {d.why}{_because(d)}"
     if ctx.has_dataset and isinstance(c, C.SkillTriggered):
         ctx.row_problems.append(RowProblem("CE0211", message, at, help_, ctx.row_id))
     else:

@@ -41,8 +41,8 @@ class Context:
     diags: Diagnostics
     span_of: Callable[[Path], Span]
     key_span_of: Callable[[Path], Span]
-    # every string found at a "task"/"task_dir" path, resolved against its file's directory
     check_paths_exist: bool = True
+    user_types: frozenset[str] = frozenset()  # criteria defined in the user's .ce files
 
 
 @cache
@@ -275,6 +275,9 @@ class Walker:
                 self.diags.emit("CE0102", f"missing required field `{name}` {self.where(path, cls)}",
                                 self.ctx.span_of(path))
                 complete = False
+        for name in skip:  # passed through unchecked: another pass owns them
+            if name in value:
+                out[name] = value[name]
         return out if complete or partial else INVALID
 
     def tagged(self, value: Any, base: type[Tagged], path: Path, partial: bool) -> Any:
@@ -298,9 +301,14 @@ class Walker:
             tag, forced = base.ALIASES[tag]
             value = {**value, **forced, tag_field: tag}
         cls = base.MEMBERS.get(tag)
+        if cls is None and tag in self.ctx.user_types and base.USER_BASE is not None:
+            # a user-defined criterion: common fields here, arguments against its signature
+            extra = frozenset(value) - {f[0] for f in fields_of(base.USER_BASE)}
+            return self.record(value, base.USER_BASE, path, partial, skip=extra)
         if cls is None:
             self.diags.emit("CE0108", f"unknown {base.KIND} `{tag}`", self.ctx.span_of(tag_path),
-                            help=did_you_mean(tag, [*base.MEMBERS, *base.ALIASES]))
+                            help=did_you_mean(tag, [*base.MEMBERS, *base.ALIASES,
+                                                    *self.ctx.user_types]))
             return INVALID
         return self.record(value, cls, path, partial)
 

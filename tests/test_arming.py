@@ -48,8 +48,8 @@ def test_command_executed_decidability(write, fields, polarity, allowed):
 
 def test_error_names_polarity_and_reason(write):
     (d,) = compile_one(write, CMD, "pass", "max_count: 2")
-    assert d[1] == ("`stop_when: pass` can never trigger: command_executed with max_count set "
-                    "can only decide fail")
+    assert d[1] == ("`stop_when: pass` can never trigger: command_executed can only decide fail "
+                    "here (`max_count == null` is false)")
 
 
 @pytest.mark.parametrize("expected, polarity, allowed", [

@@ -21,6 +21,12 @@ StopWhen = Literal["pass", "fail", "decided"]
 JUDGE_DEFAULT_MODEL = "anthropic.claude-sonnet-4-6"
 
 
+COMMON_FIELDS = frozenset(
+    ("type", "description", "weight", "pass_threshold", "stop_when", "stop_early",
+     "suite_thresholds")
+)
+
+
 @frozen
 class StopEarlyPolicy:
     """coder_eval's per-criterion early-stop block; lowered to the same arming as stop_when."""
@@ -251,4 +257,25 @@ class AgentJudge(CriterionBase, JudgeCommon, Criterion):
     )
 
 
-CLASSIFICATION_LABELS_FIXED = {"skill_triggered": ("yes", "no")}
+@register(Criterion, "expr")
+@frozen
+class ExprCriterion(CriterionBase, Criterion):
+    """An inline criterion: a boolean (binary) or numeric (fraction/continuous) expression."""
+
+    RESULT = "binary"
+    expr: str = spec(non_empty=True, doc="an expression of the criteria language")
+    kind: Literal["binary", "fraction", "continuous"] | None = spec(
+        None, doc="result kind; default binary for a boolean expression, else continuous"
+    )
+
+
+@frozen
+class UserCall(CriterionBase, Criterion):
+    """A criterion defined in the user's `criteria_files`; its arguments are checked
+    against that definition's signature, not against a schema class."""
+
+    RESULT = "user"
+    args: dict[str, Any] = spec(factory=dict)
+
+
+Criterion.USER_BASE = CriterionBase

@@ -25,6 +25,7 @@ ID = r"[a-z0-9]+([-_.][a-z0-9]+)*"
 @frozen
 class ExperimentDefaults:
     repeats: int | None = spec(None, ge=1, doc="trials per task and variant")
+    criteria_files: list[str] | None = spec(None, path="task", doc="user .ce files for every task")
     agent: AgentConfig | None = spec(None, partial=True)
     checker_context: CheckerContext | None = spec(None)
     simulation: Simulation | None = spec(None, partial=True)

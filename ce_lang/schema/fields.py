@@ -58,6 +58,8 @@ class Tagged:
     # tag -> (real tag, forced field values)
     ALIASES: ClassVar[dict[str, tuple[str, dict[str, Any]]]] = {}
     KIND: ClassVar[str] = "type"
+    # the class validating the common fields of members defined outside the schema
+    USER_BASE: ClassVar[type | None] = None
 
 
 def register(base: type[Tagged], tag: str):

@@ -185,6 +185,9 @@ class TaskSpec:
     agent: AgentConfig = spec(factory=AgentConfig, partial=True)
     sandbox: SandboxConfig = spec(factory=SandboxConfig)
     run_limits: RunLimits = spec(factory=RunLimits)
+    criteria_files: list[str] = spec(
+        factory=list, path="task", merge="append", doc="the user's own .ce definition files"
+    )
     success_criteria: list[Criterion] = spec(non_empty=True, merge="replace")
     checker_context: CheckerContext | None = spec(None)
     reference: Reference | None = spec(None)

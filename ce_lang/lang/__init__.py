@@ -1,0 +1,1 @@
+"""The criteria language: grammar -> immutable AST -> checker side tables -> decisions."""

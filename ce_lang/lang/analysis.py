@@ -1,0 +1,389 @@
+"""Constant folding and decidability of one criterion instance.
+
+Parameters are constants once bound, so conditions on them fold away first (the branch
+not taken contributes nothing, not even its effects). Every remaining trace-dependent term
+gets a monotonicity as the trace grows: `up` (counts, exists), `down` (all, not exists),
+`const`, or `none`. From those, for P = (score >= pass_threshold):
+
+- can_decide_pass: P can become true on a trace prefix and stay true on every extension;
+- can_decide_fail: P can become false on a prefix and stay false.
+
+`and` decides true only if both sides can, false if either can; `or` dually; `not`
+swaps. Anything that reads the workspace, runs a command or calls a model is graded
+after the run, so it decides nothing live.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from ce_lang.lang import ast as A
+from ce_lang.lang.builtins import BUILTINS, CriterionError
+from ce_lang.lang.evaluate import Evaluator
+from ce_lang.lang.records import BUILTIN_RECORDS
+from ce_lang.lang.values import Regex
+
+UNKNOWN: Any = type("Unknown", (), {"__repr__": lambda self: "UNKNOWN"})()
+POST_HOC = frozenset({"workspace", "exec", "model"})
+
+
+@attrs.frozen
+class Fact:
+    mono: str  # const | up | down | none | grows (a list that only gets longer)
+    value: Any = UNKNOWN  # the folded value when const
+    effects: frozenset[str] = frozenset()
+    ct: bool = False  # (booleans) once true, true forever
+    cf: bool = False  # (booleans) once false, false forever
+    elem: str | None = None  # record type of a lambda parameter / trace root
+
+    @property
+    def const(self) -> bool:
+        return self.mono == "const" and self.value is not UNKNOWN
+
+
+def const(value: Any) -> Fact:
+    return Fact("const", value)
+
+
+NONE = Fact("none")
+
+
+def _bool_fact(mono: str, effects: frozenset[str]) -> Fact:
+    return Fact(mono, UNKNOWN, effects, ct=mono == "up", cf=mono == "down")
+
+
+def _flip(m: str) -> str:
+    return {"up": "down", "down": "up"}.get(m, m)
+
+
+def _combine(a: str, b: str) -> str:
+    if a == "const":
+        return b
+    if b == "const" or a == b:
+        return a
+    return "none"
+
+
+@attrs.frozen
+class Decision:
+    can_pass: bool
+    can_fail: bool
+    why: str  # human explanation of what the analysis found
+    effects: frozenset[str]
+    folded: tuple[str, ...]  # conditions on parameters that folded, e.g. "`max_count == null` is false"
+
+
+class Analyzer:
+    def __init__(self) -> None:
+        self.facts: dict[int, Fact] = {}
+        self.folded: list[str] = []
+        self.evaluator = Evaluator()
+
+    def fact(self, node: A.Node, env: dict[str, Fact]) -> Fact:
+        f = self._fact(node, env)
+        self.facts[node.id] = f
+        return f
+
+    def _fact(self, node: A.Node, env: dict[str, Fact]) -> Fact:
+        if isinstance(node, A.Lit):
+            return const(Regex(node.value) if node.kind == "regex" else node.value)
+        if isinstance(node, A.Name):
+            if node.name in env:
+                return env[node.name]
+            if node.name == "trace":
+                return Fact("none", UNKNOWN, frozenset({"trace"}), elem="Trace")
+            return NONE
+        if isinstance(node, A.Member):
+            obj = self.fact(node.obj, env)
+            if obj.const:
+                return self._fold(node, {"__o": obj.value}, obj.effects,
+                                  lambda v: v["__o"].get(node.name) if isinstance(v["__o"], dict)
+                                  else getattr(v["__o"], node.name))
+            record = BUILTIN_RECORDS.get(obj.elem or "")
+            if record is not None and node.name in record.fields:
+                field = record.fields[node.name]
+                elem = field.type.elem.name if field.type.name == "list" else field.type.name
+                mono = field.mono if obj.elem == "Trace" or obj.mono == "elem" else "none"
+                return Fact(mono, UNKNOWN, obj.effects, ct=mono == "up", cf=mono == "down",
+                            elem=elem if elem in BUILTIN_RECORDS else None)
+            return Fact("none", UNKNOWN, obj.effects)
+        if isinstance(node, A.Method):
+            obj = self.fact(node.obj, env)
+            args = [self.fact(a, env) for a in node.args]
+            effects = obj.effects.union(*(a.effects for a in args))
+            record = BUILTIN_RECORDS.get(obj.elem or "")
+            if obj.mono == "elem" and record and node.name in record.methods \
+                    and all(a.const for a in args):
+                mono = record.methods[node.name].mono
+                return Fact(mono, UNKNOWN, effects, ct=mono == "up", cf=mono == "down")
+            return Fact("none", UNKNOWN, effects)
+        if isinstance(node, A.Index):
+            obj, idx = self.fact(node.obj, env), self.fact(node.index, env)
+            if obj.const and idx.const:
+                return self._fold(node, {}, obj.effects | idx.effects,
+                                  lambda _: _index(obj.value, idx.value))
+            return Fact("none", UNKNOWN, obj.effects | idx.effects)
+        if isinstance(node, A.Unary):
+            f = self.fact(node.operand, env)
+            if f.const:
+                return const((not f.value) if node.op == "not" else -f.value)
+            if node.op == "not":
+                return Fact(_flip(f.mono), UNKNOWN, f.effects, ct=f.cf, cf=f.ct)
+            return Fact(_flip(f.mono), UNKNOWN, f.effects)
+        if isinstance(node, A.Binary):
+            return self.binary(node, env)
+        if isinstance(node, A.Cond):
+            test = self.fact(node.test, env)
+            if test.const:
+                self.folded.append(f"`{_text(node.test)}` is {_show(test.value)}")
+                return self.fact(node.then if test.value else node.else_, env)
+            then, else_ = self.fact(node.then, env), self.fact(node.else_, env)
+            return Fact("none", UNKNOWN, test.effects | then.effects | else_.effects)
+        if isinstance(node, A.ListLit):
+            items = [self.fact(i, env) for i in node.items]
+            effects = frozenset().union(*(i.effects for i in items))
+            if all(i.const for i in items):
+                return Fact("const", [i.value for i in items], effects)
+            return Fact("none", UNKNOWN, effects)
+        if isinstance(node, A.MapLit):
+            vals = [self.fact(v, env) for v in node.values]
+            effects = frozenset().union(*(v.effects for v in vals))
+            if all(v.const for v in vals):
+                return Fact("const", dict(zip(node.keys, [v.value for v in vals], strict=True)),
+                            effects)
+            return Fact("none", UNKNOWN, effects)
+        if isinstance(node, A.Call):
+            return self.call(node, env)
+        if isinstance(node, A.Lambda):
+            return NONE
+        return NONE
+
+    def _fold(self, node: A.Node, env: dict[str, Any], effects: frozenset[str], fn) -> Fact:
+        try:
+            return Fact("const", fn(env), effects)
+        except (CriterionError, AttributeError, TypeError, KeyError, ValueError,
+                ZeroDivisionError):
+            return Fact("none", UNKNOWN, effects)
+
+    def binary(self, node: A.Binary, env: dict[str, Fact]) -> Fact:
+        op = node.op
+        a = self.fact(node.left, env)
+        if op in ("and", "or") and a.const:  # short-circuit folding
+            if (op == "and") != bool(a.value):
+                return const(bool(a.value))
+            return self.fact(node.right, env)
+        b = self.fact(node.right, env)
+        effects = a.effects | b.effects
+        if a.const and b.const:
+            return self._fold(node, {}, effects, lambda _: self.evaluator.binary(
+                A.Binary(node.id, node.span, op, _lit(a.value), _lit(b.value)), {}))
+        if op in ("and", "or"):
+            mono = _combine(a.mono, b.mono)
+            mono = mono if mono in ("up", "down", "const") else "none"
+            if op == "and":
+                return Fact(mono, UNKNOWN, effects, ct=a.ct and b.ct, cf=a.cf or b.cf)
+            return Fact(mono, UNKNOWN, effects, ct=a.ct or b.ct, cf=a.cf and b.cf)
+        if op in (">=", ">"):
+            return _bool_fact(_combine(a.mono, _flip(b.mono)), effects)
+        if op in ("<=", "<"):
+            return _bool_fact(_combine(_flip(a.mono), b.mono), effects)
+        if op in ("==", "!="):
+            const_side, other = (b, a) if b.const else (a, b) if a.const else (None, None)
+            if const_side is not None and isinstance(const_side.value, bool):
+                same = const_side.value == (op == "==")
+                mono = other.mono if same else _flip(other.mono)
+                return Fact(mono if mono in ("up", "down") else "none", UNKNOWN, effects,
+                            ct=other.ct if same else other.cf, cf=other.cf if same else other.ct)
+            if a.mono == b.mono == "const":
+                return Fact("const", UNKNOWN, effects)
+            return Fact("none", UNKNOWN, effects)
+        if op == "+":
+            return Fact(_numeric(_combine(a.mono, b.mono)), UNKNOWN, effects)
+        if op == "-":
+            return Fact(_numeric(_combine(a.mono, _flip(b.mono))), UNKNOWN, effects)
+        if op in ("*", "/"):
+            k, other = (b, a) if b.const else (a, b) if (a.const and op == "*") else (None, None)
+            if k is not None and isinstance(k.value, int | float):
+                if k.value > 0:
+                    return Fact(_numeric(other.mono), UNKNOWN, effects)
+                if k.value < 0:
+                    return Fact(_numeric(_flip(other.mono)), UNKNOWN, effects)
+            return Fact("none", UNKNOWN, effects)
+        return Fact("none", UNKNOWN, effects)
+
+    def call(self, node: A.Call, env: dict[str, Fact]) -> Fact:
+        fn = BUILTINS[node.func]
+        lambdas = [a for a in node.args if isinstance(a, A.Lambda)]
+        plain = [self.fact(a, env) for a in node.args if not isinstance(a, A.Lambda)]
+        effects = frozenset().union(*(p.effects for p in plain))
+        if fn.effect != "pure":
+            return Fact("none", UNKNOWN, effects | {fn.effect})
+        if lambdas:
+            lst, lam = plain[0], lambdas[0]
+            if lst.mono == "grows":
+                elem = Fact("elem", UNKNOWN, frozenset(), elem=lst.elem)
+            else:
+                elem = Fact("none")  # a value of a constant or unknown list
+            body = self.fact(lam.body, {**env, lam.param: elem})
+            effects |= body.effects
+            if lst.const and not body.effects:
+                return self._fold_call(node, env, effects)
+            if lst.mono != "grows" or effects & POST_HOC:
+                return Fact("none", UNKNOWN, effects)
+            pm = body.mono
+            if fn.mono in ("count", "exists", "filter") and pm in ("const", "up"):
+                if fn.mono == "exists":
+                    return _bool_fact("up", effects)
+                return Fact("up" if fn.mono == "count" else "grows", UNKNOWN, effects)
+            if fn.mono == "all" and pm in ("const", "down"):
+                return _bool_fact("down", effects)
+            if fn.mono == "map" and pm == "const":
+                return Fact("grows", UNKNOWN, effects)
+            return Fact("none", UNKNOWN, effects)
+        if all(p.const for p in plain):
+            return self._fold_call(node, env, effects)
+        if fn.mono == "len" and plain and plain[0].mono == "grows":
+            return Fact("up", UNKNOWN, effects)
+        if fn.mono == "monotone" and len(plain) == 2:
+            return Fact(_numeric(_combine(plain[0].mono, plain[1].mono)), UNKNOWN, effects)
+        if fn.mono == "clamp" and all(p.const for p in plain[1:]):
+            return Fact(_numeric(plain[0].mono), UNKNOWN, effects)
+        if node.func == "float" and plain:
+            return Fact(plain[0].mono, UNKNOWN, effects)
+        if all(p.mono == "const" for p in plain):  # e.g. of a tool call's fixed fields
+            return Fact("const", UNKNOWN, effects)
+        return Fact("none", UNKNOWN, effects)
+
+    def _fold_call(self, node: A.Call, env: dict[str, Fact], effects: frozenset[str]) -> Fact:
+        values = {k: f.value for k, f in env.items() if f.const}
+        try:
+            return Fact("const", self.evaluator.eval(node, values), effects)
+        except (CriterionError, AttributeError, TypeError, KeyError, ValueError,
+                ZeroDivisionError):
+            return Fact("none", UNKNOWN, effects)
+
+
+def _true(f: Fact) -> bool:
+    return f.const and f.value is True
+
+
+def _false(f: Fact) -> bool:
+    return f.const and f.value is False
+
+
+def _numeric(m: str) -> str:
+    return m if m in ("const", "up", "down") else "none"
+
+
+def _index(obj: Any, idx: Any) -> Any:
+    return obj.get(idx) if isinstance(obj, dict) else obj[idx]
+
+
+def _lit(value: Any) -> A.Node:
+    from ce_lang.spans import Span
+
+    kind = "bool" if isinstance(value, bool) else "null" if value is None else "const"
+    return A.Lit(0, Span.point("<const>"), value, kind)
+
+
+def _show(value: Any) -> str:
+    return "true" if value is True else "false" if value is False else repr(value)
+
+
+def _text(node: A.Node) -> str:
+    """The expression's source text (from its span), best effort."""
+    return _SOURCES.get(node.span.file, "")[node.span.offset:node.span.end_offset] or "..."
+
+
+_SOURCES: dict[str, str] = {}
+
+
+def register_source(file: str, text: str) -> None:
+    """Let folding explanations quote definitions' source text."""
+    _SOURCES[file] = text
+
+
+# -- instances ------------------------------------------------------------------------------
+def analyze(score: A.Node | None, lets: tuple[A.Let, ...], params: dict[str, Any],
+            threshold: float, result_bool: bool = False) -> tuple[Decision, Analyzer]:
+    an = Analyzer()
+    env: dict[str, Fact] = {k: const(v) for k, v in params.items()}
+    for let in lets:
+        env[let.name] = an.fact(let.expr, env)
+        if env[let.name].const and isinstance(env[let.name].value, bool):
+            an.folded.append(f"`{let.name}` is {_show(env[let.name].value)}")
+    if score is None:
+        return Decision(False, False, "has no score", frozenset(), ()), an
+    f = an.fact(score, env)
+    effects = frozenset().union(*(x.effects for x in an.facts.values()))
+    effects = _live_effects(score, lets, an, env)
+    folded = tuple(dict.fromkeys(an.folded))
+    if effects & POST_HOC:
+        kinds = sorted(effects & POST_HOC)
+        what = {"workspace": "reads the workspace", "exec": "runs a command",
+                "model": "calls a model"}
+        why = " and ".join(what[k] for k in kinds) + ", so it is only graded after the run"
+        return Decision(False, False, why, effects, folded), an
+    if "trace" not in effects or f.const:
+        return Decision(False, False, "does not depend on the trace here, so it would decide "
+                        "before the agent starts", effects, folded), an
+    can_pass, can_fail = _decide(score, f, threshold, an, result_bool)
+    if can_pass and can_fail:
+        why = "can decide either way"
+    elif can_pass:
+        why = "can only decide pass here"
+    elif can_fail:
+        why = "can only decide fail here"
+    else:
+        why = "has a score that can move both ways as the trace grows, so it decides nothing"
+    return Decision(can_pass, can_fail, why, effects, folded), an
+
+
+def _live_effects(score: A.Node, lets: tuple[A.Let, ...], an: Analyzer,
+                  env: dict[str, Fact]) -> frozenset[str]:
+    """Effects of what the score still depends on after folding."""
+    used: set[str] = set()
+    effects: set[str] = set()
+
+    def visit(node: A.Node) -> None:
+        f = an.facts.get(node.id)
+        if f is None:
+            return  # a branch folded away
+        effects.update(f.effects)
+        if isinstance(node, A.Name) and node.name not in used:
+            used.add(node.name)
+            for let in lets:
+                if let.name == node.name:
+                    visit(let.expr)
+        for child in A.children(node):
+            visit(child)
+
+    visit(score)
+    return frozenset(effects)
+
+
+def _decide(score: A.Node, f: Fact, threshold: float, an: Analyzer, result_bool: bool
+            ) -> tuple[bool, bool]:
+    if result_bool or (f.mono in ("up", "down", "none") and (f.ct or f.cf)):
+        return f.ct, f.cf
+    if isinstance(score, A.Cond):
+        test = an.facts.get(score.test.id)
+        then, else_ = an.facts.get(score.then.id), an.facts.get(score.else_.id)
+        if test is not None and not test.const and then is not None and else_ is not None \
+                and then.const and else_.const:
+            pt, pe = then.value >= threshold, else_.value >= threshold
+            if pt and not pe:
+                return test.ct, test.cf
+            if pe and not pt:
+                return test.cf, test.ct
+            return False, False
+        if test is not None and test.const:
+            branch = score.then if test.value else score.else_
+            return _decide(branch, an.facts[branch.id], threshold, an, result_bool)
+    if f.mono == "up":
+        return True, False
+    if f.mono == "down":
+        return False, True
+    return False, False

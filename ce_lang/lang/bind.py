@@ -1,0 +1,132 @@
+"""Binding a task's criterion entry to its definition: arguments -> typed constant values.
+
+Standard criteria arrive already validated by the task schema; user criteria (from
+`criteria_files`) are checked here against the definition's signature, with unknown
+fields (did-you-mean), missing ones and wrong types reported at the YAML value's span.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.lang.checker import CheckedDef, Registry
+from ce_lang.lang.evaluate import Evaluator
+from ce_lang.lang.types import T
+from ce_lang.lang.values import Regex
+from ce_lang.spans import Path, Span
+
+SpanOf = Callable[[Path], Span]
+
+
+def bind(defn: CheckedDef, args: dict[str, Any], registry: Registry, diags: Diagnostics,
+         at: SpanOf, key_at: SpanOf, base: Path, strict: bool) -> dict[str, Any] | None:
+    """Typed values for every parameter, defaults applied; None if anything is wrong."""
+    before = len(diags)
+    out: dict[str, Any] = {}
+    names = list(defn.params)
+    if strict:
+        for key in args:
+            if key not in defn.params:
+                diags.emit("CE0101", f"unknown field `{key}` for criterion `{defn.defn.name}`",
+                           key_at((*base, key)), help=did_you_mean(key, names))
+    for name, t in defn.params.items():
+        if name in args:
+            value = convert(args[name], t, registry, diags, at, (*base, name), name)
+        elif name in defn.defaults:
+            value = _default(defn.defaults[name], t)
+        elif t.optional:
+            value = None
+        else:
+            diags.emit("CE0102", f"missing required field `{name}` for criterion "
+                       f"`{defn.defn.name}`", at(base))
+            continue
+        out[name] = value
+    return out if len(diags) == before else None
+
+
+def _default(node, t: T) -> Any:
+    value = Evaluator().eval(node, {})
+    if t.name == "regex" and isinstance(value, str):
+        return Regex(value)
+    return value
+
+
+def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf, path: Path,
+            name: str) -> Any:
+    def wrong(expected: str) -> None:
+        diags.emit("CE0103", f"`{name}` expects {expected}, found {_kind(value)}", at(path))
+
+    if value is None:
+        if t.optional or t.name in ("json", "any"):
+            return None
+        wrong(str(t))
+        return None
+    kind = t.name
+    if kind in ("json", "any"):
+        return value
+    if kind == "bool":
+        return value if isinstance(value, bool) else wrong("a boolean")
+    if kind == "int":
+        return value if isinstance(value, int) and not isinstance(value, bool) \
+            else wrong("an integer")
+    if kind == "float":
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+            else wrong("a number")
+    if kind in ("str", "path"):
+        return value if isinstance(value, str) else wrong("a string")
+    if kind == "regex":
+        if isinstance(value, Regex):
+            return value
+        if not isinstance(value, str):
+            return wrong("a regular expression (string)")
+        if "${row." not in value:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                diags.emit("CE0111", f"invalid regular expression: {exc.msg}"
+                           + (f" at position {exc.pos}" if exc.pos is not None else ""),
+                           at(path))
+                return None
+        return Regex(value)
+    if kind == "list":
+        if not isinstance(value, list):
+            return wrong(str(t))
+        return [convert(v, t.elem, registry, diags, at, (*path, i), f"{name}[{i}]")
+                for i, v in enumerate(value)]
+    if kind == "map":
+        if not isinstance(value, dict):
+            return wrong(str(t))
+        return {k: convert(v, t.elem, registry, diags, at, (*path, k), f"{name}.{k}")
+                for k, v in value.items()}
+    record = registry.records.get(kind)
+    if record is not None:
+        if not isinstance(value, dict):
+            return wrong(f"a {kind} mapping")
+        out = {}
+        for key in value:
+            if key not in record.fields:
+                diags.emit("CE0101", f"unknown field `{key}` in {kind}", at((*path, key)),
+                           help=did_you_mean(key, list(record.fields)))
+        defaults = registry.record_defaults.get(kind, {})
+        for fname, field in record.fields.items():
+            if fname in value:
+                out[fname] = convert(value[fname], field.type, registry, diags, at,
+                                     (*path, fname), f"{name}.{fname}")
+            elif fname in defaults:
+                out[fname] = _default(defaults[fname], field.type)
+            elif field.type.optional:
+                out[fname] = None
+            else:
+                diags.emit("CE0102", f"missing field `{fname}` in {kind}", at(path))
+        return out
+    wrong(str(t))
+    return None
+
+
+def _kind(value: Any) -> str:
+    from ce_lang.validate import yaml_kind
+
+    return yaml_kind(value)

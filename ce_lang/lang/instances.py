@@ -1,0 +1,198 @@
+"""Checking the criteria of one resolved task: bind, fold, decide, and plan the effects.
+
+For each criterion entry this finds its definition (standard, user-defined, or an
+inline `type: expr`), binds the arguments, folds the constants and derives the
+instance's effects and decidability. It also lays out the plan graph's steps: the
+effectful calls that remain after folding, workspace reads shared by every criterion
+that makes them, and commands kept in order as barriers (a command may change the files
+later reads see, unless its criterion says `read_only: true`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ce_lang.diagnostics import Diagnostics
+from ce_lang.lang import ast as A
+from ce_lang.lang.analysis import Analyzer, Decision, analyze
+from ce_lang.lang.bind import bind
+from ce_lang.lang.builtins import BUILTINS
+from ce_lang.lang.checker import CheckedDef, Registry, check_expression
+from ce_lang.lang.parser import parse_expression, scalar_locator
+from ce_lang.lang.types import BOOL, is_numeric
+from ce_lang.lang.values import Regex
+from ce_lang.schema import criteria as C
+from ce_lang.spans import Path, Span
+
+SpanOf = Callable[[Path], Span]
+
+
+@attrs.frozen
+class Instance:
+    index: int
+    definition: str
+    result_kind: str
+    params: dict[str, Any]
+    decision: Decision
+    score: A.Node
+    lets: tuple[A.Let, ...]
+    outputs: tuple[A.Let, ...]
+    calls: tuple[tuple[str, tuple[Any, ...]], ...]  # effectful calls left after folding
+
+    @property
+    def effects(self) -> frozenset[str]:
+        return self.decision.effects
+
+
+@attrs.frozen
+class Step:
+    id: str
+    func: str
+    args: tuple[Any, ...]
+    effect: str
+    epoch: int
+    used_by: tuple[str, ...]
+
+
+def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
+                    task_expected_commands: int | None, registry: Registry,
+                    diags: Diagnostics, at: SpanOf, key_at: SpanOf,
+                    sources: dict[str, str]) -> list[Instance | None]:
+    out: list[Instance | None] = []
+    for i, (c, threshold) in enumerate(zip(criteria, thresholds, strict=True)):
+        base: Path = ("success_criteria", i)
+        if isinstance(c, C.ExprCriterion):
+            out.append(_expr_instance(i, c, threshold, registry, diags, at, sources))
+            continue
+        defn = registry.criteria.get(c.type)
+        if defn is None:
+            diags.emit("CE0108", f"no definition for criterion type `{c.type}`",
+                       at((*base, "type")))
+            out.append(None)
+            continue
+        if isinstance(c, C.UserCall):
+            args, strict = dict(c.args), True
+        else:
+            from ce_lang.convert import converter
+
+            raw = converter.unstructure(c)
+            args = {k: v for k, v in raw.items() if k not in C.COMMON_FIELDS}
+            strict = False
+            if isinstance(c, C.CommandsEfficiency) and args.get("expected_commands") is None:
+                args["expected_commands"] = task_expected_commands
+        params = bind(defn, args, registry, diags, at, key_at, base, strict)
+        if params is None:
+            out.append(None)
+            continue
+        out.append(_instance(i, defn, params, threshold))
+    return out
+
+
+def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float) -> Instance:
+    d = defn.defn
+    decision, an = analyze(d.score, d.lets, params, threshold,
+                           result_bool=defn.score_type == BOOL)
+    return Instance(i, d.name, d.result, params, decision, d.score, d.lets, d.outputs,
+                    tuple(_effect_calls(d.score, d.lets, an)))
+
+
+def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Registry,
+                   diags: Diagnostics, at: SpanOf, sources: dict[str, str]) -> Instance | None:
+    path: Path = ("success_criteria", i, "expr")
+    span = at(path)
+    locate = scalar_locator(c.expr, span, sources.get(span.file))
+    before = len(diags)
+    node = parse_expression(c.expr, locate, diags)
+    if node is None:
+        return None
+    t, _tables = check_expression(node, registry, diags)
+    if len(diags) > before:
+        return None
+    kind = c.kind
+    if t == BOOL:
+        if kind not in (None, "binary"):
+            diags.emit("CE0603", f"a boolean expression is a binary criterion, not {kind}",
+                       at(("success_criteria", i, "kind")))
+            return None
+        kind = "binary"
+    elif is_numeric(t):
+        kind = kind or "continuous"
+        if kind == "binary":
+            diags.emit("CE0603", "a binary criterion's expression must be a boolean; this one "
+                       f"is {t}", node.span, help="compare it, e.g. `... >= 3`, or set "
+                       "`kind: continuous`")
+            return None
+    else:
+        diags.emit("CE0603", f"a criterion expression must be a boolean or a number, found {t}",
+                   node.span)
+        return None
+    decision, an = analyze(node, (), {}, threshold, result_bool=t == BOOL)
+    return Instance(i, "expr", kind, {}, decision, node, (), (),
+                    tuple(_effect_calls(node, (), an)))
+
+
+def _effect_calls(score: A.Node, lets: tuple[A.Let, ...], an: Analyzer
+                  ) -> list[tuple[str, tuple[Any, ...]]]:
+    """Effectful builtin calls the score still depends on, with their folded arguments."""
+    found: list[tuple[str, tuple[Any, ...]]] = []
+    seen_names: set[str] = set()
+
+    def visit(node: A.Node) -> None:
+        if node.id not in an.facts:
+            return
+        if isinstance(node, A.Name) and node.name not in seen_names:
+            seen_names.add(node.name)
+            for let in lets:
+                if let.name == node.name:
+                    visit(let.expr)
+        for child in A.children(node):
+            visit(child)
+        if isinstance(node, A.Call) and BUILTINS[node.func].effect in ("workspace", "exec",
+                                                                       "model"):
+            facts = [an.facts.get(a.id) for a in node.args]
+            args = tuple(_jsonable(f.value) if f is not None and f.const else "<dynamic>"
+                         for f in facts)
+            found.append((node.func, args))
+
+    visit(score)
+    return found
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Regex):
+        return v.pattern
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    return v
+
+
+def plan_steps(instances: list[Instance | None], read_only: dict[int, bool]) -> list[Step]:
+    """The ordered effect steps of a plan: reads shared within an epoch, commands in order."""
+    steps: list[Step] = []
+    shared: dict[tuple, int] = {}
+    epoch = 0
+    users: list[list[str]] = []
+    for inst in instances:
+        if inst is None:
+            continue
+        cid = f"c{inst.index}"
+        for func, args in inst.calls:
+            effect = BUILTINS[func].effect
+            key = (func, repr(args), epoch)
+            if effect == "workspace" and key in shared:
+                users[shared[key]].append(cid)
+                continue
+            shared[key] = len(steps)
+            users.append([cid])
+            steps.append(Step(f"s{len(steps)}", func, args, effect, epoch, ()))
+            if effect == "exec" and not read_only.get(inst.index, False):
+                epoch += 1
+    return [attrs.evolve(s, used_by=tuple(dict.fromkeys(u))) for s, u in
+            zip(steps, users, strict=True)]
+
+

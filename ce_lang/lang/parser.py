@@ -1,0 +1,386 @@
+"""Lark parse tree -> AST, with spans in the file the text came from.
+
+Inline expressions live inside YAML scalars; a `Locator` maps offsets in the expression
+text back to line:col in the YAML file (plain, quoted and literal block scalars alike).
+"""
+
+from __future__ import annotations
+
+import ast as pyast
+import bisect
+import os
+import re
+from collections.abc import Callable
+from functools import cache
+
+import lark
+from lark import Lark, Token, Transformer, v_args
+
+from ce_lang.diagnostics import Diagnostics
+from ce_lang.lang import ast as A
+from ce_lang.spans import Span
+
+GRAMMAR_NAMES = ("criteria.lark",)
+
+
+def grammar_dir() -> str:
+    """`grammar/` in a source checkout, `ce_lang/_data/grammar` in an installed wheel."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for candidate in (os.path.join(os.path.dirname(here), "grammar"),
+                      os.path.join(here, "_data", "grammar")):
+        if os.path.isdir(candidate):
+            return candidate
+    raise FileNotFoundError("ce grammar directory not found")
+
+
+@cache
+def _parser() -> Lark:
+    path = os.path.join(grammar_dir(), "criteria.lark")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    cache_dir = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    cache_file: str | bool = True
+    try:
+        os.makedirs(os.path.join(cache_dir, "ce"), exist_ok=True)
+        cache_file = os.path.join(cache_dir, "ce", "criteria-lark.cache")
+    except OSError:
+        pass
+    return Lark(text, parser="lalr", start=["file", "expr"], propagate_positions=True,
+                maybe_placeholders=True, cache=cache_file)
+
+
+# -- locating -----------------------------------------------------------------------------
+Locator = Callable[[int, int], Span]
+
+
+def file_locator(file: str, text: str) -> Locator:
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def at(offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(starts, offset)
+        return line, offset - starts[line - 1] + 1
+
+    def locate(start: int, end: int) -> Span:
+        l1, c1 = at(start)
+        l2, c2 = at(max(end, start))
+        return Span(file, l1, c1, l2, c2 if end > start else c1 + 1, start, end)
+
+    return locate
+
+
+def scalar_locator(value: str, scalar: Span, source: str | None) -> Locator:
+    """Map offsets in a YAML scalar's value to the file, line by line."""
+    if source is None or scalar.offset < 0:
+        return lambda s, e: scalar
+    line_offsets: list[int] = []  # file offset of each value line's first character
+    pos = scalar.offset
+    end_limit = scalar.end_offset if scalar.end_offset > 0 else len(source)
+    for line in value.split("\n"):
+        probe = line[:20]
+        found = source.find(probe, pos, end_limit) if probe else -1
+        if found < 0:
+            if not line_offsets:
+                return lambda s, e: scalar
+            found = pos
+        line_offsets.append(found)
+        pos = found + len(line)
+    value_starts = [0]
+    for line in value.split("\n")[:-1]:
+        value_starts.append(value_starts[-1] + len(line) + 1)
+    file_loc = file_locator(scalar.file, source)
+
+    def to_file(offset: int) -> int:
+        i = max(0, bisect.bisect_right(value_starts, offset) - 1)
+        return line_offsets[i] + (offset - value_starts[i])
+
+    return lambda s, e: file_loc(to_file(s), to_file(e))
+
+
+# -- parse tree -> AST ------------------------------------------------------------------------
+class _ToAst(Transformer):
+    def __init__(self, locate: Locator):
+        super().__init__()
+        self.locate = locate
+        self.next_id = 0
+
+    def span(self, meta_or_token) -> Span:
+        if isinstance(meta_or_token, Token):
+            return self.locate(meta_or_token.start_pos, meta_or_token.end_pos)
+        return self.locate(meta_or_token.start_pos, meta_or_token.end_pos)
+
+    def nid(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    # literals
+    @v_args(meta=True)
+    def number(self, meta, items):
+        text = str(items[0])
+        if re.fullmatch(r"\d+", text):
+            return A.Lit(self.nid(), self.span(meta), int(text), "int")
+        return A.Lit(self.nid(), self.span(meta), float(text), "float")
+
+    @v_args(meta=True)
+    def string(self, meta, items):
+        return A.Lit(self.nid(), self.span(meta), _unquote(str(items[0])), "str")
+
+    @v_args(meta=True)
+    def raw_string(self, meta, items):
+        return A.Lit(self.nid(), self.span(meta), str(items[0])[2:-1], "str")
+
+    @v_args(meta=True)
+    def regex(self, meta, items):
+        body = str(items[0])[2:]
+        return A.Lit(self.nid(), self.span(meta), _unquote(body, raw=True), "regex")
+
+    @v_args(meta=True)
+    def true(self, meta, _):
+        return A.Lit(self.nid(), self.span(meta), True, "bool")
+
+    @v_args(meta=True)
+    def false(self, meta, _):
+        return A.Lit(self.nid(), self.span(meta), False, "bool")
+
+    @v_args(meta=True)
+    def null(self, meta, _):
+        return A.Lit(self.nid(), self.span(meta), None, "null")
+
+    @v_args(meta=True)
+    def name(self, meta, items):
+        return A.Name(self.nid(), self.span(meta), str(items[0]))
+
+    # compound
+    @v_args(meta=True)
+    def member(self, meta, items):
+        return A.Member(self.nid(), self.span(meta), items[0], str(items[1]))
+
+    @v_args(meta=True)
+    def method(self, meta, items):
+        return A.Method(self.nid(), self.span(meta), items[0], str(items[1]),
+                        tuple(items[2] or ()))
+
+    @v_args(meta=True)
+    def index(self, meta, items):
+        return A.Index(self.nid(), self.span(meta), items[0], items[1])
+
+    @v_args(meta=True)
+    def call(self, meta, items):
+        return A.Call(self.nid(), self.span(meta), str(items[0]), tuple(items[1] or ()))
+
+    def args(self, items):
+        return list(items)
+
+    @v_args(meta=True)
+    def lambda_(self, meta, items):
+        return A.Lambda(self.nid(), self.span(meta), str(items[0]), items[1])
+
+    @v_args(meta=True)
+    def list(self, meta, items):
+        return A.ListLit(self.nid(), self.span(meta), tuple(i for i in items if i is not None))
+
+    @v_args(meta=True)
+    def map(self, meta, items):
+        entries = [i for i in items if i is not None]
+        return A.MapLit(self.nid(), self.span(meta), tuple(k for k, _ in entries),
+                        tuple(v for _, v in entries))
+
+    def entry(self, items):
+        key = str(items[0])
+        return (_unquote(key) if key[:1] in "\"'" else key), items[1]
+
+    @v_args(meta=True)
+    def cond(self, meta, items):
+        return A.Cond(self.nid(), self.span(meta), *items)
+
+    @v_args(meta=True)
+    def not_(self, meta, items):
+        return A.Unary(self.nid(), self.span(meta), "not", items[0])
+
+    @v_args(meta=True)
+    def neg(self, meta, items):
+        return A.Unary(self.nid(), self.span(meta), "-", items[0])
+
+    def _chain(self, meta, items, op=None):
+        if len(items) == 1:
+            return items[0]
+        left = items[0]
+        rest = items[1:]
+        if op is not None:  # and/or: operands only
+            for right in rest:
+                left = A.Binary(self.nid(), _join(left.span, right.span), op, left, right)
+            return left
+        for i in range(0, len(rest), 2):
+            sym, right = str(rest[i]), rest[i + 1]
+            left = A.Binary(self.nid(), _join(left.span, right.span), sym, left, right)
+        return left
+
+    @v_args(meta=True)
+    def or_(self, meta, items):
+        return self._chain(meta, items, "or")
+
+    @v_args(meta=True)
+    def and_(self, meta, items):
+        return self._chain(meta, items, "and")
+
+    @v_args(meta=True)
+    def compare(self, meta, items):
+        items = [i for i in items if i is not None]
+        return self._chain(meta, items)
+
+    @v_args(meta=True)
+    def arith(self, meta, items):
+        return self._chain(meta, items)
+
+    # definitions
+    @v_args(meta=True)
+    def type(self, meta, items):
+        name = str(items[0])
+        args = tuple(i for i in items[1:] if isinstance(i, A.TypeExpr))
+        optional = any(isinstance(i, Token) and i.type == "OPTIONAL" for i in items[1:])
+        return A.TypeExpr(name, args, optional, self.span(meta))
+
+    @v_args(meta=True)
+    def param(self, meta, items):
+        name, type_, default, doc = items
+        return A.Param(str(name), type_, default, _unquote(str(doc)) if doc else "",
+                       self.span(meta))
+
+    @v_args(meta=True)
+    def let_stmt(self, meta, items):
+        return ("let", A.Let(str(items[0]), items[1], self.span(meta)))
+
+    @v_args(meta=True)
+    def score_stmt(self, meta, items):
+        return ("score", A.Let("score", items[0], self.span(meta)))
+
+    @v_args(meta=True)
+    def output_stmt(self, meta, items):
+        return ("output", A.Let(str(items[0]), items[1], self.span(meta)))
+
+    @v_args(meta=True)
+    def record_def(self, meta, items):
+        name, *rest = items
+        doc = rest[-1]
+        params = tuple(p for p in rest[:-1] if isinstance(p, A.Param))
+        return A.RecordDef(str(name), params, _doc(doc), self.span(meta))
+
+
+def _join(a: Span, b: Span) -> Span:
+    return Span(a.file, a.line, a.col, b.end_line, b.end_col, a.offset, b.end_offset)
+
+
+def _unquote(text: str, raw: bool = False) -> str:
+    if raw:
+        quote = text[0]
+        body = text[1:-1]
+        return body.replace("\\" + quote, quote)
+    try:
+        return pyast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text[1:-1]
+
+
+def _doc(token) -> str:
+    if not token:
+        return ""
+    import textwrap
+
+    return textwrap.dedent(str(token)[3:-3]).strip()
+
+
+# Lark names the rule `lambda`; Python can't: map it.
+setattr(_ToAst, "lambda", _ToAst.lambda_)
+
+
+# -- entry points ---------------------------------------------------------------------------
+def parse_expression(text: str, locate: Locator, diags: Diagnostics) -> A.Node | None:
+    try:
+        tree = _parser().parse(text, start="expr")
+    except lark.exceptions.UnexpectedInput as exc:
+        _syntax_error(exc, text, locate, diags)
+        return None
+    return _ToAst(locate).transform(tree)
+
+
+def parse_module(text: str, file: str, diags: Diagnostics) -> A.Module | None:
+    locate = file_locator(file, text)
+    try:
+        tree = _parser().parse(text, start="file")
+    except lark.exceptions.UnexpectedInput as exc:
+        _syntax_error(exc, text, locate, diags)
+        return None
+    builder = _ToAst(locate)
+    records, criteria = [], []
+    for item in tree.children:
+        if item.data == "record_def":
+            records.append(builder.transform(item))
+        else:
+            criteria.append(_criterion(builder, item, text))
+    return A.Module(file, tuple(records), tuple(criteria))
+
+
+def _criterion(builder: _ToAst, tree, text: str) -> A.CriterionDef:
+    items = tree.children
+    name = str(items[0])
+    params, result, doc, stmts = [], None, "", []
+    for item in items[1:]:
+        if isinstance(item, lark.Tree) and item.data == "param":
+            params.append(builder.transform(item))
+        elif isinstance(item, Token) and item.type == "NAME":
+            result = item
+        elif isinstance(item, Token) and item.type == "DOC":
+            doc = _doc(item)
+        elif isinstance(item, lark.Tree):
+            stmts.append(builder.transform(item))
+    lets = tuple(s for kind, s in stmts if kind == "let")
+    scores = [s for kind, s in stmts if kind == "score"]
+    outputs = tuple(s for kind, s in stmts if kind == "output")
+    meta = tree.meta
+    source = text[meta.start_pos:meta.end_pos]
+    return A.CriterionDef(
+        name, tuple(params), str(result), doc, lets,
+        scores[0].expr if scores else None, outputs, builder.span(meta), source)
+
+
+def _syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, locate: Locator,
+                  diags: Diagnostics) -> None:
+    pos = getattr(exc, "pos_in_stream", None)
+    if pos is None:
+        pos = len(text)
+    if isinstance(exc, lark.exceptions.UnexpectedToken):
+        token = exc.token
+        if token.type == "$END":
+            what = "unexpected end of input"
+            pos = len(text.rstrip())
+        else:
+            what = f"unexpected {token.value!r}"
+            pos = token.start_pos if token.start_pos is not None else pos
+        expected = sorted(_pretty(t) for t in exc.expected if not t.startswith("__"))
+    elif isinstance(exc, lark.exceptions.UnexpectedCharacters):
+        what = f"unexpected character {text[pos]!r}" if pos < len(text) else "unexpected end"
+        expected = sorted(_pretty(t) for t in (exc.allowed or ()) if not t.startswith("__"))
+    else:
+        what, expected = "unexpected end of input", []
+    help_ = None
+    if "a name" in expected and "a number" in expected:
+        expected = ["an expression", *(e for e in expected if e in ("`)`", "`]`", "`}`"))]
+    if expected and len(expected) <= 8:
+        help_ = "expected " + ", ".join(expected)
+    diags.emit("CE0601", f"syntax error: {what}", locate(pos, pos + 1), help=help_)
+
+
+_TOKEN_NAMES = {
+    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "RAW_STRING": "a raw string",
+    "REGEX": "a regex", "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`", "RSQB": "`]`",
+    "LBRACE": "`{`", "RBRACE": "`}`", "COMMA": "`,`", "COLON": "`:`", "DOT": "`.`",
+    "EQUAL": "`=`", "COMP_OP": "a comparison", "ADD_OP": "`+`/`-`", "MUL_OP": "`*`/`/`/`%`",
+    "MINUS": "`-`", "DOC": "a docstring", "OPTIONAL": "`?`", "$END": "end of input",
+}
+
+
+def _pretty(token: str) -> str:
+    if token in _TOKEN_NAMES:
+        return _TOKEN_NAMES[token]
+    if token.isupper():
+        return f"`{token.lower()}`"
+    return token

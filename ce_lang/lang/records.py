@@ -1,0 +1,84 @@
+"""Record types the language knows without a `record` declaration, with the monotonicity
+of each field as the trace grows (what the decidability analysis needs)."""
+
+from __future__ import annotations
+
+import attrs
+
+from ce_lang.lang.types import BOOL, FLOAT, INT, JSON, STR, T, list_of
+
+
+@attrs.frozen
+class Field:
+    type: T
+    mono: str  # const | up | down | none | grows (lists that only get longer)
+    doc: str
+
+
+@attrs.frozen
+class MethodSig:
+    params: tuple[T, ...]
+    ret: T
+    mono: str  # as Field.mono, for the call's result given constant arguments
+    doc: str
+
+
+@attrs.frozen
+class RecordType:
+    name: str
+    fields: dict[str, Field]
+    methods: dict[str, MethodSig]
+    doc: str
+
+
+TOOL_CALL = RecordType("ToolCall", {
+    "tool": Field(STR, "const", "normalized tool name (Bash, Read, Write, Skill, ...)"),
+    "raw_tool": Field(STR, "const", "the tool name as the agent reported it"),
+    "params": Field(JSON, "const", "the call's parameters"),
+    "command": Field(T("str", (), True), "const",
+                     "for shell tools, the command with `bash -lc '...'` wrappers unwrapped"),
+    "index": Field(INT, "const", "position of the call in the trace (0-based)"),
+    "ok": Field(BOOL, "up", "the result arrived and was not an error (never reverts)"),
+    "status": Field(STR, "none", "unresolved until the result arrives; then ok/error/denied"),
+    "output": Field(STR, "none", "the tool result's text (empty until it arrives)"),
+}, {
+    "matches": MethodSig((T("regex"),), BOOL, "const",
+                         "regex search (DOTALL) over the raw command, its shell-normalized "
+                         "form, or the JSON parameters for non-shell tools"),
+    "mentions": MethodSig((STR,), BOOL, "const", "a string parameter contains the text"),
+    "param": MethodSig((STR,), JSON, "const", "one parameter (null when absent)"),
+}, "one tool call of the agent")
+
+MESSAGE = RecordType("Message", {
+    "role": Field(STR, "const", "user | assistant"),
+    "text": Field(STR, "const", "the message text"),
+}, {}, "one message of the dialog")
+
+TRACE = RecordType("Trace", {
+    "tool_calls": Field(list_of(T("ToolCall")), "grows", "every tool call, in order"),
+    "messages": Field(list_of(T("Message")), "grows", "user and assistant messages"),
+    "turns": Field(INT, "up", "model calls so far"),
+    "final_output": Field(STR, "none", "the agent's last assistant message"),
+}, {}, "the agent's trace (grows while the agent runs)")
+
+COMMAND_RESULT = RecordType("CommandResult", {
+    "exit_code": Field(INT, "const", "exit status; -1 on timeout"),
+    "stdout": Field(STR, "const", "standard output"),
+    "stderr": Field(STR, "const", "standard error"),
+    "timed_out": Field(BOOL, "const", "the command hit its timeout"),
+}, {}, "a finished shell command")
+
+JSON_FILE = RecordType("JsonFile", {
+    "ok": Field(BOOL, "const", "the file exists and holds valid JSON"),
+    "value": Field(JSON, "const", "the parsed document (null when not ok)"),
+    "error": Field(T("str", (), True), "const", "why not ok"),
+}, {}, "a JSON file read from the workspace")
+
+VERDICT = RecordType("Verdict", {
+    "score": Field(FLOAT, "const", "0..1"),
+    "rationale": Field(STR, "const", "the judge's explanation"),
+}, {}, "a judge's structured verdict")
+
+BUILTIN_RECORDS: dict[str, RecordType] = {
+    r.name: r for r in (TOOL_CALL, MESSAGE, TRACE, COMMAND_RESULT, JSON_FILE, VERDICT)
+}
