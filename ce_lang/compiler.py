@@ -47,6 +47,7 @@ class CompileOptions:
     driver: str | None = None
     repeats: int | None = None
     sample: int | None = None
+    check_criteria: bool = True  # bind and analyze criteria (off: front end only, for bench)
 
 
 @attrs.frozen
@@ -365,7 +366,7 @@ class _Compiler:
                       for i, c in enumerate(task.success_criteria)]
         instances = check_instances(task.success_criteria, thresholds, task.expected_commands,
                                     self.registry, self.diags, merged.span, merged.key_span,
-                                    self.sources)
+                                    self.sources) if self.opt.check_criteria else []
         check_task(RuleContext(task, merged.span, merged.key_span, self.diags,
                                self.agent_types(task), has_dataset,
                                row.id if row else None, self.row_problems,
@@ -377,7 +378,8 @@ class _Compiler:
                 or not emit:
             return
         plan = lower(task, task_dir=task_dir, prompt=prompt, row_id=row.id if row else None,
-                     suite_id=suite_id, digest_cache=self.digests, instances=instances)
+                     suite_id=suite_id, digest_cache=self.digests,
+                     instances=instances if self.opt.check_criteria else None)
         digest = plan_hash(plan)
         lineage = merged.lineage()
         repeats, repeats_from = self.opt.repeats, "command line"

@@ -10,6 +10,7 @@ from ce_lang import __version__
 
 _COMMANDS = {
     "compile": ("ce_runtime.cmd_compile", "compile_cmd"),
+    "criteria": ("ce_runtime.cmd_criteria", "criteria_cmd"),
 }
 
 
@@ -39,4 +40,5 @@ def main() -> None:
       ce compile tasks/                 check every task file, print diagnostics
       ce compile TASK.yaml -e EXP.yaml  resolve a task under an experiment's variants
       ce compile --explain CE0101       what a diagnostic code means
+      ce criteria list                  the standard criteria; `show NAME` documents one
     """
