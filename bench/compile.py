@@ -169,6 +169,34 @@ CRITERIA_MIX = {
     "reference_comparison": 4,
 }
 AGENTLESS_OK = ("file_exists", "file_contains", "file_check", "json_check", "run_command")
+# Inline `type: expr` criteria (the criteria language), added to exactly 10% of the tasks
+# (index % 10 == 5; the dataset tasks are index % 10 == 0): (expr, kind or None, the
+# polarity `stop_when` may arm or None when the analysis decides nothing live, works on a
+# `type: none` task, description). {module} / {out_json} are filled in per task.
+EXPRS = (
+    ('count(trace.tool_calls, c -> c.tool == "Bash") >= 2', None, "pass", False,
+     "the agent ran at least two shell commands"),
+    (r'not exists(trace.tool_calls, c -> c.tool == "Bash" and c.matches(r"\brm\s+-rf\b"))',
+     None, "fail", False, "the agent never ran rm -rf"),
+    ('all(trace.tool_calls, c -> c.tool != "WebFetch")', None, "fail", False,
+     "the agent stayed offline"),
+    ("len(trace.tool_calls) <= 40", None, "fail", False, "at most 40 tool calls"),
+    ("trace.turns <= 25", None, "fail", False, "at most 25 turns"),
+    ('clamp(float(count(trace.tool_calls, c -> c.matches(r"pytest|unittest"))) / 2.0, 0.0, '
+     '1.0)', "continuous", "pass", False, "the agent ran the tests (twice for full marks)"),
+    ("float(count(trace.tool_calls, c -> c.ok)) / max(len(trace.tool_calls), 1)", "fraction",
+     None, False, "share of tool calls that succeeded"),
+    # `in` is not folded by the analysis yet, so this decides nothing (never armed)
+    ('exists(trace.tool_calls, c -> c.tool in ["Write", "Edit"] and c.mentions("{module}"))',
+     None, None, False, "the agent wrote {module} with a file tool"),
+    ('count(trace.tool_calls, c -> c.tool == "Bash" and c.matches(r"pytest")) >= 1 and '
+     'path_exists("{module}")', None, None, False, "tests were run and {module} exists"),
+    ('path_exists("{module}") and len(glob("*.py")) >= 1', None, None, True,
+     "{module} and some Python file exist"),
+    ('read_json("{out_json}").ok', None, None, True, "{out_json} is valid JSON"),
+    ('run("python -m py_compile {module}", 30).exit_code == 0', None, None, True,
+     "{module} compiles"),
+)
 
 
 class TaskGenerator:
@@ -176,6 +204,9 @@ class TaskGenerator:
         import random
 
         self.rng = random.Random(seed)
+        # a separate stream for the `type: expr` criteria, so adding them left every other
+        # byte of the generated tasks as before
+        self.xrng = random.Random(seed * 7919 + 1)
 
     # -- helpers -------------------------------------------------------------------------
     def maybe(self, p: float) -> bool:
@@ -246,7 +277,9 @@ class TaskGenerator:
         kinds = self.criteria_kinds(n_criteria, agent_type, rows is not None)
         if "reference_comparison" in kinds or self.maybe(0.08):
             t["reference"] = {"code": theme.reference}
-        armed = t["run_limits"].get("stop_early") is True
+        exprs = self.expr_criteria(theme, out_json, t, agent_type) if index % 10 == 5 else []
+        armed = t["run_limits"].get("stop_early") is True \
+            and not any("stop_when" in c for c in exprs)
         criteria = []
         for kind in kinds:
             c = getattr(self, "c_" + kind)(theme, out_json, t, rows is not None)
@@ -261,7 +294,7 @@ class TaskGenerator:
                              "command_pattern": r"python3? .*\.py", "min_count": 1,
                              "stop_when": "pass",
                              "description": "The agent ran a Python script"})
-        t["success_criteria"] = criteria
+        t["success_criteria"] = criteria + exprs
         ext = ".yml" if self.maybe(0.05) else ".yaml"
         return suite, task_id + ext, t
 
@@ -279,6 +312,31 @@ class TaskGenerator:
         if dataset and "skill_triggered" not in kinds:
             kinds[0] = "skill_triggered"
         return kinds
+
+    def expr_criteria(self, th: Theme, out_json: str, t: dict, agent_type: str
+                      ) -> list[dict[str, Any]]:
+        """1-3 inline `type: expr` criteria; on half of the agent tasks, early stop is
+        switched on and every decidable one is armed with `stop_when`."""
+        x = self.xrng
+        pool = [e for e in EXPRS if agent_type != "none" or e[3]]
+        if agent_type != "none" and x.random() < 0.5:
+            t["run_limits"]["stop_early"] = True
+        arm = t["run_limits"].get("stop_early") is True
+        out = []
+        for expr, kind, polarity, _agentless, what in x.sample(pool, x.randint(1, 3)):
+            c: dict[str, Any] = {"type": "expr",
+                                 "expr": expr.format(module=th.module, out_json=out_json)}
+            if kind is not None:
+                c["kind"] = kind
+            if kind == "continuous":
+                c["pass_threshold"] = 0.5
+            c["description"] = what.format(module=th.module, out_json=out_json)
+            if arm and polarity is not None:
+                c["stop_when"] = polarity
+            elif x.random() < 0.3:
+                c["weight"] = x.choice([0.5, 2.0, 0.0])
+            out.append(c)
+        return out
 
     def rows(self, theme: Theme) -> list[dict[str, Any]]:
         skill = self.rng.choice(SKILLS)
@@ -587,12 +645,13 @@ def generate(n: int, out_dir: str, seed: int) -> dict[str, Any]:
         fh.write(f"generated by bench/compile.py, seed {seed}\n")
     gen = TaskGenerator(seed)
     kinds: dict[str, int] = {}
-    rows_tasks = criteria = size = 0
+    rows_tasks = criteria = size = stop_when = 0
     first = fallback = None
     for i in range(n):
         suite, name, task = gen.task(i)
         for c in task["success_criteria"]:
             kinds[c["type"]] = kinds.get(c["type"], 0) + 1
+            stop_when += "stop_when" in c
         criteria += len(task["success_criteria"])
         rows_tasks += "dataset" in task
         header = (f"# {name}: generated by bench/compile.py (seed {seed}, task {i}).\n"
@@ -607,7 +666,8 @@ def generate(n: int, out_dir: str, seed: int) -> dict[str, Any]:
             first = path  # an ordinary task: the start-up probe compiles this one
         fallback = fallback or path
     return {"files": n, "criteria": criteria, "criteria_by_type": dict(sorted(kinds.items())),
-            "dataset_tasks": rows_tasks, "bytes": size, "one_file": first or fallback}
+            "dataset_tasks": rows_tasks, "stop_when": stop_when, "bytes": size,
+            "one_file": first or fallback}
 
 
 # ======================================================================================
@@ -647,13 +707,15 @@ def _peak_rss_mib() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-@phase("frontend", "(a) front end: compile_paths, in-process")
-def _frontend(ctx: PhaseContext) -> dict[str, Any]:
+def _compile_phase(ctx: PhaseContext, check_criteria: bool) -> tuple[dict[str, Any], Any]:
+    """`compile_paths` on every generated file, timed; fails unless all compile cleanly.
+    Returns the numbers and the CompileResult (for phase-specific sanity counts)."""
     t0 = time.perf_counter()
     from ce_lang.compiler import CompileOptions, compile_paths
 
     import_s = time.perf_counter() - t0
     rss_after_import = _peak_rss_mib()
+    options = CompileOptions(check_criteria=check_criteria)
     profiler = None
     if ctx.profile:
         import cProfile
@@ -661,16 +723,16 @@ def _frontend(ctx: PhaseContext) -> dict[str, Any]:
         profiler = cProfile.Profile()
         profiler.enable()
     t0 = time.perf_counter()
-    result = compile_paths([ctx.tasks_dir], CompileOptions())
+    result = compile_paths([ctx.tasks_dir], options)
     seconds = time.perf_counter() - t0
     if profiler is not None:
         profiler.disable()
     if result.errors or result.task_files != ctx.n_tasks:
         shown = [d for d in result.diagnostics if d.severity == "error"][:10]
         lines = "\n".join(f"  {d.span}: {d.code} {d.message}" for d in shown)
-        raise SystemExit(f"compile: {result.errors} error(s), {result.task_files} of "
-                         f"{ctx.n_tasks} task files compiled; the generator made invalid "
-                         f"tasks:\n{lines}")
+        raise SystemExit(f"compile (check_criteria={check_criteria}): {result.errors} "
+                         f"error(s), {result.task_files} of {ctx.n_tasks} task files compiled; "
+                         f"the generator made invalid tasks:\n{lines}")
     out = {
         "seconds": seconds,
         "import_seconds": import_s,
@@ -686,10 +748,47 @@ def _frontend(ctx: PhaseContext) -> dict[str, Any]:
     if profiler is not None:
         out["profile"] = _top_functions(profiler, 15, "cumtime")
         out["profile_tottime"] = _top_functions(profiler, 10, "tottime")
+        out["profile_all"] = _all_functions(profiler)  # for the diff; not kept in the JSON
+    return out, result
+
+
+@phase("frontend", "(a) front end: compile_paths, check_criteria=False")
+def _frontend(ctx: PhaseContext) -> dict[str, Any]:
+    out, _result = _compile_phase(ctx, check_criteria=False)
     return out
 
 
-def _top_functions(profiler: Any, n: int, key: str) -> list[dict[str, Any]]:
+@phase("lower_check", "lower_check: full compile, all criteria checked")
+def _lower_check(ctx: PhaseContext) -> dict[str, Any]:
+    """The whole compiler as `ce compile` runs it: the front end plus binding, folding
+    and decidability analysis of every criterion, plan steps and the facts in the plan."""
+    out, result = _compile_phase(ctx, check_criteria=True)
+    checked = can_pass = can_fail = both = expr = armed = steps = 0
+    entries = 0
+    for trial in result.trials:
+        plan = trial.plan
+        steps += len(plan.steps)
+        armed += len(plan.early_stop.armed)
+        for c in plan.criteria:
+            entries += 1
+            if not c.definition:
+                continue  # no checked instance behind it
+            checked += 1
+            expr += c.definition == "expr"
+            can_pass += c.can_decide_pass
+            can_fail += c.can_decide_fail
+            both += c.can_decide_pass and c.can_decide_fail
+    out["sanity"] = {"criteria": entries, "checked": checked, "can_decide_pass": can_pass,
+                     "can_decide_fail": can_fail, "can_decide_both": both,
+                     "expr": expr, "armed": armed, "plan_steps": steps}
+    if ctx.profile:
+        lang = [r for r in out["profile_all"] if r["function"].startswith("ce_lang/lang/")]
+        out["profile_lang"] = _rank(lang, "cumtime")[:20]
+        out["profile_lang_tottime"] = _rank(lang, "tottime")[:20]
+    return out
+
+
+def _all_functions(profiler: Any) -> list[dict[str, Any]]:
     import pstats
 
     stats = pstats.Stats(profiler)
@@ -700,20 +799,30 @@ def _top_functions(profiler: Any, n: int, key: str) -> list[dict[str, Any]]:
             rel = rel.split("site-packages" + os.sep, 1)[1]
         rows.append({"function": f"{rel}:{line}({func})", "ncalls": ncalls,
                      "tottime": tottime, "cumtime": cumtime})
-    rows.sort(key=lambda r: -r[key])
+    return rows
+
+
+def _rank(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: -r[key])
+
+
+def _top_functions(profiler: Any, n: int, key: str) -> list[dict[str, Any]]:
+    return _rank(_all_functions(profiler), key)[:n]
+
+
+def profile_diff(base: list[dict[str, Any]], other: list[dict[str, Any]], n: int = 20
+                 ) -> list[dict[str, Any]]:
+    """Functions whose cumulative time grew the most from `base` to `other` (two profiles
+    of the same corpus): where the extra time of `other` goes, inside ce_lang/lang or not."""
+    before = {r["function"]: r for r in base}
+    rows = []
+    for r in other:
+        b = before.get(r["function"], {"ncalls": 0, "tottime": 0.0, "cumtime": 0.0})
+        rows.append({"function": r["function"], "ncalls_base": b["ncalls"],
+                     "ncalls": r["ncalls"], "tottime_delta": r["tottime"] - b["tottime"],
+                     "cumtime_delta": r["cumtime"] - b["cumtime"]})
+    rows.sort(key=lambda r: -r["cumtime_delta"])
     return rows[:n]
-
-
-# To add a phase (e.g. the lead's "lowering and checking of all criteria"), register it
-# here; it is run and reported like "frontend", with its ratio to the front end:
-#
-#     @phase("lower_check", "lowering + checking of all criteria")
-#     def _lower_check(ctx: PhaseContext) -> dict[str, Any]:
-#         from ce_lang.compiler import compile_paths
-#         trials = compile_paths([ctx.tasks_dir]).trials     # set-up, not timed
-#         t0 = time.perf_counter()
-#         ...                                                # the work being measured
-#         return {"seconds": time.perf_counter() - t0, "criteria": ...}
 
 
 def _run_phase_child(name: str, ctx: PhaseContext) -> None:
@@ -879,13 +988,14 @@ def render(r: dict[str, Any]) -> str:
     g, fe, cli = r["generated"], r["phases"]["frontend"], r["cli"]
     m = r["meta"]
     out = [f"ce compile benchmark: {g['files']} task files ({g['criteria']} criteria, "
-           f"{g['dataset_tasks']} with a 5-row dataset, {g['bytes'] / 1024:.0f} KiB), "
-           f"seed {m['seed']}",
+           f"{g['criteria_by_type'].get('expr', 0)} of them type: expr, {g['stop_when']} with "
+           f"stop_when; {g['dataset_tasks']} with a 5-row dataset; "
+           f"{g['bytes'] / 1024:.0f} KiB), seed {m['seed']}",
            f"python {m['python']}, {m['cpus']} CPUs, {m['platform']}, git {m['git']}, "
            f"{m['date']}", ""]
     out.append(f"{'measurement':44} {'median':>9} {'min':>9} {'tasks/s':>8} {'trials/s':>9} "
                f"{'peak RSS':>9}")
-    out.append(f"{'(a) front end, compile_paths (in-process)':44} {fe['seconds']:8.3f}s "
+    out.append(f"{'(a) front end (check_criteria=False)':44} {fe['seconds']:8.3f}s "
                f"{fe['min_seconds']:8.3f}s {fe['tasks_per_s']:8.0f} {fe['trials_per_s']:9.0f} "
                f"{fe['peak_rss_mib']:6.1f} MiB")
     out.append(f"{'    import ce_lang.compiler':44} {fe['import_seconds']:8.3f}s "
@@ -893,9 +1003,22 @@ def render(r: dict[str, Any]) -> str:
     for name, ph in r["phases"].items():
         if name == "frontend":
             continue
+        rates = (f"{ph['tasks_per_s']:8.0f} {ph['trials_per_s']:9.0f}" if "tasks_per_s" in ph
+                 else f"{'':8} {'':9}")
         out.append(f"{PHASES[name].title[:44]:44} {ph['seconds']:8.3f}s {ph['min_seconds']:8.3f}s "
-                   f"{'':8} {'':9} {ph['peak_rss_mib']:6.1f} MiB   "
+                   f"{rates} {ph['peak_rss_mib']:6.1f} MiB   "
                    f"x{ph['seconds'] / fe['seconds']:.2f} of (a)")
+        extra = ph["seconds"] - fe["seconds"]
+        if "tasks" in ph:
+            out.append(f"    checking adds {extra:+.3f}s median ({extra / ph['trials'] * 1000:+.2f} ms "
+                       f"per trial), {ph['min_seconds'] - fe['min_seconds']:+.3f}s min; "
+                       f"{ph['errors']} errors, {ph['warnings']} warnings")
+        if "sanity" in ph:
+            k = ph["sanity"]
+            out.append(f"    {k['checked']} of {k['criteria']} criterion instances checked "
+                       f"({k['expr']} type: expr) in {ph['trials']} trials; can decide pass "
+                       f"{k['can_decide_pass']}, fail {k['can_decide_fail']} (both "
+                       f"{k['can_decide_both']}); {k['armed']} armed; {k['plan_steps']} plan steps")
     out.append(f"{'(b) ce compile DIR -q (CLI, with start-up)':44} {cli['seconds']:8.3f}s "
                f"{cli['min_seconds']:8.3f}s {fe['tasks'] / cli['seconds']:8.0f} "
                f"{fe['trials'] / cli['seconds']:9.0f} {cli['peak_rss_mib']:6.1f} MiB")
@@ -921,14 +1044,34 @@ def render(r: dict[str, Any]) -> str:
     for row in it["top"]:
         out.append(f"      {row['cumulative_us'] / 1000:7.1f} ms  (self {row['self_us'] / 1000:5.1f})"
                    f"  {'  ' * row['depth']}{row['module']}")
-    if "profile" in fe:
-        for key, title in (("profile", "top 15 by cumulative time"),
-                           ("profile_tottime", "top 10 by own time")):
+    for name, ph in r["phases"].items():
+        if "profile" not in ph:
+            continue
+        label = "(a)" if name == "frontend" else name
+        sections = [("profile", "top 15 by cumulative time"),
+                    ("profile_tottime", "top 10 by own time"),
+                    ("profile_lang", "ce_lang/lang/ only, top 20 by cumulative time"),
+                    ("profile_lang_tottime", "ce_lang/lang/ only, top 20 by own time")]
+        for key, title in sections:
+            if key not in ph:
+                continue
             out.append("")
-            out.append(f"cProfile of (a), {title} (profiled run: {fe['profiled_seconds']:.2f} s)")
+            out.append(f"cProfile of {label}, {title} (profiled run: "
+                       f"{ph['profiled_seconds']:.2f} s)")
             out.append(f"    {'ncalls':>9} {'tottime':>8} {'cumtime':>8}  function")
-            for row in fe[key]:
+            for row in ph[key]:
                 out.append(f"    {row['ncalls']:9} {row['tottime']:8.3f} {row['cumtime']:8.3f}  "
+                           f"{row['function']}")
+        if "profile_diff" in ph:
+            fe_prof = r["phases"]["frontend"]["profiled_seconds"]
+            out.append("")
+            out.append(f"cProfile: what {label} adds over (a) (profiled {ph['profiled_seconds']:.2f}"
+                       f" s vs {fe_prof:.2f} s), top 20 by extra cumulative time")
+            out.append(f"    {'ncalls (a)':>10} {'ncalls':>9} {'+tottime':>9} {'+cumtime':>9}  "
+                       "function")
+            for row in ph["profile_diff"]:
+                out.append(f"    {row['ncalls_base']:10} {row['ncalls']:9} "
+                           f"{row['tottime_delta']:+9.3f} {row['cumtime_delta']:+9.3f}  "
                            f"{row['function']}")
     return "\n".join(out)
 
@@ -998,11 +1141,17 @@ def main() -> None:
                         peak_rss_mib=max(x["peak_rss_mib"] for x in runs))
             phases[name] = best
         if args.profile:
-            print("profiling phase frontend ...", file=log)
-            prof = run_phase("frontend", PhaseContext(tasks_dir, args.tasks, profile=True))
-            phases["frontend"]["profile"] = prof["profile"]
-            phases["frontend"]["profile_tottime"] = prof["profile_tottime"]
-            phases["frontend"]["profiled_seconds"] = prof["seconds"]
+            profiles = {}
+            for name in names:
+                print(f"profiling phase {name} ...", file=log)
+                prof = run_phase(name, PhaseContext(tasks_dir, args.tasks, profile=True))
+                profiles[name] = prof.pop("profile_all")
+                phases[name].update({k: v for k, v in prof.items() if k.startswith("profile")})
+                phases[name]["profiled_seconds"] = prof["seconds"]
+            for name in names:
+                if name != "frontend":
+                    phases[name]["profile_diff"] = profile_diff(profiles["frontend"],
+                                                                profiles[name])
         print(f"(b) ce compile DIR -q: {args.repeat} run(s) ...", file=log)
         cli = measure_cli(tasks_dir, args.repeat)
         print(f"(c) start-up: {STARTUP_RUNS} runs x 3 commands ...", file=log)

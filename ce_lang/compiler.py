@@ -90,6 +90,7 @@ class _Compiler:
         self.digests: dict[str, str] = {}
         self.registries: dict[tuple[str, ...], Registry] = {}
         self.exp_criteria_files: list[str] = []
+        self.instance_cache: dict = {}
 
     # -- driver --------------------------------------------------------------------------
     def run(self, paths: list[str]) -> CompileResult:
@@ -366,7 +367,8 @@ class _Compiler:
                       for i, c in enumerate(task.success_criteria)]
         instances = check_instances(task.success_criteria, thresholds, task.expected_commands,
                                     self.registry, self.diags, merged.span, merged.key_span,
-                                    self.sources) if self.opt.check_criteria else []
+                                    self.sources, self.instance_cache) \
+            if self.opt.check_criteria else []
         check_task(RuleContext(task, merged.span, merged.key_span, self.diags,
                                self.agent_types(task), has_dataset,
                                row.id if row else None, self.row_problems,

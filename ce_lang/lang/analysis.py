@@ -177,8 +177,7 @@ class Analyzer:
         b = self.fact(node.right, env)
         effects = a.effects | b.effects
         if a.const and b.const:
-            return self._fold(node, {}, effects, lambda _: self.evaluator.binary(
-                A.Binary(node.id, node.span, op, _lit(a.value), _lit(b.value)), {}))
+            return self._fold(node, {}, effects, lambda _: apply_binary(op, a.value, b.value))
         if op in ("and", "or"):
             mono = _combine(a.mono, b.mono)
             mono = mono if mono in ("up", "down", "const") else "none"
@@ -281,11 +280,25 @@ def _index(obj: Any, idx: Any) -> Any:
     return obj.get(idx) if isinstance(obj, dict) else obj[idx]
 
 
-def _lit(value: Any) -> A.Node:
-    from ce_lang.spans import Span
+def apply_binary(op: str, left: Any, right: Any) -> Any:
+    """A binary operator on two known values, with the evaluator's semantics."""
+    if op == "and":
+        return bool(left) and bool(right)
+    if op == "or":
+        return bool(left) or bool(right)
+    if op in ("==", "!="):
+        same = isinstance(left, bool) == isinstance(right, bool) and left == right
+        return same if op == "==" else not same
+    if op == "in":
+        return False if right is None else left in right
+    return _OPS[op](left, right)
 
-    kind = "bool" if isinstance(value, bool) else "null" if value is None else "const"
-    return A.Lit(0, Span.point("<const>"), value, kind)
+
+_OPS = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b, "%": lambda a, b: a % b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
 
 
 def _show(value: Any) -> str:

@@ -60,7 +60,10 @@ class Step:
 def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
                     task_expected_commands: int | None, registry: Registry,
                     diags: Diagnostics, at: SpanOf, key_at: SpanOf,
-                    sources: dict[str, str]) -> list[Instance | None]:
+                    sources: dict[str, str], cache: dict | None = None,
+                    ) -> list[Instance | None]:
+    """`cache` (per compile) reuses the analysis of identical instances: the same
+    definition with the same arguments and threshold, across rows, variants and tasks."""
     out: list[Instance | None] = []
     for i, (c, threshold) in enumerate(zip(criteria, thresholds, strict=True)):
         base: Path = ("success_criteria", i)
@@ -87,11 +90,18 @@ def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
         if params is None:
             out.append(None)
             continue
-        out.append(_instance(i, defn, params, threshold))
+        out.append(_instance(i, defn, params, threshold, cache))
     return out
 
 
-def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float) -> Instance:
+def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float,
+              cache: dict | None = None) -> Instance:
+    if cache is not None:
+        key = (id(defn), repr(sorted(params.items())), threshold)
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = _instance(0, defn, params, threshold)
+        return attrs.evolve(hit, index=i)
     d = defn.defn
     decision, an = analyze(d.score, d.lets, params, threshold,
                            result_bool=defn.score_type == BOOL)
