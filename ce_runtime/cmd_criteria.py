@@ -106,9 +106,27 @@ def _early_stop_line(checked) -> str:
         return ("Early stop: cannot be armed (it is graded after the run: it "
                 + ", ".join(sorted(effects & {"workspace", "exec", "model"})) + ").")
     if "trace" in effects:
-        return ("Early stop: depends on its arguments; `ce compile` checks every `stop_when` "
-                "and `--emit` records can_decide_pass / can_decide_fail per criterion.")
+        return ("Early stop: depends on its arguments (" + _with_defaults(checked) + "); "
+                "`ce compile` checks every `stop_when` against the actual arguments, and "
+                "`--emit` records can_decide_pass / can_decide_fail per criterion.")
     return "Early stop: cannot be armed (it does not read the trace)."
+
+
+def _with_defaults(checked) -> str:
+    from ce_lang.lang.analysis import analyze
+    from ce_lang.lang.bind import _default
+
+    required = [n for n, t in checked.params.items()
+                if n not in checked.defaults and not t.optional]
+    if required:
+        return "decided per task from " + ", ".join(required)
+    params = {n: _default(checked.defaults[n], t) for n, t in checked.params.items()
+              if n in checked.defaults}
+    d, _ = analyze(checked.defn.score, checked.defn.lets, params, 0.9,
+                   result_bool=str(checked.score_type) == "bool")
+    what = ("pass and fail" if d.can_pass and d.can_fail else "pass" if d.can_pass
+            else "fail" if d.can_fail else "nothing")
+    return f"with the defaults it can decide {what}"
 
 
 def _offline_line(checked) -> str:

@@ -93,3 +93,52 @@ def test_legacy_stop_early_block_is_lowered(write):
     assert plan.early_stop.enabled and plan.early_stop.armed == ("c0",)
     arming = plan.criteria[0].arming
     assert (arming.polarity, arming.source, arming.decide_within) == ("decided", "stop_early", 5)
+
+
+EXPR = """\
+task_id: t
+description: d
+initial_prompt: p
+run_limits: {{stop_early: true}}
+success_criteria:
+  - type: expr
+    expr: '{expr}'
+    description: user expression
+    stop_when: {polarity}
+"""
+
+
+def compile_expr(write, expr, polarity):
+    result = compile_paths([write("e.yaml", EXPR.format(expr=expr, polarity=polarity))])
+    return [(d.code, d.message) for d in result.diagnostics], result
+
+
+@pytest.mark.parametrize("expr, polarity, allowed", [
+    ('count(trace.tool_calls, c -> c.tool == "Bash") >= 3', "pass", True),
+    ('count(trace.tool_calls, c -> c.tool == "Bash") >= 3', "fail", False),
+    ('count(trace.tool_calls, c -> c.tool == "Bash") <= 2', "fail", True),
+    ('count(trace.tool_calls, c -> c.tool == "Bash") <= 2', "pass", False),
+    ('exists(trace.tool_calls, c -> c.ok) and len(trace.tool_calls) <= 10', "fail", True),
+    ('exists(trace.tool_calls, c -> c.ok) and len(trace.tool_calls) <= 10', "pass", False),
+    ('all(trace.tool_calls, c -> c.tool != "Write")', "fail", True),
+    ('not exists(trace.tool_calls, c -> c.matches(re"rm -rf"))', "fail", True),
+    ('count(trace.tool_calls, c -> not c.ok) >= 1', "decided", False),
+])
+def test_user_expression_decidability(write, expr, polarity, allowed):
+    diags, result = compile_expr(write, expr, polarity)
+    assert (diags == []) == allowed, diags
+    if allowed:
+        call = result.trials[0].plan.criteria[0]
+        assert call.definition == "expr" and call.effects == ["trace"]
+        assert call.arming.polarity == polarity
+
+
+def test_workspace_read_cannot_be_armed(write):
+    diags, _ = compile_expr(write, 'read_text("notes.md") != null', "pass")
+    assert diags == [("CE0211", "`stop_when: pass` can never trigger: expr reads the workspace, "
+                                "so it is only graded after the run")]
+
+
+def test_constant_expression_cannot_be_armed(write):
+    diags, _ = compile_expr(write, "1 + 1 == 2", "pass")
+    assert diags[0][0] == "CE0211" and "does not depend on the trace" in diags[0][1]
