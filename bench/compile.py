@@ -686,16 +686,19 @@ class Phase:
     name: str
     title: str
     fn: Callable[[PhaseContext], dict[str, Any]]
+    profiled: bool  # --profile runs it once more under cProfile
 
 
 PHASES: dict[str, Phase] = {}
 
 
-def phase(name: str, title: str):
+def phase(name: str, title: str, profiled: bool = False):
     """Register an in-process phase. `fn(ctx)` returns a dict with at least `seconds`
-    (the timed part only; do untimed set-up before starting the clock)."""
+    (the timed part only; do untimed set-up before starting the clock). With
+    `profiled=True`, --profile runs it once more with `ctx.profile` set, and `fn` must
+    then return `profile`, `profile_tottime` and `profile_all` (see `_compile_phase`)."""
     def register(fn: Callable[[PhaseContext], dict[str, Any]]):
-        PHASES[name] = Phase(name, title, fn)
+        PHASES[name] = Phase(name, title, fn, profiled)
         return fn
     return register
 
@@ -752,13 +755,14 @@ def _compile_phase(ctx: PhaseContext, check_criteria: bool) -> tuple[dict[str, A
     return out, result
 
 
-@phase("frontend", "(a) front end: compile_paths, check_criteria=False")
+@phase("frontend", "(a) front end: compile_paths, check_criteria=False", profiled=True)
 def _frontend(ctx: PhaseContext) -> dict[str, Any]:
     out, _result = _compile_phase(ctx, check_criteria=False)
     return out
 
 
-@phase("lower_check", "lower_check: full compile, all criteria checked")
+@phase("lower_check", "lower_check: full compile (check_criteria)",
+       profiled=True)
 def _lower_check(ctx: PhaseContext) -> dict[str, Any]:
     """The whole compiler as `ce compile` runs it: the front end plus binding, folding
     and decidability analysis of every criterion, plan steps and the facts in the plan."""
@@ -788,6 +792,18 @@ def _lower_check(ctx: PhaseContext) -> dict[str, Any]:
     return out
 
 
+@phase("stdlib", "    stdlib criteria load (paid by both)")
+def _stdlib(ctx: PhaseContext) -> dict[str, Any]:
+    """Parsing and checking the standard criteria library (stdlib_criteria/*.ce), which
+    every compile pays once per process, with or without check_criteria."""
+    from ce_lang.lang.stdlib import stdlib_files, stdlib_registry
+
+    t0 = time.perf_counter()
+    registry = stdlib_registry()
+    return {"seconds": time.perf_counter() - t0, "definitions": len(registry.criteria),
+            "files": len(stdlib_files())}
+
+
 def _all_functions(profiler: Any) -> list[dict[str, Any]]:
     import pstats
 
@@ -810,13 +826,16 @@ def _top_functions(profiler: Any, n: int, key: str) -> list[dict[str, Any]]:
     return _rank(_all_functions(profiler), key)[:n]
 
 
-def profile_diff(base: list[dict[str, Any]], other: list[dict[str, Any]], n: int = 20
-                 ) -> list[dict[str, Any]]:
-    """Functions whose cumulative time grew the most from `base` to `other` (two profiles
-    of the same corpus): where the extra time of `other` goes, inside ce_lang/lang or not."""
+def profile_diff(base: list[dict[str, Any]], other: list[dict[str, Any]], n: int = 20,
+                 exclude: str = "ce_lang/lang/") -> list[dict[str, Any]]:
+    """Functions outside `exclude` whose cumulative time grew the most from `base` to
+    `other` (two profiles of the same corpus): the extra cost of `other` that a profile
+    restricted to ce_lang/lang/ does not show (plan size, hashing, unstructuring ...)."""
     before = {r["function"]: r for r in base}
     rows = []
     for r in other:
+        if r["function"].startswith(exclude):
+            continue
         b = before.get(r["function"], {"ncalls": 0, "tottime": 0.0, "cumtime": 0.0})
         rows.append({"function": r["function"], "ncalls_base": b["ncalls"],
                      "ncalls": r["ncalls"], "tottime_delta": r["tottime"] - b["tottime"],
@@ -1065,8 +1084,9 @@ def render(r: dict[str, Any]) -> str:
         if "profile_diff" in ph:
             fe_prof = r["phases"]["frontend"]["profiled_seconds"]
             out.append("")
-            out.append(f"cProfile: what {label} adds over (a) (profiled {ph['profiled_seconds']:.2f}"
-                       f" s vs {fe_prof:.2f} s), top 20 by extra cumulative time")
+            out.append(f"cProfile: what {label} adds over (a) outside ce_lang/lang/ (profiled "
+                       f"{ph['profiled_seconds']:.2f} s vs {fe_prof:.2f} s), top 20 by extra "
+                       "cumulative time")
             out.append(f"    {'ncalls (a)':>10} {'ncalls':>9} {'+tottime':>9} {'+cumtime':>9}  "
                        "function")
             for row in ph["profile_diff"]:
@@ -1143,12 +1163,14 @@ def main() -> None:
         if args.profile:
             profiles = {}
             for name in names:
+                if not PHASES[name].profiled:
+                    continue
                 print(f"profiling phase {name} ...", file=log)
                 prof = run_phase(name, PhaseContext(tasks_dir, args.tasks, profile=True))
                 profiles[name] = prof.pop("profile_all")
                 phases[name].update({k: v for k, v in prof.items() if k.startswith("profile")})
                 phases[name]["profiled_seconds"] = prof["seconds"]
-            for name in names:
+            for name in profiles:
                 if name != "frontend":
                     phases[name]["profile_diff"] = profile_diff(profiles["frontend"],
                                                                 profiles[name])

@@ -21,7 +21,6 @@ from ce_lang.lang.analysis import Analyzer, Decision, analyze
 from ce_lang.lang.bind import bind
 from ce_lang.lang.builtins import BUILTINS
 from ce_lang.lang.checker import CheckedDef, Registry, check_expression
-from ce_lang.lang.parser import parse_expression, scalar_locator
 from ce_lang.lang.types import BOOL, is_numeric
 from ce_lang.lang.values import Regex
 from ce_lang.schema import criteria as C
@@ -111,6 +110,8 @@ def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float
 
 def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Registry,
                    diags: Diagnostics, at: SpanOf, sources: dict[str, str]) -> Instance | None:
+    from ce_lang.lang.parser import parse_expression, scalar_locator
+
     path: Path = ("success_criteria", i, "expr")
     span = at(path)
     locate = scalar_locator(c.expr, span, sources.get(span.file))

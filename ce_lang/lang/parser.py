@@ -18,19 +18,10 @@ from lark import Lark, Token, Transformer, v_args
 
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.lang import ast as A
+from ce_lang.resources import grammar_dir
 from ce_lang.spans import Span
 
 GRAMMAR_NAMES = ("criteria.lark",)
-
-
-def grammar_dir() -> str:
-    """`grammar/` in a source checkout, `ce_lang/_data/grammar` in an installed wheel."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for candidate in (os.path.join(os.path.dirname(here), "grammar"),
-                      os.path.join(here, "_data", "grammar")):
-        if os.path.isdir(candidate):
-            return candidate
-    raise FileNotFoundError("ce grammar directory not found")
 
 
 @cache

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
+import tempfile
 from functools import cache
 
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.lang.analysis import register_source
 from ce_lang.lang.checker import Registry, check_module
-from ce_lang.lang.parser import parse_module
-
-
-def stdlib_dir() -> str:
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for candidate in (os.path.join(os.path.dirname(here), "stdlib_criteria"),
-                      os.path.join(here, "_data", "stdlib_criteria")):
-        if os.path.isdir(candidate):
-            return candidate
-    raise FileNotFoundError("ce stdlib_criteria directory not found")
+from ce_lang.resources import grammar_dir, stdlib_dir
 
 
 def stdlib_files() -> list[str]:
@@ -27,11 +21,62 @@ def stdlib_files() -> list[str]:
 
 @cache
 def _stdlib() -> tuple[Registry, tuple]:
+    """Parsed and checked once per machine: a pickle keyed by the content of the stdlib,
+    the grammar and the language's own modules (start-up stays free of Lark)."""
+    files = stdlib_files()
+    texts = {}
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            texts[path] = fh.read()
+        register_source(path, texts[path])
+    key = _cache_key(texts)
+    cache_path = os.path.join(_cache_dir(), f"stdlib-{key}.pickle")
+    try:
+        with open(cache_path, "rb") as fh:
+            return pickle.load(fh), ()
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        pass
+    from ce_lang.lang.parser import parse_module
+
     diags = Diagnostics()
     registry = Registry()
-    for path in stdlib_files():
-        load_file(path, registry, diags, origin=f"stdlib {os.path.basename(path)}")
+    for path in files:
+        module = parse_module(texts[path], path, diags)
+        if module is not None:
+            check_module(module, registry, diags, f"stdlib {os.path.basename(path)}")
+    if not diags:
+        _write_cache(cache_path, registry)
     return registry, tuple(diags)
+
+
+def _cache_key(texts: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    lang_dir = os.path.dirname(os.path.abspath(__file__))
+    sources = [os.path.join(lang_dir, f) for f in sorted(os.listdir(lang_dir))
+               if f.endswith(".py")]
+    sources += [os.path.join(grammar_dir(), "criteria.lark")]
+    for path in sources:
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    for path in sorted(texts):
+        h.update(os.path.basename(path).encode() + b"\0" + texts[path].encode())
+    return h.hexdigest()[:24]
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ce")
+
+
+def _write_cache(path: str, registry: Registry) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".stdlib-")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(registry, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: parse each time
 
 
 def stdlib_registry() -> Registry:
@@ -63,6 +108,8 @@ def load_file(path: str, registry: Registry, diags: Diagnostics, origin: str | N
         diags.emit("CE0611", f"cannot read criteria file {path!r}: {exc}", None)
         return False
     register_source(path, text)
+    from ce_lang.lang.parser import parse_module
+
     module = parse_module(text, path, diags)
     if module is None:
         return False
