@@ -210,6 +210,7 @@ def compile_expr(text: str):
 class Run:
     can_pass: bool
     can_fail: bool
+    trace_free: bool  # the analysis found the value does not depend on the trace
     verdicts: tuple[bool | None, ...]  # live verdict after each prefix (0..len(events))
     values: tuple[bool, ...]  # concrete P after each prefix
 
@@ -217,6 +218,7 @@ class Run:
 def run(text: str, threshold: float, stream: Stream) -> Run:
     node, result_bool = compile_expr(text)
     decision, analyzer = analyze(node, (), {}, threshold, result_bool)
+    trace_free = "trace" not in decision.effects or analyzer.facts[node.id].const
     verdicts, values = [], []
     for k in range(len(stream.events) + 1):
         trace = stream.trace(k)
@@ -225,7 +227,8 @@ def run(text: str, threshold: float, stream: Stream) -> Run:
         value = Evaluator(Host(trace)).eval(node, {})
         values.append(value if result_bool else value >= threshold)
         assert isinstance(values[-1], bool), (text, value)
-    return Run(decision.can_pass, decision.can_fail, tuple(verdicts), tuple(values))
+    return Run(decision.can_pass, decision.can_fail, trace_free, tuple(verdicts),
+               tuple(values))
 
 
 def check(text: str, threshold: float, stream: Stream) -> Run:
@@ -237,6 +240,12 @@ def check(text: str, threshold: float, stream: Stream) -> Run:
             assert r.values[j] == v, (
                 f"unsound: {text!r} (threshold {threshold}) decided {v} after {k} events "
                 f"but is {r.values[j]} after {j}; events {stream.events}, calls {stream.calls}")
+    if r.trace_free:
+        # Decided before the agent starts: the analysis reports neither (nothing to arm),
+        # and its claim is that the value is the same on every trace.
+        assert not (r.can_pass or r.can_fail)
+        assert len(set(r.values)) == 1, f"{text!r} said trace-independent but varies: {r.values}"
+        return r
     if True in r.verdicts:
         assert r.can_pass, f"{text!r} (threshold {threshold}) decided pass live, but the " \
                            "analysis says it cannot decide pass"
