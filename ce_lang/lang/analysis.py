@@ -197,6 +197,10 @@ class Analyzer:
                             ct=other.ct if same else other.cf, cf=other.cf if same else other.ct)
             if a.mono == b.mono == "const":
                 return Fact("const", UNKNOWN, effects)
+            if const_side is not None and other.mono in ("up", "down") \
+                    and isinstance(const_side.value, int | float):
+                # a count equal to 2: once it is 3 it never is again
+                return Fact("none", UNKNOWN, effects, ct=op == "!=", cf=op == "==")
             return Fact("none", UNKNOWN, effects)
         if op == "+":
             return Fact(_numeric(_combine(a.mono, b.mono)), UNKNOWN, effects)
