@@ -191,7 +191,10 @@ class _Compiler:
             return None
         exp_id = value["experiment_id"]
         defaults = value.get("defaults") or {}
-        self.exp_criteria_files = list(defaults.get("criteria_files") or [])
+        exp_dir = os.path.dirname(os.path.abspath(path))
+        self.exp_criteria_files = [
+            (f, os.path.relpath(f, exp_dir), doc.span(("defaults", "criteria_files", i)))
+            for i, f in enumerate(defaults.get("criteria_files") or [])]
         default_layer = None
         if defaults:
             default_layer = _experiment_layer(f"experiment {exp_id}: defaults", defaults, doc,
@@ -248,7 +251,8 @@ class _Compiler:
         if not overrides and not flags:
             return None
         spans = {o.path: Span(o.source, 1, len(o.text.partition("=")[0]) + 2, 1,
-                              len(o.text) + 1) for o in overrides}
+                              len(o.text) + 1, len(o.text.partition("=")[0]) + 1,
+                              len(o.text)) for o in overrides}
         spans.update(flag_spans)
         def lookup(path: Path) -> Span:
             for cut in range(len(path), 0, -1):
@@ -272,15 +276,20 @@ class _Compiler:
         files = list(self.exp_criteria_files)
         raw = doc.value.get("criteria_files")
         if isinstance(raw, list):
-            files += [os.path.normpath(os.path.join(base, f)) for f in raw if isinstance(f, str)]
-        key = tuple(dict.fromkeys(files))
+            files += [(os.path.normpath(os.path.join(base, f)), f,
+                       doc.span(("criteria_files", i)))
+                      for i, f in enumerate(raw) if isinstance(f, str)]
+        key = tuple(dict.fromkeys(f[0] for f in files))
         registry = self.registries.get(key)
         if registry is None:
             registry = user_registry() if key else stdlib_registry()
-            for path in key:
-                if os.path.isfile(path):
-                    load_file(path, registry, self.diags)
-                    self.sources.setdefault(path, _source_of(path))
+            loaded: set[str] = set()
+            for path, shown, span in files:
+                if path in loaded or not os.path.isfile(path):
+                    continue  # a missing file is reported where the path is checked
+                loaded.add(path)
+                load_file(path, registry, self.diags, origin=shown, span=span)
+                self.sources.setdefault(path, _source_of(path))
             self.registries[key] = registry
         return registry
 

@@ -362,17 +362,18 @@ class Walker:
 
 
 def check_workspace_path(value: str, span: Span, name: str, diags: Diagnostics,
-                         root: str = "the workspace") -> None:
+                         root: str = "the workspace", label: str | None = None) -> None:
     """Workspace paths are relative and never climb out of the workspace."""
+    what = label or f"`{name}`"
     if value.startswith(("/", "~")) or re.match(r"^[A-Za-z]:[\\/]", value):
-        diags.emit("CE0206", f"`{name}` must be relative to {root}, found {value!r}", span)
+        diags.emit("CE0206", f"{what} must be relative to {root}, found {value!r}", span)
         return
     depth = 0
     for part in re.split(r"[\\/]+", value):
         if part == "..":
             depth -= 1
             if depth < 0:
-                diags.emit("CE0206", f"`{name}` {value!r} escapes {root}", span)
+                diags.emit("CE0206", f"{what} {value!r} escapes {root}", span)
                 return
         elif part not in ("", "."):
             depth += 1

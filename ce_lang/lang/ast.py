@@ -31,6 +31,7 @@ class Name(Node):
 class Member(Node):
     obj: Node
     name: str
+    name_span: Span | None = None
 
 
 @attrs.frozen(slots=True)
@@ -50,6 +51,7 @@ class Method(Node):
     obj: Node
     name: str
     args: tuple[Node, ...]
+    name_span: Span | None = None
 
 
 @attrs.frozen(slots=True)
@@ -137,6 +139,7 @@ class CriterionDef:
     outputs: tuple[Let, ...]
     span: Span
     source: str  # the .ce text, for `ce criteria show`
+    result_span: Span | None = None
 
 
 @attrs.frozen

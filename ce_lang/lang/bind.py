@@ -34,7 +34,9 @@ def bind(defn: CheckedDef, args: dict[str, Any], registry: Registry, diags: Diag
                            key_at((*base, key)), help=did_you_mean(key, names))
     for name, t in defn.params.items():
         if name in args:
-            value = convert(args[name], t, registry, diags, at, (*base, name), name)
+            # standard criteria's paths were checked by the task schema already
+            value = convert(args[name], t, registry, diags, at, (*base, name), name,
+                            key_at if strict else None)
         elif name in defn.defaults:
             value = _default(defn.defaults[name], t)
         elif t.optional:
@@ -55,7 +57,7 @@ def _default(node, t: T) -> Any:
 
 
 def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf, path: Path,
-            name: str) -> Any:
+            name: str, key_at: SpanOf | None = None) -> Any:
     def wrong(expected: str) -> None:
         diags.emit("CE0103", f"`{name}` expects {expected}, found {_kind(value)}", at(path))
 
@@ -76,7 +78,15 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
             else wrong("a number")
     if kind in ("str", "path"):
-        return value if isinstance(value, str) else wrong("a string")
+        if not isinstance(value, str):
+            return wrong("a string")
+        if kind == "path" and key_at is not None and "${row." not in value:
+            from ce_lang.validate import check_workspace_path
+
+            from ce_lang.spans import format_path
+
+            check_workspace_path(value, at(path), format_path(path), diags)
+        return value
     if kind == "regex":
         if isinstance(value, Regex):
             return value
@@ -94,12 +104,12 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
     if kind == "list":
         if not isinstance(value, list):
             return wrong(str(t))
-        return [convert(v, t.elem, registry, diags, at, (*path, i), f"{name}[{i}]")
+        return [convert(v, t.elem, registry, diags, at, (*path, i), f"{name}[{i}]", key_at)
                 for i, v in enumerate(value)]
     if kind == "map":
         if not isinstance(value, dict):
             return wrong(str(t))
-        return {k: convert(v, t.elem, registry, diags, at, (*path, k), f"{name}.{k}")
+        return {k: convert(v, t.elem, registry, diags, at, (*path, k), f"{name}.{k}", key_at)
                 for k, v in value.items()}
     record = registry.records.get(kind)
     if record is not None:
@@ -108,13 +118,14 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
         out = {}
         for key in value:
             if key not in record.fields:
-                diags.emit("CE0101", f"unknown field `{key}` in {kind}", at((*path, key)),
+                diags.emit("CE0101", f"unknown field `{key}` in {kind}",
+                           (key_at or at)((*path, key)),
                            help=did_you_mean(key, list(record.fields)))
         defaults = registry.record_defaults.get(kind, {})
         for fname, field in record.fields.items():
             if fname in value:
                 out[fname] = convert(value[fname], field.type, registry, diags, at,
-                                     (*path, fname), f"{name}.{fname}")
+                                     (*path, fname), f"{name}.{fname}", key_at)
             elif fname in defaults:
                 out[fname] = _default(defaults[fname], field.type)
             elif field.type.optional:

@@ -198,6 +198,8 @@ def _str(x):
 
 @builtin("matches", sig(STR, REGEX, ret=BOOL), doc="regex search in the text")
 def _matches(text, pattern):
+    if hasattr(pattern, "search"):  # a Regex value
+        return pattern.search(text)
     return _compiled(pattern, 0).search(text) is not None
 
 

@@ -194,11 +194,12 @@ class Checker:
         if record is None or obj.optional:
             what = f"{obj} (check it against null first)" if obj.optional else str(obj)
             self.diags.emit("CE0605", f"a value of type {what} has no field `{node.name}`",
-                            node.span)
+                            node.name_span or node.span)
             return ANY
         field = record.fields.get(node.name)
         if field is None:
-            self.diags.emit("CE0605", f"{record.name} has no field `{node.name}`", node.span,
+            self.diags.emit("CE0605", f"{record.name} has no field `{node.name}`",
+                            node.name_span or node.span,
                             help=did_you_mean(node.name, list(record.fields)))
             return ANY
         return field.type
@@ -267,11 +268,23 @@ class Checker:
             if not isinstance(a, A.Lambda):
                 effects |= self.eff(a)
         candidates = [o for o in fn.overloads if len(o.params) == len(node.args)]
+        for i, a in enumerate(node.args):
+            if isinstance(a, A.Lambda) and not any(
+                    isinstance(o.params[i], Fn) for o in candidates):
+                self.diags.emit("CE0609", f"`{node.func}` does not take a lambda here; `x -> "
+                                "...` is only allowed as the predicate or mapper of count, "
+                                "exists, all, filter and map", a.span)
+                return _subst(fn.overloads[0].ret, {}) if not _has_var(
+                    fn.overloads[0].ret) else ANY, effects
         for overload in candidates:
             bindings: dict[str, T] = {}
             if all(isinstance(p, Fn) == isinstance(a, A.Lambda)
-                   and (isinstance(p, Fn) or _unify(p, t, bindings))
+                   and (isinstance(p, Fn) or _unify(p, t, bindings)
+                        or (p.name == "regex" and self.accepts(a, t, p, node.func)))
                    for p, a, t in zip(overload.params, node.args, plain, strict=True)):
+                for p, a, t in zip(overload.params, node.args, plain, strict=True):
+                    if not isinstance(p, Fn) and p.name in ("regex", "path"):
+                        self.accepts(a, t, p, node.func)
                 for p, a in zip(overload.params, node.args, strict=True):
                     if isinstance(p, Fn):
                         elem = _subst(p.param, bindings)
@@ -305,15 +318,38 @@ class Checker:
         sig = record.methods.get(node.name) if record and not obj.optional else None
         if sig is None:
             names = list(record.methods) if record else []
-            self.diags.emit("CE0604", f"{obj} has no method `{node.name}`", node.span,
+            hint = " (check it against null first)" if obj.optional and record else ""
+            self.diags.emit("CE0604", f"{obj} has no method `{node.name}`{hint}",
+                            node.name_span or node.span,
                             help=did_you_mean(node.name, names) if names else None)
             return ANY, effects
-        if len(arg_types) != len(sig.params) or not all(
-                assignable(a, p) or (p == REGEX and a == STR)
-                for a, p in zip(arg_types, sig.params, strict=False)):
-            want = ", ".join(map(str, sig.params))
-            self.diags.emit("CE0604", f"`{node.name}` takes ({want})", node.span)
+        want = ", ".join(map(str, sig.params))
+        if len(arg_types) != len(sig.params):
+            self.diags.emit("CE0604", f"`{node.name}` takes ({want})",
+                            node.name_span or node.span)
+            return sig.ret, effects
+        for arg, a, p in zip(node.args, arg_types, sig.params, strict=True):
+            if not self.accepts(arg, a, p, node.name):
+                self.diags.emit("CE0603", f"`{node.name}` takes ({want}); this argument is {a}",
+                                arg.span)
         return sig.ret, effects
+
+    def accepts(self, arg: A.Node, got: T, want: T, what: str = "path") -> bool:
+        """Argument passing: assignability, plus a string literal where a regex is expected
+        (compiled here) and a literal workspace path (checked here)."""
+        if want.name == "regex" and got.name == "str" and not got.optional \
+                and isinstance(arg, A.Lit):
+            try:
+                re.compile(arg.value)
+            except re.error as exc:
+                self.diags.emit("CE0610", f"invalid regular expression: {exc.msg}", arg.span)
+            return True
+        if want.name == "path" and isinstance(arg, A.Lit) and isinstance(arg.value, str):
+            from ce_lang.validate import check_workspace_path
+
+            check_workspace_path(arg.value, arg.span, what, self.diags,
+                                 label=f"`{what}` path")
+        return assignable(got, want)
 
     def expect(self, node: A.Node, got: T, want: T) -> None:
         if not assignable(got, want):
@@ -405,7 +441,14 @@ def check_module(module: A.Module, registry: Registry, diags: Diagnostics, origi
         registry.records[rec.name] = RecordType(rec.name, fields, {}, rec.doc)
         registry.record_defaults[rec.name] = defaults
     out = []
+    from ce_lang.schema.criteria import Criterion
+
+    reserved = {*Criterion.ALIASES, *Criterion.REMOVED, "expr"}
     for defn in module.criteria:
+        if defn.name in reserved and not origin.startswith("stdlib"):
+            diags.emit("CE0606", f"`{defn.name}` is reserved by the task format (it could never "
+                       "be called)", defn.span)
+            continue
         checked = check_definition(defn, registry, diags)
         if defn.name in registry.criteria:
             prev = registry.origin[defn.name]
@@ -439,7 +482,8 @@ def check_definition(defn: A.CriterionDef, registry: Registry, diags: Diagnostic
                            p.default.span)
             defaults[p.name] = p.default
     if defn.result not in RESULT_KINDS:
-        diags.emit("CE0607", f"unknown result kind `{defn.result}`", defn.span,
+        diags.emit("CE0607", f"unknown result kind `{defn.result}`",
+                   defn.result_span or defn.span,
                    help=did_you_mean(defn.result, RESULT_KINDS)
                    or "one of " + ", ".join(RESULT_KINDS))
     scope = dict(params)
@@ -447,6 +491,8 @@ def check_definition(defn: A.CriterionDef, registry: Registry, diags: Diagnostic
     for let in defn.lets:
         if let.name in scope or let.name in GLOBALS:
             diags.emit("CE0606", f"`{let.name}` is already defined", let.span)
+            checker.check(let.expr, scope)  # still report errors inside it
+            continue
         lets[let.name] = scope[let.name] = checker.check(let.expr, scope)
     score_type = ANY
     if defn.score is None:
@@ -457,15 +503,18 @@ def check_definition(defn: A.CriterionDef, registry: Registry, diags: Diagnostic
             diags.emit("CE0603", f"the score must be a number or a boolean, found {score_type}",
                        defn.score.span)
     outputs = {}
+    output_nodes = {}
     for out in defn.outputs:
         outputs[out.name] = checker.check(out.expr, scope)
+        output_nodes[out.name] = out.expr
     if defn.result == "classification":
         for name in ("observed", "expected"):
             if name not in outputs:
                 diags.emit("CE0607", f"a classification criterion defines `output {name} = "
                            "...` (a string label)", defn.span)
             elif not assignable(outputs[name], STR):
-                diags.emit("CE0603", f"output `{name}` must be a string", defn.span)
+                diags.emit("CE0603", f"output `{name}` must be a string, found {outputs[name]}",
+                           output_nodes[name].span)
     effects = frozenset().union(*checker.tables.effects.values()) if checker.tables.effects \
         else frozenset()
     return CheckedDef(defn, params, defaults, lets, score_type, effects, checker.tables)

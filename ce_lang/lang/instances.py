@@ -113,6 +113,8 @@ def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Regis
     from ce_lang.lang.parser import parse_expression, scalar_locator
 
     path: Path = ("success_criteria", i, "expr")
+    if not c.expr.strip():
+        return None  # reported as an empty value
     span = at(path)
     locate = scalar_locator(c.expr, span, sources.get(span.file))
     before = len(diags)

@@ -60,31 +60,60 @@ def file_locator(file: str, text: str) -> Locator:
 
 
 def scalar_locator(value: str, scalar: Span, source: str | None) -> Locator:
-    """Map offsets in a YAML scalar's value to the file, line by line."""
+    """Map offsets in a YAML scalar's value to the file.
+
+    Walks the value and the scalar's source text side by side: a value character is found
+    at the next equal source character (skipping quotes' escapes and line folding), and
+    whitespace in the value matches any run of whitespace in the source (folded `>`
+    scalars, multi-line plain scalars, indentation of `|` blocks). A value that cannot be
+    aligned (it was substituted from a dataset row) maps to the scalar's own span.
+    """
     if source is None or scalar.offset < 0:
         return lambda s, e: scalar
-    line_offsets: list[int] = []  # file offset of each value line's first character
+    end = scalar.end_offset if scalar.end_offset > 0 else len(source)
+    positions: list[int] = []
     pos = scalar.offset
-    end_limit = scalar.end_offset if scalar.end_offset > 0 else len(source)
-    for line in value.split("\n"):
-        probe = line[:20]
-        found = source.find(probe, pos, end_limit) if probe else -1
+    wildcard_until: str | None = None  # inside a `${row.key}`: its value stands in
+    for ch in value:
+        if wildcard_until is not None:
+            if ch != wildcard_until:
+                positions.append(token_start)
+                continue
+            wildcard_until = None
+        if source.startswith("${row.", pos) or (
+                source.find("${row.", pos, end) >= 0
+                and source.find(ch, pos, end) > source.find("${row.", pos, end)):
+            start = source.find("${row.", pos, end)
+            close = source.find("}", start, end)
+            if close > 0:
+                token_start, pos = start, close + 1
+                following = source[pos] if pos < end else ""
+                if ch != following or not following:
+                    wildcard_until = following or None
+                    positions.append(token_start)
+                    if wildcard_until is None:
+                        wildcard_until = "\0"
+                    continue
+        if ch.isspace():
+            while pos < end and source[pos] in "\"'|>-+0123456789" and not positions:
+                pos += 1  # block indicators before the first character
+            positions.append(min(pos, end))
+            while pos < end and source[pos].isspace():
+                pos += 1
+            continue
+        found = source.find(ch, pos, end)
         if found < 0:
-            if not line_offsets:
-                return lambda s, e: scalar
-            found = pos
-        line_offsets.append(found)
-        pos = found + len(line)
-    value_starts = [0]
-    for line in value.split("\n")[:-1]:
-        value_starts.append(value_starts[-1] + len(line) + 1)
+            return lambda s, e: scalar
+        positions.append(found)
+        pos = found + 1
+    positions.append(min(pos, end))
     file_loc = file_locator(scalar.file, source)
 
     def to_file(offset: int) -> int:
-        i = max(0, bisect.bisect_right(value_starts, offset) - 1)
-        return line_offsets[i] + (offset - value_starts[i])
+        return positions[max(0, min(offset, len(positions) - 1))]
 
-    return lambda s, e: file_loc(to_file(s), to_file(e))
+    return lambda s, e: file_loc(to_file(s), max(to_file(s) + 1, to_file(e - 1) + 1)
+                                 if e > s else to_file(s))
 
 
 # -- parse tree -> AST ------------------------------------------------------------------------
@@ -143,12 +172,13 @@ class _ToAst(Transformer):
     # compound
     @v_args(meta=True)
     def member(self, meta, items):
-        return A.Member(self.nid(), self.span(meta), items[0], str(items[1]))
+        return A.Member(self.nid(), self.span(meta), items[0], str(items[1]),
+                        self.span(items[1]))
 
     @v_args(meta=True)
     def method(self, meta, items):
         return A.Method(self.nid(), self.span(meta), items[0], str(items[1]),
-                        tuple(items[2] or ()))
+                        tuple(items[2] or ()), self.span(items[1]))
 
     @v_args(meta=True)
     def index(self, meta, items):
@@ -314,11 +344,13 @@ def _criterion(builder: _ToAst, tree, text: str) -> A.CriterionDef:
     items = tree.children
     name = str(items[0])
     params, result, doc, stmts = [], None, "", []
+    result_span = None
     for item in items[1:]:
         if isinstance(item, lark.Tree) and item.data == "param":
             params.append(builder.transform(item))
         elif isinstance(item, Token) and item.type == "NAME":
             result = item
+            result_span = builder.span(item)
         elif isinstance(item, Token) and item.type == "DOC":
             doc = _doc(item)
         elif isinstance(item, lark.Tree):
@@ -330,7 +362,7 @@ def _criterion(builder: _ToAst, tree, text: str) -> A.CriterionDef:
     source = text[meta.start_pos:meta.end_pos]
     return A.CriterionDef(
         name, tuple(params), str(result), doc, lets,
-        scores[0].expr if scores else None, outputs, builder.span(meta), source)
+        scores[0].expr if scores else None, outputs, builder.span(meta), source, result_span)
 
 
 def _syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, locate: Locator,
@@ -346,10 +378,10 @@ def _syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, locate: Locat
         else:
             what = f"unexpected {token.value!r}"
             pos = token.start_pos if token.start_pos is not None else pos
-        expected = sorted(_pretty(t) for t in exc.expected if not t.startswith("__"))
+        expected = sorted({_pretty(t) for t in exc.expected})
     elif isinstance(exc, lark.exceptions.UnexpectedCharacters):
         what = f"unexpected character {text[pos]!r}" if pos < len(text) else "unexpected end"
-        expected = sorted(_pretty(t) for t in (exc.allowed or ()) if not t.startswith("__"))
+        expected = sorted({_pretty(t) for t in (exc.allowed or ())})
     else:
         what, expected = "unexpected end of input", []
     help_ = None
@@ -372,6 +404,12 @@ _TOKEN_NAMES = {
 def _pretty(token: str) -> str:
     if token in _TOKEN_NAMES:
         return _TOKEN_NAMES[token]
+    try:
+        pattern = _parser().get_terminal(token).pattern
+    except (KeyError, AttributeError):
+        pattern = None
+    if pattern is not None and type(pattern).__name__ == "PatternStr":
+        return f"`{pattern.value}`"
     if token.isupper():
         return f"`{token.lower()}`"
     return token

@@ -99,13 +99,19 @@ def user_registry() -> Registry:
     return registry
 
 
-def load_file(path: str, registry: Registry, diags: Diagnostics, origin: str | None = None
-              ) -> bool:
+def load_file(path: str, registry: Registry, diags: Diagnostics, origin: str | None = None,
+              span=None) -> bool:
+    """Parse and check one .ce file into `registry`; `origin` is the name users wrote."""
+    shown = origin or path
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        diags.emit("CE0611", f"cannot read criteria file {path!r}: {exc}", None)
+    except UnicodeDecodeError as exc:
+        diags.emit("CE0611", f"cannot read criteria file {shown!r}: not UTF-8 ({exc.reason} "
+                   f"at byte {exc.start})", span)
+        return False
+    except OSError as exc:
+        diags.emit("CE0611", f"cannot read criteria file {shown!r}: {exc.strerror}", span)
         return False
     register_source(path, text)
     from ce_lang.lang.parser import parse_module
