@@ -151,6 +151,15 @@ def _mean_present(xs, empty):
     return sum(present) / len(present) if present else empty
 
 
+@builtin("or_else", sig(OPT_STR, STR, ret=STR), sig(T("int", (), True), INT, ret=INT),
+         sig(OPT_FLOAT, FLOAT, ret=FLOAT), sig(T("bool", (), True), BOOL, ret=BOOL),
+         sig(JSON, JSON, ret=JSON),
+         doc="or_else(x, fallback): x, or the fallback when x is null, e.g. "
+             "`\"done\" in or_else(read_text(\"notes.md\"), \"\")`")
+def _or_else(x, fallback):
+    return fallback if x is None else x
+
+
 @builtin("float", sig(INT, ret=FLOAT), sig(FLOAT, ret=FLOAT), doc="as a float")
 def _float(x):
     return float(x)

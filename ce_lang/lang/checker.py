@@ -231,7 +231,10 @@ class Checker:
                 right.name == "list" and assignable(left, right.elem)) or (
                 right.name == "map" and left.name == "str") or right.name == "json"
             if right.optional or not ok:
-                self.diags.emit("CE0603", f"`in` cannot look for {left} in {right}", node.span)
+                hint = " (check it against null first, or use or_else)" if right.optional \
+                    else ""
+                self.diags.emit("CE0603", f"`in` cannot look for {left} in {right}{hint}",
+                                node.span)
             return BOOL, effects
         if op in ("<", "<=", ">", ">="):
             if not ((is_numeric(left) and is_numeric(right))
@@ -245,7 +248,8 @@ class Checker:
         if op == "+" and left.name == right.name == "list":
             return list_of(join(left.elem, right.elem) or ANY), effects
         if not (is_numeric(left) and is_numeric(right)):
-            self.diags.emit("CE0603", f"`{op}` needs two numbers, found {left} and {right}",
+            both = "two numbers or two strings" if op == "+" else "two numbers"
+            self.diags.emit("CE0603", f"`{op}` needs {both}, found {left} and {right}",
                             node.span)
             return ANY, effects
         if op == "/":
@@ -282,9 +286,12 @@ class Checker:
                    and (isinstance(p, Fn) or _unify(p, t, bindings)
                         or (p.name == "regex" and self.accepts(a, t, p, node.func)))
                    for p, a, t in zip(overload.params, node.args, plain, strict=True)):
-                for p, a, t in zip(overload.params, node.args, plain, strict=True):
+                for i, (p, a, t) in enumerate(zip(overload.params, node.args, plain,
+                                                  strict=True)):
                     if not isinstance(p, Fn) and p.name in ("regex", "path"):
                         self.accepts(a, t, p, node.func)
+                    elif node.func in ("search", "try_search") and i == 1:
+                        self.accepts(a, t, REGEX, node.func)  # a literal pattern: compile it
                 for p, a in zip(overload.params, node.args, strict=True):
                     if isinstance(p, Fn):
                         elem = _subst(p.param, bindings)

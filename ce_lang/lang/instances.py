@@ -143,6 +143,10 @@ def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Regis
                    node.span)
         return None
     decision, an = analyze(node, (), {}, threshold, result_bool=t == BOOL)
+    fact = an.facts.get(node.id)
+    if fact is not None and fact.const:
+        diags.emit("CE0214", f"this expression is always {_shown(fact.value)}: it does not "
+                   "depend on the agent's work", node.span)
     return Instance(i, "expr", kind, {}, decision, node, (), (),
                     tuple(_effect_calls(node, (), an)))
 
@@ -172,6 +176,10 @@ def _effect_calls(score: A.Node, lets: tuple[A.Let, ...], an: Analyzer
 
     visit(score)
     return found
+
+
+def _shown(v: Any) -> str:
+    return "true" if v is True else "false" if v is False else repr(v)
 
 
 def _jsonable(v: Any) -> Any:

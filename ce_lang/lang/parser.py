@@ -385,6 +385,13 @@ def _syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, locate: Locat
     else:
         what, expected = "unexpected end of input", []
     help_ = None
+    token_text = getattr(getattr(exc, "token", None), "value", None) or (
+        text[pos:pos + 2] if pos < len(text) else "")
+    for wrong, right in (("&&", "and"), ("||", "or"), ("=", "=="), ("!", "not")):
+        if str(token_text).startswith(wrong) and not str(token_text).startswith(right):
+            diags.emit("CE0601", f"syntax error: unexpected {wrong!r}", locate(pos, pos + 1),
+                       help=f"write `{right}`" + (" to compare" if right == "==" else ""))
+            return
     if "a name" in expected and "a number" in expected:
         expected = ["an expression", *(e for e in expected if e in ("`)`", "`]`", "`}`"))]
     if expected and len(expected) <= 8:
