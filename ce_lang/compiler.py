@@ -91,6 +91,7 @@ class _Compiler:
         self.registries: dict[tuple[str, ...], Registry] = {}
         self.exp_criteria_files: list[str] = []
         self.instance_cache: dict = {}
+        self.registry_texts: dict[str, str] = {}  # user .ce files: shown name -> text
 
     # -- driver --------------------------------------------------------------------------
     def run(self, paths: list[str]) -> CompileResult:
@@ -290,6 +291,7 @@ class _Compiler:
                 loaded.add(path)
                 load_file(path, registry, self.diags, origin=shown, span=span)
                 self.sources.setdefault(path, _source_of(path))
+                self.registry_texts[shown] = self.sources[path]
             self.registries[key] = registry
         return registry
 
@@ -388,9 +390,15 @@ class _Compiler:
         if self.diags.count("error") > before or len(self.row_problems) > problems_before \
                 or not emit:
             return
+        used = {inst.definition for inst in instances if inst is not None}
+        criteria_sources = {
+            origin: self.registry_texts[origin]
+            for name, origin in self.registry.origin.items()
+            if name in used and origin in self.registry_texts}
         plan = lower(task, task_dir=task_dir, prompt=prompt, row_id=row.id if row else None,
                      suite_id=suite_id, digest_cache=self.digests,
-                     instances=instances if self.opt.check_criteria else None)
+                     instances=instances if self.opt.check_criteria else None,
+                     criteria_sources=criteria_sources)
         digest = plan_hash(plan)
         lineage = merged.lineage()
         repeats, repeats_from = self.opt.repeats, "command line"

@@ -112,6 +112,8 @@ class Plan:
     skip: bool | str
     inputs: dict[str, str]  # task-side files the plan reads -> content digest
     steps: list[PlanStep] = attrs.field(factory=list)
+    # the user's .ce files its criteria come from (name -> text): a plan grades on its own
+    criteria_sources: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -131,7 +133,8 @@ class Trial:
 
 def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | None,
           suite_id: str | None, digest_cache: dict[str, str] | None = None,
-          instances: list | None = None) -> Plan:
+          instances: list | None = None, criteria_sources: dict[str, str] | None = None
+          ) -> Plan:
     criteria = [lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
     steps: list[PlanStep] = []
     if instances is not None:
@@ -172,6 +175,7 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         skip=task.skip,
         inputs=input_digests(task, task_dir, ignore, {} if digest_cache is None else digest_cache),
         steps=steps,
+        criteria_sources=criteria_sources or {},
     )
 
 

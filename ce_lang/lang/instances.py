@@ -217,3 +217,33 @@ def plan_steps(instances: list[Instance | None], read_only: dict[int, bool]) -> 
             zip(steps, users, strict=True)]
 
 
+
+
+def instances_from_plan(criteria: list[Any], registry: Registry) -> list[Instance]:
+    """Rebuild checked instances from a plan's criterion calls (a plan is self-contained:
+    its calls name their definitions and carry their bound arguments)."""
+    out = []
+    for i, call in enumerate(criteria):
+        diags = Diagnostics()
+        if call.definition == "expr":
+            from ce_lang.lang.parser import file_locator, parse_expression
+
+            text = call.args["expr"]
+            node = parse_expression(text, file_locator(f"<{call.id}>", text), diags)
+            if node is None:
+                raise ValueError(f"{call.id}: {diags[0].message}")
+            t, _ = check_expression(node, registry, diags)
+            decision, an = analyze(node, (), {}, call.pass_threshold, result_bool=t == BOOL)
+            out.append(Instance(i, "expr", call.result_kind, {}, decision, node, (), (),
+                                tuple(_effect_calls(node, (), an))))
+            continue
+        defn = registry.criteria.get(call.definition or call.type)
+        if defn is None:
+            raise ValueError(f"{call.id}: no definition `{call.definition or call.type}`")
+        here = Span.point(f"<{call.id}>")
+        at = lambda _p, s=here: s  # noqa: E731 - the arguments were checked at compile time
+        params = bind(defn, dict(call.args), registry, diags, at, at, (), strict=False)
+        if params is None:
+            raise ValueError(f"{call.id}: {diags[0].message}")
+        out.append(_instance(i, defn, params, call.pass_threshold))
+    return out

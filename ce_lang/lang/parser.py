@@ -74,6 +74,7 @@ def scalar_locator(value: str, scalar: Span, source: str | None) -> Locator:
     positions: list[int] = []
     pos = scalar.offset
     wildcard_until: str | None = None  # inside a `${row.key}`: its value stands in
+    token_start = scalar.offset
     for ch in value:
         if wildcard_until is not None:
             if ch != wildcard_until:

@@ -43,6 +43,8 @@ class ToolCallView:
     params: Any
     status: str = "unresolved"  # unresolved | ok | error | denied
     output: str = ""
+    event_index: int = -1  # where the call is in the trace (evidence; not visible to criteria)
+    call_id: str = ""
 
     @property
     def ok(self) -> bool:
