@@ -40,6 +40,7 @@ class Instance:
     lets: tuple[A.Let, ...]
     outputs: tuple[A.Let, ...]
     calls: tuple[tuple[str, tuple[Any, ...]], ...]  # effectful calls left after folding
+    score_bool: bool = False  # a boolean score (P is the score itself, not score >= t)
 
     @property
     def effects(self) -> frozenset[str]:
@@ -105,7 +106,7 @@ def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float
     decision, an = analyze(d.score, d.lets, params, threshold,
                            result_bool=defn.score_type == BOOL)
     return Instance(i, d.name, d.result, params, decision, d.score, d.lets, d.outputs,
-                    tuple(_effect_calls(d.score, d.lets, an)))
+                    tuple(_effect_calls(d.score, d.lets, an)), defn.score_type == BOOL)
 
 
 def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Registry,
@@ -148,7 +149,7 @@ def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Regis
         diags.emit("CE0214", f"this expression is always {_shown(fact.value)}: it does not "
                    "depend on the agent's work", node.span)
     return Instance(i, "expr", kind, {}, decision, node, (), (),
-                    tuple(_effect_calls(node, (), an)))
+                    tuple(_effect_calls(node, (), an)), t == BOOL)
 
 
 def _effect_calls(score: A.Node, lets: tuple[A.Let, ...], an: Analyzer
@@ -235,7 +236,7 @@ def instances_from_plan(criteria: list[Any], registry: Registry) -> list[Instanc
             t, _ = check_expression(node, registry, diags)
             decision, an = analyze(node, (), {}, call.pass_threshold, result_bool=t == BOOL)
             out.append(Instance(i, "expr", call.result_kind, {}, decision, node, (), (),
-                                tuple(_effect_calls(node, (), an))))
+                                tuple(_effect_calls(node, (), an)), t == BOOL))
             continue
         defn = registry.criteria.get(call.definition or call.type)
         if defn is None:
