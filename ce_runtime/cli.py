@@ -11,6 +11,8 @@ from ce_lang import __version__
 _COMMANDS = {
     "compile": ("ce_runtime.cmd_compile", "compile_cmd"),
     "criteria": ("ce_runtime.cmd_criteria", "criteria_cmd"),
+    "trace": ("ce_runtime.cmd_trace", "trace_cmd"),
+    "explain": ("ce_runtime.cmd_explain", "explain_cmd"),
 }
 
 

@@ -43,6 +43,7 @@ class CriterionResult:
     values: dict[int, Any]  # node id -> value (evidence)
     matched: dict[int, list[int]]  # comprehension node id -> matching element indexes
     duration_ms: float
+    env: dict[str, Any] = attrs.field(factory=dict)  # parameters and lets, as evaluated
 
 
 @attrs.frozen
@@ -148,7 +149,7 @@ class Grader:
             passed=error is None and score >= call.pass_threshold, weight=call.weight,
             gating=call.gating and not advisory, advisory=advisory, error=error,
             outputs=outputs, values=ev.values, matched=ev.matched,
-            duration_ms=(time.monotonic() - started) * 1000)
+            duration_ms=(time.monotonic() - started) * 1000, env=env)
 
 
 def _as_score(value: Any) -> float:

@@ -123,3 +123,25 @@ def load_file(path: str, registry: Registry, diags: Diagnostics, origin: str | N
     return True
 
 
+
+
+def load_text(text: str, name: str, registry: Registry, diags: Diagnostics) -> None:
+    """Definitions from text (a plan's embedded user criteria)."""
+    register_source(name, text)
+    from ce_lang.lang.parser import parse_module
+
+    module = parse_module(text, name, diags)
+    if module is not None:
+        check_module(module, registry, diags, name)
+
+
+def registry_for_sources(sources: dict[str, str]) -> Registry:
+    if not sources:
+        return stdlib_registry()
+    registry = user_registry()
+    diags = Diagnostics()
+    for name, text in sorted(sources.items()):
+        load_text(text, name, registry, diags)
+    if diags.has_errors:
+        raise ValueError("; ".join(f"{d.span}: {d.message}" for d in diags))
+    return registry

@@ -1,0 +1,81 @@
+"""`ce explain`: why each criterion scored as it did, or what a plan will compute."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+
+@click.command("explain")
+@click.argument("task", type=click.Path(exists=True, dir_okay=False))
+@click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False),
+              help="The trial's trace (ce trace format; see `ce trace import`).")
+@click.option("--workspace", type=click.Path(exists=True, file_okay=False),
+              help="The trial's final workspace directory.")
+@click.option("--criterion", "only", metavar="ID",
+              help="Only this criterion (c0, c1 ..., its index, or its type).")
+@click.option("--trial", "trial_id", help="Which resolved trial (default: the first).")
+@click.option("-e", "--experiment", type=click.Path(dir_okay=False))
+@click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrides, as_json):
+    """Explain TASK's criteria: before a run, or for a finished trial.
+
+    \b
+    Without --workspace: what each criterion will compute, its effects, whether it can
+    decide early (and in which direction), and whether it can be re-scored offline.
+    With --workspace (and --trace for trace criteria): the evaluation tree of every
+    criterion with the values and evidence behind its score, then the arithmetic from
+    the criterion scores to the weighted score and the verdict.
+
+    \b
+    Examples:
+      ce explain tasks/hello_world.yaml
+      ce explain tasks/hello_world.yaml --workspace ws/ --trace run.trace
+      ce explain tasks/hello_world.yaml --workspace ws/ --criterion c1
+    """
+    from ce_lang.compiler import CompileOptions, compile_paths
+    from ce_lang.render import render_human
+
+    result = compile_paths([task], CompileOptions(experiment=experiment,
+                                                  overrides=tuple(overrides)))
+    if result.errors:
+        click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
+        sys.exit(2 if result.usage_error else 1)
+    trials = result.trials
+    if trial_id:
+        trials = [t for t in trials if t.trial_id == trial_id]
+        if not trials:
+            raise click.BadParameter(f"no trial {trial_id!r}; trials: "
+                                     + ", ".join(t.trial_id for t in result.trials[:10]),
+                                     param_hint="--trial")
+    trial = trials[0]
+    if workspace is None:
+        if trace_path:
+            raise click.UsageError("--trace needs --workspace (the trial's final files)")
+        from ce_runtime.explain import explain_plan
+
+        click.echo(explain_plan(trial.plan, trial.trial_id), nl=False)
+        return
+    from ce_runtime.explain import explain_json, explain_trial
+    from ce_runtime.grading import grade_files
+    from ce_runtime.host import InfrastructureError
+
+    try:
+        grader, graded, host, read = grade_files(trial.plan, trial.task_dir,
+                                                 os.path.abspath(workspace), trace_path)
+    except InfrastructureError as exc:
+        click.echo(f"ce: cannot grade: {exc} (the trial would be ERROR)", err=True)
+        sys.exit(1)
+    if read is not None and (read.truncated or read.corrupt_at is not None):
+        where = "truncated" if read.truncated else f"corrupt at byte {read.corrupt_at}"
+        click.echo(f"warning: the trace is {where}; graded on its first {len(read.events)} "
+                   "events", err=True)
+    if as_json:
+        click.echo(json.dumps(explain_json(trial.plan, graded), indent=2))
+    else:
+        click.echo(explain_trial(trial.plan, grader.instances, graded, host, only), nl=False)
+    sys.exit(0 if graded.success else 1)

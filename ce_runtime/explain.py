@@ -1,0 +1,260 @@
+"""Explanations: why a criterion scored as it did, and what a plan will compute.
+
+`explain_trial` prints, per criterion, the evaluation tree of its score (each node's
+source text and value, with evidence: files and positions, matching tool calls and their
+trace events, command exit codes and output), then the arithmetic from criterion scores
+to the weighted score and the status. `explain_plan` describes a plan before any run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ce_lang.lang import ast as A
+from ce_lang.lang.analysis import _SOURCES
+from ce_lang.lang.instances import Instance
+from ce_lang.lang.values import ToolCallView
+from ce_lang.plan import Plan
+from ce_runtime.host import Host, SourceText
+from ce_runtime.interpreter import CriterionResult, GradeResult, show_value
+
+INDENT = "    "
+
+
+def node_text(node: A.Node, fallback: str = "") -> str:
+    text = _SOURCES.get(node.span.file, fallback)
+    if node.span.offset >= 0 and text:
+        snippet = text[node.span.offset:node.span.end_offset]
+        return " ".join(snippet.split())
+    return ""
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+class _Tree:
+    def __init__(self, inst: Instance, result: CriterionResult, host: Host | None,
+                 expr_text: str):
+        self.inst = inst
+        self.r = result
+        self.host = host
+        self.expr_text = expr_text
+        self.lines: list[str] = []
+        self.shown_lets: set[str] = set()
+
+    def text(self, node: A.Node) -> str:
+        text = node_text(node, self.expr_text) or type(node).__name__
+        return text if len(text) <= 72 else text[:69] + "..."
+
+    def render(self) -> list[str]:
+        self.node(self.inst.score, 1)
+        return self.lines
+
+    def interesting(self, node: A.Node) -> bool:
+        if isinstance(node, A.Lit | A.Lambda):
+            return False
+        if isinstance(node, A.Name) and node.name in self.inst.params:
+            return False
+        return node.id in self.r.values
+
+    def node(self, node: A.Node, depth: int) -> None:
+        if depth > 6:
+            return
+        value = self.r.values.get(node.id)
+        pad = INDENT * depth
+        if isinstance(node, A.Name) and any(let.name == node.name for let in self.inst.lets):
+            let = next(let for let in self.inst.lets if let.name == node.name)
+            if node.name in self.shown_lets:
+                self.lines.append(f"{pad}{node.name} = {show_value(value)}  (above)")
+                return
+            self.shown_lets.add(node.name)
+            self.lines.append(f"{pad}{node.name} = {self.text(let.expr)}")
+            self.lines.append(f"{pad}{INDENT}= {show_value(self.r.values.get(let.expr.id))}"
+                              + self.evidence(let.expr))
+            for child in A.children(let.expr):
+                if self.interesting(child):
+                    self.node(child, depth + 2)
+            return
+        if isinstance(node, A.Cond):
+            test = self.r.values.get(node.test.id)
+            if test is None:
+                return
+            branch = node.then if test else node.else_
+            self.lines.append(f"{pad}if {self.text(node.test)}: {show_value(test)}")
+            for child in A.children(node.test):
+                if self.interesting(child):
+                    self.node(child, depth + 1)
+            self.lines.append(f"{pad}then {self.text(branch)} = "
+                              f"{show_value(self.r.values.get(branch.id))}")
+            for child in A.children(branch):
+                if self.interesting(child):
+                    self.node(child, depth + 1)
+            return
+        self.lines.append(f"{pad}{self.text(node)} = {show_value(value)}{self.evidence(node)}")
+        for child in A.children(node):
+            if self.interesting(child):
+                self.node(child, depth + 1)
+
+    def evidence(self, node: A.Node) -> str:
+        """Evidence beyond the value: where, which calls, which command."""
+        if isinstance(node, A.Call):
+            if node.id in self.r.matched:
+                return self.matches(node)
+            if node.func == "read_text":
+                value = self.r.values.get(node.id)
+                if isinstance(value, SourceText):
+                    return f"  [{value.path}: {value.count(chr(10)) + 1} lines]"
+                if value is None:
+                    return "  [no such file]"
+            if node.func == "run" and self.host is not None and self.host.commands:
+                value = self.r.values.get(node.id) or {}
+                out = " ".join(str(value.get("stdout", "")).split())[:60]
+                err = " ".join(str(value.get("stderr", "")).split())[:60]
+                return (f"  [exit {value.get('exit_code')}"
+                        + (", timed out" if value.get("timed_out") else "")
+                        + (f"; stdout: {out!r}" if out else "")
+                        + (f"; stderr: {err!r}" if err else "") + "]")
+        return ""
+
+    def matches(self, node: A.Call) -> str:
+        hits = self.r.matched[node.id]
+        items = self.r.values.get(node.args[0].id)
+        if isinstance(items, list) and items and isinstance(items[0], ToolCallView):
+            shown = []
+            for i in hits[:5]:
+                call = items[i]
+                what = call.command or str(call.params)
+                shown.append(f"call#{call.index} {call.tool} {what[:50]!r} (event "
+                             f"{call.event_index}, {call.status})")
+            more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
+            return f"  [{len(hits)} of {len(items)} calls match: " + "; ".join(shown) + more \
+                + "]" if hits else f"  [none of {len(items)} calls match]"
+        if isinstance(items, list) and items and all(isinstance(x, str) for x in items):
+            text = next((v for v in self.r.env.values() if isinstance(v, SourceText)), None)
+            parts = []
+            for i, item in enumerate(items):
+                if text is not None:
+                    pos = text.find(item)
+                    if pos >= 0:
+                        line, col = _line_col(text, pos)
+                        parts.append(f"{item!r} found at {text.path}:{line}:{col}")
+                    else:
+                        parts.append(f"{item!r} not found")
+                else:
+                    parts.append(f"{item!r}: {'yes' if i in hits else 'no'}")
+            return f"  [{len(hits)}/{len(items)}: " + "; ".join(parts) + "]"
+        return f"  [{len(hits)} match]"
+
+
+def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None,
+                      plan: Plan) -> list[str]:
+    call = plan.criteria[inst.index]
+    verdict = "error" if result.error else ("pass" if result.passed else "fail")
+    flags = []
+    if result.advisory:
+        flags.append("advisory: the trial stopped early and this criterion was not armed")
+    elif not result.gating:
+        flags.append("informational (weight 0)" if result.weight == 0 else "not gating")
+    head = (f"{result.id} {result.type}: {result.description}\n"
+            f"{INDENT}score {result.score:.3g} ({result.kind}) vs pass threshold "
+            f"{result.pass_threshold:.3g} -> {verdict.upper()}; weight {result.weight:g}"
+            + (f"; {'; '.join(flags)}" if flags else ""))
+    lines = [head]
+    if result.error:
+        lines.append(f"{INDENT}error: {result.error}")
+    expr_text = call.args.get("expr", "") if call.definition == "expr" else ""
+    lines += _Tree(inst, result, host, expr_text).render()
+    for name, value in result.outputs.items():
+        lines.append(f"{INDENT}output {name} = {show_value(value)}")
+    return lines
+
+
+def arithmetic(result: GradeResult) -> list[str]:
+    weighted = [r for r in result.criteria if r.weight > 0 and (r.gating or r.advisory)]
+    lines = []
+    if weighted:
+        terms = " + ".join(f"{r.score:.3g}×{r.weight:g}" for r in weighted)
+        total = sum(r.weight for r in weighted)
+        lines.append(f"weighted score = ({terms}) / {total:g} = {result.weighted_score:.4g}")
+    else:
+        lines.append("weighted score = 0 (no criterion with weight > 0)")
+    gating = [r for r in result.criteria if r.gating]
+    failed = [r for r in gating if not r.passed]
+    scope = "armed criteria only (stopped early)" if result.stopped_early else \
+        "every criterion with weight > 0"
+    if failed:
+        why = ", ".join(f"{r.id} {r.score:.3g} < {r.pass_threshold:.3g}" if not r.error
+                        else f"{r.id} error" for r in failed)
+        lines.append(f"gate ({scope}): {why} -> FAILURE")
+    else:
+        lines.append(f"gate ({scope}): {len(gating)}/{len(gating)} passed -> SUCCESS")
+    return lines
+
+
+def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
+                  host: Host | None, only: str | None = None) -> str:
+    out = [f"task {plan.task_id}"]
+    for inst, r in zip(instances, result.criteria, strict=True):
+        if only is not None and only not in (r.id, str(inst.index), r.type):
+            continue
+        out.append("")
+        out += explain_criterion(inst, r, host, plan)
+    if only is None:
+        out.append("")
+        out += arithmetic(result)
+    return "\n".join(out) + "\n"
+
+
+def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
+    out = [f"task {plan.task_id}" + (f"  (trial {trial_id})" if trial_id else "")]
+    es = plan.early_stop
+    out.append("early stop: " + (f"on, armed {', '.join(es.armed)}" if es.enabled else "off"))
+    for c in plan.criteria:
+        out.append("")
+        gate = "gating" if c.gating else ("informational" if c.weight == 0 else "not gating")
+        out.append(f"{c.id} {c.type}: {c.description}")
+        out.append(f"{INDENT}{c.result_kind}; weight {c.weight:g}; threshold "
+                   f"{c.pass_threshold:g}; {gate}")
+        args = ", ".join(f"{k}={show_value(v, 30)}" for k, v in c.args.items()
+                         if v not in (None, [], {}, False))
+        if args:
+            out.append(f"{INDENT}arguments: {args}")
+        out.append(f"{INDENT}effects: {', '.join(c.effects) or 'pure'}")
+        decide = ("pass and fail" if c.can_decide_pass and c.can_decide_fail else "pass"
+                  if c.can_decide_pass else "fail" if c.can_decide_fail else "nothing")
+        out.append(f"{INDENT}live: can decide {decide}"
+                   + (f" ({c.decidability})" if decide == "nothing" else ""))
+        if c.arming is not None:
+            out.append(f"{INDENT}armed: stop_when {c.arming.polarity} ({c.arming.source})")
+        out.append(f"{INDENT}offline re-scoring: "
+                   + ("yes" if c.offline else "needs the judge model"))
+        steps = [s for s in plan.steps if s.id in c.steps]
+        for s in steps:
+            shared = f", shared with {', '.join(u for u in s.used_by if u != c.id)}" \
+                if len(s.used_by) > 1 else ""
+            args_text = ", ".join(show_value(a, 40) for a in s.args)
+            out.append(f"{INDENT}step {s.id}: {s.func}({args_text}) [{s.effect}, epoch "
+                       f"{s.epoch}{shared}]")
+    gating = [c for c in plan.criteria if c.gating]
+    out.append("")
+    out.append(f"score: weighted mean over {len(gating)} criteria with weight > 0; success "
+               "when every one of them reaches its threshold")
+    return "\n".join(out) + "\n"
+
+
+def explain_json(plan: Plan, result: GradeResult) -> dict[str, Any]:
+    return {
+        "task_id": plan.task_id,
+        "weighted_score": result.weighted_score,
+        "success": result.success,
+        "stopped_early": result.stopped_early,
+        "criteria": [{
+            "id": r.id, "type": r.type, "description": r.description, "kind": r.kind,
+            "score": r.score, "pass_threshold": r.pass_threshold, "passed": r.passed,
+            "weight": r.weight, "gating": r.gating, "advisory": r.advisory, "error": r.error,
+            "outputs": {k: show_value(v) for k, v in r.outputs.items()},
+            "matched": {str(k): v for k, v in r.matched.items()},
+        } for r in result.criteria],
+    }
