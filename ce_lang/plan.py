@@ -285,3 +285,8 @@ def trial_to_json(trial: Trial) -> dict[str, Any]:
         "experiment_id": trial.experiment_id, "repeat": trial.repeat,
         "source": trial.source, "plan_hash": trial.plan_hash, "lineage": trial.lineage,
     }
+
+
+def plan_from_json(data: dict[str, Any]) -> Plan:
+    """A plan written by `plan_to_json` (e.g. `plans/<hash>.json`), structured back."""
+    return converter.structure(data, Plan)

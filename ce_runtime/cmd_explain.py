@@ -10,7 +10,7 @@ import click
 
 
 @click.command("explain")
-@click.argument("task", type=click.Path(exists=True, dir_okay=False))
+@click.argument("task", type=click.Path(exists=True))
 @click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False),
               help="The trial's trace (ce trace format; see `ce trace import`).")
 @click.option("--workspace", type=click.Path(exists=True, file_okay=False),
@@ -31,12 +31,19 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     criterion with the values and evidence behind its score, then the arithmetic from
     the criterion scores to the weighted score and the verdict.
 
+    TASK may also be a trial directory of a run (runs/latest/VARIANT/TASK/NN): its plan,
+    trace and archived workspace are used, no agent runs.
+
     \b
     Examples:
+      ce explain runs/latest/default/hello_world/00
       ce explain tasks/hello_world.yaml
       ce explain tasks/hello_world.yaml --workspace ws/ --trace run.trace
       ce explain tasks/hello_world.yaml --workspace ws/ --criterion c1
     """
+    if os.path.isdir(task):
+        _explain_trial_dir(task, only, as_json)
+        return
     from ce_lang.compiler import CompileOptions, compile_paths
     from ce_lang.render import render_human
 
@@ -78,4 +85,35 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
         click.echo(json.dumps(explain_json(trial.plan, graded), indent=2))
     else:
         click.echo(explain_trial(trial.plan, grader.instances, graded, host, only), nl=False)
+    sys.exit(0 if graded.success else 1)
+
+
+def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
+    import tempfile
+
+    from ce_lang.plan import plan_from_json
+    from ce_runtime.archive import find_run_root, load_json, restore_workspace
+    from ce_runtime.explain import explain_json, explain_trial
+    from ce_runtime.grading import grade_files
+
+    task_json = os.path.join(trial_dir, "task.json")
+    root = find_run_root(trial_dir)
+    if not os.path.isfile(task_json) or root is None:
+        raise click.BadParameter(f"{trial_dir} is not a trial directory of a run (no task.json "
+                                 "under a run with plans/ and objects/)", param_hint="TASK")
+    task = load_json(task_json)
+    plan = plan_from_json(load_json(os.path.join(root, "plans", f"{task['plan_hash']}.json"))
+                          ["plan"])
+    manifest = load_json(os.path.join(trial_dir, "workspace.json"))
+    trace = os.path.join(trial_dir, "trace.msgpack")
+    with tempfile.TemporaryDirectory(prefix="ce-explain-") as ws:
+        restore_workspace(manifest, os.path.join(root, "objects"), ws)
+        grader, graded, host, _ = grade_files(plan, task.get("task_dir", ""), ws,
+                                              trace if os.path.isfile(trace) else None)
+        if as_json:
+            click.echo(json.dumps(explain_json(plan, graded), indent=2))
+        else:
+            click.echo(f"trial {task.get('trial_id')} (recorded status "
+                       f"{task.get('status', '?')}); re-graded from the archive")
+            click.echo(explain_trial(plan, grader.instances, graded, host, only), nl=False)
     sys.exit(0 if graded.success else 1)
