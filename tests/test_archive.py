@@ -1,0 +1,65 @@
+"""Workspace snapshots are content-addressed and restore exactly; a trial directory can be
+explained offline."""
+
+import os
+
+from click.testing import CliRunner
+
+from ce_lang.compiler import compile_paths
+from ce_lang.plan import plan_to_json
+from ce_runtime import trace as T
+from ce_runtime.archive import restore_workspace, snapshot_workspace, write_trial_files
+from ce_runtime.atomic import write_json_atomic
+from ce_runtime.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_snapshot_roundtrip_and_dedup(tmp_path):
+    objects = tmp_path / "objects"
+    ws1, ws2 = tmp_path / "a", tmp_path / "b"
+    for ws in (ws1, ws2):
+        (ws / "src").mkdir(parents=True)
+        (ws / "src" / "same.txt").write_text("shared content\n")
+        (ws / ".venv").mkdir()
+        (ws / ".venv" / "big").write_text("skipped")
+    (ws1 / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    os.chmod(ws1 / "run.sh", 0o755)
+    os.symlink("src/same.txt", ws1 / "link")
+    m1 = snapshot_workspace(str(ws1), str(objects))
+    m2 = snapshot_workspace(str(ws2), str(objects))
+    assert set(m1["files"]) == {"src/same.txt", "run.sh", "link"}
+    assert m1["files"]["src/same.txt"]["sha256"] == m2["files"]["src/same.txt"]["sha256"]
+    stored = [f for _, _, fs in os.walk(objects) for f in fs]
+    assert len(stored) == 2  # same.txt once, run.sh once
+    out = tmp_path / "restored"
+    restore_workspace(m1, str(objects), str(out))
+    assert (out / "src" / "same.txt").read_text() == "shared content\n"
+    assert os.stat(out / "run.sh").st_mode & 0o777 == 0o755
+    assert os.readlink(out / "link") == "src/same.txt"
+    assert not (out / ".venv").exists()
+
+
+def test_explain_a_trial_directory(tmp_path):
+    trial = compile_paths([os.path.join(ROOT, "tasks", "hello_world.yaml")]).trials[0]
+    run = tmp_path / "run"
+    (run / "plans").mkdir(parents=True)
+    (run / "objects").mkdir()
+    write_json_atomic(str(run / "plans" / f"{trial.plan_hash}.json"),
+                      {"hash": trial.plan_hash, "plan": plan_to_json(trial.plan)})
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "hello.py").write_text('print("Hello, World!")\n')
+    td = run / "default" / "hello_world" / "00"
+    write_trial_files(str(td), {"trial_id": trial.trial_id, "plan_hash": trial.plan_hash,
+                                "task_dir": trial.task_dir, "status": "SUCCESS"},
+                      snapshot_workspace(str(ws), str(run / "objects")))
+    T.write_trace(str(td / "trace.msgpack"),
+                  [T.RunHeader(0, 1, trial.trial_id, "hello_world", trial.plan_hash, "script")])
+    res = CliRunner().invoke(main, ["explain", str(td)])
+    assert res.exit_code == 0, res.output
+    assert "re-graded from the archive" in res.output
+    assert "-> SUCCESS" in res.output
+    (ws / "hello.py").write_text('print("bye")\n')  # the archive, not the live dir, is graded
+    res = CliRunner().invoke(main, ["explain", str(td), "--criterion", "c2"])
+    assert "PASS" in res.output and "stdout: 'Hello, World!'" in res.output
