@@ -145,10 +145,10 @@ class Host:
             raise CriterionError(f"{rel} is not valid UTF-8 (byte {exc.start})") from exc
 
     def b_read_json(self, pattern: str) -> dict[str, Any]:
-        try:
-            text = self.b_read_text(pattern)
-        except CriterionError as exc:
-            return {"ok": False, "value": None, "error": str(exc)}
+        # Several matches, invalid UTF-8 or a path outside the workspace are errors of the
+        # criterion (as for every content read); only a missing file or invalid JSON is
+        # an ordinary "not ok" document (score 0, no error).
+        text = self.b_read_text(pattern)
         if text is None:
             return {"ok": False, "value": None, "error": f"{pattern} not found"}
         try:
@@ -186,7 +186,11 @@ class Host:
         if agent is None:
             raise CriterionError(f"{agent_file} not found")
         reference = self._reference_text(reference_file)
-        return similarity(method, str(agent), reference)
+        suffix = os.path.splitext(agent.path)[1] if isinstance(agent, SourceText) else ""
+        try:
+            return similarity(method, str(agent), reference, language=suffix or None)
+        except ValueError as exc:
+            raise CriterionError(str(exc)) from exc
 
     def _reference_text(self, reference_file: str | None) -> str:
         if self.reference_code is not None:
