@@ -41,7 +41,7 @@ def dump_cmd(trace: str) -> None:
     from ce_runtime.trace import event_to_dict, read_trace
 
     result = read_trace(trace)
-    out = click.get_binary_stream("stdout")
+    out = sys.stdout.buffer
     encode = msgspec.json.Encoder().encode
     for event in result.events:
         out.write(encode(event_to_dict(event)) + b"\n")
@@ -99,6 +99,10 @@ def import_cmd(source: str, output: str, fmt: str, task_id: str | None,
         click.echo(f"{where}: warning: {message}", err=True)
     write_trace(output, result.events)
     unresolved = f" ({result.unresolved} unresolved)" if result.unresolved else ""
-    plural = "" if len(result.warnings) == 1 else "s"
-    click.echo(f"{output}: {len(result.events)} events, {result.tool_calls} tool calls"
-               f"{unresolved}, {len(result.warnings)} warning{plural} [{result.format}]")
+    click.echo(f"{output}: {_count(len(result.events), 'event')}, "
+               f"{_count(result.tool_calls, 'tool call')}{unresolved}, "
+               f"{_count(len(result.warnings), 'warning')} [{result.format}]")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -38,12 +38,34 @@ The mapping, the same for every format:
   `input_tokens` is the uncached input (Anthropic's meaning; coder_eval's
   `uncached_input_tokens`); cache reads and writes are counted apart.
 - `t` is seconds since the first timestamp of the source (session entries, coder_eval
-  datetimes) and never decreases. stream-json has no timestamps: everything is at 0
+  datetimes; naive times are read as UTC) and never decreases. stream-json has no timestamps: everything is at 0
   except the end, at the result's `duration_ms`.
 - `RunEnd` is never emitted: an import is not a run of ce's; the source's own verdict,
   when it has one, goes into the `AgentEnd` detail.
 - Unknown record types and content blocks are skipped; malformed lines and records
   become warnings `(line, message)` (line 0 when no line applies), never errors.
+
+coder_eval specifics (field names as in coder_eval 0.12.16's models): each entry of
+`iterations` (legacy alias `turns`) is a TurnRecord, one agent invocation between
+`AgentStart` and `AgentEnd`. Its `messages` give the turns and the text: AssistantMessage
+(`message_id`, `started_at`/`completed_at`, `content_blocks` of `block_type` text /
+tool_use with `tool_use_id`, per-call `input_tokens`/`output_tokens`/`cache_read_tokens`/
+`cache_creation_tokens`), ReconciliationMessage (residual tokens), UserMessage (simulator
+text). Its `commands` (CommandTelemetry, joined on `tool_id`) give the calls and results:
+`tool_name`, `parameters`, `result_status` success|error (unknown or null: unresolved),
+`result_summary` (else `error_message`), `duration_ms`, `execution_completed_at`; results
+come at the end of their turn in completion order. Without messages, the commands make
+one turn per `assistant_turn_index`. `user_input` is the user message when no
+UserMessage exists; `agent_output` is used only when no assistant text was recorded.
+`token_usage` (`uncached_input_tokens`, `output_tokens`, `cache_read_input_tokens`,
+`cache_creation_input_tokens`, `total_cost_usd`) and the run's `total_token_usage` are
+the authoritative totals. AgentEnd reason: `crashed` -> error, `max_turns_exhausted` ->
+max_turns, `result_summary.is_error` -> error; on the last iteration the run's
+`early_stop` -> stopped_early and `final_status` TIMEOUT -> timeout, *_BUDGET_EXCEEDED ->
+budget, MAX_TURNS_EXHAUSTED -> max_turns, ERROR -> error. Also read: a minimal shape,
+`iterations[].turns[]` with `assistant_text` and `commands` of `{tool_name, parameters,
+status, output, duration_ms, tool_id?}` (status ok|success|error|failed|denied, anything
+else unresolved).
 """
 
 from __future__ import annotations
@@ -52,7 +74,7 @@ import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -62,13 +84,13 @@ from ce_runtime import trace as T
 FORMATS = ("claude-stream", "claude-session", "coder-eval")
 SHELL_TOOLS = frozenset({"exec_command", "shell", "local_shell", "command_execution", "bash"})
 
-Warning_ = tuple[int, str]
+Problem = tuple[int, str]
 
 
 @dataclass
 class ImportResult:
     events: list[T.Event]
-    warnings: list[Warning_] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
     format: str = ""
 
     @property
@@ -107,7 +129,7 @@ class _Builder:
         self.timed = timed  # t comes from real timestamps (tool durations can be derived)
         self.model: str | None = None
         self.body: list[T.Event] = []
-        self.warnings: list[Warning_] = []
+        self.warnings: list[Problem] = []
         self.t = 0.0
         self.running = False
         self.turn = 0
@@ -141,12 +163,15 @@ class _Builder:
             self._activity()
             self._emit(T.Message(self.t, role=role, text=text))
 
-    def begin_message(self, msg_id: Any, sub: bool) -> None:
-        """An assistant record arrived: a new turn unless it continues the open one."""
-        self._activity()
+    def begin_message(self, msg_id: Any, sub: bool, t: float | None = None) -> None:
+        """An assistant record arrived (at `t`): a new turn unless it continues the open one."""
         if sub or (self.turn_open and msg_id is not None and msg_id == self.turn_id):
+            self.at(t)
+            self._activity()
             return
-        self.end_turn()
+        self.end_turn()  # the previous turn ends before the time moves on
+        self.at(t)
+        self._activity()
         self.turn += 1
         self.turn_open, self.turn_id = True, msg_id
         self._emit(T.TurnStart(self.t, turn=self.turn))
@@ -183,7 +208,7 @@ class _Builder:
         if call_id not in self.calls:
             self.warn(line, f"result for unknown tool call {call_id}")
         elif duration_ms is None and self.timed:
-            duration_ms = max(0.0, (t - self.calls[call_id]) * 1000.0)
+            duration_ms = round(max(0.0, (t - self.calls[call_id]) * 1000.0), 3)
         result = T.ToolResult(t, call_id=call_id, status=status, output=output,
                               duration_ms=float(duration_ms or 0.0))
         self.results[call_id] = result
@@ -224,7 +249,7 @@ class _Builder:
             now = tuple(max(a, b) for a, b in zip(tokens, before, strict=True))
             self.usage_seen[key] = now  # type: ignore[assignment]
             tokens = tuple(a - b for a, b in zip(now, before, strict=True))  # type: ignore[assignment]
-        self._usage(tokens, 0.0)
+        self.add_usage(tokens, 0.0)
 
     def snapshot(self) -> tuple[list[int], float]:
         return list(self.tokens), self.cost
@@ -235,9 +260,9 @@ class _Builder:
         tokens, spent = base
         delta = tuple(max(0, want - (have - was))
                       for want, have, was in zip(total, self.tokens, tokens, strict=True))
-        self._usage(delta, max(0.0, cost - (self.cost - spent)))  # type: ignore[arg-type]
+        self.add_usage(delta, max(0.0, cost - (self.cost - spent)))  # type: ignore[arg-type]
 
-    def _usage(self, tokens: tuple[int, int, int, int], cost: float) -> None:
+    def add_usage(self, tokens: tuple[int, int, int, int], cost: float) -> None:
         if not any(tokens) and not cost:
             return
         for i, n in enumerate(tokens):
@@ -266,7 +291,7 @@ class _Builder:
 
 # ---------------------------------------------------------------- helpers
 
-def _json_lines(data: bytes, warnings: list[Warning_]):
+def _json_lines(data: bytes, warnings: list[Problem]):
     """(line number, object) for each non-blank line; bad lines become warnings."""
     for lineno, raw in enumerate(data.split(b"\n"), 1):
         line = raw.strip()
@@ -300,14 +325,15 @@ def _anthropic_tokens(usage: Any) -> tuple[int, int, int, int]:
             _int(usage.get("cache_creation_input_tokens")))
 
 
-def _timestamp(value: Any) -> float | None:
-    """ISO 8601 -> unix seconds (naive times read as local time, consistently)."""
+def _datetime(value: Any) -> datetime | None:
+    """ISO 8601 -> an aware datetime (a naive one is read as UTC)."""
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value).timestamp()
+        dt = datetime.fromisoformat(value)
     except ValueError:
         return None
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
 
 
 def _block_text(content: Any) -> str:
@@ -348,7 +374,7 @@ class _Claude(_Builder):
         self.last_stop: Any = None
         self.agent_base = self.snapshot()
 
-    def assistant(self, line: int, message: Any, sub: bool) -> None:
+    def assistant(self, line: int, message: Any, sub: bool, t: float | None = None) -> None:
         if not isinstance(message, dict):
             self.warn(line, "assistant record without a message object; skipped")
             return
@@ -362,7 +388,7 @@ class _Claude(_Builder):
         if self.model is None and isinstance(model, str) and not model.startswith("<"):
             self.model = model
         msg_id = message.get("id") if isinstance(message.get("id"), str) else None
-        self.begin_message(msg_id, sub)
+        self.begin_message(msg_id, sub, t)
         for block in content:
             if not isinstance(block, dict):
                 self.warn(line, "content block is not an object; skipped")
@@ -462,10 +488,10 @@ def import_claude_session(data: bytes, *, task_id: str | None = None,
     """A Claude Code session transcript (`projects/<dir>/<session>.jsonl`)."""
     b = _Claude(timed=True)
     seen: set[str] = set()
-    t0: float | None = None
+    t0: datetime | None = None
     session_id = ""
     for line, rec in _json_lines(data, b.warnings):
-        ts = _timestamp(rec.get("timestamp"))
+        ts = _datetime(rec.get("timestamp"))
         if ts is not None and t0 is None:
             t0 = ts
         kind = rec.get("type")
@@ -478,18 +504,19 @@ def import_claude_session(data: bytes, *, task_id: str | None = None,
             seen.add(uuid)
         if "timestamp" in rec and ts is None:
             b.warn(line, f"unreadable timestamp {rec.get('timestamp')!r}")
-        if ts is not None and t0 is not None:
-            b.at(ts - t0)
+        t = None if ts is None or t0 is None else (ts - t0).total_seconds()
         session_id = session_id or str(rec.get("sessionId") or "")
         sub = bool(rec.get("isSidechain"))
         if kind == "assistant":
-            b.assistant(line, rec.get("message"), sub)
+            b.assistant(line, rec.get("message"), sub, t)
         else:
+            b.at(t)
             b.user(line, rec.get("message"), bool(rec.get("isMeta") or rec.get("isCompactSummary")))
     if b.last_stop in ("end_turn", "stop_sequence"):
         b.end_agent("finished", f"inferred: the last message stopped with {b.last_stop}")
     return b.finish("claude-session", trial_id or _stem_id(name) or session_id or "imported",
-                    task_id or _stem_id(name) or "imported", plan_hash, t0 or 0.0)
+                    task_id or _stem_id(name) or "imported", plan_hash,
+                    t0.timestamp() if t0 else 0.0)
 
 
 # ---------------------------------------------------------------- coder_eval task.json
@@ -543,7 +570,7 @@ def _ce_simple_iteration(b: _Builder, where: str, it: dict[str, Any], clock: Cal
                 _ce_command(b, cmd, clock)
         if isinstance(turn.get("token_usage"), dict):
             tokens, cost = _ce_tokens(turn["token_usage"])  # type: ignore[misc]
-            b._usage(tokens, cost)
+            b.add_usage(tokens, cost)
 
 
 def _ce_turn_record(b: _Builder, where: str, it: dict[str, Any], clock: Callable) -> None:
@@ -579,11 +606,11 @@ def _ce_turn_record(b: _Builder, where: str, it: dict[str, Any], clock: Callable
         # assistant_turn_index, and the final output inside the last turn.
         group: Any = None
         for cmd in leftovers:
-            b.at(clock(cmd.get("timestamp")))
             index = cmd.get("assistant_turn_index")
             if isinstance(index, int) and index != group:
                 group = index
-                b.begin_message(None, False)
+                b.begin_message(None, False, clock(cmd.get("timestamp")))
+            b.at(clock(cmd.get("timestamp")))
             _ce_command(b, cmd, clock)
         b.message("assistant", it.get("agent_output"))
         return
@@ -595,8 +622,8 @@ def _ce_turn_record(b: _Builder, where: str, it: dict[str, Any], clock: Callable
             b.at(clock(m.get("started_at")))
             b.message("user", m.get("text"))
         elif role == "assistant":
-            b.at(clock(m.get("started_at")))
-            b.begin_message(m.get("message_id"), m.get("parent_tool_use_id") is not None)
+            b.begin_message(m.get("message_id"), m.get("parent_tool_use_id") is not None,
+                            clock(m.get("started_at")))
             b.at(clock(m.get("completed_at")))
             blocks = sorted((bl for bl in m.get("content_blocks") or [] if isinstance(bl, dict)),
                             key=lambda bl: bl.get("sequence", 0))
@@ -657,12 +684,12 @@ def _ce_end(it: dict[str, Any], data: dict[str, Any], last: bool) -> tuple[str, 
     return reason, detail
 
 
-def import_coder_eval(data: bytes | dict[str, Any], *, task_id: str | None = None,
+def import_coder_eval(data: bytes | str | dict[str, Any], *, task_id: str | None = None,
                       trial_id: str | None = None, plan_hash: str = "",
                       name: str = "") -> ImportResult:
     """A coder_eval `task.json`: an EvaluationResult whose `iterations` are TurnRecords."""
     doc: Any = data
-    warnings: list[Warning_] = []
+    warnings: list[Problem] = []
     if isinstance(data, bytes | str):
         try:
             doc = msgspec.json.decode(data)
@@ -681,14 +708,14 @@ def import_coder_eval(data: bytes | dict[str, Any], *, task_id: str | None = Non
         if doc:
             b.warn(0, "no `iterations` list: nothing to import")
         iterations = []
-    t0 = _timestamp(doc.get("started_at"))
+    t0 = _datetime(doc.get("started_at"))
     if t0 is None:
         t0 = next((ts for it in iterations if isinstance(it, dict)
-                   for ts in [_timestamp(it.get("timestamp"))] if ts is not None), None)
+                   for ts in [_datetime(it.get("timestamp"))] if ts is not None), None)
 
     def clock(value: Any) -> float | None:
-        ts = _timestamp(value)
-        return None if ts is None or t0 is None else ts - t0
+        ts = _datetime(value)
+        return None if ts is None or t0 is None else (ts - t0).total_seconds()
 
     run_base = b.snapshot()
     for i, it in enumerate(iterations):
@@ -715,7 +742,8 @@ def import_coder_eval(data: bytes | dict[str, Any], *, task_id: str | None = Non
         b.end_agent(*_ce_end(it, doc, last))
     own_id = doc.get("task_id") if isinstance(doc.get("task_id"), str) else ""
     return b.finish("coder-eval", trial_id or _stem_id(name) or own_id or "imported",
-                    task_id or own_id or _stem_id(name) or "imported", plan_hash, t0 or 0.0)
+                    task_id or own_id or _stem_id(name) or "imported", plan_hash,
+                    t0.timestamp() if t0 else 0.0)
 
 
 # ---------------------------------------------------------------- entry points
@@ -732,7 +760,7 @@ def detect_format(data: bytes) -> str | None:
     if isinstance(doc, dict) and ("iterations" in doc or "turns" in doc
                                   or ("task_id" in doc and "final_status" in doc)):
         return "coder-eval"
-    for _, rec in _json_lines(b"\n".join(text.split(b"\n")[:50]), []):
+    for _, rec in _json_lines(b"\n".join(text.split(b"\n", 50)[:50]), []):
         kind = rec.get("type")
         if "parentUuid" in rec or "sessionId" in rec or kind in ("summary",
                                                                   "file-history-snapshot"):
