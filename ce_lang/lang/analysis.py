@@ -9,12 +9,18 @@ gets a monotonicity as the trace grows: `up` (counts, exists), `down` (all, not 
 - can_decide_fail: P can become false on a prefix and stay false.
 
 `and` decides true only if both sides can, false if either can; `or` dually; `not`
-swaps. Anything that reads the workspace, runs a command or calls a model is graded
-after the run, so it decides nothing live.
+swaps. Terms with no monotonicity still decide what the live monitor (`live.py`) can
+decide of them: a conditional once its test is decided, `max(x, count)` by its lower
+bound, a number by the highest lower / lowest upper bound the monitor can reach. These
+are over-approximations of the monitor, so a live verdict never contradicts them (the
+property tests in tests/test_decidability_property.py check exactly that). Anything that
+reads the workspace, runs a command or calls a model is graded after the run, so it
+decides nothing live.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -25,6 +31,7 @@ from ce_lang.lang.evaluate import Evaluator
 from ce_lang.lang.records import BUILTIN_RECORDS
 from ce_lang.lang.values import Regex
 
+INF = math.inf
 UNKNOWN: Any = type("Unknown", (), {"__repr__": lambda self: "UNKNOWN"})()
 POST_HOC = frozenset({"workspace", "exec", "model"})
 
@@ -34,9 +41,17 @@ class Fact:
     mono: str  # const | up | down | none | grows (a list that only gets longer)
     value: Any = UNKNOWN  # the folded value when const
     effects: frozenset[str] = frozenset()
-    ct: bool = False  # (booleans) once true, true forever
-    cf: bool = False  # (booleans) once false, false forever
+    # What the live monitor (`ce_lang.lang.live`) can learn of the final value on some
+    # prefix: for booleans that it is true (ct) / false (cf); for numbers the highest lower
+    # bound (lo) and the lowest upper bound (hi) it can reach (-inf / inf: none), and whether
+    # it can know the value exactly (kn). Over-approximations: whatever the monitor can
+    # decide must be allowed here, or the static decision is contradicted live.
+    ct: bool = False
+    cf: bool = False
     elem: str | None = None  # record type of a lambda parameter / trace root
+    lo: float = -INF
+    hi: float = INF
+    kn: bool = False
 
     @property
     def const(self) -> bool:
@@ -82,7 +97,7 @@ class Analyzer:
         self.evaluator = Evaluator()
 
     def fact(self, node: A.Node, env: dict[str, Fact]) -> Fact:
-        f = self._fact(node, env)
+        f = _settle(self._fact(node, env))
         self.facts[node.id] = f
         return f
 
@@ -131,7 +146,7 @@ class Analyzer:
                 return const((not f.value) if node.op == "not" else -f.value)
             if node.op == "not":
                 return Fact(_flip(f.mono), UNKNOWN, f.effects, ct=f.cf, cf=f.ct)
-            return Fact(_flip(f.mono), UNKNOWN, f.effects)
+            return Fact(_flip(f.mono), UNKNOWN, f.effects, lo=-f.hi, hi=-f.lo)
         if isinstance(node, A.Binary):
             return self.binary(node, env)
         if isinstance(node, A.Cond):
@@ -140,7 +155,16 @@ class Analyzer:
                 self.folded.append(f"`{_text(node.test)}` is {_show(test.value)}")
                 return self.fact(node.then if test.value else node.else_, env)
             then, else_ = self.fact(node.then, env), self.fact(node.else_, env)
-            return Fact("none", UNKNOWN, test.effects | then.effects | else_.effects)
+
+            def either(flag: str) -> bool:  # live: the branch taken, or both branches agree
+                a, b = getattr(then, flag), getattr(else_, flag)
+                return (test.ct and a) or (test.cf and b) or (a and b)
+
+            # live bounds a conditional by its branch once the test is decided, else by both
+            lo = max([then.lo] * test.ct + [else_.lo] * test.cf + [min(then.lo, else_.lo)])
+            hi = min([then.hi] * test.ct + [else_.hi] * test.cf + [max(then.hi, else_.hi)])
+            return Fact("none", UNKNOWN, test.effects | then.effects | else_.effects,
+                        ct=either("ct"), cf=either("cf"), lo=lo, hi=hi, kn=either("kn"))
         if isinstance(node, A.ListLit):
             items = [self.fact(i, env) for i in node.items]
             effects = frozenset().union(*(i.effects for i in items))
@@ -184,10 +208,14 @@ class Analyzer:
             if op == "and":
                 return Fact(mono, UNKNOWN, effects, ct=a.ct and b.ct, cf=a.cf or b.cf)
             return Fact(mono, UNKNOWN, effects, ct=a.ct or b.ct, cf=a.cf and b.cf)
-        if op in (">=", ">"):
-            return _bool_fact(_combine(a.mono, _flip(b.mono)), effects)
         if op in ("<=", "<"):
-            return _bool_fact(_combine(_flip(a.mono), b.mono), effects)
+            a, b = b, a
+        if op in (">=", ">", "<=", "<"):
+            f = _bool_fact(_combine(a.mono, _flip(b.mono)), effects)
+            # live: true once a's lower bound reaches b's upper bound; false dually
+            strict = op in (">", "<")
+            return attrs.evolve(f, ct=f.ct or _above(a.lo, b.hi, strict),
+                                cf=f.cf or _above(b.lo, a.hi, not strict))
         if op in ("==", "!="):
             const_side, other = (b, a) if b.const else (a, b) if a.const else (None, None)
             if const_side is not None and isinstance(const_side.value, bool):
@@ -197,22 +225,37 @@ class Analyzer:
                             ct=other.ct if same else other.cf, cf=other.cf if same else other.ct)
             if a.mono == b.mono == "const":
                 return Fact("const", UNKNOWN, effects)
-            if const_side is not None and other.mono in ("up", "down") \
-                    and isinstance(const_side.value, int | float):
-                # a count equal to 2: once it is 3 it never is again
-                return Fact("none", UNKNOWN, effects, ct=op == "!=", cf=op == "==")
-            return Fact("none", UNKNOWN, effects)
+            # live: both sides decided or known, or disjoint bounds (a count equal to 2,
+            # once it is 3, never is again)
+            known = a.kn and b.kn
+            same = (a.ct and b.ct) or (a.cf and b.cf) or known
+            differ = (a.ct and b.cf) or (a.cf and b.ct) or _above(a.lo, b.hi, True) \
+                or _above(b.lo, a.hi, True) or known
+            return Fact("none", UNKNOWN, effects, ct=same if op == "==" else differ,
+                        cf=differ if op == "==" else same)
         if op == "+":
-            return Fact(_numeric(_combine(a.mono, b.mono)), UNKNOWN, effects)
+            return Fact(_numeric(_combine(a.mono, b.mono)), UNKNOWN, effects,
+                        lo=-INF if -INF in (a.lo, b.lo) else a.lo + b.lo,
+                        hi=INF if INF in (a.hi, b.hi) else a.hi + b.hi)
         if op == "-":
-            return Fact(_numeric(_combine(a.mono, _flip(b.mono))), UNKNOWN, effects)
+            return Fact(_numeric(_combine(a.mono, _flip(b.mono))), UNKNOWN, effects,
+                        lo=-INF if a.lo == -INF or b.hi == INF else a.lo - b.hi,
+                        hi=INF if a.hi == INF or b.lo == -INF else a.hi - b.lo)
         if op in ("*", "/"):
             k, other = (b, a) if b.const else (a, b) if (a.const and op == "*") else (None, None)
-            if k is not None and isinstance(k.value, int | float):
-                if k.value > 0:
-                    return Fact(_numeric(other.mono), UNKNOWN, effects)
-                if k.value < 0:
-                    return Fact(_numeric(_flip(other.mono)), UNKNOWN, effects)
+            if k is not None and isinstance(k.value, int | float) \
+                    and not isinstance(k.value, bool):
+                if k.value:  # live scales the bounds as the evaluator does
+                    x, y = (other.lo / k.value, other.hi / k.value) if op == "/" \
+                        else (other.lo * k.value, other.hi * k.value)
+                    if k.value > 0:
+                        return Fact(_numeric(other.mono), UNKNOWN, effects, lo=x, hi=y)
+                    return Fact(_numeric(_flip(other.mono)), UNKNOWN, effects, lo=y, hi=x)
+                if op == "*":  # times zero: live knows it is 0
+                    return Fact("none", UNKNOWN, effects, lo=0.0, hi=0.0)
+            elif b.kn or (a.kn and op == "*"):
+                # a factor live may come to know but the analysis does not: any bounds
+                return Fact("none", UNKNOWN, effects, lo=INF, hi=-INF)
             return Fact("none", UNKNOWN, effects)
         return Fact("none", UNKNOWN, effects)
 
@@ -250,11 +293,21 @@ class Analyzer:
         if fn.mono == "len" and plain and plain[0].mono == "grows":
             return Fact("up", UNKNOWN, effects)
         if fn.mono == "monotone" and len(plain) == 2:
-            return Fact(_numeric(_combine(plain[0].mono, plain[1].mono)), UNKNOWN, effects)
-        if fn.mono == "clamp" and all(p.const for p in plain[1:]):
-            return Fact(_numeric(plain[0].mono), UNKNOWN, effects)
+            x, y = plain
+            pick = {"min": min, "max": max}[node.func]
+            return Fact(_numeric(_combine(x.mono, y.mono)), UNKNOWN, effects,
+                        lo=pick(x.lo, y.lo), hi=pick(x.hi, y.hi))
+        if node.func == "clamp":
+            x, low, high = plain
+            if low.const and high.const:  # live: within [low, high]
+                return Fact(_numeric(x.mono), UNKNOWN, effects,
+                            lo=min(max(x.lo, low.value), high.value),
+                            hi=min(max(x.hi, low.value), high.value))
+            if low.mono == high.mono == "const":
+                return Fact("none", UNKNOWN, effects, lo=INF, hi=-INF)
+            return Fact("none", UNKNOWN, effects)
         if node.func == "float" and plain:
-            return Fact(plain[0].mono, UNKNOWN, effects)
+            return attrs.evolve(plain[0], effects=effects)
         if all(p.mono == "const" for p in plain):  # e.g. of a tool call's fixed fields
             return Fact("const", UNKNOWN, effects)
         return Fact("none", UNKNOWN, effects)
@@ -346,7 +399,7 @@ def analyze(score: A.Node | None, lets: tuple[A.Let, ...], params: dict[str, Any
     if "trace" not in effects or f.const:
         return Decision(False, False, "does not depend on the trace here, so it would decide "
                         "before the agent starts", effects, folded), an
-    can_pass, can_fail = _decide(score, f, threshold, an, result_bool)
+    can_pass, can_fail = _decide(f, threshold, result_bool)
     if can_pass and can_fail:
         why = "can decide either way"
     elif can_pass:
@@ -381,26 +434,30 @@ def _live_effects(score: A.Node, lets: tuple[A.Let, ...], an: Analyzer,
     return frozenset(effects)
 
 
-def _decide(score: A.Node, f: Fact, threshold: float, an: Analyzer, result_bool: bool
-            ) -> tuple[bool, bool]:
-    if result_bool or (f.mono in ("up", "down", "none") and (f.ct or f.cf)):
+def _decide(f: Fact, threshold: float, result_bool: bool) -> tuple[bool, bool]:
+    if result_bool:
         return f.ct, f.cf
-    if isinstance(score, A.Cond):
-        test = an.facts.get(score.test.id)
-        then, else_ = an.facts.get(score.then.id), an.facts.get(score.else_.id)
-        if test is not None and not test.const and then is not None and else_ is not None \
-                and then.const and else_.const:
-            pt, pe = then.value >= threshold, else_.value >= threshold
-            if pt and not pe:
-                return test.ct, test.cf
-            if pe and not pt:
-                return test.cf, test.ct
-            return False, False
-        if test is not None and test.const:
-            branch = score.then if test.value else score.else_
-            return _decide(branch, an.facts[branch.id], threshold, an, result_bool)
-    if f.mono == "up":
-        return True, False
+    return f.lo >= threshold, f.hi < threshold
+
+
+def _above(lo: float, hi: float, strict: bool) -> bool:
+    """Can a lower bound `lo` (at most) reach an upper bound `hi` (at least)?"""
+    return lo > -INF and hi < INF and (lo > hi if strict else lo >= hi)
+
+
+def _settle(f: Fact) -> Fact:
+    """What live learns of a node it evaluates itself: the bound its monotonicity gives."""
+    if f.mono == "up":  # [now, inf): any lower bound, never an upper one
+        return attrs.evolve(f, ct=True, cf=False, lo=INF, hi=INF)
     if f.mono == "down":
-        return False, True
-    return False, False
+        return attrs.evolve(f, ct=False, cf=True, lo=-INF, hi=-INF)
+    if f.mono == "const":
+        v = f.value
+        if v is UNKNOWN:
+            return attrs.evolve(f, ct=True, cf=True, lo=INF, hi=-INF, kn=True)
+        if isinstance(v, bool):
+            return attrs.evolve(f, ct=v, cf=not v, kn=True)
+        if isinstance(v, int | float):
+            return attrs.evolve(f, lo=float(v), hi=float(v), kn=True)
+        return attrs.evolve(f, kn=True)
+    return f

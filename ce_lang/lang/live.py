@@ -153,11 +153,13 @@ class LiveEvaluator:
         if op in ("*", "/") and b.known and isinstance(b.exact, int | float) \
                 and not isinstance(b.exact, bool):
             k = float(b.exact)
-            if op == "/":
+            if op == "/":  # divide, as the evaluator does: `x * (1 / k)` rounds differently
                 if k == 0:
                     return TOP
-                k = 1.0 / k
-            lo, hi = a.lo * k if a.lo != -INF or k else 0.0, a.hi * k if a.hi != INF or k else 0.0
+                lo, hi = a.lo / k, a.hi / k
+            else:
+                lo = a.lo * k if a.lo != -INF or k else 0.0
+                hi = a.hi * k if a.hi != INF or k else 0.0
             return Bound(min(lo, hi), max(lo, hi))
         if op == "*" and a.known and isinstance(a.exact, int | float):
             return self.binary(A.Binary(node.id, node.span, op, node.right, node.left), env,
