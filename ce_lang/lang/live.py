@@ -187,8 +187,10 @@ def live_verdict(bound: Bound, threshold: float, result_bool: bool = False) -> b
     if result_bool:
         t = _truth(bound)
         return t
-    if bound.lo >= threshold:
+    lo = min(1.0, max(0.0, bound.lo))  # scores are clamped to [0, 1] when graded
+    hi = min(1.0, max(0.0, bound.hi))
+    if lo >= threshold:
         return True
-    if bound.hi < threshold:
+    if hi < threshold:
         return False
     return None
