@@ -12,13 +12,21 @@ from typing import Any
 
 from ce_lang.lang import ast as A
 from ce_lang.lang.analysis import _SOURCES
+from ce_lang.lang.checker import Registry
 from ce_lang.lang.instances import Instance
-from ce_lang.lang.values import ToolCallView
-from ce_lang.plan import Plan
+from ce_lang.lang.stdlib import registry_for_sources
+from ce_lang.lang.values import Regex, ToolCallView, unwrap_shell
+from ce_lang.plan import CriterionCall, Plan
 from ce_runtime.host import Host, SourceText
-from ce_runtime.interpreter import CriterionResult, GradeResult, show_value
+from ce_runtime.interpreter import (
+    CriterionResult,
+    GradeResult,
+    is_disabled,
+    show_value,
+)
 
 INDENT = "    "
+MAX_DEPTH = 10
 
 
 def node_text(node: A.Node, fallback: str = "") -> str:
@@ -27,6 +35,10 @@ def node_text(node: A.Node, fallback: str = "") -> str:
         snippet = text[node.span.offset:node.span.end_offset]
         return " ".join(snippet.split())
     return ""
+
+
+def _lines(text: str) -> int:
+    return len(text.splitlines()) or 1
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
@@ -55,65 +67,84 @@ class _Tree:
     def interesting(self, node: A.Node) -> bool:
         if isinstance(node, A.Lit | A.Lambda):
             return False
-        if isinstance(node, A.Name) and node.name in self.inst.params:
+        if isinstance(node, A.Name) and (node.name in self.inst.params or node.name == "trace"):
             return False
         return node.id in self.r.values
 
     def node(self, node: A.Node, depth: int) -> None:
-        if depth > 6:
+        if depth > MAX_DEPTH:
             return
         value = self.r.values.get(node.id)
         pad = INDENT * depth
         if isinstance(node, A.Name) and any(let.name == node.name for let in self.inst.lets):
             let = next(let for let in self.inst.lets if let.name == node.name)
             if node.name in self.shown_lets:
-                self.lines.append(f"{pad}{node.name} = {show_value(value)}  (above)")
+                shown = f" = {show_value(value)}" if not isinstance(value, dict | list) else ""
+                self.lines.append(f"{pad}{node.name}{shown}  (above)")
                 return
             self.shown_lets.add(node.name)
             self.lines.append(f"{pad}{node.name} = {self.text(let.expr)}")
             self.lines.append(f"{pad}{INDENT}= {show_value(self.r.values.get(let.expr.id))}"
                               + self.evidence(let.expr))
-            for child in A.children(let.expr):
-                if self.interesting(child):
-                    self.node(child, depth + 2)
+            self.expand(let.expr, depth + 2)
             return
         if isinstance(node, A.Cond):
-            test = self.r.values.get(node.test.id)
-            if test is None:
-                return
-            branch = node.then if test else node.else_
-            self.lines.append(f"{pad}if {self.text(node.test)}: {show_value(test)}")
-            for child in A.children(node.test):
-                if self.interesting(child):
-                    self.node(child, depth + 1)
-            self.lines.append(f"{pad}then {self.text(branch)} = "
-                              f"{show_value(self.r.values.get(branch.id))}")
-            for child in A.children(branch):
-                if self.interesting(child):
-                    self.node(child, depth + 1)
+            self.cond(node, depth, "if")
             return
         self.lines.append(f"{pad}{self.text(node)} = {show_value(value)}{self.evidence(node)}")
+        self.expand(node, depth + 1)
+
+    def expand(self, node: A.Node, depth: int) -> None:
+        """What is under a node whose own line is already printed."""
+        if isinstance(node, A.Cond):
+            self.cond(node, depth, "if")
+            return
         for child in A.children(node):
             if self.interesting(child):
-                self.node(child, depth + 1)
+                self.node(child, depth)
+
+    def cond(self, node: A.Cond, depth: int, word: str) -> None:
+        """`if test: value`, then the branch taken (`then` or `else`); an `else if` chain
+        stays at one level."""
+        if depth > MAX_DEPTH or node.test.id not in self.r.values:
+            return
+        pad = INDENT * depth
+        test = self.r.values[node.test.id]
+        self.lines.append(f"{pad}{word} {self.text(node.test)}: {show_value(test)}")
+        self.expand(node.test, depth + 1)
+        branch = node.then if test else node.else_
+        if not test and isinstance(branch, A.Cond):
+            self.cond(branch, depth, "else if")
+            return
+        self.lines.append(f"{pad}{'then' if test else 'else'} {self.text(branch)} = "
+                          f"{show_value(self.r.values.get(branch.id))}{self.evidence(branch)}")
+        self.expand(branch, depth + 1)
 
     def evidence(self, node: A.Node) -> str:
         """Evidence beyond the value: where, which calls, which command."""
         if isinstance(node, A.Call):
             if node.id in self.r.matched:
                 return self.matches(node)
+            value = self.r.values.get(node.id)
             if node.func == "read_text":
-                value = self.r.values.get(node.id)
                 if isinstance(value, SourceText):
-                    return f"  [{value.path}: {value.count(chr(10)) + 1} lines]"
+                    return f"  [{value.path}: {_lines(value)} lines]"
                 if value is None:
                     return "  [no such file]"
-            if node.func == "run" and self.host is not None and self.host.commands:
-                value = self.r.values.get(node.id) or {}
+            if node.func == "read_json" and isinstance(value, dict):
+                where = self.r.values.get(node.args[0].id)
+                if value.get("ok"):
+                    return f"  [{where}: valid JSON]" if where else ""
+                return f"  [{value.get('error')}]"
+            if node.func == "run" and isinstance(value, dict):
+                command = self.r.values.get(node.args[0].id)
                 out = " ".join(str(value.get("stdout", "")).split())[:60]
                 err = " ".join(str(value.get("stderr", "")).split())[:60]
-                return (f"  [exit {value.get('exit_code')}"
-                        + (", timed out" if value.get("timed_out") else "")
+                return ("  ["
+                        + (f"$ {command}: " if isinstance(command, str) else "")
+                        + f"exit {value.get('exit_code')}"
+                        + (f", timed out after {self.r.values.get(node.args[1].id)} s"
+                           if value.get("timed_out") else "")
                         + (f"; stdout: {out!r}" if out else "")
                         + (f"; stderr: {err!r}" if err else "") + "]")
         return ""
@@ -126,7 +157,9 @@ class _Tree:
             for i in hits[:5]:
                 call = items[i]
                 what = call.command or str(call.params)
-                shown.append(f"call#{call.index} {call.tool} {what[:50]!r} (event "
+                unwrapped = unwrap_shell(call.command) if call.command else what
+                also = f" -> {unwrapped[:50]!r}" if unwrapped != what else ""
+                shown.append(f"call#{call.index} {call.tool} {what[:50]!r}{also} (event "
                              f"{call.event_index}, {call.status})")
             more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
             return f"  [{len(hits)} of {len(items)} calls match: " + "; ".join(shown) + more \
@@ -145,12 +178,54 @@ class _Tree:
                 else:
                     parts.append(f"{item!r}: {'yes' if i in hits else 'no'}")
             return f"  [{len(hits)}/{len(items)}: " + "; ".join(parts) + "]"
+        if isinstance(items, list) and items:
+            doc = next((v["value"] for v in self.r.env.values() if isinstance(v, dict)
+                        and v.get("ok") is True and "value" in v), _MISSING)
+            parts = [f"{_item_text(item, doc)}: {'yes' if i in hits else 'no'}"
+                     for i, item in enumerate(items[:8])]
+            more = f"; and {len(items) - 8} more" if len(items) > 8 else ""
+            return f"  [{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
         return f"  [{len(hits)} match]"
+
+
+_MISSING = object()
+
+
+def _item_text(item: Any, doc: Any) -> str:
+    """One element of a comprehension, as the user wrote it: a json_check assertion
+    (with the value its expression found), a regex sub-check, or the value itself."""
+    if isinstance(item, dict) and {"expression", "operator"} <= item.keys():
+        expected = "" if item["operator"] == "exists" else " " + _json(item.get("expected"))
+        text = f"{item['expression']} {item['operator']}{expected}"
+        if doc is not _MISSING:
+            try:
+                import jmespath
+
+                text += f" (got {_json(jmespath.search(item['expression'], doc))})"
+            except Exception:  # the criterion's own error says why
+                pass
+        return text
+    if isinstance(item, dict) and "pattern" in item:
+        must = "must match" if item.get("must_match", True) else "must not match"
+        flags = f", flags {item['flags']}" if item.get("flags") else ""
+        return f're"{item["pattern"]}" {must}{flags}'
+    return show_value(item, 40)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None,
                       plan: Plan) -> list[str]:
     call = plan.criteria[inst.index]
+    if result.disabled:
+        return [f"{result.id} {result.type}: {result.description}\n"
+                f"{INDENT}not run (enabled: false): excluded from the weighted score and the "
+                f"gate; weight {result.weight:g}"]
     verdict = "error" if result.error else ("pass" if result.passed else "fail")
     flags = []
     if result.advisory:
@@ -172,18 +247,22 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
 
 
 def arithmetic(result: GradeResult) -> list[str]:
-    weighted = [r for r in result.criteria if r.weight > 0 and (r.gating or r.advisory)]
+    weighted = [r for r in result.criteria if r.weight > 0 and not r.disabled]
     lines = []
     if weighted:
-        terms = " + ".join(f"{r.score:.3g}×{r.weight:g}" for r in weighted)
+        terms = " + ".join(f"{r.id} {r.score:.3g}×{r.weight:g}" for r in weighted)
         total = sum(r.weight for r in weighted)
         lines.append(f"weighted score = ({terms}) / {total:g} = {result.weighted_score:.4g}")
     else:
         lines.append("weighted score = 0 (no criterion with weight > 0)")
+    left_out = [f"{r.id} ({'disabled' if r.disabled else 'weight 0'})"
+                for r in result.criteria if r.disabled or r.weight == 0]
+    if left_out:
+        lines.append(f"not in the score or the gate: {', '.join(left_out)}")
     gating = [r for r in result.criteria if r.gating]
     failed = [r for r in gating if not r.passed]
     scope = "armed criteria only (stopped early)" if result.stopped_early else \
-        "every criterion with weight > 0"
+        "every enabled criterion with weight > 0"
     if failed:
         why = ", ".join(f"{r.id} {r.score:.3g} < {r.pass_threshold:.3g}" if not r.error
                         else f"{r.id} error" for r in failed)
@@ -210,15 +289,22 @@ def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
 def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
     out = [f"task {plan.task_id}" + (f"  (trial {trial_id})" if trial_id else "")]
     es = plan.early_stop
+    try:
+        registry = registry_for_sources(plan.criteria_sources)
+    except ValueError:
+        registry = None
     out.append("early stop: " + (f"on, armed {', '.join(es.armed)}" if es.enabled else "off"))
     for c in plan.criteria:
         out.append("")
-        gate = "gating" if c.gating else ("informational" if c.weight == 0 else "not gating")
+        gate = ("disabled (enabled: false): never run, not in the score or the gate"
+                if is_disabled(c) else "gating" if c.gating
+                else "informational (weight 0)" if c.weight == 0 else "not gating")
         out.append(f"{c.id} {c.type}: {c.description}")
         out.append(f"{INDENT}{c.result_kind}; weight {c.weight:g}; threshold "
                    f"{c.pass_threshold:g}; {gate}")
-        args = ", ".join(f"{k}={show_value(v, 30)}" for k, v in c.args.items()
-                         if v not in (None, [], {}, False))
+        if c.definition == "expr":
+            out.append(f"{INDENT}expression: {' '.join(str(c.args.get('expr')).split())}")
+        args = ", ".join(f"{k}={_arg_text(v)}" for k, v in _shown_args(c, registry))
         if args:
             out.append(f"{INDENT}arguments: {args}")
         out.append(f"{INDENT}effects: {', '.join(c.effects) or 'pure'}")
@@ -230,7 +316,7 @@ def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
             out.append(f"{INDENT}armed: stop_when {c.arming.polarity} ({c.arming.source})")
         out.append(f"{INDENT}offline re-scoring: "
                    + ("yes" if c.offline else "needs the judge model"))
-        steps = [s for s in plan.steps if s.id in c.steps]
+        steps = [] if is_disabled(c) else [s for s in plan.steps if s.id in c.steps]
         for s in steps:
             shared = f", shared with {', '.join(u for u in s.used_by if u != c.id)}" \
                 if len(s.used_by) > 1 else ""
@@ -244,6 +330,46 @@ def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def _shown_args(c: CriterionCall, registry: Registry | None) -> list[tuple[str, Any]]:
+    """The arguments that say something: those not at their definition's default (with no
+    definition at hand: those that are not empty)."""
+    checked = registry.criteria.get(c.definition or c.type) if registry is not None else None
+    defaults = {name: _literal(node) for name, node in checked.defaults.items()} \
+        if checked is not None else {}
+    out = []
+    for k, v in c.args.items():
+        if c.definition == "expr" and k in ("expr", "kind"):
+            continue
+        if k in defaults:
+            if _same(v, defaults[k]):
+                continue
+        elif checked is None and (v is None or v is False or v == [] or v == {}):
+            continue
+        out.append((k, v))
+    return out
+
+
+def _literal(node: A.Node) -> Any:
+    if isinstance(node, A.Lit):
+        return node.value.pattern if isinstance(node.value, Regex) else node.value
+    if isinstance(node, A.ListLit):
+        items = [_literal(n) for n in node.items]
+        return _MISSING if any(i is _MISSING for i in items) else items
+    if isinstance(node, A.MapLit) and not node.values:
+        return {}
+    return _MISSING
+
+
+def _same(a: Any, b: Any) -> bool:
+    return b is not _MISSING and a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+def _arg_text(value: Any) -> str:
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return "[" + "; ".join(_item_text(v, _MISSING) for v in value) + "]"
+    return show_value(value, 40)
+
+
 def explain_json(plan: Plan, result: GradeResult) -> dict[str, Any]:
     return {
         "task_id": plan.task_id,
@@ -253,7 +379,8 @@ def explain_json(plan: Plan, result: GradeResult) -> dict[str, Any]:
         "criteria": [{
             "id": r.id, "type": r.type, "description": r.description, "kind": r.kind,
             "score": r.score, "pass_threshold": r.pass_threshold, "passed": r.passed,
-            "weight": r.weight, "gating": r.gating, "advisory": r.advisory, "error": r.error,
+            "weight": r.weight, "gating": r.gating, "advisory": r.advisory,
+            "disabled": r.disabled, "error": r.error,
             "outputs": {k: show_value(v) for k, v in r.outputs.items()},
             "matched": {str(k): v for k, v in r.matched.items()},
         } for r in result.criteria],

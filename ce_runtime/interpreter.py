@@ -44,6 +44,7 @@ class CriterionResult:
     matched: dict[int, list[int]]  # comprehension node id -> matching element indexes
     duration_ms: float
     env: dict[str, Any] = attrs.field(factory=dict)  # parameters and lets, as evaluated
+    disabled: bool = False  # a judge with `enabled: false`: not run, excluded from the score
 
 
 @attrs.frozen
@@ -105,7 +106,8 @@ class Grader:
 
     def __init__(self, plan: Plan, registry: Registry):
         self.plan = plan
-        self.instances: list[Instance] = instances_from_plan(plan.criteria, registry)
+        self.instances: list[Instance] = instances_from_plan(_with_task_defaults(plan),
+                                                             registry)
         self._lambda_nodes = []
         for inst in self.instances:
             nodes: set[int] = set()
@@ -123,6 +125,13 @@ class Grader:
 
     def grade_one(self, call: CriterionCall, inst: Instance, host: Host, nodes: set[int],
                   stopped_early: bool, armed: tuple[str, ...]) -> CriterionResult:
+        advisory = stopped_early and call.id not in armed
+        if is_disabled(call):  # never call the model: excluded from the score and the gate
+            return CriterionResult(
+                id=call.id, type=call.type, description=call.description,
+                kind=inst.result_kind, score=0.0, pass_threshold=call.pass_threshold,
+                passed=False, weight=call.weight, gating=False, advisory=advisory, error=None,
+                outputs={}, values={}, matched={}, duration_ms=0.0, disabled=True)
         ev = EvidenceEvaluator(host, nodes)
         started = time.monotonic()
         env: dict[str, Any] = dict(inst.params)
@@ -142,7 +151,6 @@ class Grader:
             error, score = str(exc), 0.0
         except Exception as exc:
             error, score = f"{type(exc).__name__}: {exc}", 0.0
-        advisory = stopped_early and call.id not in armed
         return CriterionResult(
             id=call.id, type=call.type, description=call.description, kind=inst.result_kind,
             score=score, pass_threshold=call.pass_threshold,
@@ -150,6 +158,21 @@ class Grader:
             gating=call.gating and not advisory, advisory=advisory, error=error,
             outputs=outputs, values=ev.values, matched=ev.matched,
             duration_ms=(time.monotonic() - started) * 1000, env=env)
+
+
+def _with_task_defaults(plan: Plan) -> list[CriterionCall]:
+    """The plan's calls with task-level defaults the lowering leaves out of `args`:
+    commands_efficiency's expected_commands falls back to the task's expected_commands
+    (compile time checked one of them is set)."""
+    out = []
+    for call in plan.criteria:
+        if (call.definition or call.type) == "commands_efficiency" \
+                and call.args.get("expected_commands") is None \
+                and plan.expected_commands is not None:
+            call = attrs.evolve(call, args={**call.args,
+                                            "expected_commands": plan.expected_commands})
+        out.append(call)
+    return out
 
 
 def _as_score(value: Any) -> float:
@@ -165,15 +188,21 @@ def _as_score(value: Any) -> float:
 def summarize(results: list[CriterionResult], stopped_early: bool) -> GradeResult:
     """weighted = Σ score·weight / Σ weight over gating-weight criteria; success = every
     gating criterion passed (an early-stopped trial is gated on its armed criteria only)."""
-    weighted = [r for r in results if r.weight > 0 and not _disabled(r)]
+    weighted = [r for r in results if r.weight > 0 and not r.disabled]
     total = sum(r.weight for r in weighted)
     score = sum(r.score * r.weight for r in weighted) / total if total > 0 else 0.0
     success = all(r.passed for r in results if r.gating)
     return GradeResult(results, score, success, stopped_early)
 
 
-def _disabled(r: CriterionResult) -> bool:
-    return not r.gating and not r.advisory and r.weight > 0
+JUDGES = ("llm_judge", "agent_judge")
+
+
+def is_disabled(call: CriterionCall) -> bool:
+    """A judge with `enabled: false` (the plan made it non-gating): ce excludes it from the
+    weighted score and the gate, and never calls its model (coder_eval scores it 1.0)."""
+    return (call.weight > 0 and not call.gating) or (
+        call.args.get("enabled") is False and (call.definition or call.type) in JUDGES)
 
 
 def show_value(value: Any, limit: int = 80) -> str:

@@ -1,0 +1,160 @@
+"""`ce explain` output, pinned: per criterion type, a whole trial, and a plan.
+
+The fixture (a task, its final workspace and a trace) is written under tmp_path and the
+CLI runs there, so every path in the output is relative. Regenerate the goldens with
+`CE_UPDATE_GOLDENS=1 pytest tests/test_explain_golden.py`, then read the diff: these
+files are what a user sees when asking why a trial scored as it did.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ce_runtime import trace as T
+from ce_runtime.cli import main
+
+GOLDEN = Path(__file__).parent / "golden" / "explain"
+
+TASK = """\
+task_id: explain_demo
+description: A small task whose criteria partly pass, to show how ce explains a score.
+initial_prompt: Write app.py and report.json, then fetch the weather with curl.
+agent: {type: claude-code}
+success_criteria:
+  - type: file_exists
+    path: app.py
+    description: app.py was created
+  - type: file_contains
+    path: app.py
+    includes: ["def main", "argparse", "logging"]
+    excludes: ["TODO", "print("]
+    description: app.py has the required structure
+  - type: json_check
+    path: report.json
+    assertions:
+      - {expression: status, expected: success}
+      - {expression: "length(results)", operator: gte, expected: 3}
+      - {expression: owner, operator: exists}
+    description: report.json has the expected fields
+    weight: 2
+  - type: command_executed
+    tool_name: Bash
+    command_pattern: "^curl .*wttr\\\\.in"
+    min_count: 3
+    description: the agent fetched the weather for three cities
+  - type: run_command
+    command: python app.py --check
+    expected_stdout: "ok: 3 items"
+    description: app.py --check reports three items
+    weight: 2
+  - type: command_not_executed
+    tool_name: Bash
+    command_pattern: "rm -rf"
+    description: never ran rm -rf
+  - type: expr
+    kind: continuous
+    expr: 'min(1.0, 4.0 / max(len(trace.tool_calls), 1))'
+    description: economy (full marks up to 4 tool calls)
+    weight: 0
+  - type: llm_judge
+    prompt: Grade the code style.
+    files: [app.py]
+    enabled: false
+    description: style review (disabled)
+"""
+
+APP = """\
+import argparse
+import sys
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    # TODO: count the items
+    print("ok: 2 items")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+CALLS = [
+    ("Write", {"file_path": "app.py", "content": APP}, "ok"),
+    ("Bash", {"command": "bash -lc 'curl -s wttr.in/Paris'"}, "ok"),
+    ("Bash", {"command": "curl wttr.in/Oslo"}, "error"),
+    ("Bash", {"command": "python app.py --check"}, "ok"),
+    ("Write", {"file_path": "report.json", "content": "{}"}, "ok"),
+]
+
+
+@pytest.fixture
+def trial_dir(tmp_path, monkeypatch) -> Path:
+    (tmp_path / "task.yaml").write_text(TASK)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "app.py").write_text(APP)
+    (ws / "report.json").write_text('{"status": "success", "results": [1, 2], "owner": null}\n')
+    # a sandbox venv: `python` on the command's PATH, whatever runs the tests
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, ws / ".venv" / "bin" / "python")
+    events: list[T.Event] = [T.RunHeader(0.0, 1, "t", "explain_demo", "h", "claude-code")]
+    for i, (tool, params, status) in enumerate(CALLS):
+        events.append(T.ToolCall(float(i), f"k{i}", tool, tool, params))
+        events.append(T.ToolResult(float(i), f"k{i}", status))
+    T.write_trace(str(tmp_path / "run.trace"), events)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+TRIAL = ["task.yaml", "--workspace", "ws", "--trace", "run.trace"]
+CASES = {
+    "plan": (["task.yaml"], 0),
+    "trial": (TRIAL, 1),
+    "file_contains": ([*TRIAL, "--criterion", "c1"], 1),
+    "json_check": ([*TRIAL, "--criterion", "c2"], 1),
+    "command_executed": ([*TRIAL, "--criterion", "c3"], 1),
+    "run_command": ([*TRIAL, "--criterion", "c4"], 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_explain_golden(trial_dir, name):
+    args, exit_code = CASES[name]
+    result = CliRunner().invoke(main, ["explain", *args])
+    assert result.exit_code == exit_code, result.output
+    out = result.stdout
+    assert str(trial_dir) not in out and os.path.realpath(trial_dir) not in out
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("CE_UPDATE_GOLDENS"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(out)
+    assert path.exists(), f"no golden {path.name}: run with CE_UPDATE_GOLDENS=1"
+    assert out == path.read_text(), f"{name}: output differs from {path.name}"
+
+
+def test_json_output_agrees_with_the_text(trial_dir):
+    import json
+
+    result = CliRunner().invoke(main, ["explain", *TRIAL, "--json"])
+    data = json.loads(result.stdout)
+    scores = {c["id"]: c["score"] for c in data["criteria"]}
+    assert scores["c2"] == pytest.approx(1 / 3)
+    assert data["success"] is False
+    disabled = [c["id"] for c in data["criteria"] if c["disabled"]]
+    assert disabled == ["c7"]
+    # c0 1×1, c1 1/3×1, c2 1/3×2, c3 2/3×1, c4 0×2, c5 1×1; c6 weight 0, c7 disabled
+    assert data["weighted_score"] == pytest.approx((1 + 1 / 3 + 2 / 3 + 2 / 3 + 0 + 1) / 8)
+
+
+def test_goldens_have_no_orphans():
+    expected = {f"{name}.txt" for name in CASES}
+    present = {p.name for p in GOLDEN.glob("*.txt")} if GOLDEN.exists() else expected
+    assert present <= expected, f"unused goldens: {sorted(present - expected)}"
+
