@@ -336,7 +336,8 @@ class _Compiler:
                 task_value.pop("dataset", None)
             original = self.original_path
             task_layer = Layer("task", task_value, lambda p, o=original: doc.span(o(p)),
-                               lambda p, o=original: doc.key_span(o(p)), original)
+                               lambda p, o=original: doc.key_span(o(p)), original,
+                               lambda p, o=original: o(p) in doc.key_spans)
             for variant in variant_list:
                 layers = [Layer("built-in defaults", BUILTIN_DEFAULTS,
                                 lambda _p: Span.point("<built-in defaults>"))]
@@ -383,7 +384,7 @@ class _Compiler:
         check_task(RuleContext(task, merged.span, merged.key_span, self.diags,
                                self.agent_types(task), has_dataset,
                                row.id if row else None, self.row_problems,
-                               merged.source_path, instances))
+                               merged.source_path, instances, merged.written))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)

@@ -38,6 +38,7 @@ class Layer:
     span_of: Callable[[Path], Span]
     key_span_of: Callable[[Path], Span] | None = None
     doc_path: Callable[[Path], Path] = _same
+    has_key: Callable[[Path], bool] | None = None  # was this key written (even as null)?
 
 
 @attrs.frozen
@@ -65,6 +66,11 @@ class Merged:
     def key_span(self, path: Path) -> Span:
         layer, lpath = self.locate(path)
         return (layer.key_span_of or layer.span_of)(lpath)
+
+    def written(self, path: Path) -> bool:
+        """Whether the key at `path` was written in its file (`x: null` counts)."""
+        layer, lpath = self.locate(path)
+        return layer.has_key(lpath) if layer.has_key is not None else True
 
     def source_path(self, path: Path) -> Path:
         """The path as written in its file (list indexes before invalid items were dropped)."""

@@ -136,13 +136,20 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
           instances: list | None = None, criteria_sources: dict[str, str] | None = None
           ) -> Plan:
     criteria = [lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
+    for i, c in enumerate(task.success_criteria):  # the task-level default, made explicit
+        if isinstance(c, C.CommandsEfficiency) and c.expected_commands is None:
+            args = {**criteria[i].args, "expected_commands": task.expected_commands}
+            criteria[i] = attrs.evolve(criteria[i], args=args)
     steps: list[PlanStep] = []
     if instances is not None:
         from ce_lang.lang.instances import plan_steps
 
         read_only = {i: bool(getattr(c, "read_only", False))
                      for i, c in enumerate(task.success_criteria)}
-        raw_steps = plan_steps(instances, read_only)
+        disabled = {i for i, c in enumerate(task.success_criteria)
+                    if getattr(c, "enabled", True) is False}
+        raw_steps = plan_steps([None if inst is not None and inst.index in disabled else inst
+                                for inst in instances], read_only)
         steps = [PlanStep(s.id, s.func, list(s.args), s.effect, s.epoch, list(s.used_by))
                  for s in raw_steps]
         criteria = [_with_facts(c, inst, raw_steps) for c, inst in

@@ -49,6 +49,7 @@ class RuleContext:
     row_problems: list[RowProblem] = attrs.field(factory=list)
     source_path: Callable[[Path], Path] = lambda p: p
     instances: list = attrs.field(factory=list)  # checked instances, one per criterion
+    written: Callable[[Path], bool] = lambda p: True  # the key appears in its file
 
     def instance(self, i: int):
         return self.instances[i] if i < len(self.instances) else None
@@ -260,7 +261,7 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
             ctx.diags.emit("CE0111", f"invalid JMESPath expression {a.expression!r}: {what}"
                            + (f" at position {pos}" if pos is not None else ""),
                            ctx.at((*at, "expression")))
-        if a.operator != "exists" and a.expected is None:
+        if a.operator != "exists" and a.expected is None and not ctx.written((*at, "expected")):
             ctx.diags.emit("CE0102", f"assertion with operator `{a.operator}` needs `expected`",
                            ctx.at(at))
         if a.operator == "regex" and isinstance(a.expected, str):

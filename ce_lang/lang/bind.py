@@ -81,9 +81,8 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
         if not isinstance(value, str):
             return wrong("a string")
         if kind == "path" and key_at is not None and "${row." not in value:
-            from ce_lang.validate import check_workspace_path
-
             from ce_lang.spans import format_path
+            from ce_lang.validate import check_workspace_path
 
             check_workspace_path(value, at(path), format_path(path), diags)
         return value
