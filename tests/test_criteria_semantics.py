@@ -434,12 +434,15 @@ class TestJsonCheck:
         assert g.scores == [1.0 if passes else 0.0]
         assert g.errors == [None]
 
-    def test_explicit_null_expected_is_missing_expected(self, fx):
-        # `expected` is required except for exists; an explicit null is no value (to test
-        # for null, use `type: "null"`, which a missing key also satisfies).
+    def test_explicit_null_expected_compares_with_null(self, fx):
+        # `expected` is required except for exists; writing `expected: null` is a value:
+        # equals null holds for a JSON null (and for a missing key, which JMESPath reads
+        # as null); leaving `expected` out is the error.
+        assert fx.errors("- {type: json_check, path: r.json, assertions: "
+                         "[{expression: none, operator: equals, expected: null}], "
+                         "description: d}") == []
         errors = fx.errors("- {type: json_check, path: r.json, assertions: "
-                           "[{expression: none, operator: equals, expected: null}], "
-                           "description: d}")
+                           "[{expression: none, operator: equals}], description: d}")
         assert len(errors) == 1 and errors[0].startswith("CE0102")
 
     def test_assertions_score_passed_over_total(self, fx):
