@@ -322,7 +322,9 @@ class _Compiler:
             sources = [*ds.string_sources(value.get("initial_prompt"), ("initial_prompt",),
                                           span_of, doc.text),
                        *ds.string_sources(value.get("success_criteria"), ("success_criteria",),
-                                          span_of, doc.text)]
+                                          span_of, doc.text),
+                       *ds.string_sources(value.get("reference"), ("reference",), span_of,
+                                          doc.text)]
             ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission
         base_id = value["task_id"]
         self.row_problems: list = []
@@ -330,7 +332,7 @@ class _Compiler:
             task_value = value
             if row is not None:
                 task_value = dict(value)
-                for key in ("initial_prompt", "success_criteria"):
+                for key in ("initial_prompt", "success_criteria", "reference"):
                     if key in value:
                         task_value[key] = ds.substitute_tree(value[key], row)
                 task_value.pop("dataset", None)

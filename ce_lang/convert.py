@@ -39,6 +39,7 @@ def _make() -> cattrs.Converter:
     conv.register_structure_hook(bool | str, lambda v, _: v)
     conv.register_structure_hook(str | dict[str, Any] | None, lambda v, _: v)
     conv.register_structure_hook(Any, lambda v, _: v)
+    conv.register_structure_hook(list[dict[str, Any]] | str | None, lambda v, _: v)
     return conv
 
 

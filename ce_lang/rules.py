@@ -152,6 +152,8 @@ def reference_rules(ctx: RuleContext) -> None:
     ref = t.reference
     if ref is not None:
         given = [f for f in ("file", "code", "directory") if getattr(ref, f) is not None]
+        if not given and ref.solve is not None:
+            given = ["solve"]  # only a way to solve it (the oracle's), nothing to compare
         if len(given) > 1:
             d.emit("CE0109", f"`reference` takes one of file, code or directory; found "
                    f"{', '.join(given)}", ctx.key_at(("reference", given[1])))

@@ -41,3 +41,5 @@ class AgentConfig:
     ignore_patterns: list[str] = spec(factory=list, merge="replace")
     base_url: str | None = spec(None, doc="OpenAI-compatible endpoint for `type: openai`")
     api_key_env: str | None = spec(None, doc="environment variable holding the API key")
+    script: list[dict[str, Any]] | None = spec(
+        None, merge="replace", doc="actions the `script` agent replays (tests and demos)")

@@ -109,6 +109,8 @@ class Reference:
     file: str | None = spec(None, path="task", doc="reference solution file")
     code: str | None = spec(None, doc="inline reference solution")
     directory: str | None = spec(None, path="task_dir", doc="reference solution directory")
+    solve: list[dict[str, Any]] | str | None = spec(
+        None, doc="how the oracle agent solves the task: a shell command, or script actions")
 
 
 @frozen

@@ -1,0 +1,31 @@
+"""Finding agents by name: built-ins, then the `ce.agents` entry points of installed
+packages (third-party agents register there)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+BUILTIN = {
+    "none": "ce_agents.none:NoneAgent",
+    "oracle": "ce_agents.oracle:OracleAgent",
+    "script": "ce_agents.script:ScriptAgent",
+}
+
+
+class UnknownAgent(Exception):
+    pass
+
+
+def load_agent(name: str) -> Any:
+    target = BUILTIN.get(name)
+    if target is None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="ce.agents"):
+            if ep.name == name:
+                return ep.load()()
+        raise UnknownAgent(f"no agent named {name!r} is installed (built in: "
+                           f"{', '.join(sorted(BUILTIN))})")
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)()
