@@ -13,6 +13,7 @@ _COMMANDS = {
     "criteria": ("ce_runtime.cmd_criteria", "criteria_cmd"),
     "trace": ("ce_runtime.cmd_trace", "trace_cmd"),
     "explain": ("ce_runtime.cmd_explain", "explain_cmd"),
+    "run": ("ce_runtime.cmd_run", "run_cmd"),
 }
 
 
