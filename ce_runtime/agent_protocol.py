@@ -9,6 +9,7 @@ process group with `run_shell`, so a timeout or Ctrl-C kills everything they sta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -88,7 +89,5 @@ async def run_shell(command: str, cwd: str, env: dict[str, str] | None = None,
 
 
 def kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
