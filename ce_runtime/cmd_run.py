@@ -85,8 +85,10 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
         run_dir = resume_dir
     elif not paths:
         raise click.UsageError("give at least one task file, directory or glob")
+    # --agent replaces the agent at run time (recorded in each task.json), except on
+    # `agent: {type: none}` tasks, which have no agent to replace
     result = compile_paths(paths, CompileOptions(
-        experiment=experiment, overrides=tuple(overrides), model=model, agent_type=agent_type,
+        experiment=experiment, overrides=tuple(overrides), model=model,
         driver=driver, repeats=repeats, sample=sample))
     if result.errors:
         click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
@@ -113,7 +115,7 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
     progress = _Progress(len(trials), len(trials) - len(todo))
     interrupted = False
     try:
-        asyncio.run(R.execute(todo, run_dir, R.RunOptions(jobs=jobs,
+        asyncio.run(R.execute(todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type,
                                                           uv_cache=_uv_cache()),
                               progress.start, progress.done))
     except KeyboardInterrupt:

@@ -5,6 +5,13 @@ Comprehensions over the trace's tool calls (count, exists, all) are kept as incr
 aggregates: a new call evaluates the predicate for that call only, a result re-evaluates
 it for its call only. Each event therefore costs O(1) per armed aggregate plus the size
 of the criterion's expression, never a rescan of the trace.
+
+Only predicates that are a function of their call are aggregated: the predicate may read
+the call, parameters and constant lets, nothing else (not the trace, a let the trace
+changes, nor an outer lambda's parameter), since it is not re-evaluated when other
+events arrive. Other comprehensions are evaluated whole on each event (correct, O(n)).
+A predicate that raises makes the aggregate raise exactly when the evaluator would
+(`count` on any error; `exists` / `all` on an error before the first deciding call).
 """
 
 from __future__ import annotations
@@ -32,6 +39,13 @@ class LiveDecision:
     event_index: int
 
 
+class _Raises:
+    """An aggregate whose evaluation raises (a predicate error the evaluator reaches)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
 class _Aggregate:
     """count / exists / all over trace.tool_calls, kept up to date call by call."""
 
@@ -40,13 +54,16 @@ class _Aggregate:
         self.lam: A.Lambda = node.args[1]  # type: ignore[assignment]
         self.truth: list[bool] = []
         self.true_count = 0
+        self.errors: dict[int, str] = {}  # call index -> error message (rare)
 
     def update(self, call: ToolCallView, ev: Evaluator, env: dict[str, Any]) -> None:
+        i = call.index
         try:
             value = ev.eval(self.lam.body, {**env, self.lam.param: call}) is True
-        except CriterionError:
+            self.errors.pop(i, None)
+        except CriterionError as exc:
             value = False
-        i = call.index
+            self.errors[i] = str(exc)
         if i == len(self.truth):
             self.truth.append(value)
             self.true_count += value
@@ -55,6 +72,12 @@ class _Aggregate:
             self.true_count += 1 if value else -1
 
     def value(self) -> Any:
+        if self.errors:  # raise where the evaluator's scan (in call order) would
+            first = min(self.errors)
+            func = self.node.func
+            if func == "count" or (func == "exists" and True not in self.truth[:first]) \
+                    or (func == "all" and False not in self.truth[:first]):
+                return _Raises(self.errors[first])
         if self.node.func == "count":
             return self.true_count
         if self.node.func == "exists":
@@ -69,7 +92,10 @@ class _OverrideEvaluator(Evaluator):
 
     def eval(self, node: A.Node, env: dict[str, Any]) -> Any:
         if node.id in self.overrides:
-            return self.overrides[node.id]
+            value = self.overrides[node.id]
+            if isinstance(value, _Raises):
+                raise CriterionError(value.message)
+            return value
         return self._eval(node, env)
 
 
@@ -108,12 +134,12 @@ class LiveMonitor:
                 continue
             _, an = analyze(inst.score, inst.lets, inst.params, call.pass_threshold,
                             result_bool=inst.score_bool)
-            aggs = [_Aggregate(n) for n in _trace_aggregates(inst, an)]
             env = dict(inst.params)
             for let in inst.lets:  # lets folded to constants may appear in predicates
                 fact = an.facts.get(let.expr.id)
                 if fact is not None and fact.const:
                     env[let.name] = fact.value
+            aggs = [_Aggregate(n) for n in _trace_aggregates(inst, an, set(env))]
             self.armed.append(_Armed(call.id, call.arming.polarity, call.pass_threshold, inst,
                                      inst.score_bool, aggs, an, env))
 
@@ -172,17 +198,31 @@ class LiveMonitor:
         return self.stop_reason is not None
 
 
-def _trace_aggregates(inst: Instance, an) -> list[A.Call]:
-    """count/exists/all calls over trace.tool_calls that the live score depends on."""
+def _trace_aggregates(inst: Instance, an, constants: set[str]) -> list[A.Call]:
+    """count/exists/all calls over trace.tool_calls that the live score depends on, whose
+    predicate reads only its call and `constants` (parameters, constant lets)."""
     found = []
     roots = [inst.score, *(let.expr for let in inst.lets)]
     for root in roots:
         for node in A.walk(root):
             if isinstance(node, A.Call) and node.func in ("count", "exists", "all") \
                     and node.id in an.facts and len(node.args) == 2 \
-                    and isinstance(node.args[1], A.Lambda) and _is_tool_calls(node.args[0]):
+                    and isinstance(node.args[1], A.Lambda) and _is_tool_calls(node.args[0]) \
+                    and _free_names(node.args[1]) <= constants:
                 found.append(node)
     return found
+
+
+def _free_names(node: A.Node) -> set[str]:
+    """Names `node` reads that it does not bind (`trace` included)."""
+    if isinstance(node, A.Name):
+        return {node.name}
+    if isinstance(node, A.Lambda):
+        return _free_names(node.body) - {node.param}
+    out: set[str] = set()
+    for child in A.children(node):
+        out |= _free_names(child)
+    return out
 
 
 def _is_tool_calls(node: A.Node) -> bool:

@@ -171,7 +171,9 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     started = time.monotonic()
     workspace = tempfile.mkdtemp(prefix="ce-ws-", dir=ctx.work_root)
-    agent_name = ctx.agent_override or plan.agent.type or "claude-code"
+    agent_name = plan.agent.type or "claude-code"
+    if ctx.agent_override and agent_name != "none":
+        agent_name = ctx.agent_override
     error: str | None = None
     outcome: AgentOutcome | None = None
     pre: list = []
