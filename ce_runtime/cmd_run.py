@@ -51,8 +51,11 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
               help="Finish an interrupted run: only trials without a task.json are run.")
 @click.option("--junit-xml", type=click.Path(dir_okay=False), help="Also write JUnit XML here.")
+@click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
+              help="Grade judge criteria with scripted verdicts from this YAML file (a local "
+                   "loopback server; for demos and tests, no API key needed).")
 def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
-            tags, exclude_tags, runs_root, resume_dir, junit_xml):
+            tags, exclude_tags, runs_root, resume_dir, junit_xml, judge_replies):
     """Run the agent on every trial of PATHS and grade it.
 
     PATHS are task files, directories or globs, as for `ce compile`. Every task is
@@ -114,6 +117,15 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
                f"done, -j {jobs}", err=True)
     progress = _Progress(len(trials), len(trials) - len(todo))
     interrupted = False
+    loopback = None
+    if judge_replies:
+        import yaml
+
+        from ce_agents.loopback import LoopbackServer
+
+        with open(judge_replies, encoding="utf-8") as fh:
+            loopback = LoopbackServer(yaml.safe_load(fh) or {}).__enter__()
+        os.environ["CE_JUDGE_URL"] = loopback.url
     try:
         asyncio.run(R.execute(todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type,
                                                           uv_cache=_uv_cache()),
@@ -122,6 +134,9 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
         interrupted = True
         click.echo("\ninterrupted: finished trials are kept; resume with "
                    f"`ce run --resume {run_dir}`", err=True)
+    finally:
+        if loopback is not None:
+            loopback.__exit__(None, None, None)
     records = R.collect(run_dir, trials)
     code = _finish(run_dir, run_id, config, records, len(trials), interrupted, junit_xml)
     sys.exit(1 if interrupted else code)

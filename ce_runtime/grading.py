@@ -33,6 +33,10 @@ def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | Non
     stopped_early = bool(read and any(
         isinstance(e, RunEnd) and "stopped_early" in (e.error or "") for e in read.events))
     grader = Grader(plan, registry_for_sources(plan.criteria_sources))
+    if judge is None:
+        from ce_runtime.judge import judge_from_env
+
+        judge = judge_from_env()
     host = host_for(plan, workspace, task_dir, view, judge)
     result = grader.grade(host, stopped_early=stopped_early, armed=plan.early_stop.armed)
     return grader, result, host, read

@@ -209,7 +209,9 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                 outcome = await _run_agent(agent, request, sink, stop, plan.run_limits)
                 sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
         if error is None:
-            host = host_for(plan, workspace, trial.task_dir, sink.view.view)
+            from ce_runtime.judge import judge_from_env
+
+            host = host_for(plan, workspace, trial.task_dir, sink.view.view, judge_from_env())
             grader = Grader(plan, registry)
             try:
                 graded = await asyncio.to_thread(
