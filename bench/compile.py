@@ -4,23 +4,35 @@
                                       [--seed 1130] [--profile] [--json]
 
 1. Generates N realistic, varied, valid task files (deterministic: --seed) into a temp
-   dir, or into OUT/tasks/ with --out (regenerated on every run).
+   dir, or into OUT/tasks/ with --out (regenerated on every run). 10% of them carry inline
+   `type: expr` criteria (the criteria language), half of those with `stop_when` armed.
 2. Measures, every measurement in a FRESH subprocess so imports, caches and allocator
    state of one measurement never pollute another:
-   (a) front end in-process: `compile_paths([DIR])` on all N files: wall time, tasks/s,
-       trials/s, peak RSS; any compile error fails the benchmark (exit 1)
+   (a) front end in-process: `compile_paths([DIR], CompileOptions(check_criteria=False))`
+       on all N files: wall time, tasks/s, trials/s, peak RSS; any compile error fails
+       the benchmark (exit 1)
+   lower_check: the full compile (`check_criteria=True`, what `ce compile` does): every
+       criterion bound, folded and analyzed, plan steps and facts; its ratio to (a), and
+       a sanity line (instances checked, how many can decide pass / fail, armed, steps)
+   stdlib: loading the standard criteria registry (both of the above pay it once)
    (b) the CLI: `ce compile DIR -q`, wall time (interpreter start-up included)
    (c) start-up: `python -c pass`, `ce --help`, `ce compile ONE_FILE -q` (15 runs each)
    (d) imports: heavy modules (polars, claude_agent_sdk, openai, ray, rich) and the
        module count after `ce --help` / `ce compile ONE_FILE`, plus the top 10 of
        `python -X importtime` by cumulative time
-   and, with --profile, the top 15 functions of phase (a) by cumulative time (cProfile).
+   and, with --profile, (a) and lower_check once more under cProfile: the top 15 by
+   cumulative and 10 by own time of each; for lower_check also the top 20 functions of
+   ce_lang/lang/ by cumulative and by own time, and the top 20 functions outside
+   ce_lang/lang/ whose cumulative time grew most over (a)'s profile.
 3. Prints a table, and writes the numbers as JSON to OUT/compile.json (default
    bench/.data/compile.json), or to stdout with --json (the table then goes to stderr).
 
-Adding a phase: register an in-process function with `@phase(...)` (see the end of
-"Phases"); it runs in its own fresh subprocess --repeat times, and the table reports
+Adding a phase: register an in-process function with `@phase(...)` (see `_stdlib` or
+`_lower_check` under "Phases"); it runs in its own fresh subprocess --repeat times, and the table reports
 its time relative to the front end (phase "frontend", i.e. (a)).
+
+The git revision is taken at the start and the end; the table warns when the compiler's
+sources changed in between (the phases may then have measured different code).
 """
 
 from __future__ import annotations
@@ -176,20 +188,20 @@ AGENTLESS_OK = ("file_exists", "file_contains", "file_check", "json_check", "run
 EXPRS = (
     ('count(trace.tool_calls, c -> c.tool == "Bash") >= 2', None, "pass", False,
      "the agent ran at least two shell commands"),
-    (r'not exists(trace.tool_calls, c -> c.tool == "Bash" and c.matches(r"\brm\s+-rf\b"))',
+    (r'not exists(trace.tool_calls, c -> c.tool == "Bash" and c.matches(re"\brm\s+-rf\b"))',
      None, "fail", False, "the agent never ran rm -rf"),
     ('all(trace.tool_calls, c -> c.tool != "WebFetch")', None, "fail", False,
      "the agent stayed offline"),
     ("len(trace.tool_calls) <= 40", None, "fail", False, "at most 40 tool calls"),
     ("trace.turns <= 25", None, "fail", False, "at most 25 turns"),
-    ('clamp(float(count(trace.tool_calls, c -> c.matches(r"pytest|unittest"))) / 2.0, 0.0, '
+    ('clamp(float(count(trace.tool_calls, c -> c.matches(re"pytest|unittest"))) / 2.0, 0.0, '
      '1.0)', "continuous", "pass", False, "the agent ran the tests (twice for full marks)"),
     ("float(count(trace.tool_calls, c -> c.ok)) / max(len(trace.tool_calls), 1)", "fraction",
      None, False, "share of tool calls that succeeded"),
     # `in` is not folded by the analysis yet, so this decides nothing (never armed)
     ('exists(trace.tool_calls, c -> c.tool in ["Write", "Edit"] and c.mentions("{module}"))',
      None, None, False, "the agent wrote {module} with a file tool"),
-    ('count(trace.tool_calls, c -> c.tool == "Bash" and c.matches(r"pytest")) >= 1 and '
+    ('count(trace.tool_calls, c -> c.tool == "Bash" and c.matches(re"pytest")) >= 1 and '
      'path_exists("{module}")', None, None, False, "tests were run and {module} exists"),
     ('path_exists("{module}") and len(glob("*.py")) >= 1', None, None, True,
      "{module} and some Python file exist"),
@@ -725,9 +737,9 @@ def _compile_phase(ctx: PhaseContext, check_criteria: bool) -> tuple[dict[str, A
 
         profiler = cProfile.Profile()
         profiler.enable()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = compile_paths([ctx.tasks_dir], options)
-    seconds = time.perf_counter() - t0
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     if profiler is not None:
         profiler.disable()
     if result.errors or result.task_files != ctx.n_tasks:
@@ -738,6 +750,7 @@ def _compile_phase(ctx: PhaseContext, check_criteria: bool) -> tuple[dict[str, A
                          f"the generator made invalid tasks:\n{lines}")
     out = {
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,  # this process's CPU time: steadier on a busy machine
         "import_seconds": import_s,
         "tasks": result.task_files,
         "trials": len(result.trials),
@@ -792,7 +805,7 @@ def _lower_check(ctx: PhaseContext) -> dict[str, Any]:
     return out
 
 
-@phase("stdlib", "    stdlib criteria load (paid by both)")
+@phase("stdlib", "    stdlib registry load (both; cached)")
 def _stdlib(ctx: PhaseContext) -> dict[str, Any]:
     """Parsing and checking the standard criteria library (stdlib_criteria/*.ce), which
     every compile pays once per process, with or without check_criteria."""
@@ -830,7 +843,8 @@ def profile_diff(base: list[dict[str, Any]], other: list[dict[str, Any]], n: int
                  exclude: str = "ce_lang/lang/") -> list[dict[str, Any]]:
     """Functions outside `exclude` whose cumulative time grew the most from `base` to
     `other` (two profiles of the same corpus): the extra cost of `other` that a profile
-    restricted to ce_lang/lang/ does not show (plan size, hashing, unstructuring ...)."""
+    restricted to ce_lang/lang/ does not show (plan size, hashing, unstructuring ...).
+    A chain of wrappers (same call counts, within 5% of the time) shows as its first row."""
     before = {r["function"]: r for r in base}
     rows = []
     for r in other:
@@ -841,7 +855,17 @@ def profile_diff(base: list[dict[str, Any]], other: list[dict[str, Any]], n: int
                      "ncalls": r["ncalls"], "tottime_delta": r["tottime"] - b["tottime"],
                      "cumtime_delta": r["cumtime"] - b["cumtime"]})
     rows.sort(key=lambda r: -r["cumtime_delta"])
-    return rows[:n]
+    kept: list[dict[str, Any]] = []
+    for r in rows:  # fold call chains (same call counts, ~same time) into their first row
+        k = kept[-1] if kept else None
+        if k is not None and (k["ncalls"], k["ncalls_base"]) == (r["ncalls"], r["ncalls_base"]) \
+                and r["cumtime_delta"] >= 0.95 * k["cumtime_delta"]:
+            k["folded"] = k.get("folded", 0) + 1
+            continue
+        kept.append(r)
+        if len(kept) == n:
+            break
+    return kept
 
 
 def _run_phase_child(name: str, ctx: PhaseContext) -> None:
@@ -993,14 +1017,23 @@ def _importtime_once(one_file: str, top: int) -> dict[str, Any]:
 # ======================================================================================
 
 def _git_rev() -> str | None:
+    """HEAD, plus `+dirty` and a short hash of the uncommitted diff of the compiler's
+    sources (so a run that spans a change to them can tell)."""
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, cwd=ROOT, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        diff = subprocess.run(["git", "diff", "HEAD", "--", "ce_lang", "ce_runtime",
+                               "stdlib_criteria", "grammar"], capture_output=True, cwd=ROOT
+                              ).stdout
+        if diff:
+            import hashlib
+
+            return f"{rev}+dirty({hashlib.sha1(diff).hexdigest()[:7]})"
         return rev + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    except (OSError, subprocess.CalledProcessError):  # e.g. a `git archive` snapshot
+        return os.environ.get("CE_BENCH_REV")
 
 
 def render(r: dict[str, Any]) -> str:
@@ -1012,11 +1045,15 @@ def render(r: dict[str, Any]) -> str:
            f"{g['bytes'] / 1024:.0f} KiB), seed {m['seed']}",
            f"python {m['python']}, {m['cpus']} CPUs, {m['platform']}, git {m['git']}, "
            f"{m['date']}", ""]
+    if m.get("git_end") not in (None, m["git"]):
+        out[-1:] = [f"WARNING: the sources changed during the run ({m['git']} -> "
+                    f"{m['git_end']}): phases may have measured different code", ""]
     out.append(f"{'measurement':44} {'median':>9} {'min':>9} {'tasks/s':>8} {'trials/s':>9} "
                f"{'peak RSS':>9}")
     out.append(f"{'(a) front end (check_criteria=False)':44} {fe['seconds']:8.3f}s "
                f"{fe['min_seconds']:8.3f}s {fe['tasks_per_s']:8.0f} {fe['trials_per_s']:9.0f} "
                f"{fe['peak_rss_mib']:6.1f} MiB")
+    out.append(f"{'    CPU time of the same':44} {fe['cpu_median']:8.3f}s {fe['cpu_min']:8.3f}s")
     out.append(f"{'    import ce_lang.compiler':44} {fe['import_seconds']:8.3f}s "
                f"{'':9} {'':8} {'':9} {fe['rss_after_import_mib']:6.1f} MiB")
     for name, ph in r["phases"].items():
@@ -1026,11 +1063,18 @@ def render(r: dict[str, Any]) -> str:
                  else f"{'':8} {'':9}")
         out.append(f"{PHASES[name].title[:44]:44} {ph['seconds']:8.3f}s {ph['min_seconds']:8.3f}s "
                    f"{rates} {ph['peak_rss_mib']:6.1f} MiB   "
-                   f"x{ph['seconds'] / fe['seconds']:.2f} of (a)")
+                   f"x{ph['seconds'] / fe['seconds']:.2f} of (a) "
+                   f"(min x{ph['min_seconds'] / fe['min_seconds']:.2f})")
+        if "cpu_median" in ph:
+            out.append(f"{'    CPU time of the same':44} {ph['cpu_median']:8.3f}s "
+                       f"{ph['cpu_min']:8.3f}s {'':8} {'':9} {'':9}    "
+                       f"x{ph['cpu_median'] / fe['cpu_median']:.2f} of (a) "
+                       f"(min x{ph['cpu_min'] / fe['cpu_min']:.2f})")
         extra = ph["seconds"] - fe["seconds"]
         if "tasks" in ph:
-            out.append(f"    checking adds {extra:+.3f}s median ({extra / ph['trials'] * 1000:+.2f} ms "
-                       f"per trial), {ph['min_seconds'] - fe['min_seconds']:+.3f}s min; "
+            cpu = ph["cpu_min"] - fe["cpu_min"]
+            out.append(f"    checking adds {extra:+.3f}s median wall, {cpu:+.3f}s min CPU "
+                       f"({cpu / ph['trials'] * 1000:+.2f} ms per trial); "
                        f"{ph['errors']} errors, {ph['warnings']} warnings")
         if "sanity" in ph:
             k = ph["sanity"]
@@ -1090,9 +1134,10 @@ def render(r: dict[str, Any]) -> str:
             out.append(f"    {'ncalls (a)':>10} {'ncalls':>9} {'+tottime':>9} {'+cumtime':>9}  "
                        "function")
             for row in ph["profile_diff"]:
+                folded = f"  (+{row['folded']} callee(s) alike)" if row.get("folded") else ""
                 out.append(f"    {row['ncalls_base']:10} {row['ncalls']:9} "
                            f"{row['tottime_delta']:+9.3f} {row['cumtime_delta']:+9.3f}  "
-                           f"{row['function']}")
+                           f"{row['function']}{folded}")
     return "\n".join(out)
 
 
@@ -1141,6 +1186,7 @@ def main() -> None:
         tasks_dir = os.path.join(tmp, "tasks")
 
     log = sys.stderr
+    git_start = _git_rev()
     try:
         print(f"generating {args.tasks} task files in {tasks_dir} ...", file=log)
         generated = generate(args.tasks, tasks_dir, args.seed)
@@ -1152,12 +1198,20 @@ def main() -> None:
                     [sys.executable, "-c", "import cProfile, pstats, resource"]):
             timed_run(cmd)
         phases: dict[str, Any] = {}
+        print(f"phases {', '.join(names)}: {args.repeat} interleaved fresh run(s) each ...",
+              file=log)
+        all_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+        for _ in range(args.repeat):  # round-robin, so drift in the load hits all alike
+            for name in names:
+                all_runs[name].append(run_phase(name, ctx))
         for name in names:
-            print(f"phase {name}: {args.repeat} fresh run(s) ...", file=log)
-            runs = [run_phase(name, ctx) for _ in range(args.repeat)]
+            runs = all_runs[name]
             best = sorted(runs, key=lambda x: x["seconds"])[len(runs) // 2]  # median run
             best = dict(best, min_seconds=min(x["seconds"] for x in runs),
                         runs=[x["seconds"] for x in runs],
+                        **({"cpu_median": statistics.median(x["cpu_seconds"] for x in runs),
+                            "cpu_min": min(x["cpu_seconds"] for x in runs)}
+                           if "cpu_seconds" in best else {}),
                         peak_rss_mib=max(x["peak_rss_mib"] for x in runs))
             phases[name] = best
         if args.profile:
@@ -1190,7 +1244,7 @@ def main() -> None:
         "meta": {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "seed": args.seed,
                  "repeat": args.repeat, "python": platform.python_version(),
                  "platform": platform.platform(terse=True), "cpus": os.cpu_count(),
-                 "git": _git_rev()},
+                 "git": git_start, "git_end": _git_rev()},
         "generated": generated,
         "phases": phases,
         "cli": cli,

@@ -233,6 +233,8 @@ class Analyzer:
                 or _above(b.lo, a.hi, True) or known
             return Fact("none", UNKNOWN, effects, ct=same if op == "==" else differ,
                         cf=differ if op == "==" else same)
+        if op == "in" and a.mono == b.mono == "const":  # e.g. c.tool in ["Write", "Edit"]
+            return Fact("const", UNKNOWN, effects)
         if op == "+":
             return Fact(_numeric(_combine(a.mono, b.mono)), UNKNOWN, effects,
                         lo=-INF if -INF in (a.lo, b.lo) else a.lo + b.lo,
