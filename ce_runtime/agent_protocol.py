@@ -12,8 +12,9 @@ import asyncio
 import contextlib
 import os
 import signal
+import tempfile
 import time
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import attrs
 
@@ -48,6 +49,9 @@ class EventSink(Protocol):
 
 
 class Agent(Protocol):
+    """Emits AgentStart, its turns and tool calls, and AgentEnd when it ends by itself
+    (the runner writes AgentEnd for an agent it had to kill)."""
+
     name: str
 
     async def run(self, request: AgentRequest, sink: EventSink,
@@ -61,31 +65,51 @@ class ShellResult:
     stderr: str
     timed_out: bool
     duration_ms: float
+    pgid: int = 0  # the command's process group (what it left running can be killed by it)
 
 
 async def run_shell(command: str, cwd: str, env: dict[str, str] | None = None,
-                    timeout: float | None = None) -> ShellResult:
+                    timeout: float | None = None,
+                    max_output: int | None = None) -> ShellResult:
     """A shell command in its own process group; on timeout or cancellation the whole
-    group is killed (nothing the command started survives)."""
+    group is killed (nothing the command started survives).
+
+    Output goes to temporary files, not pipes: a background child (`server &`) inherits
+    the shell's stdout, so reading a pipe to its end would wait for the daemon. The call
+    returns when the shell exits; what the command left running stays in its process
+    group (`pgid`) for the caller to kill when it tears down. `max_output` keeps only the
+    first bytes of each stream (a note says how much was cut).
+    """
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_shell(
-        command, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        start_new_session=True)
-    timed_out = False
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        timed_out = True
-        kill_group(proc.pid)
-        out, err = await proc.communicate()
-    except asyncio.CancelledError:
-        kill_group(proc.pid)
-        await proc.wait()
-        raise
-    return ShellResult(-1 if timed_out else (proc.returncode or 0),
-                       out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                       timed_out, (time.monotonic() - started) * 1000)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = await asyncio.create_subprocess_shell(
+            command, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=out, stderr=err, start_new_session=True)
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            timed_out = True
+            kill_group(proc.pid)
+            await proc.wait()
+        except asyncio.CancelledError:
+            kill_group(proc.pid)
+            await proc.wait()
+            raise
+        stdout, stderr = read_capped(out, max_output), read_capped(err, max_output)
+    return ShellResult(-1 if timed_out else (proc.returncode or 0), stdout, stderr,
+                       timed_out, (time.monotonic() - started) * 1000, proc.pid)
+
+
+def read_capped(fh: IO[bytes], limit: int | None) -> str:
+    """The text written to `fh` (UTF-8, invalid bytes replaced), cut at `limit` bytes."""
+    total = fh.seek(0, os.SEEK_END)
+    fh.seek(0)
+    data = fh.read() if limit is None else fh.read(limit)
+    text = data.decode("utf-8", "replace")
+    if total > len(data):
+        text += f"\n[... truncated: {total - len(data)} of {total} bytes not kept]"
+    return text
 
 
 def kill_group(pid: int) -> None:

@@ -56,6 +56,7 @@ class TrialSink:
         self.limit_hit: str | None = None  # TIMEOUT / TOKEN_BUDGET_EXCEEDED / ...
         self.turn_started: float | None = None
         self.turns = 0
+        self.agent_ended = False  # the agent wrote its AgentEnd (a killed one cannot)
 
     def clock(self) -> float:
         return time.monotonic() - self.started
@@ -64,7 +65,9 @@ class TrialSink:
         self.writer.write(event)
         for d in self.monitor.on_event(event):
             self.writer.write(T.Decision(self.clock(), d.criterion, d.verdict, d.event_index))
-        if isinstance(event, T.TurnStart):
+        if isinstance(event, T.AgentEnd):
+            self.agent_ended = True
+        elif isinstance(event, T.TurnStart):
             self.turns += 1
             self.turn_started = time.monotonic()
             max_turns = self.limits.max_turns
@@ -207,7 +210,8 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             else:
                 request = _request(trial, workspace, env, agent_name)
                 outcome = await _run_agent(agent, request, sink, stop, plan.run_limits)
-                sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
+                if not sink.agent_ended:
+                    sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
         if error is None:
             from ce_runtime.judge import judge_from_env
 

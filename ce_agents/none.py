@@ -1,0 +1,20 @@
+"""The `none` agent: does nothing. Grades the workspace as set up (template, pre_run),
+for tasks that check an environment rather than an agent."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ce_runtime import trace as T
+from ce_runtime.agent_protocol import AgentOutcome, AgentRequest, EventSink
+
+
+class NoneAgent:
+    name = "none"
+
+    async def run(self, request: AgentRequest, sink: EventSink,
+                  stop: asyncio.Event) -> AgentOutcome:
+        sink.emit(T.AgentStart(sink.clock(), self.name, (request.agent or {}).get("model")))
+        outcome = AgentOutcome("finished")
+        sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
+        return outcome
