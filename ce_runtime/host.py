@@ -215,6 +215,7 @@ class Host:
         venv = os.path.join(root, ".venv")
         path = [os.path.join(venv, "bin"), os.path.join(root, "node_modules", ".bin")]
         env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
+        env.pop("VIRTUAL_ENV", None)  # never ce's own venv: `uv pip` would install into it
         if os.path.isdir(venv):
             env["VIRTUAL_ENV"] = venv
         if self.task_dir:
@@ -226,20 +227,28 @@ class Host:
         return env
 
     def b_run(self, command: str, timeout: int) -> dict[str, Any]:
+        """Output goes to temporary files (a `cmd &` daemon would hold a pipe open); the
+        command's process group is killed afterwards, so nothing it started survives."""
+        import tempfile
+
         started = time.monotonic()
-        proc = subprocess.Popen(command, shell=True, cwd=self._root(), env=self.env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        timed_out = False
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(command, shell=True, cwd=self._root(), env=self.env(),
+                                    stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
             _kill_group(proc)
-            out, err = proc.communicate()
+            proc.wait()
+            out.seek(0)
+            err.seek(0)
+            stdout = out.read(_MAX_OUTPUT).decode("utf-8", "replace")
+            stderr = err.read(_MAX_OUTPUT).decode("utf-8", "replace")
         code = -1 if timed_out else proc.returncode
-        rec = CommandRecord(command, code, out.decode("utf-8", "replace"),
-                            err.decode("utf-8", "replace"), timed_out,
+        rec = CommandRecord(command, code, stdout, stderr, timed_out,
                             (time.monotonic() - started) * 1000)
         self.commands.append(rec)
         return {"exit_code": rec.exit_code, "stdout": rec.stdout, "stderr": rec.stderr,
@@ -276,6 +285,7 @@ class Host:
                 "rationale": str(verdict.get("rationale", ""))}
 
 
+_MAX_OUTPUT = 1 << 20  # per stream, for grading
 _CACHEABLE = frozenset({"path_exists", "glob", "read_text", "read_json", "schema_valid"})
 
 

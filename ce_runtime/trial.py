@@ -233,6 +233,9 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         write_trial_files(tdir, record, manifest)
         return record
     finally:
+        from ce_runtime.sandbox import kill_command_groups
+
+        kill_command_groups(pre + post)  # daemons pre_run/post_run left running
         writer.close()
         shutil.rmtree(workspace, ignore_errors=True)
 
