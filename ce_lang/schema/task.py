@@ -41,7 +41,8 @@ class TemplateDirSource(TemplateSource):
     type: str = spec()
     path: str = spec(path="task_dir", non_empty=True, doc="directory relative to the task file")
     mount_point: str = spec(".", path="workspace", doc="where inside the workspace to copy it")
-    include_patterns: list[str] = spec(factory=list, doc="only copy files matching these")
+    include_patterns: list[str] = spec(
+        factory=list, doc="copy these even when an ignore pattern would drop them")
 
 
 @frozen
