@@ -77,8 +77,15 @@ class EvidenceEvaluator(Evaluator):
             lam = node.args[1]
             if node.func == "map":
                 return [self.eval(lam.body, {**env, lam.param: item}) for item in items]
-            hits = [i for i, item in enumerate(items)
-                    if self.eval(lam.body, {**env, lam.param: item}) is True]
+            hits = []
+            for i, item in enumerate(items):
+                ok = self.eval(lam.body, {**env, lam.param: item}) is True
+                if ok:
+                    hits.append(i)
+                # like the plain evaluator: exists stops at the first hit, all at the
+                # first miss (a later element's error must not change a decided result)
+                if (node.func == "exists" and ok) or (node.func == "all" and not ok):
+                    break
             kept = [items[i] for i in hits]
             self.matched[node.id] = [items[i].index if isinstance(items[i], ToolCallView)
                                      else i for i in hits]

@@ -695,11 +695,9 @@ def test_known_gap_count_decided_before_a_later_call_raises(tmp_path):
     check_run(plan, [bash(0), read(1)], str(tmp_path), strict_errors=True)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="interpreter.py: the evidence "
-                   "evaluator evaluates every element of exists/all (to record matches) and "
-                   "raises on an error after the deciding element; the evaluator and the live "
-                   "semantics stop at it")
-def test_known_gap_grader_raises_after_exists_is_decided(tmp_path):
+# REGRESSION (fixed): the evidence evaluator evaluated every element of exists/all and
+# raised on an error after the deciding element; it now stops where the evaluator does.
+def test_grader_stops_exists_at_the_deciding_element(tmp_path):
     plan = compile_text(tmp_path, armed_task(
         f"  - type: expr\n    expr: 'exists(trace.tool_calls, c -> {SEARCH})'\n"
         "    stop_when: pass\n"))
