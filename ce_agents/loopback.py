@@ -2,7 +2,8 @@
 API on 127.0.0.1 and answers from a script instead of a model.
 
 Judge requests get a verdict from the `judge:` list of a replies file (the first entry
-whose `match` text occurs in the request, else the first without `match`).
+whose `match` text occurs in the request's text: its system prompt and messages, as the
+model would read them; else the first entry without `match`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class LoopbackServer:
         return f"http://{host}:{port}"
 
     def verdict_for(self, body: dict[str, Any]) -> dict[str, Any]:
-        text = json.dumps(body.get("messages", []))
+        text = request_text(body)
         default = None
         for entry in self.replies.get("judge", []):
             match = entry.get("match")
@@ -72,3 +73,22 @@ class LoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """The text a model would read: the system prompt and every message's text blocks."""
+    parts: list[str] = []
+
+    def add(content: Any) -> None:
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+
+    add(body.get("system"))
+    for message in body.get("messages", []) or []:
+        if isinstance(message, dict):
+            add(message.get("content"))
+    return "\n".join(parts)

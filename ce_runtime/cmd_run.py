@@ -85,6 +85,9 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
         agent_type, model, driver = args["agent_type"], args["model"], args["driver"]
         repeats, sample = args["repeats"], args["sample"]
         tags, exclude_tags = args["tags"], args["exclude_tags"]
+        judge_replies = judge_replies or args.get("judge_replies")  # grade as it began
+        if judge_replies and not os.path.isfile(judge_replies):
+            raise click.UsageError(f"--judge-replies file {judge_replies!r} not found")
         run_dir = resume_dir
     elif not paths:
         raise click.UsageError("give at least one task file, directory or glob")
@@ -106,9 +109,13 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
         os.makedirs(runs_root, exist_ok=True)
         run_dir = R.new_run_dir(runs_root)
     run_id = os.path.basename(os.path.abspath(run_dir))
-    config = {"paths": list(paths), "experiment": experiment, "overrides": list(overrides),
-              "agent_type": agent_type, "model": model, "driver": driver, "repeats": repeats,
-              "sample": sample, "tags": list(tags), "exclude_tags": list(exclude_tags)}
+    # absolute paths: `--resume` may run from another directory
+    config = {"paths": [os.path.abspath(p) for p in paths],
+              "experiment": os.path.abspath(experiment) if experiment else None,
+              "overrides": list(overrides), "agent_type": agent_type, "model": model,
+              "driver": driver, "repeats": repeats, "sample": sample, "tags": list(tags),
+              "exclude_tags": list(exclude_tags),
+              "judge_replies": os.path.abspath(judge_replies) if judge_replies else None}
     R.write_plans(run_dir, trials)
     todo = [t for t in trials if R.finished(run_dir, t) is None]
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running", "created_at": R.now_iso(),
@@ -241,6 +248,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml) -> 
     write_bytes_atomic(os.path.join(run_dir, "report.md"),
                        report.render_markdown(summary, records, gates).encode())
     if junit_xml:
+        os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
         write_bytes_atomic(junit_xml, report.render_junit(records, gates).encode())
     _summary_table(records)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.get("by_status", {}).items()))

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,20 @@ class Host:
     commands: list[CommandRecord] = attrs.field(factory=list)
     reads: list[str] = attrs.field(factory=list)
     _step_cache: dict = attrs.field(factory=dict)
+    # commands running now (grading runs in a worker thread: `cancel` comes from another)
+    _running: set = attrs.field(factory=set, init=False, repr=False, eq=False)
+    _lock: Any = attrs.field(factory=threading.Lock, init=False, repr=False, eq=False)
+    _cancelled: bool = attrs.field(default=False, init=False, repr=False, eq=False)
+
+    def cancel(self) -> None:
+        """Kill the commands running now and refuse to start more: the trial was
+        interrupted, its grading (in another thread) must not run on to a slow command's
+        timeout in a workspace about to be removed."""
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running)
+        for proc in running:
+            _kill_group(proc)
 
     def call(self, name: str, args: list[Any]) -> Any:
         method = getattr(self, "b_" + name, None)
@@ -233,16 +248,25 @@ class Host:
 
         started = time.monotonic()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(command, shell=True, cwd=self._root(), env=self.env(),
-                                    stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            with self._lock:
+                if self._cancelled:
+                    raise InfrastructureError("grading was cancelled")
+                proc = subprocess.Popen(command, shell=True, cwd=self._root(),
+                                        env=self.env(), stdout=out, stderr=err,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                self._running.add(proc)
             timed_out = False
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
+            finally:
+                with self._lock:
+                    self._running.discard(proc)
             _kill_group(proc)
             proc.wait()
+            if self._cancelled:
+                raise InfrastructureError("grading was cancelled")
             out.seek(0)
             err.seek(0)
             stdout = out.read(_MAX_OUTPUT).decode("utf-8", "replace")

@@ -41,6 +41,7 @@ that starts a daemon (`server &`) returns when its shell exits. The daemon keeps
 
 from __future__ import annotations
 
+import contextvars
 import fnmatch
 import os
 import re
@@ -49,6 +50,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -97,8 +99,27 @@ class SetupError(Exception):
 
 # -- set-up ------------------------------------------------------------------------------
 def prepare_workspace(plan: Plan, task_dir: str, workspace: str,
-                      uv_cache: str | None = None) -> SetupResult:
-    """Apply the plan's template sources, then build the Python venv and node packages."""
+                      uv_cache: str | None = None,
+                      cancel: threading.Event | None = None) -> SetupResult:
+    """Apply the plan's template sources, then build the Python venv and node packages.
+
+    `cancel`, set from another thread (the trial was interrupted while this runs in a
+    worker thread), kills the set-up command running then and fails the set-up at once,
+    instead of letting a clone or an install run on to its timeout."""
+    token = _CANCEL.set(cancel)
+    try:
+        return _prepare(plan, task_dir, workspace, uv_cache)
+    finally:
+        _CANCEL.reset(token)
+
+
+# the `cancel` event of the prepare_workspace call running in this thread
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "ce_setup_cancel", default=None)
+CANCEL_POLL_S = 0.1
+
+
+def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None) -> SetupResult:
     started = time.monotonic()
     log: list[str] = []
 
@@ -351,13 +372,28 @@ def _run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float,
                                     start_new_session=True)
         except OSError as exc:
             raise SetupError(f"{what}: cannot start {argv[0]}: {_why(exc)}") from None
+        cancel = _CANCEL.get()
+        deadline = time.monotonic() + timeout
         try:
-            code = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            proc.wait()
-            text = read_capped(out, None)
-            raise SetupError(f"{what}: timed out after {timeout:g} s{_excerpt(text)}") from None
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    code = proc.wait(max(0.0, min(left, CANCEL_POLL_S) if cancel else left))
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancel is not None and cancel.is_set():
+                        kill_group(proc.pid)
+                        proc.wait()
+                        raise SetupError(f"{what}: cancelled (the trial was interrupted)")\
+                            from None
+                    if time.monotonic() >= deadline:
+                        kill_group(proc.pid)
+                        proc.wait()
+                        text = read_capped(out, None)
+                        raise SetupError(f"{what}: timed out after {timeout:g} s"
+                                         f"{_excerpt(text)}") from None
+        except SetupError:
+            raise
         except BaseException:  # interrupted: nothing it started survives
             kill_group(proc.pid)
             proc.wait()

@@ -10,6 +10,7 @@ import datetime as dt
 import os
 import shutil
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -191,8 +192,13 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     try:
         sink.emit(T.RunHeader(0.0, T.SCHEMA_VERSION, trial.trial_id, plan.task_id,
                               trial.plan_hash, agent_name, plan.agent.model, time.time()))
-        setup = await asyncio.to_thread(prepare_workspace, plan, trial.task_dir, workspace,
-                                        ctx.uv_cache)
+        cancel_setup = threading.Event()
+        try:
+            setup = await asyncio.to_thread(prepare_workspace, plan, trial.task_dir,
+                                            workspace, ctx.uv_cache, cancel_setup)
+        except asyncio.CancelledError:  # interrupted: the worker thread's command dies now
+            cancel_setup.set()
+            raise
         if not setup.ok:
             error = f"sandbox set-up failed: {setup.error}"
         env = sandbox_env(plan, trial.task_dir, workspace)
@@ -222,6 +228,9 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                     grader.grade, host, monitor.should_stop, plan.early_stop.armed)
             except InfrastructureError as exc:
                 error = f"grading failed: {exc}"
+            except asyncio.CancelledError:  # interrupted: kill the criterion's command now
+                host.cancel()
+                raise
         if plan.post_run and error is None:
             post = await run_commands(plan.post_run, workspace, env, "post_run")
         status = _status(error, outcome, sink.limit_hit, graded.success if graded else None)
