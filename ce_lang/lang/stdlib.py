@@ -58,8 +58,8 @@ def _cache_key(texts: dict[str, str]) -> str:
     for path in sources:
         with open(path, "rb") as fh:
             h.update(fh.read())
-    for path in sorted(texts):
-        h.update(os.path.basename(path).encode() + b"\0" + texts[path].encode())
+    for path in sorted(texts):  # full paths: spans in the pickle name these files
+        h.update(path.encode() + b"\0" + texts[path].encode())
     return h.hexdigest()[:24]
 
 
