@@ -193,14 +193,18 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         sink.emit(T.RunHeader(0.0, T.SCHEMA_VERSION, trial.trial_id, plan.task_id,
                               trial.plan_hash, agent_name, plan.agent.model, time.time()))
         cancel_setup = threading.Event()
-        try:
-            setup = await asyncio.to_thread(prepare_workspace, plan, trial.task_dir,
-                                            workspace, ctx.uv_cache, cancel_setup)
-        except asyncio.CancelledError:  # interrupted: the worker thread's command dies now
-            cancel_setup.set()
-            raise
-        if not setup.ok:
-            error = f"sandbox set-up failed: {setup.error}"
+        if plan.sandbox.driver != "tempdir":
+            error = (f"sandbox driver `{plan.sandbox.driver}` is not available in this build "
+                     "(tempdir is); run with --driver tempdir")
+        else:
+            try:
+                setup = await asyncio.to_thread(prepare_workspace, plan, trial.task_dir,
+                                                workspace, ctx.uv_cache, cancel_setup)
+            except asyncio.CancelledError:  # interrupted: the worker's command dies now
+                cancel_setup.set()
+                raise
+            if not setup.ok:
+                error = f"sandbox set-up failed: {setup.error}"
         env = sandbox_env(plan, trial.task_dir, workspace)
         if error is None and plan.pre_run:
             pre = await run_commands(plan.pre_run, workspace, env, "pre_run")
