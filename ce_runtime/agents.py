@@ -13,6 +13,9 @@ BUILTIN = {
 }
 
 
+PLANNED = ("claude-code", "codex", "openai")  # accepted by the task format, adapters to come
+
+
 class UnknownAgent(Exception):
     pass
 
@@ -25,6 +28,9 @@ def load_agent(name: str) -> Any:
         for ep in entry_points(group="ce.agents"):
             if ep.name == name:
                 return ep.load()()
+        if name in PLANNED:
+            raise UnknownAgent(f"the {name} agent adapter is not in this build yet; run with "
+                               "--agent oracle (reference solution) or --agent script")
         raise UnknownAgent(f"no agent named {name!r} is installed (built in: "
                            f"{', '.join(sorted(BUILTIN))})")
     module, _, attr = target.partition(":")
