@@ -17,9 +17,24 @@ _COMMANDS = {
 }
 
 
+# One-line help shown by `ce --help` without importing any subcommand.
+_SHORT_HELP = {
+    "compile": "Check task files and resolve every trial they define.",
+    "criteria": "Browse criterion definitions: docs, signatures, effects.",
+    "explain": "Explain a plan, or why each criterion of a trial scored as it did.",
+    "run": "Run the agent on every trial and grade it, into a run directory.",
+    "trace": "Dump traces, and import foreign transcripts as traces.",
+}
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(_COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, _SHORT_HELP.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = _COMMANDS.get(name)

@@ -144,3 +144,9 @@ def test_import_scanner_sees_every_form():
                             "ce_lang.plan"])
     init = _imported_names(ast.parse("from .task import TaskSpec\n"), "ce_lang.schema.__init__")
     assert [n for _, n in init] == ["ce_lang.schema.task"]
+
+
+def test_short_help_covers_every_command():
+    from ce_runtime.cli import _COMMANDS, _SHORT_HELP
+
+    assert set(_SHORT_HELP) == set(_COMMANDS)
