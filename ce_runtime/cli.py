@@ -14,6 +14,7 @@ _COMMANDS = {
     "trace": ("ce_runtime.cmd_trace", "trace_cmd"),
     "explain": ("ce_runtime.cmd_explain", "explain_cmd"),
     "run": ("ce_runtime.cmd_run", "run_cmd"),
+    "rescore": ("ce_runtime.cmd_rescore", "rescore_cmd"),
 }
 
 
@@ -23,6 +24,7 @@ _SHORT_HELP = {
     "criteria": "Browse criterion definitions: docs, signatures, effects.",
     "explain": "Explain a plan, or why each criterion of a trial scored as it did.",
     "run": "Run the agent on every trial and grade it, into a run directory.",
+    "rescore": "Grade an archived run again, offline, with the same or new criteria.",
     "trace": "Dump traces, and import foreign transcripts as traces.",
 }
 
@@ -60,3 +62,7 @@ def main() -> None:
       ce compile --explain CE0101       what a diagnostic code means
       ce criteria list                  the standard criteria; `show NAME` documents one
     """
+
+
+if __name__ == "__main__":
+    main()

@@ -109,7 +109,8 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="ce-explain-") as ws:
         restore_workspace(manifest, os.path.join(root, "objects"), ws)
         grader, graded, host, _ = grade_files(plan, task.get("task_dir", ""), ws,
-                                              trace if os.path.isfile(trace) else None)
+                                              trace if os.path.isfile(trace) else None,
+                                              stopped_early=bool(task.get("stopped_early")))
         if as_json:
             click.echo(json.dumps(explain_json(plan, graded), indent=2))
         else:

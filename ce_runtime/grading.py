@@ -8,7 +8,7 @@ from ce_lang.lang.stdlib import registry_for_sources
 from ce_lang.plan import Plan
 from ce_runtime.host import Host
 from ce_runtime.interpreter import Grader, GradeResult
-from ce_runtime.trace import RunEnd, TraceReadResult, read_trace
+from ce_runtime.trace import TraceReadResult, read_trace
 from ce_runtime.view import build_view
 
 
@@ -27,11 +27,13 @@ def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=N
 
 
 def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | None,
-                judge=None) -> tuple[Grader, GradeResult, Host, TraceReadResult | None]:
+                judge=None, stopped_early: bool = False,
+                ) -> tuple[Grader, GradeResult, Host, TraceReadResult | None]:
+    """`stopped_early`: the trial was stopped by its armed criteria (from its task.json),
+    so it is gated on those only."""
     read = read_trace(trace_path) if trace_path else None
     view = build_view(read.events) if read is not None else None
-    stopped_early = bool(read and any(
-        isinstance(e, RunEnd) and "stopped_early" in (e.error or "") for e in read.events))
+    stopped_early = stopped_early and bool(plan.early_stop.armed)  # else: gate on all
     grader = Grader(plan, registry_for_sources(plan.criteria_sources))
     if judge is None:
         from ce_runtime.judge import judge_from_env

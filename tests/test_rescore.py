@@ -1,0 +1,60 @@
+"""`ce rescore`: archived trials graded again offline, with the same or new criteria."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+CE = [sys.executable, "-m", "ce_runtime.cli"]
+
+TASK = """\
+task_id: scripted
+description: a scripted agent writes hello.py
+initial_prompt: write hello.py
+agent:
+  type: script
+  script:
+    - write: hello.py
+      content: |
+        print("Hello, World!")
+    - run: python hello.py
+sandbox: {python: null}
+success_criteria:
+  - type: run_command
+    command: python hello.py
+    expected_stdout: "Hello, World!"
+    description: runs
+  - type: command_executed
+    command_pattern: "python hello"
+    description: ran it
+"""
+
+
+def ce(*args, cwd):
+    return subprocess.run([*CE, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_rescore_same_and_changed_criteria(tmp_path):
+    (tmp_path / "t.yaml").write_text(TASK)
+    assert ce("run", "t.yaml", "--repeats", "2", cwd=tmp_path).returncode == 0
+    same = ce("rescore", "runs/latest", "--out", "same", cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
+    assert "2 trial(s) re-scored, 0 changed" in same.stderr
+    (tmp_path / "t2.yaml").write_text(TASK.replace('expected_stdout: "Hello, World!"',
+                                                   'expected_stdout: "Goodbye"'))
+    new = ce("rescore", "runs/latest", "t2.yaml", "--out", "new", cwd=tmp_path)
+    assert new.returncode == 1  # the new criterion fails on the archived workspace
+    assert "2 trial(s) re-scored, 2 changed" in new.stderr
+    rec = json.loads((tmp_path / "new" / "default" / "scripted" / "01" / "task.json")
+                     .read_text())
+    assert rec["status"] == "FAILURE" and rec["previous"]["status"] == "SUCCESS"
+    assert [c["passed"] for c in rec["criteria"]] == [False, True]
+    assert rec["weighted_score"] == 0.5
+    assert os.path.isfile(tmp_path / "new" / "report.md")
+    # the archive itself is untouched
+    old = json.loads(next((tmp_path / "runs").glob("*/default/scripted/01/task.json"))
+                     .read_text())
+    assert old["status"] == "SUCCESS"
