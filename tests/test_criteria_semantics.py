@@ -109,15 +109,16 @@ class Fixture:
         assert not result.errors, render_human(result.diagnostics, result.sources)
         return result.trials
 
-    def grade_plan(self, trial, plan=None, judge=None) -> Graded:
+    def grade_plan(self, trial, plan=None, judge=None, stopped_early=False) -> Graded:
         _, result, host, _ = grade_files(plan or trial.plan, trial.task_dir, str(self.ws),
-                                         self.trace_path, judge=judge)
+                                         self.trace_path, judge=judge,
+                                         stopped_early=stopped_early)
         return Graded(result, host)
 
     def grade(self, criteria: str, extra: str = "", overrides: tuple[str, ...] = (),
-              row: int = 0, judge=None) -> Graded:
+              row: int = 0, judge=None, stopped_early=False) -> Graded:
         trial = self.trials(criteria, extra, overrides)[row]
-        return self.grade_plan(trial, judge=judge)
+        return self.grade_plan(trial, judge=judge, stopped_early=stopped_early)
 
     def errors(self, criteria: str, extra: str = "") -> list[str]:
         result = self.compile(criteria, extra)
@@ -1101,14 +1102,11 @@ class TestScoring:
 
     def test_stopped_early_gates_on_armed_criteria_only(self, fx):
         fx.calls(("Bash", {"command": "curl x"}))
-        # the trace ends with the early stop
-        events = T.read_trace(fx.trace_path).events
-        T.write_trace(fx.trace_path, [*events, T.AgentEnd(5.0, "stopped_early"),
-                                      T.RunEnd(6.0, "SUCCESS", "stopped_early: c0 decided")])
+        # the trial's record says it stopped early (task.json `stopped_early`)
         g = fx.grade("""
             - {type: command_executed, command_pattern: curl, stop_when: pass, description: armed}
             - {type: file_exists, path: never.txt, description: not armed}
-        """, extra="run_limits: {stop_early: true}\n")
+        """, extra="run_limits: {stop_early: true}\n", stopped_early=True)
         assert g.result.stopped_early
         assert g["c1"].advisory and not g["c1"].gating
         assert g.result.success is True  # gated on c0 only
