@@ -340,7 +340,20 @@ def _python_env(root: str, packages: list[str], uv_cache: str | None,
     log.append(f"python: installed {' '.join(packages)}" + (f" ({shown})" if shown else ""))
 
 
+_UV_LOCK = threading.Lock()
+_UV_BIN: list[str] = []
+
+
 def _uv_bin() -> str:
+    """Found once, under a lock: `find_uv_bin` reads sysconfig, whose lazy set-up is not
+    thread-safe (concurrent trials set up in threads saw half-initialized paths)."""
+    with _UV_LOCK:
+        if not _UV_BIN:
+            _UV_BIN.append(_find_uv_bin())
+        return _UV_BIN[0]
+
+
+def _find_uv_bin() -> str:
     try:
         from uv import find_uv_bin
 
