@@ -13,6 +13,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -74,13 +75,35 @@ def write_plans(run_dir: str, trials: list[Trial]) -> None:
 
 
 def finished(run_dir: str, trial: Trial) -> dict[str, Any] | None:
+    """The trial's record if it finished with this same plan (a task edited since the
+    run started gives a new plan: that trial runs again on resume)."""
     path = os.path.join(trial_dir_of(run_dir, trial), "task.json")
     if os.path.isfile(path):
         try:
-            return load_json(path)
+            record = load_json(path)
         except (OSError, json.JSONDecodeError):
             return None
+        return record if record.get("plan_hash") == trial.plan_hash else None
     return None
+
+
+def clean_stale_scratch() -> None:
+    """Remove scratch directories of runs whose process is gone (a SIGKILLed run can't
+    clean up after itself; its workspaces may hold whole venvs)."""
+    import shutil
+
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        m = re.fullmatch(r"ce-run-(\d+)-\w+", name)
+        if m is None:
+            continue
+        pid = int(m.group(1))
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+        except PermissionError:
+            pass
 
 
 async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
@@ -88,7 +111,8 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
                   on_done: Callable[[Trial, dict[str, Any]], None] | None = None,
                   ) -> list[dict[str, Any]]:
     """Run the trials (skipping finished ones) with `options.jobs` at a time."""
-    work_root = tempfile.mkdtemp(prefix="ce-run-")
+    clean_stale_scratch()
+    work_root = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-")
     ctx = RunContext(run_dir, os.path.join(run_dir, "objects"), work_root, options.uv_cache,
                      options.agent)
     sem = asyncio.Semaphore(max(1, options.jobs))

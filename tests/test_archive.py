@@ -63,3 +63,31 @@ def test_explain_a_trial_directory(tmp_path):
     (ws / "hello.py").write_text('print("bye")\n')  # the archive, not the live dir, is graded
     res = CliRunner().invoke(main, ["explain", str(td), "--criterion", "c2"])
     assert "PASS" in res.output and "stdout: 'Hello, World!'" in res.output
+
+
+def test_stale_scratch_of_dead_runs_is_removed(tmp_path, monkeypatch):
+    import tempfile
+
+    from ce_runtime.run import clean_stale_scratch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / "ce-run-999999999-abcd"  # no such pid
+    alive = tmp_path / f"ce-run-{os.getpid()}-abcd"
+    other = tmp_path / "unrelated"
+    for d in (dead, alive, other):
+        (d / "ws").mkdir(parents=True)
+    clean_stale_scratch()
+    assert not dead.exists() and alive.exists() and other.exists()
+
+
+def test_resume_reruns_trials_whose_plan_changed(tmp_path):
+    from ce_runtime.run import finished
+    from ce_runtime.trial import trial_dir_of
+
+    trial = compile_paths([os.path.join(ROOT, "tasks", "hello_world.yaml")]).trials[0]
+    tdir = trial_dir_of(str(tmp_path), trial)
+    os.makedirs(tdir)
+    write_json_atomic(os.path.join(tdir, "task.json"), {"plan_hash": trial.plan_hash})
+    assert finished(str(tmp_path), trial) is not None
+    write_json_atomic(os.path.join(tdir, "task.json"), {"plan_hash": "an older plan"})
+    assert finished(str(tmp_path), trial) is None
