@@ -448,18 +448,20 @@ def _above(lo: float, hi: float, strict: bool) -> bool:
 
 
 def _settle(f: Fact) -> Fact:
-    """What live learns of a node it evaluates itself: the bound its monotonicity gives."""
-    if f.mono == "up":  # [now, inf): any lower bound, never an upper one
-        return attrs.evolve(f, ct=True, cf=False, lo=INF, hi=INF)
-    if f.mono == "down":
-        return attrs.evolve(f, ct=False, cf=True, lo=-INF, hi=-INF)
-    if f.mono == "const":
+    """What live learns of a node it evaluates itself: the bound its monotonicity gives.
+    (Built with the constructor, not attrs.evolve: this runs for every analyzed node.)"""
+    m = f.mono
+    if m == "up":  # [now, inf): any lower bound, never an upper one
+        return Fact(m, f.value, f.effects, True, False, f.elem, INF, INF, f.kn)
+    if m == "down":
+        return Fact(m, f.value, f.effects, False, True, f.elem, -INF, -INF, f.kn)
+    if m == "const":
         v = f.value
         if v is UNKNOWN:
-            return attrs.evolve(f, ct=True, cf=True, lo=INF, hi=-INF, kn=True)
+            return Fact(m, v, f.effects, True, True, f.elem, INF, -INF, True)
         if isinstance(v, bool):
-            return attrs.evolve(f, ct=v, cf=not v, kn=True)
+            return Fact(m, v, f.effects, v, not v, f.elem, f.lo, f.hi, True)
         if isinstance(v, int | float):
-            return attrs.evolve(f, lo=float(v), hi=float(v), kn=True)
-        return attrs.evolve(f, kn=True)
+            return Fact(m, v, f.effects, f.ct, f.cf, f.elem, float(v), float(v), True)
+        return Fact(m, v, f.effects, f.ct, f.cf, f.elem, f.lo, f.hi, True)
     return f
