@@ -193,7 +193,11 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         sink.emit(T.RunHeader(0.0, T.SCHEMA_VERSION, trial.trial_id, plan.task_id,
                               trial.plan_hash, agent_name, plan.agent.model, time.time()))
         cancel_setup = threading.Event()
-        if plan.sandbox.driver != "tempdir":
+        if plan.simulation is not None and plan.simulation.enabled:
+            error = ("simulated dialogs (`simulation.enabled: true`) are not run by this "
+                     "build yet; the task compiles, but a single-shot run would not be the "
+                     "dialog it asks for")
+        elif plan.sandbox.driver != "tempdir":
             error = (f"sandbox driver `{plan.sandbox.driver}` is not available in this build "
                      "(tempdir is); run with --driver tempdir")
         else:
