@@ -117,6 +117,8 @@ class _Armed:
     aggregates: list[_Aggregate]
     analyzer: Any
     const_env: dict[str, Any]
+    only_aggregates: bool = False  # the trace is read only through `aggregates`
+    last_values: tuple | None = None  # aggregate values at the last (undecided) verdict
     decided: str | None = None
 
 
@@ -141,7 +143,8 @@ class LiveMonitor:
                     env[let.name] = fact.value
             aggs = [_Aggregate(n) for n in _trace_aggregates(inst, an, set(env))]
             self.armed.append(_Armed(call.id, call.arming.polarity, call.pass_threshold, inst,
-                                     inst.score_bool, aggs, an, env))
+                                     inst.score_bool, aggs, an, env,
+                                     _reads_trace_only_through(inst, aggs)))
 
     @property
     def active(self) -> bool:
@@ -161,6 +164,11 @@ class LiveMonitor:
                 ev = Evaluator(self.host)
                 for agg in a.aggregates:
                     agg.update(changed, ev, a.const_env)
+            if a.only_aggregates:  # nothing it reads moved: the verdict cannot have either
+                values = tuple(_key(agg.value()) for agg in a.aggregates)
+                if values == a.last_values:
+                    continue
+                a.last_values = values
             verdict = self._verdict(a)
             if verdict is not None:
                 a.decided = "pass" if verdict else "fail"
@@ -196,6 +204,21 @@ class LiveMonitor:
     @property
     def should_stop(self) -> bool:
         return self.stop_reason is not None
+
+
+def _key(value: Any) -> Any:
+    return ("raises", str(value)) if type(value).__name__ == "_Raises" else value
+
+
+def _reads_trace_only_through(inst: Instance, aggregates: list[_Aggregate]) -> bool:
+    """True when every `trace` in the criterion sits inside one of its aggregates' lists:
+    then its verdict can change only when an aggregate's value does."""
+    inside: set[int] = set()
+    for agg in aggregates:
+        inside.update(n.id for n in A.walk(agg.node))
+    roots = [inst.score, *(let.expr for let in inst.lets)]
+    return all(n.id in inside for root in roots for n in A.walk(root)
+               if isinstance(n, A.Name) and n.name == "trace")
 
 
 def _trace_aggregates(inst: Instance, an, constants: set[str]) -> list[A.Call]:
