@@ -86,12 +86,25 @@ def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
             strict = False
             if isinstance(c, C.CommandsEfficiency) and args.get("expected_commands") is None:
                 args["expected_commands"] = task_expected_commands
+            if cache is not None:  # a standard criterion seen before: skip bind too
+                key = ("args", id(defn), repr(sorted(args.items())), threshold)
+                hit = cache.get(key)
+                if hit is not None:
+                    out.append(_at_index(hit, i))
+                    continue
         params = bind(defn, args, registry, diags, at, key_at, base, strict)
         if params is None:
             out.append(None)
             continue
-        out.append(_instance(i, defn, params, threshold, cache))
+        inst = _instance(i, defn, params, threshold, cache)
+        if cache is not None and not strict:
+            cache[("args", id(defn), repr(sorted(args.items())), threshold)] = inst
+        out.append(inst)
     return out
+
+
+def _at_index(inst: Instance, i: int) -> Instance:
+    return inst if inst.index == i else attrs.evolve(inst, index=i)
 
 
 def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float,
@@ -100,8 +113,8 @@ def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float
         key = (id(defn), repr(sorted(params.items())), threshold)
         hit = cache.get(key)
         if hit is None:
-            hit = cache[key] = _instance(0, defn, params, threshold)
-        return attrs.evolve(hit, index=i)
+            hit = cache[key] = _instance(i, defn, params, threshold)
+        return _at_index(hit, i)
     d = defn.defn
     decision, an = analyze(d.score, d.lets, params, threshold,
                            result_bool=defn.score_type == BOOL)
