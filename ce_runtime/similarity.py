@@ -225,8 +225,10 @@ def python_token_types(text: str) -> list[str] | None:
                 depth -= 1
             elif depth or tok.type in _PY_DROPPED:
                 continue
-            elif tok.type == tokenize.ERRORTOKEN:
-                return None  # Python 3.11 reports what later versions raise for
+            elif tok.type == tokenize.ERRORTOKEN or (
+                    tok.type == tokenize.OP and tok.exact_type == tokenize.OP):
+                # not Python: 3.11 reports an ERRORTOKEN, 3.13 an OP no operator maps to
+                return None
             elif tok.type == tokenize.NAME and keyword.iskeyword(tok.string):
                 out.append(tok.string)
             else:
