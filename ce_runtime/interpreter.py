@@ -182,6 +182,19 @@ def _with_task_defaults(plan: Plan) -> list[CriterionCall]:
     return out
 
 
+def criterion_records(plan: Plan, graded: GradeResult) -> list[dict[str, Any]]:
+    """The criteria of a trial's task.json (JSON-able; labels kept, other outputs not)."""
+    return [{
+        "id": r.id, "type": r.type, "description": r.description, "kind": r.kind,
+        "score": r.score, "pass_threshold": r.pass_threshold, "passed": r.passed,
+        "weight": r.weight, "gating": r.gating, "advisory": r.advisory,
+        "disabled": getattr(r, "disabled", False), "error": r.error,
+        "outputs": {k: v for k, v in r.outputs.items()
+                    if isinstance(v, str | int | float | bool) or v is None},
+        "suite_thresholds": call.suite_thresholds,
+    } for call, r in zip(plan.criteria, graded.criteria, strict=True)]
+
+
 def _as_score(value: Any) -> float:
     if isinstance(value, bool):
         return 1.0 if value else 0.0

@@ -56,15 +56,9 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
             return record
     if old.get("status") == "ERROR" and not old.get("criteria"):
         return record  # it never reached grading: nothing to re-score
-    record["criteria"] = [{
-        "id": r.id, "type": r.type, "description": r.description, "kind": r.kind,
-        "score": r.score, "pass_threshold": r.pass_threshold, "passed": r.passed,
-        "weight": r.weight, "gating": r.gating, "advisory": r.advisory,
-        "disabled": getattr(r, "disabled", False), "error": r.error,
-        "outputs": {k: v for k, v in r.outputs.items()
-                    if isinstance(v, str | int | float | bool) or v is None},
-        "suite_thresholds": call.suite_thresholds,
-    } for call, r in zip(plan.criteria, graded.criteria, strict=True)]
+    from ce_runtime.interpreter import criterion_records
+
+    record["criteria"] = criterion_records(plan, graded)
     record["weighted_score"] = graded.weighted_score
     status = old.get("status")
     if status not in RUN_STATUSES:

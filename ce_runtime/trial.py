@@ -262,18 +262,9 @@ def _record(trial: Trial, agent: str, status: str, error: str | None,
             started_at: str, duration: float, pre: list, post: list) -> dict[str, Any]:
     plan = trial.plan
     view = sink.view
-    criteria = []
-    if graded is not None:
-        for call, r in zip(plan.criteria, graded.criteria, strict=True):
-            criteria.append({
-                "id": r.id, "type": r.type, "description": r.description, "kind": r.kind,
-                "score": r.score, "pass_threshold": r.pass_threshold, "passed": r.passed,
-                "weight": r.weight, "gating": r.gating, "advisory": r.advisory,
-                "disabled": getattr(r, "disabled", False), "error": r.error,
-                "outputs": {k: v for k, v in r.outputs.items()
-                            if isinstance(v, str | int | float | bool) or v is None},
-                "suite_thresholds": call.suite_thresholds,
-            })
+    from ce_runtime.interpreter import criterion_records
+
+    criteria = criterion_records(plan, graded) if graded is not None else []
     return {
         "schema_version": 1, "trial_id": trial.trial_id, "variant_id": trial.variant_id,
         "experiment_id": trial.experiment_id, "task_id": plan.task_id,
