@@ -754,6 +754,7 @@ class TestCommandExecuted:
     @pytest.mark.parametrize("wrapper", [
         "bash -lc 'curl x'", 'sh -c "curl x"', "/bin/zsh -lc 'curl x'",
         "bash -lc \"bash -c 'curl x'\"",
+        "c'u'rl \"x\"", "bash -lc \"c'u'rl x\"",  # quote-obfuscated: the normalized form
     ])
     def test_shell_wrappers_are_unwrapped(self, fx, wrapper):
         fx.calls(("Bash", {"command": wrapper}, "ok"))

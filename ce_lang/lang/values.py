@@ -33,6 +33,14 @@ def unwrap_shell(command: str) -> str:
     return command
 
 
+def normalize_shell(command: str) -> str:
+    """The command's words with shell quoting removed (`c'u'rl "x"` -> `curl x`)."""
+    try:
+        return " ".join(shlex.split(command))
+    except ValueError:
+        return command
+
+
 @attrs.define
 class ToolCallView:
     """One tool call as criteria see it; `status` changes once, when the result arrives."""
@@ -60,11 +68,16 @@ class ToolCallView:
         return None
 
     def texts(self) -> list[str]:
-        """What `matches` searches: the raw command and its unwrapped form, or the JSON."""
+        """What `matches` searches: the raw command and its shell-normalized forms
+        (`bash -lc '...'` unwrapped, quoting removed: `c'u'rl` reads `curl`), or the
+        JSON parameters of other tools."""
         cmd = self.command
         if cmd is not None:
-            unwrapped = unwrap_shell(cmd)
-            return [cmd] if unwrapped == cmd else [cmd, unwrapped]
+            forms = [cmd]
+            for form in (unwrap_shell(cmd), normalize_shell(unwrap_shell(cmd))):
+                if form not in forms:
+                    forms.append(form)
+            return forms
         return [json.dumps(self.params, sort_keys=True, ensure_ascii=False)]
 
     def matches(self, pattern: Regex) -> bool:
