@@ -300,7 +300,17 @@ class Host:
         if isinstance(score, bool) or not isinstance(score, int | float) or score != score:
             raise CriterionError(f"{kind}: the verdict has no numeric score")
         return {"score": min(1.0, max(0.0, float(score))),
-                "rationale": str(verdict.get("rationale", ""))}
+                "rationale": self._scrub(str(verdict.get("rationale", "")))}
+
+    def _scrub(self, text: str) -> str:
+        """A judge that quotes the reference must not leak it into stored results."""
+        try:
+            reference = self._reference_text(None)
+        except CriterionError:
+            return text
+        for line in {ln.strip() for ln in reference.splitlines() if len(ln.strip()) >= 12}:
+            text = text.replace(line, "[reference scrubbed]")
+        return text
 
 
 _MAX_OUTPUT = 1 << 20  # per stream, for grading

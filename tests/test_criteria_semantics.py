@@ -1112,3 +1112,17 @@ class TestScoring:
         assert g["c1"].advisory and not g["c1"].gating
         assert g.result.success is True  # gated on c0 only
         assert g.result.weighted_score == 0.5  # advisory criteria still count in the score
+
+
+def test_judge_rationale_never_stores_the_reference(tmp_path):
+    from ce_runtime.host import Host
+
+    class Quoting:
+        def verdict(self, kind, rubric, files, settings, host):
+            return {"score": 0.9, "rationale": "matches `return fibonacci(n - 1) + x` well"}
+
+    host = Host(str(tmp_path), reference_code="def f(n):\n    return fibonacci(n - 1) + x\n",
+                judge=Quoting())
+    verdict = host.b_llm_judge("grade", [], {})
+    assert "fibonacci" not in verdict["rationale"] and "[reference scrubbed]" in \
+        verdict["rationale"]
