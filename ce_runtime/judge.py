@@ -96,9 +96,10 @@ def build_prompt(rubric: str, files: list[str], settings: dict[str, Any], host: 
                 text = f"<{exc}>"
             text = "<file not found>" if text is None else str(text)
         parts.append(f"# File {f}\n{UNTRUSTED}\n```\n{text[:limit]}\n```")
-    if settings.get("include_reference") and (host.reference_code or host.reference_file):
-        parts.append(f"# Reference solution (never shown to the agent)\n```\n"
-                     f"{host._reference_text(None)[:limit]}\n```")
+    if settings.get("include_reference"):
+        reference = _reference_for_judge(host, limit)
+        if reference:
+            parts.append(f"# Reference solution (never shown to the agent)\n{reference}")
     trace = host.trace
     if trace is not None and settings.get("include_agent_output"):
         parts.append(f"# The agent's final output\n{UNTRUSTED}\n{trace.final_output[:limit]}")
@@ -113,3 +114,24 @@ def build_prompt(rubric: str, files: list[str], settings: dict[str, Any], host: 
                      f"invented.\n{dialog[:cap]}")
     parts.append('Answer with one JSON object: {"score": 0..1, "rationale": "..."}')
     return "\n\n".join(parts)
+
+
+def _reference_for_judge(host: Any, limit: int) -> str:
+    """The task's reference as the judge sees it: the code or file, or each file of a
+    reference directory (silently nothing when the task has none, as the guide says)."""
+    if host.reference_code is not None or host.reference_file is not None:
+        return f"```\n{host._reference_text(None)[:limit]}\n```"
+    if host.reference_dir is None or not os.path.isdir(host.reference_dir):
+        return ""
+    blocks = []
+    for root, dirs, files in os.walk(host.reference_dir):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            try:
+                with open(full, encoding="utf-8") as fh:
+                    text = fh.read(limit)
+            except (OSError, UnicodeDecodeError):
+                continue
+            blocks.append(f"## {os.path.relpath(full, host.reference_dir)}\n```\n{text}\n```")
+    return "\n".join(blocks)

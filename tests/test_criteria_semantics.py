@@ -1126,3 +1126,18 @@ def test_judge_rationale_never_stores_the_reference(tmp_path):
     verdict = host.b_llm_judge("grade", [], {})
     assert "fibonacci" not in verdict["rationale"] and "[reference scrubbed]" in \
         verdict["rationale"]
+
+
+def test_judge_prompt_shows_a_reference_directory(tmp_path):
+    from ce_runtime.host import Host
+    from ce_runtime.judge import build_prompt
+
+    ref = tmp_path / "ref"
+    (ref / "pkg").mkdir(parents=True)
+    (ref / "pkg" / "a.py").write_text("A = 1\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    host = Host(str(ws), reference_dir=str(ref))
+    prompt = build_prompt("grade it", [], {"include_reference": True}, host)
+    assert "## pkg/a.py" in prompt and "A = 1" in prompt
+    assert "Reference solution" not in build_prompt("grade it", [], {}, host)
