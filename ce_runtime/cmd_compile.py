@@ -86,6 +86,8 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
             click.echo(_summary_line(summary), err=True)
     if emit_dir and not result.usage_error and result.errors == 0:
         _emit(emit_dir, result)
+    elif emit_dir:
+        click.echo(f"nothing written to {emit_dir}: fix the errors first", err=True)
     if result.usage_error:
         sys.exit(2)
     sys.exit(1 if result.errors else 0)
