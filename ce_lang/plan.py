@@ -286,11 +286,35 @@ def plan_hash(plan: Plan) -> str:
     return hashlib.sha256(_encoder.encode(plan_to_json(plan))).hexdigest()
 
 
+_CONFIG_GROUPS = ("agent", "sandbox", "run_limits", "simulation", "checker_context")
+
+
+def full_lineage(trial: Trial) -> dict[str, str]:
+    """Every setting of the agent, sandbox, limits and simulation blocks with the layer it
+    came from; those no layer set are "default" (the schema's value)."""
+    out = dict(trial.lineage)
+    plan = plan_to_json(trial.plan)
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict) and value and not path.endswith("sdk_options"):
+            for k, v in value.items():
+                walk(v, f"{path}.{k}")
+        elif not any(path == k or path.startswith(k + ".") or path.startswith(k + "[")
+                     or k.startswith(path + ".") for k in trial.lineage):
+            out[path] = "default"
+
+    for group in _CONFIG_GROUPS:
+        if plan.get(group) is not None:
+            walk(plan[group], group)
+    return dict(sorted(out.items()))
+
+
 def trial_to_json(trial: Trial) -> dict[str, Any]:
     return {
         "trial_id": trial.trial_id, "variant_id": trial.variant_id,
         "experiment_id": trial.experiment_id, "repeat": trial.repeat,
-        "source": trial.source, "plan_hash": trial.plan_hash, "lineage": trial.lineage,
+        "source": trial.source, "plan_hash": trial.plan_hash,
+        "lineage": full_lineage(trial),
     }
 
 

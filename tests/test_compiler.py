@@ -284,6 +284,11 @@ def test_emit_writes_plans_and_trials(write, tmp_path):
         assert plan["hash"] == t["plan_hash"]
         assert plan["plan"]["task_id"] == "t1"
     assert len(os.listdir(out / "plans")) == 2
+    lineage = trials[0]["lineage"]  # every setting, with the layer it came from
+    assert lineage["agent.model"] == "task"
+    assert lineage["run_limits.task_timeout"] == "experiment ab: defaults"
+    assert lineage["sandbox.driver"] == "default"
+    assert lineage["run_limits.max_usd"] == "default"
 
 
 def test_plan_hash_follows_the_content_of_task_side_files(write):
