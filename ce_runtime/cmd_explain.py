@@ -18,8 +18,10 @@ import click
 @click.option("--criterion", "only", metavar="ID",
               help="Only this criterion (c0, c1 ..., its index, or its type).")
 @click.option("--trial", "trial_id", help="Which resolved trial (default: the first).")
-@click.option("-e", "--experiment", type=click.Path(dir_okay=False))
-@click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE")
+@click.option("-e", "--experiment", type=click.Path(dir_okay=False),
+              help="Resolve TASK under this experiment (pick the variant with --trial).")
+@click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
+              help="Override a setting, as for `ce compile` (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrides, as_json):
     """Explain TASK's criteria: before a run, or for a finished trial.

@@ -15,7 +15,8 @@ import click
 @click.argument("tasks", nargs=-1, metavar="[TASKS...]")
 @click.option("-e", "--experiment", type=click.Path(dir_okay=False),
               help="Experiment the TASKS are resolved with (as in the original run).")
-@click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE")
+@click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
+              help="Override a setting of the TASKS, as for `ce compile` (repeatable).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Where the new results go (default RUN_DIR/rescored/<time>).")
 @click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
