@@ -201,8 +201,10 @@ class _Progress:
         score = record.get("weighted_score")
         shown = f"score {score:.2f}" if isinstance(score, int | float) else ""
         early = "  (stopped early)" if record.get("stopped_early") else ""
+        why = f"  - {record['error'][:120]}" if status == "ERROR" and record.get("error") \
+            else ""
         line = (f"[{self.count}/{self.total}] {status:<9} {trial.trial_id}  "
-                f"{record['duration_s']:.1f}s {shown}{early}")
+                f"{record['duration_s']:.1f}s {shown}{early}{why}")
         if self.live is not None:
             self.live.console.print(line, highlight=False)
             self.live.update(self._render())
