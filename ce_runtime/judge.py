@@ -1,4 +1,6 @@
-"""The llm_judge transport: one Anthropic Messages API call returning a JSON verdict.
+"""The judge transports. llm_judge: one Anthropic Messages API call returning a JSON
+verdict. agent_judge: a Claude Code sub-agent (claude-agent-sdk, imported only when one
+is graded) in a throwaway copy of the workspace, against the same endpoint.
 
 Configured from the environment: CE_JUDGE_URL (default https://api.anthropic.com; the
 loopback server in `ce_agents.loopback` for tests and offline demos) and
@@ -8,9 +10,14 @@ and a judged criterion makes its trial ERROR (never a silent pass).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
+import shutil
+import tempfile
+import threading
 import urllib.error
 import urllib.request
 from typing import Any
@@ -38,9 +45,10 @@ class HttpJudge:
 
     def verdict(self, kind: str, rubric: str, files: list[str], settings: dict[str, Any],
                 host: Any) -> dict[str, Any]:
+        if kind == "agent_judge":
+            return self.agent_verdict(rubric, files, settings, host)
         if kind != "llm_judge":
-            raise InfrastructureError(f"{kind} needs the claude-code agent runtime, which "
-                                      "this build does not provide yet")
+            raise InfrastructureError(f"{kind}: no such judge")
         prompt = build_prompt(rubric, files, settings, host)
         model = str(settings.get("model") or "claude-sonnet-4-6").split(".", 1)[-1]
         body = {"model": model, "max_tokens": int(settings.get("max_tokens", 1000)),
@@ -63,6 +71,143 @@ class HttpJudge:
         text = "".join(block.get("text", "") for block in reply.get("content", [])
                        if isinstance(block, dict))
         return parse_verdict(text)
+
+
+    def agent_verdict(self, rubric: str, files: list[str], settings: dict[str, Any],
+                      host: Any) -> dict[str, Any]:
+        """agent_judge: a Claude Code sub-agent (claude-agent-sdk) grades in a throwaway
+        copy of the workspace. Hardened: no setting sources, `.claude/`, `.mcp.json` and
+        `_reference` never copied (the task's reference is mounted at `_reference/` only
+        with include_reference), a fresh CLAUDE_CONFIG_DIR, the offered tools limited to
+        the allowed ones. `turn_timeout` bounds the whole judge session (one agent
+        invocation is one turn). Timeout, crash or a verdict without JSON: CriterionError
+        (score 0 with the error); no SDK/CLI or the endpoint unreachable:
+        InfrastructureError."""
+        self._check_reachable()
+        agent = settings.get("agent") or {}
+        if not isinstance(agent, dict):
+            raise CriterionError("agent_judge: `agent` must be a map")
+        prompt = build_prompt(rubric, files, settings, host)
+        timeout = float(settings.get("turn_timeout") or 300)
+        root = tempfile.mkdtemp(prefix="sub_agent_")
+        try:
+            work = os.path.join(root, "workspace")
+            shutil.copytree(host.workspace, work, symlinks=True,
+                            ignore=shutil.ignore_patterns(*JUDGE_EXCLUDED))
+            if settings.get("include_reference") and host.reference_dir and \
+                    os.path.isdir(host.reference_dir):
+                shutil.copytree(host.reference_dir, os.path.join(work, "_reference"),
+                                symlinks=True)
+            config = os.path.join(root, "claude-config")
+            os.mkdir(config)
+            return _run_agent_judge(self.base_url, self.api_key, prompt, work, config,
+                                    agent, int(settings.get("max_turns") or 50), timeout)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _check_reachable(self) -> None:
+        req = urllib.request.Request(self.base_url + "/", method="HEAD")
+        try:
+            with urllib.request.urlopen(req, timeout=min(self.timeout, 15.0)):
+                pass
+        except urllib.error.HTTPError:
+            pass  # it answers: reachable
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise InfrastructureError(f"the judge at {self.base_url} is unreachable: {exc}")\
+                from exc
+
+
+JUDGE_EXCLUDED = (".claude", ".mcp.json", "_reference")
+DEFAULT_JUDGE_TOOLS = ["Read", "Grep", "Glob", "Bash"]
+JUDGE_SYSTEM = ("You are a strict grader with tools, working in a copy of the workspace "
+                "under evaluation. Use the tools to check what the instructions ask, then "
+                'end with one JSON object: {"score": <number between 0 and 1>, '
+                '"rationale": "<why>"}.')
+
+
+def _run_agent_judge(base_url: str, api_key: str, prompt: str, cwd: str, config_dir: str,
+                     agent: dict[str, Any], max_turns: int, timeout: float) -> dict[str, Any]:
+    try:
+        import anyio  # the SDK's async runtime
+        import claude_agent_sdk as sdk  # heavy: only when an agent_judge is graded
+    except ImportError as exc:
+        raise InfrastructureError("agent_judge needs claude-agent-sdk "
+                                  "(pip install claude-agent-sdk)") from exc
+    tools = [str(t) for t in agent.get("allowed_tools") or DEFAULT_JUDGE_TOOLS]
+    mode = str(agent.get("permission_mode") or "acceptEdits")
+    if mode == "bypassPermissions":
+        # The CLI refuses bypassPermissions as root; the copy is disposable and the
+        # offered tools are the allowed ones, so acceptEdits grants the same.
+        mode = "acceptEdits"
+    model = re.sub(r"^(?:[\w-]+[./])+(?=claude)", "",
+                   str(agent.get("model") or "claude-sonnet-4-6"))
+    env = {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": api_key,
+           "CLAUDE_CONFIG_DIR": config_dir, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+           "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+           "DISABLE_ERROR_REPORTING": "1"}
+    stderr: list[str] = []
+    options = sdk.ClaudeAgentOptions(
+        cwd=cwd, setting_sources=[], tools=tools, allowed_tools=tools, permission_mode=mode,
+        max_turns=max_turns, model=model, system_prompt=JUDGE_SYSTEM, env=env,
+        stderr=stderr.append)
+
+    async def session() -> tuple[str, Any]:
+        texts: list[str] = []
+        result = None
+        async with contextlib.aclosing(sdk.query(prompt=prompt, options=options)) as stream:
+            async for message in stream:
+                if isinstance(message, sdk.AssistantMessage):
+                    texts.extend(b.text for b in message.content
+                                 if isinstance(b, sdk.TextBlock))
+                elif isinstance(message, sdk.ResultMessage):
+                    result = message
+        return (texts[-1] if texts else ""), result
+
+    async def bounded() -> tuple[str, Any]:
+        # an anyio deadline (not asyncio.wait_for): the SDK's shielded close then still
+        # escalates to terminate/kill, so the CLI and its commands do not outlive it
+        with anyio.fail_after(timeout):
+            return await session()
+
+    def crashed(what: str) -> CriterionError:
+        tail = "".join(stderr)[-2000:].strip()
+        return CriterionError(f"agent_judge: {what}" + (f"; stderr: {tail}" if tail else ""))
+
+    try:
+        last_text, result = _run_async(bounded())
+    except TimeoutError as exc:
+        raise CriterionError(f"agent_judge: the judge exceeded turn_timeout "
+                             f"({timeout:g} s)") from exc
+    except sdk.CLINotFoundError as exc:
+        raise InfrastructureError(f"agent_judge: the Claude Code CLI is missing: {exc}") \
+            from exc
+    except Exception as exc:  # the CLI crashed or the SDK broke: this criterion fails
+        raise crashed(f"the judge agent failed: {exc}") from exc
+    if result is None:
+        raise crashed("the judge agent ended without a result")
+    if result.is_error:
+        raise crashed(f"the judge agent ended with {result.subtype}: "
+                      f"{(result.result or '')[:500]}")
+    return parse_verdict(result.result or last_text)
+
+
+def _run_async(coro: Any) -> Any:
+    """Run a coroutine to completion on a fresh loop in a worker thread, so grading works
+    whether or not the caller already runs an event loop."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="ce-agent-judge", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 def parse_verdict(text: str) -> dict[str, Any]:
