@@ -8,6 +8,7 @@ patterns apply); reads need exactly one match and valid UTF-8.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import os
@@ -279,10 +280,39 @@ class Host:
                 "timed_out": rec.timed_out}
 
     def b_uipath_eval(self, agent: str, eval_set: str, thresholds: dict[str, float]) -> float:
-        # The `uipath eval` output format is not pinned down anywhere ce can test against;
-        # failing loudly beats guessing a score.
-        raise InfrastructureError("uipath_eval is not supported by this build of ce (the "
-                                  "criterion compiles; grading it needs the UiPath runner)")
+        """`uipath eval AGENT EVAL_SET --no-report --output-file F` in the workspace (the
+        CLI comes from the task's own Python packages); score = thresholds met / listed.
+        The output is either UiPath's `evaluationSetResults` (each evaluator's mean score,
+        and `*` for the mean over evaluators) or a flat {metric: value} object."""
+        import shlex
+        import uuid
+
+        resolved = os.path.join(self.task_dir, eval_set) if self.task_dir else eval_set
+        target = resolved if os.path.exists(resolved) else eval_set
+        out_name = f".ce-uipath-eval-{uuid.uuid4().hex[:8]}.json"
+        result = self.b_run(f"uipath eval {shlex.quote(agent)} {shlex.quote(target)} "
+                            f"--no-report --output-file {out_name}", 1800)
+        if result["exit_code"] != 0:
+            missing = result["exit_code"] == 127 or "command not found" in result["stderr"]
+            hint = " (the `uipath` CLI is not installed in the sandbox: add `uipath` to " \
+                   "sandbox.python.env_packages)" if missing else ""
+            raise CriterionError(f"`uipath eval` exited {result['exit_code']}{hint}: "
+                                 f"{result['stderr'][-500:]}")
+        out_path = self._root() / out_name
+        try:
+            data = json.loads(out_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CriterionError(f"cannot read the `uipath eval` output: {exc}") from exc
+        finally:
+            with contextlib.suppress(OSError):
+                out_path.unlink()
+        if not isinstance(data, dict):
+            raise CriterionError("the `uipath eval` output is not a JSON object")
+        metrics = _uipath_metrics(data)
+        met = sum(1 for name, minimum in thresholds.items()
+                  if isinstance(metrics.get(name), int | float)
+                  and not isinstance(metrics.get(name), bool) and metrics[name] >= minimum)
+        return met / len(thresholds) if thresholds else 1.0
 
     # -- judges ------------------------------------------------------------------------------
     def b_llm_judge(self, rubric: str, files: list[str], settings: dict[str, Any]) -> dict:
@@ -311,6 +341,24 @@ class Host:
         for line in {ln.strip() for ln in reference.splitlines() if len(ln.strip()) >= 12}:
             text = text.replace(line, "[reference scrubbed]")
         return text
+
+
+def _uipath_metrics(data: dict[str, Any]) -> dict[str, Any]:
+    runs = data.get("evaluationSetResults")
+    if not runs:
+        return data
+    by_evaluator: dict[str, list[float]] = {}
+    for evaluation in runs:
+        for run in evaluation.get("evaluationRunResults", []) or []:
+            evaluator = run.get("evaluatorId")
+            if not evaluator:
+                continue
+            score = (run.get("result") or {}).get("score", 0.0)
+            ok = isinstance(score, int | float) and not isinstance(score, bool)
+            by_evaluator.setdefault(evaluator, []).append(float(score) if ok else 0.0)
+    metrics: dict[str, Any] = {k: sum(v) / len(v) for k, v in by_evaluator.items()}
+    metrics["*"] = sum(metrics.values()) / len(metrics) if metrics else 0.0
+    return metrics
 
 
 _MAX_OUTPUT = 1 << 20  # per stream, for grading

@@ -1141,3 +1141,46 @@ def test_judge_prompt_shows_a_reference_directory(tmp_path):
     prompt = build_prompt("grade it", [], {"include_reference": True}, host)
     assert "## pkg/a.py" in prompt and "A = 1" in prompt
     assert "Reference solution" not in build_prompt("grade it", [], {}, host)
+
+
+UIPATH_FAKE = """#!/bin/sh
+# a stand-in `uipath` CLI: writes the output file `uipath eval` would write
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--output-file" ]; then out="$2"; fi
+  shift
+done
+cat > "$out" <<'JSON'
+{"evaluationSetResults": [
+  {"evaluationRunResults": [
+    {"evaluatorId": "exact", "result": {"score": 1.0}},
+    {"evaluatorId": "judge", "result": {"score": 0.5}}]},
+  {"evaluationRunResults": [
+    {"evaluatorId": "exact", "result": {"score": 0.0}},
+    {"evaluatorId": "judge", "result": {"score": "error"}}]}]}
+JSON
+"""
+
+
+def test_uipath_eval_scores_thresholds_met(fx):
+    fake = fx.ws / ".venv" / "bin" / "uipath"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(UIPATH_FAKE)
+    fake.chmod(0o755)
+    # exact: mean(1, 0) = 0.5; judge: mean(0.5, 0 for the error) = 0.25; `*` = 0.375
+    g = fx.grade("""
+        - type: uipath_eval
+          agent_name: my-agent
+          eval_set: regression-v1
+          thresholds: {exact: 0.5, judge: 0.3, "*": 0.3}
+          description: evals
+    """)
+    assert g.scores == [pytest.approx(2 / 3)]
+    assert not list(fx.ws.glob(".ce-uipath-eval-*"))  # its output file is cleaned up
+
+
+def test_uipath_eval_without_the_cli_is_a_criterion_error(fx):
+    g = fx.grade("""
+        - {type: uipath_eval, agent_name: a, eval_set: s, thresholds: {x: 0.5}, description: d}
+    """)
+    assert g.scores == [0.0]
+    assert "not installed in the sandbox" in g.result.criteria[0].error
