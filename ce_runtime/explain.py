@@ -55,6 +55,7 @@ class _Tree:
         self.expr_text = expr_text
         self.lines: list[str] = []
         self.shown_lets: set[str] = set()
+        self.found: list[str] = []  # evidence texts, in tree order
 
     def text(self, node: A.Node) -> str:
         text = node_text(node, self.expr_text) or type(node).__name__
@@ -110,7 +111,8 @@ class _Tree:
             return
         pad = INDENT * depth
         test = self.r.values[node.test.id]
-        self.lines.append(f"{pad}{word} {self.text(node.test)}: {show_value(test)}")
+        self.lines.append(f"{pad}{word} {self.text(node.test)}: {show_value(test)}"
+                          f"{self.evidence(node.test)}")
         self.expand(node.test, depth + 1)
         branch = node.then if test else node.else_
         if not test and isinstance(branch, A.Cond):
@@ -121,11 +123,23 @@ class _Tree:
         self.expand(branch, depth + 1)
 
     def evidence(self, node: A.Node) -> str:
+        text = self._evidence(node)
+        if text.startswith("  [") and text.endswith("]"):
+            self.found.append(text[3:-1])
+        return text
+
+    def _evidence(self, node: A.Node) -> str:
         """Evidence beyond the value: where, which calls, which command."""
         if isinstance(node, A.Call):
             if node.id in self.r.matched:
                 return self.matches(node)
             value = self.r.values.get(node.id)
+            if node.func in ("path_exists", "glob") and node.args:
+                pattern = self.r.values.get(node.args[0].id)
+                value = self.r.values.get(node.id)
+                if node.func == "glob" and isinstance(value, list):
+                    return f"  [{pattern!r} matches {len(value)} file(s)]"
+                return f"  [{pattern!r} " + ("exists]" if value else "matches nothing]")
             if node.func == "read_text":
                 if isinstance(value, SourceText):
                     return f"  [{value.path}: {_lines(value)} lines]"
@@ -152,6 +166,8 @@ class _Tree:
     def matches(self, node: A.Call) -> str:
         hits = self.r.matched[node.id]
         items = self.r.values.get(node.args[0].id)
+        # name the list when it is a parameter (`includes 2/3: ...`, `excludes 1/2: ...`)
+        label = f"{node.args[0].name} " if isinstance(node.args[0], A.Name) else ""
         if isinstance(items, list) and items and isinstance(items[0], ToolCallView):
             shown = []
             for i in hits[:5]:
@@ -177,14 +193,14 @@ class _Tree:
                         parts.append(f"{item!r} not found")
                 else:
                     parts.append(f"{item!r}: {'yes' if i in hits else 'no'}")
-            return f"  [{len(hits)}/{len(items)}: " + "; ".join(parts) + "]"
+            return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + "]"
         if isinstance(items, list) and items:
             doc = next((v["value"] for v in self.r.env.values() if isinstance(v, dict)
                         and v.get("ok") is True and "value" in v), _MISSING)
             parts = [f"{_item_text(item, doc)}: {'yes' if i in hits else 'no'}"
                      for i, item in enumerate(items[:8])]
             more = f"; and {len(items) - 8} more" if len(items) > 8 else ""
-            return f"  [{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
+            return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
         return f"  [{len(hits)} match]"
 
 
@@ -240,7 +256,12 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
     if result.error:
         lines.append(f"{INDENT}error: {result.error}")
     expr_text = call.args.get("expr", "") if call.definition == "expr" else ""
-    lines += _Tree(inst, result, host, expr_text).render()
+    builder = _Tree(inst, result, host, expr_text)
+    tree = builder.render()
+    # the evidence first (which files, positions, calls, commands): the tree below shows
+    # how the definition turned it into the score
+    lines += [f"{INDENT}evidence: {e}" for e in dict.fromkeys(builder.found)]
+    lines += tree
     for name, value in result.outputs.items():
         lines.append(f"{INDENT}output {name} = {show_value(value)}")
     return lines
