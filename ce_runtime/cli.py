@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
 
@@ -37,6 +39,21 @@ class LazyGroup(click.Group):
         rows = [(name, _SHORT_HELP.get(name, "")) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        """Every command shares one rule: a bug in ce is one line and exit 3, never a
+        traceback (CE_DEBUG=1 shows it); usage errors and exits pass through."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort,
+                SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if os.environ.get("CE_DEBUG"):
+                raise
+            click.echo(f"ce: internal error ({type(exc).__name__}: {exc}); this is a bug in "
+                       "ce. Re-run with CE_DEBUG=1 for the traceback.", err=True)
+            sys.exit(3)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = _COMMANDS.get(name)

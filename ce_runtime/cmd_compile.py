@@ -57,16 +57,9 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
     from ce_lang.compiler import CompileOptions, compile_paths
     from ce_lang.render import render_human, render_json, render_sarif
 
-    try:
-        result = compile_paths(paths, CompileOptions(
-            experiment=experiment, overrides=tuple(overrides), model=model,
-            agent_type=agent_type, driver=driver, repeats=repeats, sample=sample))
-    except Exception as exc:  # a bug in ce, never the user's input: say so, briefly
-        if os.environ.get("CE_DEBUG"):
-            raise
-        click.echo(f"ce: internal error ({type(exc).__name__}: {exc}); this is a bug in ce. "
-                   "Re-run with CE_DEBUG=1 for the traceback.", err=True)
-        sys.exit(3)
+    result = compile_paths(paths, CompileOptions(
+        experiment=experiment, overrides=tuple(overrides), model=model,
+        agent_type=agent_type, driver=driver, repeats=repeats, sample=sample))
     diags = [d for d in result.diagnostics if not quiet or d.severity == "error"]
     summary = {
         "tasks": result.task_files,

@@ -79,7 +79,13 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
     from ce_runtime import run as R
 
     if resume_dir:
-        meta = R.load_json(os.path.join(resume_dir, "run.json"))
+        try:
+            meta = R.load_json(os.path.join(resume_dir, "run.json"))
+            meta["args"]["paths"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise click.BadParameter(f"{resume_dir} is not a run directory of `ce run` "
+                                     f"(its run.json is missing or unreadable: {exc})",
+                                     param_hint="--resume") from None
         args = meta["args"]
         paths, experiment, overrides = args["paths"], args["experiment"], args["overrides"]
         agent_type, model, driver = args["agent_type"], args["model"], args["driver"]

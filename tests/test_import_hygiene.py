@@ -150,3 +150,30 @@ def test_short_help_covers_every_command():
     from ce_runtime.cli import _COMMANDS, _SHORT_HELP
 
     assert set(_SHORT_HELP) == set(_COMMANDS)
+
+
+def test_a_bug_is_one_line_and_exit_3_not_a_traceback(tmp_path, monkeypatch):
+    """The group-level guard every command shares (simulated with a failing compile)."""
+    from click.testing import CliRunner
+
+    import ce_lang.compiler
+    from ce_runtime.cli import main
+
+    def boom(*a, **k):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(ce_lang.compiler, "compile_paths", boom)
+    monkeypatch.delenv("CE_DEBUG", raising=False)
+    res = CliRunner().invoke(main, ["compile", str(tmp_path)])
+    assert res.exit_code == 3
+    assert "internal error (RuntimeError: simulated bug)" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_resume_of_a_non_run_directory_is_a_usage_error(tmp_path):
+    from click.testing import CliRunner
+
+    from ce_runtime.cli import main
+
+    res = CliRunner().invoke(main, ["run", "--resume", str(tmp_path)])
+    assert res.exit_code == 2 and "is not a run directory" in res.output
