@@ -377,8 +377,8 @@ class _Compiler:
             return
         before = self.diags.count("error")
         problems_before = len(self.row_problems)
-        thresholds = [lower_criterion(i, c).pass_threshold
-                      for i, c in enumerate(task.success_criteria)]
+        calls = [lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
+        thresholds = [c.pass_threshold for c in calls]
         instances = check_instances(task.success_criteria, thresholds, task.expected_commands,
                                     self.registry, self.diags, merged.span, merged.key_span,
                                     self.sources, self.instance_cache) \
@@ -401,7 +401,7 @@ class _Compiler:
         plan = lower(task, task_dir=task_dir, prompt=prompt, row_id=row.id if row else None,
                      suite_id=suite_id, digest_cache=self.digests,
                      instances=instances if self.opt.check_criteria else None,
-                     criteria_sources=criteria_sources)
+                     criteria_sources=criteria_sources, calls=calls)
         digest = plan_hash(plan)
         lineage = merged.lineage()
         repeats, repeats_from = self.opt.repeats, "command line"

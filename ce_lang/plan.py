@@ -133,9 +133,11 @@ class Trial:
 
 def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | None,
           suite_id: str | None, digest_cache: dict[str, str] | None = None,
-          instances: list | None = None, criteria_sources: dict[str, str] | None = None
+          instances: list | None = None, criteria_sources: dict[str, str] | None = None,
+          calls: list[CriterionCall] | None = None
           ) -> Plan:
-    criteria = [lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
+    criteria = list(calls) if calls is not None else [
+        lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
     for i, c in enumerate(task.success_criteria):  # the task-level default, made explicit
         if isinstance(c, C.CommandsEfficiency) and c.expected_commands is None:
             args = {**criteria[i].args, "expected_commands": task.expected_commands}
