@@ -16,7 +16,7 @@ task.json.
    - `python: {env_packages: []}`: an empty venv (`uv venv`) built per trial, which
      every task without a `sandbox.python` block pays.
 2. Throughput: `--trials` trials (`--repeats` of the python: null task) through
-   `ce_runtime.run.execute` at each `-j`: trials/s from the wall time of the whole
+   `ce_runtime.execute.suite.execute` at each `-j`: trials/s from the wall time of the whole
    execute call (median of `--repeat` runs), with the per-trial median at that `-j`.
 3. The CLI: `ce run DIR --repeats N -j J` (highest J) in a subprocess, wall time
    including interpreter start-up, compiling, the run and the reports (run.json,
@@ -92,8 +92,7 @@ def measure(python: str, trials: int, jobs: int) -> dict[str, Any]:
     """Run `trials` trivial trials at `jobs` through the executor, in this process."""
     sys.path.insert(0, ROOT)
     from ce_lang.compiler import CompileOptions, compile_paths
-    from ce_runtime import run as R
-
+    from ce_runtime.execute import suite as R
     work = tempfile.mkdtemp(prefix="ce-bench-run-")
     try:
         task = write_task(os.path.join(work, "tasks"), python)

@@ -21,7 +21,7 @@
     first and last 10% of the events; and one armed criterion whose predicate reads the
     trace (not aggregated: the monitor re-scans the calls, cost grows with the trace).
 (c) grading: 10,000 trials of one plan graded post-hoc (`Grader.grade`, as
-    `ce_runtime.grading.grade_files` does minus reading the trace file): trace criteria
+    `ce_runtime.grade.grading.grade_files` does minus reading the trace file): trace criteria
     plus file_exists / file_contains on a small prepared workspace, a different trace per
     trial (20-120 events): trials/s, and the split between building the view and grading.
 
@@ -93,8 +93,7 @@ def _code(rng: random.Random, lo: int, hi: int) -> str:
 
 
 def _tool_call(rng: random.Random, t: float, cid: str):
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     tool = TOOLS[rng.randrange(len(TOOLS))]
     path = f"src/module_{rng.randrange(40)}.py"
     if tool == "Bash":
@@ -131,8 +130,7 @@ def realistic_events(n: int, seed: int = 1130) -> list:
     """n events of a long agent run: per turn a start, an assistant message (sometimes
     two), 0-3 tool calls each with its result (a result may come after the next call),
     a usage record and an end; a run header first."""
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     rng = random.Random(seed)
     events: list = [T.RunHeader(0.0, T.SCHEMA_VERSION, "bench/t/00", "bench", "h" * 16,
                                 "claude-code", "claude-sonnet-4-5", 1.8e9),
@@ -194,8 +192,7 @@ def _rss_mib() -> float:
 @measure("encode")
 def _encode(a: dict[str, Any]) -> dict[str, Any]:
     """encode_frame + join over every event; writes the trace for the decode children."""
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     events = realistic_events(a["events"], a["seed"])
     encode = T.encode_frame
     t0 = time.perf_counter()
@@ -211,8 +208,7 @@ def _encode(a: dict[str, Any]) -> dict[str, Any]:
 @measure("writer")
 def _writer(a: dict[str, Any]) -> dict[str, Any]:
     """TraceWriter.write, as the runner appends live (unbuffered, one write per event)."""
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     events = realistic_events(a["writer_events"], a["seed"])
     path = a["trace"] + ".writer"
     try:
@@ -234,8 +230,7 @@ def _read_bytes(path: str) -> bytes:
 
 @measure("decode")
 def _decode(a: dict[str, Any]) -> dict[str, Any]:
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     data = _read_bytes(a["trace"])
     t0 = time.perf_counter()
     result = T.decode_frames(data)
@@ -247,8 +242,7 @@ def _decode(a: dict[str, Any]) -> dict[str, Any]:
 
 @measure("read_trace")
 def _read_trace(a: dict[str, Any]) -> dict[str, Any]:
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     t0 = time.perf_counter()
     result = T.read_trace(a["trace"])
     seconds = time.perf_counter() - t0
@@ -257,8 +251,7 @@ def _read_trace(a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _split(data: bytes) -> tuple[list[int], list[int]]:
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     unpack = T._LEN.unpack_from
     starts: list[int] = []
     ends: list[int] = []
@@ -274,8 +267,7 @@ def _split(data: bytes) -> tuple[list[int], list[int]]:
 @measure("whatif_walk")
 def _whatif_walk(a: dict[str, Any]) -> dict[str, Any]:
     """The frame loop of decode_frames with the decode call removed (slices kept)."""
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     data = _read_bytes(a["trace"])
     unpack = T._LEN.unpack_from
     view = memoryview(data)
@@ -295,8 +287,7 @@ def _whatif_map(a: dict[str, Any]) -> dict[str, Any]:
     """msgspec alone: the bodies decoded by one C-level map (frames split beforehand)."""
     import gc
 
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     data = _read_bytes(a["trace"])
     starts, ends = _split(data)
     view = memoryview(data)
@@ -313,8 +304,7 @@ BLOCK = 4096  # events per block in the block-format what-ifs
 
 def _lazy_union():
     """The Event union with ToolCall.params kept as msgspec.Raw (decoded on demand)."""
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     class LazyToolCall(msgspec.Struct, tag="tool_call", array_like=True, gc=False,
                        omit_defaults=True):
         t: float
@@ -332,8 +322,7 @@ def _blocks(a: dict[str, Any], lazy: bool) -> dict[str, Any]:
     could store: one frame per block), one decode call per block."""
     import gc
 
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     data = _read_bytes(a["trace"])
     starts, ends = _split(data)
     view = memoryview(data)
@@ -370,8 +359,7 @@ def _whatif_raw_params(a: dict[str, Any]) -> dict[str, Any]:
     for a variant union."""
     import gc
 
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     decode = msgspec.msgpack.Decoder(_lazy_union()).decode
     data = _read_bytes(a["trace"])
     unpack = T._LEN.unpack_from
@@ -394,8 +382,7 @@ def _decode_by_type(a: dict[str, Any]) -> dict[str, Any]:
     """µs per decode of each event type (bodies pre-split, one map per type)."""
     import gc
 
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     data = _read_bytes(a["trace"])
     starts, ends = _split(data)
     view = memoryview(data)
@@ -425,8 +412,7 @@ def _decode_profile(a: dict[str, Any]) -> dict[str, Any]:
     import cProfile
     import pstats
 
-    from ce_runtime import trace as T
-
+    from ce_runtime.trace import events as T
     data = _read_bytes(a["trace"])
     prof = cProfile.Profile()
     prof.enable()
@@ -518,7 +504,7 @@ def _monitor(a: dict[str, Any]) -> dict[str, Any]:
 
     from ce_lang.lang.instances import instances_from_plan
     from ce_lang.lang.stdlib import registry_for_sources
-    from ce_runtime.monitor import LiveMonitor
+    from ce_runtime.grade.monitor import LiveMonitor
 
     armed = a["armed"]
     if a.get("not_aggregated"):
@@ -575,9 +561,9 @@ def _grade(a: dict[str, Any]) -> dict[str, Any]:
     import gc
 
     from ce_lang.lang.stdlib import registry_for_sources
-    from ce_runtime.grading import host_for
-    from ce_runtime.interpreter import Grader
-    from ce_runtime.view import build_view
+    from ce_runtime.grade.grading import host_for
+    from ce_runtime.grade.interpreter import Grader
+    from ce_runtime.trace.view import build_view
 
     trials = a["trials"]
     with tempfile.TemporaryDirectory() as tmp:

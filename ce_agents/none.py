@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ce_runtime import trace as T
-from ce_runtime.agent_protocol import AgentOutcome, AgentRequest, EventSink
+from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest, EventSink
+from ce_runtime.trace import events as T
 
 
 class NoneAgent:

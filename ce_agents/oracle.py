@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from ce_agents.script import ScriptPlayer
-from ce_runtime.agent_protocol import AgentOutcome, AgentRequest, EventSink
+from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest, EventSink
 
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".pytest_cache",
                           ".ruff_cache", ".mypy_cache", ".venv", "node_modules"})

@@ -34,8 +34,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ce_runtime import trace as T
-from ce_runtime.agent_protocol import (
+from ce_runtime.execute.agent_protocol import (
     AgentOutcome,
     AgentRequest,
     EventSink,
@@ -43,6 +42,7 @@ from ce_runtime.agent_protocol import (
     kill_group,
     run_shell,
 )
+from ce_runtime.trace import events as T
 
 OUTPUT_LIMIT = 30_000  # characters of a tool result kept (Claude Code's Bash default)
 READ_LIMIT = 4_000_000  # bytes of each stream of a command read at most (memory bound)

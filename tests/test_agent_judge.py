@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from ce_agents.loopback import LoopbackServer
 from ce_lang.compiler import CompileOptions, compile_paths
-from ce_runtime.grading import grade_files
-from ce_runtime.host import InfrastructureError
-from ce_runtime.judge import HttpJudge
+from ce_runtime.grade.grading import grade_files
+from ce_runtime.grade.host import InfrastructureError
+from ce_runtime.grade.judge import HttpJudge
+from ce_runtime.model_server import LoopbackServer
 
 VERDICT = '{"score": 0.8, "rationale": "the answer is right"}'
 

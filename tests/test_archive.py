@@ -7,10 +7,10 @@ from click.testing import CliRunner
 
 from ce_lang.compiler import compile_paths
 from ce_lang.plan import plan_to_json
-from ce_runtime import trace as T
-from ce_runtime.archive import restore_workspace, snapshot_workspace, write_trial_files
-from ce_runtime.atomic import write_json_atomic
 from ce_runtime.cli import main
+from ce_runtime.store.archive import restore_workspace, snapshot_workspace, write_trial_files
+from ce_runtime.store.atomic import write_json_atomic
+from ce_runtime.trace import events as T
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,7 +68,7 @@ def test_explain_a_trial_directory(tmp_path):
 def test_stale_scratch_of_dead_runs_is_removed(tmp_path, monkeypatch):
     import tempfile
 
-    from ce_runtime.run import clean_stale_scratch
+    from ce_runtime.execute.suite import clean_stale_scratch
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = tmp_path / "ce-run-999999999-abcd"  # no such pid
@@ -81,8 +81,8 @@ def test_stale_scratch_of_dead_runs_is_removed(tmp_path, monkeypatch):
 
 
 def test_resume_reruns_trials_whose_plan_changed(tmp_path):
-    from ce_runtime.run import finished
-    from ce_runtime.trial import trial_dir_of
+    from ce_runtime.execute.suite import finished
+    from ce_runtime.execute.trial import trial_dir_of
 
     trial = compile_paths([os.path.join(ROOT, "tasks", "hello_world.yaml")]).trials[0]
     tdir = trial_dir_of(str(tmp_path), trial)

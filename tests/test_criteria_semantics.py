@@ -20,10 +20,10 @@ import pytest
 
 from ce_lang.compiler import CompileOptions, compile_paths
 from ce_lang.render import render_human
-from ce_runtime import trace as T
-from ce_runtime.grading import grade_files
-from ce_runtime.host import InfrastructureError
-from ce_runtime.interpreter import CriterionResult, GradeResult
+from ce_runtime.grade.grading import grade_files
+from ce_runtime.grade.host import InfrastructureError
+from ce_runtime.grade.interpreter import CriterionResult, GradeResult
+from ce_runtime.trace import events as T
 
 HEAD = """\
 task_id: semantics
@@ -662,7 +662,7 @@ class TestReferenceComparison:
 
     @pytest.mark.parametrize("method", ["ast", "token", "complexity"])
     def test_different_code_scores_the_similarity(self, fx, method):
-        from ce_runtime.similarity import similarity
+        from ce_runtime.grade.similarity import similarity
 
         fx.files({"solution.py": OTHER})
         fx.task_file("ref/solution.py", REF)
@@ -1115,7 +1115,7 @@ class TestScoring:
 
 
 def test_judge_rationale_never_stores_the_reference(tmp_path):
-    from ce_runtime.host import Host
+    from ce_runtime.grade.host import Host
 
     class Quoting:
         def verdict(self, kind, rubric, files, settings, host):
@@ -1129,8 +1129,8 @@ def test_judge_rationale_never_stores_the_reference(tmp_path):
 
 
 def test_judge_prompt_shows_a_reference_directory(tmp_path):
-    from ce_runtime.host import Host
-    from ce_runtime.judge import build_prompt
+    from ce_runtime.grade.host import Host
+    from ce_runtime.grade.judge import build_prompt
 
     ref = tmp_path / "ref"
     (ref / "pkg").mkdir(parents=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ce_runtime import trace as T
 from ce_runtime.cli import main
+from ce_runtime.trace import events as T
 
 GOLDEN = Path(__file__).parent / "golden" / "explain"
 

@@ -156,13 +156,13 @@ def test_a_bug_is_one_line_and_exit_3_not_a_traceback(tmp_path, monkeypatch):
     """The group-level guard every command shares (simulated with a failing compile)."""
     from click.testing import CliRunner
 
-    import ce_lang.compiler
+    import ce_lang.api
     from ce_runtime.cli import main
 
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(ce_lang.compiler, "compile_paths", boom)
+    monkeypatch.setattr(ce_lang.api, "compile_paths", boom, raising=False)
     monkeypatch.delenv("CE_DEBUG", raising=False)
     res = CliRunner().invoke(main, ["compile", str(tmp_path)])
     assert res.exit_code == 3
@@ -177,3 +177,90 @@ def test_resume_of_a_non_run_directory_is_a_usage_error(tmp_path):
 
     res = CliRunner().invoke(main, ["run", "--resume", str(tmp_path)])
     assert res.exit_code == 2 and "is not a run directory" in res.output
+
+
+# -- the runtime by stage --------------------------------------------------------------------
+# Data flows cli -> report -> execute -> grade -> trace -> store: a stage imports only the
+# stages below it. `model_server` is a leaf every stage may use (judges, agents, tests).
+STAGES = ("cli", "report", "execute", "grade", "trace", "store")
+LEAVES = ("ce_runtime.model_server",)
+AGENT_API = ("ce_runtime.execute.agent_protocol", "ce_runtime.trace.events",
+             "ce_runtime.model_server")
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _ce_imports(package: str) -> list[tuple[str, int, str]]:
+    """(module, line, imported module) for every ce_* import under `package`; `from A
+    import b` counts as A.b when that is a module, else as A."""
+    out = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        module = _module_of(path)
+        as_file = module + (".__init__" if path.name == "__init__.py" else "")
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    rel = Path(*full.split("."))
+                    is_module = (ROOT / rel).with_suffix(".py").exists() or \
+                        (ROOT / rel / "__init__.py").exists()
+                    out.append((module, node.lineno, full if is_module else node.module))
+        for line, name in _imported_names(tree, as_file):
+            if not any(line == seen_line and seen_module == module
+                       for seen_module, seen_line, _ in out):
+                out.append((module, line, name))
+    return [(m, ln, n) for m, ln, n in out if n.split(".")[0].startswith("ce_")]
+
+
+def _stage(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) > 1 and parts[0] == "ce_runtime" and parts[1] in STAGES:
+        return STAGES.index(parts[1])
+    return None
+
+
+def test_runtime_stages_import_only_the_stages_below():
+    offenders = []
+    for module, line, name in _ce_imports("ce_runtime"):
+        if name.startswith("ce_lang"):
+            if name != "ce_lang.api":
+                offenders.append(f"{module}:{line}: {name} (use the ce_lang.api facade)")
+            continue
+        if name.startswith("ce_agents"):
+            offenders.append(f"{module}:{line}: {name} (agents are found through the registry)")
+            continue
+        if any(name == leaf or name.startswith(leaf + ".") for leaf in LEAVES):
+            continue
+        mine, theirs = _stage(module), _stage(name)
+        if module in LEAVES:
+            offenders.append(f"{module}:{line}: {name} (a leaf imports nothing of ce)")
+        elif mine is not None and theirs is not None and theirs < mine:
+            offenders.append(f"{module}:{line}: {name} ({STAGES[mine]} is below "
+                             f"{STAGES[theirs]})")
+        elif theirs is None and name not in ("ce_runtime",):
+            offenders.append(f"{module}:{line}: {name} (not in a stage)")
+    assert offenders == []
+
+
+def test_every_runtime_module_sits_in_a_stage():
+    loose = [p.name for p in (ROOT / "ce_runtime").glob("*.py")
+             if p.name != "__init__.py" and f"ce_runtime.{p.stem}" not in LEAVES]
+    assert loose == []
+
+
+def test_ce_agents_import_only_the_protocol_the_trace_and_the_model_server():
+    offenders = [f"{m}:{ln}: {n}" for m, ln, n in _ce_imports("ce_agents")
+                 if not n.startswith("ce_agents") and n not in AGENT_API]
+    assert offenders == []
+
+
+def test_the_stage_check_sees_a_violation(tmp_path):
+    """Not vacuous: an upward import is found by the same scan."""
+    assert _stage("ce_runtime.grade.host") > _stage("ce_runtime.execute.trial")
+    found = _ce_imports("ce_runtime")
+    assert ("ce_runtime.execute.trial", "ce_runtime.grade.monitor") in {
+        (m, n) for m, _, n in found}

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from ce_lang.compiler import compile_paths
-from ce_runtime import sandbox
-from ce_runtime.host import Host, InfrastructureError
+from ce_runtime.execute.sandbox import workspace as sandbox
+from ce_runtime.grade.host import Host, InfrastructureError
 
 
 def _alive(pid: int) -> bool:

@@ -42,11 +42,11 @@ from ce_lang.lang.analysis import analyze
 from ce_lang.lang.instances import instances_from_plan
 from ce_lang.lang.live import live_score, live_verdict
 from ce_lang.lang.stdlib import registry_for_sources
-from ce_runtime import trace as T
-from ce_runtime.host import Host
-from ce_runtime.interpreter import Grader
-from ce_runtime.monitor import LiveMonitor
-from ce_runtime.view import build_view
+from ce_runtime.grade.host import Host
+from ce_runtime.grade.interpreter import Grader
+from ce_runtime.grade.monitor import LiveMonitor
+from ce_runtime.trace import events as T
+from ce_runtime.trace.view import build_view
 
 # -- traces ----------------------------------------------------------------------------------
 COMMANDS = ["curl x", "ls", "rm -rf /", "bash -lc 'curl y'", "python --version",

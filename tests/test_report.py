@@ -1,6 +1,6 @@
 """Run reporting: frames, parquet, suite gates, run.json summary, report.md, JUnit.
 
-The records are synthetic task.json dicts shaped like ce_runtime/trial.py writes them:
+The records are synthetic task.json dicts shaped like ce_runtime/execute/trial.py writes them:
 two variants (`baseline`, `with-skill`) over a skill-routing dataset (8 rows, a
 skill_triggered criterion gated by suite_thresholds plus a file_exists one), a bug-fix
 task with 3 repeats and an expected_turns budget, a docs task (TIMEOUT vs SUCCESS with a

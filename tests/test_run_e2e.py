@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ce_runtime import trace as T
+from ce_runtime.trace import events as T
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import pytest
 
 from ce_lang.compiler import compile_paths
 from ce_lang.schema.task import PostRunCommand, PreRunCommand
-from ce_runtime.sandbox import (
+from ce_runtime.execute.sandbox.workspace import (
     OUTPUT_LIMIT,
     REPO_DIR,
     kill_command_groups,

@@ -1,4 +1,4 @@
-"""Behaviour of ce_runtime.similarity, the scores behind reference_comparison."""
+"""Behaviour of ce_runtime.grade.similarity, the scores behind reference_comparison."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ce_runtime.similarity import (
+from ce_runtime.grade.similarity import (
     METHODS,
     ast_node_types,
     generic_tokens,

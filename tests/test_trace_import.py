@@ -1,4 +1,4 @@
-"""Foreign transcripts -> trace events (`ce_runtime.trace_import`) and `ce trace dump/import`.
+"""Foreign transcripts -> trace events (`ce_runtime.trace.importers`) and `ce trace dump/import`.
 
 The fixtures under tests/fixtures/transcripts are small but shaped like the real thing:
 Claude Code stream-json and session records as the CLI writes them, and a coder_eval
@@ -15,9 +15,9 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from ce_runtime import trace as T
 from ce_runtime.cli import main
-from ce_runtime.trace_import import (
+from ce_runtime.trace import events as T
+from ce_runtime.trace.importers import (
     detect_format,
     import_claude_session,
     import_claude_stream,

@@ -377,6 +377,11 @@ def register_source(file: str, text: str) -> None:
     _SOURCES[file] = text
 
 
+def source_text(file: str) -> str:
+    """The text of a registered definition file (empty when unknown)."""
+    return _SOURCES.get(file, "")
+
+
 # -- instances ------------------------------------------------------------------------------
 def analyze(score: A.Node | None, lets: tuple[A.Let, ...], params: dict[str, Any],
             threshold: float, result_bool: bool = False) -> tuple[Decision, Analyzer]:

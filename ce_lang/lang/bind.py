@@ -38,7 +38,7 @@ def bind(defn: CheckedDef, args: dict[str, Any], registry: Registry, diags: Diag
             value = convert(args[name], t, registry, diags, at, (*base, name), name,
                             key_at if strict else None)
         elif name in defn.defaults:
-            value = _default(defn.defaults[name], t)
+            value = default_value(defn.defaults[name], t)
         elif t.optional:
             value = None
         else:
@@ -49,7 +49,7 @@ def bind(defn: CheckedDef, args: dict[str, Any], registry: Registry, diags: Diag
     return out if len(diags) == before else None
 
 
-def _default(node, t: T) -> Any:
+def default_value(node, t: T) -> Any:
     value = Evaluator().eval(node, {})
     if t.name == "regex" and isinstance(value, str):
         return Regex(value)
@@ -126,7 +126,7 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
                 out[fname] = convert(value[fname], field.type, registry, diags, at,
                                      (*path, fname), f"{name}.{fname}", key_at)
             elif fname in defaults:
-                out[fname] = _default(defaults[fname], field.type)
+                out[fname] = default_value(defaults[fname], field.type)
             elif field.type.optional:
                 out[fname] = None
             else:

@@ -308,7 +308,7 @@ class Checker:
                 self.tables.overloads[node.id] = overload
                 return _subst(overload.ret, bindings), effects
         shown = ", ".join("lambda" if t is None else str(t) for t in plain)
-        sigs = "; ".join(f"{node.func}({', '.join(_sig(p) for p in o.params)})"
+        sigs = "; ".join(f"{node.func}({', '.join(signature_text(p) for p in o.params)})"
                          for o in fn.overloads)
         self.diags.emit("CE0604", f"`{node.func}` does not take ({shown})", node.span,
                         notes=(f"signatures: {sigs}",))
@@ -427,7 +427,7 @@ def _has_var(t: T) -> bool:
     return t.name.startswith("'") or any(_has_var(a) for a in t.args)
 
 
-def _sig(p: T | Fn) -> str:
+def signature_text(p: T | Fn) -> str:
     if isinstance(p, Fn):
         return f"{str(p.param).replace(chr(39), '')} -> {str(p.ret).replace(chr(39), '')}"
     return str(p).replace("'", "")

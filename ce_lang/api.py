@@ -1,0 +1,83 @@
+"""The compiler as the runtime sees it: every name `ce_runtime` and `ce_agents` use.
+
+The runtime imports `ce_lang` only through this module, so the compiler's internals can
+move without touching the runtime, and private names never leak across the boundary
+(an import-hygiene test holds it). Names load lazily (PEP 562): `from ce_lang.api
+import Plan` imports the plan module and nothing else, so `ce compile` pays only for
+what it uses.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> module that defines it ("" after the module: the module itself)
+_EXPORTS: dict[str, str] = {
+    "__version__": "ce_lang",
+    # front end
+    "CompileOptions": "ce_lang.compiler",
+    "compile_paths": "ce_lang.compiler",
+    "Diagnostics": "ce_lang.diagnostics",
+    "did_you_mean": "ce_lang.diagnostics",
+    "CODES": "ce_lang.codes",
+    "render_human": "ce_lang.render",
+    "render_json": "ce_lang.render",
+    "render_sarif": "ce_lang.render",
+    "converter": "ce_lang.convert",
+    # plans
+    "Plan": "ce_lang.plan",
+    "Trial": "ce_lang.plan",
+    "CriterionCall": "ce_lang.plan",
+    "plan_hash": "ce_lang.plan",
+    "plan_to_json": "ce_lang.plan",
+    "plan_from_json": "ce_lang.plan",
+    "trial_to_json": "ce_lang.plan",
+    "RepoSource": "ce_lang.schema.task",
+    "StarterFilesSource": "ce_lang.schema.task",
+    "TemplateDirSource": "ce_lang.schema.task",
+    # the criteria language
+    "ast": "ce_lang.lang.ast",
+    "BUILTINS": "ce_lang.lang.builtins",
+    "CriterionError": "ce_lang.lang.builtins",
+    "Registry": "ce_lang.lang.checker",
+    "effect_rank": "ce_lang.lang.checker",
+    "signature_text": "ce_lang.lang.checker",
+    "default_value": "ce_lang.lang.bind",
+    "analyze": "ce_lang.lang.analysis",
+    "source_text": "ce_lang.lang.analysis",
+    "Instance": "ce_lang.lang.instances",
+    "instances_from_plan": "ce_lang.lang.instances",
+    "Evaluator": "ce_lang.lang.evaluate",
+    "LiveEvaluator": "ce_lang.lang.live",
+    "live_verdict": "ce_lang.lang.live",
+    "registry_for_sources": "ce_lang.lang.stdlib",
+    "load_file": "ce_lang.lang.stdlib",
+    "user_registry": "ce_lang.lang.stdlib",
+    "MessageView": "ce_lang.lang.values",
+    "Regex": "ce_lang.lang.values",
+    "ToolCallView": "ce_lang.lang.values",
+    "TraceView": "ce_lang.lang.values",
+    "unwrap_shell": "ce_lang.lang.values",
+}
+_MODULES = {"ast"}  # exported as the module itself
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"ce_lang.api has no {name!r}")
+    loaded = importlib.import_module(module)
+    value = loaded if name in _MODULES else getattr(loaded, name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # for editors and type checkers: the same names, eagerly
+    pass

@@ -1,0 +1,82 @@
+"""The `ce` command. Subcommands load lazily so `ce --help` imports almost nothing."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from ce_lang.api import __version__
+
+_COMMANDS = {
+    "compile": ("ce_runtime.cli.compile", "compile_cmd"),
+    "criteria": ("ce_runtime.cli.criteria", "criteria_cmd"),
+    "trace": ("ce_runtime.cli.trace", "trace_cmd"),
+    "explain": ("ce_runtime.cli.explain", "explain_cmd"),
+    "run": ("ce_runtime.cli.run", "run_cmd"),
+    "rescore": ("ce_runtime.cli.rescore", "rescore_cmd"),
+}
+
+
+# One-line help shown by `ce --help` without importing any subcommand.
+_SHORT_HELP = {
+    "compile": "Check task files and resolve every trial they define.",
+    "criteria": "Browse criterion definitions: docs, signatures, effects.",
+    "explain": "Explain a plan, or why each criterion of a trial scored as it did.",
+    "run": "Run the agent on every trial and grade it, into a run directory.",
+    "rescore": "Grade an archived run again, offline, with the same or new criteria.",
+    "trace": "Dump traces, and import foreign transcripts as traces.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, _SHORT_HELP.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        """Every command shares one rule: a bug in ce is one line and exit 3, never a
+        traceback (CE_DEBUG=1 shows it); usage errors and exits pass through."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort,
+                SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if os.environ.get("CE_DEBUG"):
+                raise
+            click.echo(f"ce: internal error ({type(exc).__name__}: {exc}); this is a bug in "
+                       "ce. Re-run with CE_DEBUG=1 for the traceback.", err=True)
+            sys.exit(3)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = _COMMANDS.get(name)
+        if target is None:
+            return None
+        module = importlib.import_module(target[0])
+        return getattr(module, target[1])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                              "max_content_width": 100})
+@click.version_option(__version__, prog_name="ce")
+def main() -> None:
+    """ce evaluates AI coding agents.
+
+    A task is a YAML file: a prompt, an agent, a sandbox and weighted success criteria.
+    ce compiles it, runs the agent, records a trace, scores it and explains every score.
+
+    \b
+    Start here:
+      ce compile tasks/                 check every task file, print diagnostics
+      ce compile TASK.yaml -e EXP.yaml  resolve a task under an experiment's variants
+      ce compile --explain CE0101       what a diagnostic code means
+      ce criteria list                  the standard criteria; `show NAME` documents one
+    """
+

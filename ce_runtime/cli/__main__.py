@@ -1,0 +1,5 @@
+"""`python -m ce_runtime.cli ...` runs the `ce` command."""
+
+from ce_runtime.cli import main
+
+main()

@@ -1,0 +1,130 @@
+"""`ce compile`: static check of task and experiment files."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+
+@click.command("compile")
+@click.argument("paths", nargs=-1, metavar="PATHS...")
+@click.option("-e", "--experiment", type=click.Path(dir_okay=False),
+              help="Experiment file whose variants are layered over every task.")
+@click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
+              help="Override a setting on every task, e.g. -D agent.model=X "
+                   "-D run_limits.max_turns=5 (repeatable; VALUE is YAML).")
+@click.option("--model", help="Shorthand for -D agent.model=MODEL.")
+@click.option("--type", "agent_type", help="Shorthand for -D agent.type=TYPE.")
+@click.option("--driver", type=click.Choice(["tempdir", "bwrap", "docker"]),
+              help="Shorthand for -D sandbox.driver=DRIVER.")
+@click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")
+@click.option("--sample", type=click.IntRange(min=1),
+              help="Keep N dataset rows per task (uniform, seeded).")
+@click.option("--emit", "emit_dir", type=click.Path(file_okay=False),
+              help="Write each resolved plan to DIR/plans/<hash>.json and DIR/trials.json.")
+@click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif"]),
+              default="human", show_default=True, help="How to print diagnostics.")
+@click.option("--explain", "explain_code", metavar="CODE",
+              help="Explain a diagnostic code (e.g. CE0101; `all` lists every code) and exit.")
+@click.option("-q", "--quiet", is_flag=True, help="Print errors only, and no summary line.")
+def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats, sample,
+                emit_dir, fmt, explain_code, quiet):
+    """Check task files and resolve every trial they define.
+
+    PATHS are task files, directories (searched recursively for *.yaml / *.yml; files
+    that are neither tasks nor experiments are skipped) or globs. Every task is
+    resolved under every variant of the experiment and every dataset row; all problems
+    are reported in one pass, each with file:line:col.
+
+    \b
+    Exit status: 0 no errors (warnings allowed), 1 errors in the files,
+    2 bad usage (no such path, malformed -D, unreadable experiment), 3 internal error.
+
+    \b
+    Examples:
+      ce compile tasks/
+      ce compile tasks/hello_world.yaml -e experiments/ab.yaml --emit out/
+      ce compile 'suite/**/*.yaml' -D run_limits.max_turns=10 --format sarif > ce.sarif
+    """
+    if explain_code:
+        _explain(explain_code)
+        return
+    if not paths:
+        raise click.UsageError("give at least one task file, directory or glob")
+    from ce_lang.api import (
+        CompileOptions,
+        __version__,
+        compile_paths,
+        render_human,
+        render_json,
+        render_sarif,
+    )
+
+    result = compile_paths(paths, CompileOptions(
+        experiment=experiment, overrides=tuple(overrides), model=model,
+        agent_type=agent_type, driver=driver, repeats=repeats, sample=sample))
+    diags = [d for d in result.diagnostics if not quiet or d.severity == "error"]
+    summary = {
+        "tasks": result.task_files,
+        "trials": len(result.trials),
+        "plans": len({t.plan_hash for t in result.trials}),
+        "errors": result.errors,
+        "warnings": result.warnings,
+    }
+    if fmt == "json":
+        click.echo(render_json(diags, summary), nl=False)
+    elif fmt == "sarif":
+        click.echo(render_sarif(diags, __version__), nl=False)
+    else:
+        color = sys.stderr.isatty() and "NO_COLOR" not in os.environ
+        click.echo(render_human(diags, result.sources, color=color), nl=False, err=True)
+        if not quiet:
+            click.echo(_summary_line(summary), err=True)
+    if emit_dir and not result.usage_error and result.errors == 0:
+        _emit(emit_dir, result)
+    elif emit_dir:
+        click.echo(f"nothing written to {emit_dir}: fix the errors first", err=True)
+    if result.usage_error:
+        sys.exit(2)
+    sys.exit(1 if result.errors else 0)
+
+
+def _summary_line(s: dict) -> str:
+    def n(count: int, word: str) -> str:
+        return f"{count} {word}{'' if count == 1 else 's'}"
+
+    status = "ok" if s["errors"] == 0 else "failed"
+    return (f"compile {status}: {n(s['tasks'], 'task file')}, {n(s['trials'], 'trial')} "
+            f"({n(s['plans'], 'distinct plan')}), {n(s['errors'], 'error')}, "
+            f"{n(s['warnings'], 'warning')}")
+
+
+def _emit(out_dir: str, result) -> None:
+    from ce_lang.api import plan_to_json, trial_to_json
+    from ce_runtime.store.atomic import write_json_atomic
+
+    os.makedirs(os.path.join(out_dir, "plans"), exist_ok=True)
+    written = set()
+    for trial in result.trials:
+        if trial.plan_hash not in written:
+            written.add(trial.plan_hash)
+            write_json_atomic(os.path.join(out_dir, "plans", f"{trial.plan_hash}.json"),
+                              {"hash": trial.plan_hash, "plan": plan_to_json(trial.plan)})
+    write_json_atomic(os.path.join(out_dir, "trials.json"),
+                      {"trials": [trial_to_json(t) for t in result.trials]})
+    click.echo(f"wrote {len(written)} plan(s) and trials.json to {out_dir}", err=True)
+
+
+def _explain(code: str) -> None:
+    from ce_lang.api import CODES
+
+    if code.lower() == "all":
+        for entry in CODES.values():
+            click.echo(f"{entry.code}  {entry.severity:<7}  {entry.title}")
+        return
+    entry = CODES.get(code.upper())
+    if entry is None:
+        raise click.BadParameter(f"unknown code {code!r}", param_hint="--explain")
+    click.echo(f"{entry.code} ({entry.severity}): {entry.title}\n\n{entry.explanation}")

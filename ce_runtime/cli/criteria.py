@@ -1,0 +1,155 @@
+"""`ce criteria`: the standard (and your own) criteria, as documentation."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.group("criteria")
+def criteria_cmd() -> None:
+    """Browse criterion definitions: signatures, docs, effects, early-stop rules.
+
+    \b
+      ce criteria list                       every standard criterion, one line each
+      ce criteria show command_executed      its full definition and documentation
+      ce criteria show my_check -f mine.ce   a criterion from your own .ce file
+      ce criteria builtins                   the functions definitions can call
+    """
+
+
+def _registry(files: tuple[str, ...]):
+    from ce_lang.api import Diagnostics, load_file, render_human, user_registry
+
+    registry = user_registry()
+    diags = Diagnostics()
+    sources = {}
+    for f in files:
+        load_file(f, registry, diags)
+        try:
+            with open(f, encoding="utf-8") as fh:
+                sources[f] = fh.read()
+        except OSError:
+            pass
+    if diags:
+        click.echo(render_human(diags, sources), err=True, nl=False)
+        if diags.has_errors:
+            sys.exit(1)
+    return registry
+
+
+_files = click.option("-f", "--file", "files", multiple=True, type=click.Path(dir_okay=False),
+                      help="Also load definitions from this .ce file (repeatable).")
+
+
+@criteria_cmd.command("list")
+@_files
+def list_cmd(files: tuple[str, ...]) -> None:
+    """One line per criterion: name, result kind, effects, first line of its docs."""
+    from ce_lang.api import effect_rank
+
+    registry = _registry(files)
+    width = max(len(n) for n in registry.criteria)
+    for name in sorted(registry.criteria):
+        checked = registry.criteria[name]
+        doc = " ".join(checked.defn.doc.split()).split(". ")[0].rstrip(".") \
+            if checked.defn.doc else ""
+        effect = effect_rank(checked.effects)
+        origin = "" if registry.origin[name].startswith("stdlib") else f"  [{registry.origin[name]}]"
+        click.echo(f"{name:<{width}}  {checked.defn.result:<14} {effect:<9}  {doc}{origin}")
+
+
+@criteria_cmd.command("show")
+@click.argument("name")
+@_files
+def show_cmd(name: str, files: tuple[str, ...]) -> None:
+    """The definition of NAME: documentation, signature, effects and early stop."""
+    from ce_lang.api import did_you_mean
+
+    registry = _registry(files)
+    checked = registry.criteria.get(name)
+    if checked is None:
+        hint = did_you_mean(name, list(registry.criteria))
+        raise click.BadParameter(f"no criterion {name!r}" + (f"; {hint}" if hint else ""),
+                                 param_hint="NAME")
+    click.echo(render_definition(checked, registry.origin[name]))
+
+
+def render_definition(checked, origin: str) -> str:
+    d = checked.defn
+    lines = [f"{d.name}  ({d.result}; defined in {origin})", ""]
+    if d.doc:
+        lines += [d.doc, ""]
+    lines.append("Parameters:")
+    for p in d.params:
+        default = ""
+        if p.default is not None:
+            default = " = " + _node_text(p.default, d)
+        lines.append(f"  {p.name}: {checked.params.get(p.name, p.type)}{default}")
+        if p.doc:
+            lines.append(f"      {p.doc}")
+    lines.append("")
+    effects = ", ".join(sorted(checked.effects)) or "pure"
+    lines.append(f"Effects: {effects}")
+    lines.append(_early_stop_line(checked))
+    lines.append(_offline_line(checked))
+    lines += ["", "Definition:", "", d.source.rstrip()]
+    return "\n".join(lines)
+
+
+def _early_stop_line(checked) -> str:
+    effects = checked.effects
+    if effects & {"workspace", "exec", "model"}:
+        return ("Early stop: cannot be armed (it is graded after the run: it "
+                + ", ".join(sorted(effects & {"workspace", "exec", "model"})) + ").")
+    if "trace" in effects:
+        return ("Early stop: depends on its arguments (" + _with_defaults(checked) + "); "
+                "`ce compile` checks every `stop_when` against the actual arguments, and "
+                "`--emit` records can_decide_pass / can_decide_fail per criterion.")
+    return "Early stop: cannot be armed (it does not read the trace)."
+
+
+def _with_defaults(checked) -> str:
+    from ce_lang.api import analyze, default_value
+
+    required = [n for n, t in checked.params.items()
+                if n not in checked.defaults and not t.optional]
+    if required:
+        return "decided per task from " + ", ".join(required)
+    params = {n: default_value(checked.defaults[n], t) for n, t in checked.params.items()
+              if n in checked.defaults}
+    d, _ = analyze(checked.defn.score, checked.defn.lets, params, 0.9,
+                   result_bool=str(checked.score_type) == "bool")
+    what = ("pass and fail" if d.can_pass and d.can_fail else "pass" if d.can_pass
+            else "fail" if d.can_fail else "nothing")
+    return f"with the defaults it can decide {what}"
+
+
+def _offline_line(checked) -> str:
+    if "model" in checked.effects:
+        return "Re-scoring offline: needs the judge model (not reproducible without it)."
+    if "exec" in checked.effects:
+        return "Re-scoring offline: yes, by re-running its command in the restored workspace."
+    return "Re-scoring offline: yes, from the archived trace and workspace."
+
+
+def _node_text(node, d) -> str:
+    span = node.span
+    from ce_lang.api import source_text
+
+    text = source_text(span.file)
+    return text[span.offset:span.end_offset] if text and span.offset >= 0 else "..."
+
+
+@criteria_cmd.command("builtins")
+def builtins_cmd() -> None:
+    """Every builtin function with its signatures, effect and documentation."""
+    from ce_lang.api import BUILTINS, signature_text
+
+    for name in sorted(BUILTINS):
+        fn = BUILTINS[name]
+        for o in fn.overloads:
+            params = ", ".join(signature_text(p) for p in o.params)
+            click.echo(f"{name}({params}) -> {signature_text(o.ret)}   [{fn.effect}]")
+        click.echo(f"    {fn.doc}")

@@ -1,0 +1,121 @@
+"""`ce explain`: why each criterion scored as it did, or what a plan will compute."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+
+@click.command("explain")
+@click.argument("task", type=click.Path(exists=True))
+@click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False),
+              help="The trial's trace (ce trace format; see `ce trace import`).")
+@click.option("--workspace", type=click.Path(exists=True, file_okay=False),
+              help="The trial's final workspace directory.")
+@click.option("--criterion", "only", metavar="ID",
+              help="Only this criterion (c0, c1 ..., its index, or its type).")
+@click.option("--trial", "trial_id", help="Which resolved trial (default: the first).")
+@click.option("-e", "--experiment", type=click.Path(dir_okay=False),
+              help="Resolve TASK under this experiment (pick the variant with --trial).")
+@click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
+              help="Override a setting, as for `ce compile` (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrides, as_json):
+    """Explain TASK's criteria: before a run, or for a finished trial.
+
+    \b
+    Without --workspace: what each criterion will compute, its effects, whether it can
+    decide early (and in which direction), and whether it can be re-scored offline.
+    With --workspace (and --trace for trace criteria): the evaluation tree of every
+    criterion with the values and evidence behind its score, then the arithmetic from
+    the criterion scores to the weighted score and the verdict.
+
+    TASK may also be a trial directory of a run (runs/latest/VARIANT/TASK/NN): its plan,
+    trace and archived workspace are used, no agent runs.
+
+    \b
+    Examples:
+      ce explain runs/latest/default/hello_world/00
+      ce explain tasks/hello_world.yaml
+      ce explain tasks/hello_world.yaml --workspace ws/ --trace run.trace
+      ce explain tasks/hello_world.yaml --workspace ws/ --criterion c1
+    """
+    if os.path.isdir(task):
+        _explain_trial_dir(task, only, as_json)
+        return
+    from ce_lang.api import CompileOptions, compile_paths, render_human
+
+    result = compile_paths([task], CompileOptions(experiment=experiment,
+                                                  overrides=tuple(overrides)))
+    if result.errors:
+        click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
+        sys.exit(2 if result.usage_error else 1)
+    trials = result.trials
+    if trial_id:
+        trials = [t for t in trials if t.trial_id == trial_id]
+        if not trials:
+            raise click.BadParameter(f"no trial {trial_id!r}; trials: "
+                                     + ", ".join(t.trial_id for t in result.trials[:10]),
+                                     param_hint="--trial")
+    trial = trials[0]
+    if workspace is None:
+        if trace_path:
+            raise click.UsageError("--trace needs --workspace (the trial's final files)")
+        from ce_runtime.grade.explain import explain_plan
+
+        click.echo(explain_plan(trial.plan, trial.trial_id), nl=False)
+        return
+    from ce_runtime.grade.explain import explain_json, explain_trial
+    from ce_runtime.grade.grading import grade_files
+    from ce_runtime.grade.host import InfrastructureError
+
+    try:
+        grader, graded, host, read = grade_files(trial.plan, trial.task_dir,
+                                                 os.path.abspath(workspace), trace_path)
+    except InfrastructureError as exc:
+        click.echo(f"ce: cannot grade: {exc} (the trial would be ERROR)", err=True)
+        sys.exit(1)
+    if read is not None and (read.truncated or read.corrupt_at is not None):
+        where = "truncated" if read.truncated else f"corrupt at byte {read.corrupt_at}"
+        click.echo(f"warning: the trace is {where}; graded on its first {len(read.events)} "
+                   "events", err=True)
+    if as_json:
+        click.echo(json.dumps(explain_json(trial.plan, graded), indent=2))
+    else:
+        click.echo(explain_trial(trial.plan, grader.instances, graded, host, only), nl=False)
+    sys.exit(0 if graded.success else 1)
+
+
+def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
+    import tempfile
+
+    from ce_lang.api import plan_from_json
+    from ce_runtime.grade.explain import explain_json, explain_trial
+    from ce_runtime.grade.grading import grade_files
+    from ce_runtime.store.archive import find_run_root, load_json, restore_workspace
+
+    task_json = os.path.join(trial_dir, "task.json")
+    root = find_run_root(trial_dir)
+    if not os.path.isfile(task_json) or root is None:
+        raise click.BadParameter(f"{trial_dir} is not a trial directory of a run (no task.json "
+                                 "under a run with plans/ and objects/)", param_hint="TASK")
+    task = load_json(task_json)
+    plan = plan_from_json(load_json(os.path.join(root, "plans", f"{task['plan_hash']}.json"))
+                          ["plan"])
+    manifest = load_json(os.path.join(trial_dir, "workspace.json"))
+    trace = os.path.join(trial_dir, "trace.msgpack")
+    with tempfile.TemporaryDirectory(prefix="ce-explain-") as ws:
+        restore_workspace(manifest, os.path.join(root, "objects"), ws)
+        grader, graded, host, _ = grade_files(plan, task.get("task_dir", ""), ws,
+                                              trace if os.path.isfile(trace) else None,
+                                              stopped_early=bool(task.get("stopped_early")))
+        if as_json:
+            click.echo(json.dumps(explain_json(plan, graded), indent=2))
+        else:
+            click.echo(f"trial {task.get('trial_id')} (recorded status "
+                       f"{task.get('status', '?')}); re-graded from the archive")
+            click.echo(explain_trial(plan, grader.instances, graded, host, only), nl=False)
+    sys.exit(0 if graded.success else 1)

@@ -1,0 +1,263 @@
+"""`ce run`: run tasks end to end into a run directory, with reports and resume."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import click
+
+
+def _tag_match(tag: str, wanted: str) -> bool:
+    return tag == wanted or tag.startswith(wanted + "-") or tag.startswith(wanted + ":")
+
+
+def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
+    want = [t.strip() for group in tags for t in group.split(",") if t.strip()]
+    drop = [t.strip() for group in exclude for t in group.split(",") if t.strip()]
+    out = []
+    for t in trials:
+        if t.plan.skip:
+            continue
+        if want and not any(_tag_match(tag, w) for tag in t.plan.tags for w in want):
+            continue
+        if any(_tag_match(tag, d) for tag in t.plan.tags for d in drop):
+            continue
+        out.append(t)
+    return out
+
+
+@click.command("run")
+@click.argument("paths", nargs=-1, metavar="PATHS...")
+@click.option("-e", "--experiment", type=click.Path(dir_okay=False),
+              help="Experiment file: its variants are run against every task.")
+@click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
+              help="Override a setting on every task (repeatable), e.g. -D run_limits.max_turns=5.")
+@click.option("--agent", "--type", "agent_type", metavar="TYPE",
+              help="Agent for every task: claude-code, codex, openai, none, oracle, script ...")
+@click.option("--model", help="Model for every task's agent.")
+@click.option("--driver", type=click.Choice(["tempdir", "bwrap", "docker"]),
+              help="Sandbox driver for every task.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Trials run at the same time.")
+@click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")
+@click.option("--sample", type=click.IntRange(min=1), help="Keep N dataset rows per task.")
+@click.option("--tags", multiple=True, help="Only tasks with one of these tags (comma list; "
+              "`smoke` also selects smoke-pass, smoke:x ...).")
+@click.option("--exclude-tags", multiple=True, help="Skip tasks with one of these tags.")
+@click.option("--run-dir", "runs_root", default="runs", show_default=True,
+              type=click.Path(file_okay=False), help="Where run directories are created.")
+@click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
+              help="Finish an interrupted run: only trials without a task.json are run.")
+@click.option("--junit-xml", type=click.Path(dir_okay=False), help="Also write JUnit XML here.")
+@click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
+              help="Grade judge criteria with scripted verdicts from this YAML file (a local "
+                   "loopback server; for demos and tests, no API key needed).")
+def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
+            tags, exclude_tags, runs_root, resume_dir, junit_xml, judge_replies):
+    """Run the agent on every trial of PATHS and grade it.
+
+    PATHS are task files, directories or globs, as for `ce compile`. Every task is
+    compiled first; any error stops the run before an agent starts. Results go to
+    runs/<run-id>/ (runs/latest points at the newest): run.json, trials.parquet,
+    results.parquet, report.md and one directory per trial with its task.json, trace and
+    workspace snapshot (`ce explain TRIAL_DIR` re-grades it offline).
+
+    \b
+    Exit status: 0 every trial succeeded and every suite gate passed; 1 otherwise (or
+    interrupted); 2 bad input.
+
+    \b
+    Examples:
+      ce run tasks/ --agent oracle -j 4        prove every task solvable
+      ce run tasks/hello_world.yaml -e exp.yaml --repeats 3
+      ce run --resume runs/latest              finish an interrupted run
+    """
+    from ce_lang.api import CompileOptions, compile_paths, render_human
+    from ce_runtime.execute import suite as R
+    if resume_dir:
+        try:
+            meta = R.load_json(os.path.join(resume_dir, "run.json"))
+            meta["args"]["paths"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise click.BadParameter(f"{resume_dir} is not a run directory of `ce run` "
+                                     f"(its run.json is missing or unreadable: {exc})",
+                                     param_hint="--resume") from None
+        args = meta["args"]
+        paths, experiment, overrides = args["paths"], args["experiment"], args["overrides"]
+        agent_type, model, driver = args["agent_type"], args["model"], args["driver"]
+        repeats, sample = args["repeats"], args["sample"]
+        tags, exclude_tags = args["tags"], args["exclude_tags"]
+        judge_replies = judge_replies or args.get("judge_replies")  # grade as it began
+        if judge_replies and not os.path.isfile(judge_replies):
+            raise click.UsageError(f"--judge-replies file {judge_replies!r} not found")
+        run_dir = resume_dir
+    elif not paths:
+        raise click.UsageError("give at least one task file, directory or glob")
+    # --agent replaces the agent at run time (recorded in each task.json), except on
+    # `agent: {type: none}` tasks, which have no agent to replace
+    result = compile_paths(paths, CompileOptions(
+        experiment=experiment, overrides=tuple(overrides), model=model,
+        driver=driver, repeats=repeats, sample=sample))
+    if result.errors:
+        click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
+        click.echo(f"ce run: {result.errors} error(s) in the task files; nothing was run",
+                   err=True)
+        sys.exit(2)
+    trials = select(result.trials, tuple(tags), tuple(exclude_tags))
+    if not trials:
+        click.echo("ce run: no trial to run (check --tags / skip:)", err=True)
+        sys.exit(2)
+    if not resume_dir:
+        os.makedirs(runs_root, exist_ok=True)
+        run_dir = R.new_run_dir(runs_root)
+    run_id = os.path.basename(os.path.abspath(run_dir))
+    # absolute paths: `--resume` may run from another directory
+    config = {"paths": [os.path.abspath(p) for p in paths],
+              "experiment": os.path.abspath(experiment) if experiment else None,
+              "overrides": list(overrides), "agent_type": agent_type, "model": model,
+              "driver": driver, "repeats": repeats, "sample": sample, "tags": list(tags),
+              "exclude_tags": list(exclude_tags),
+              "judge_replies": os.path.abspath(judge_replies) if judge_replies else None}
+    R.write_plans(run_dir, trials)
+    todo = [t for t in trials if R.finished(run_dir, t) is None]
+    R.write_run_json(run_dir, {"run_id": run_id, "status": "running", "created_at": R.now_iso(),
+                               "args": config, "trials": len(trials)})
+    click.echo(f"run {run_dir}: {len(trials)} trial(s), {len(trials) - len(todo)} already "
+               f"done, -j {jobs}", err=True)
+    progress = _Progress(len(trials), len(trials) - len(todo))
+    interrupted = False
+    loopback = None
+    if judge_replies:
+        import yaml
+
+        from ce_runtime.model_server import LoopbackServer
+
+        with open(judge_replies, encoding="utf-8") as fh:
+            loopback = LoopbackServer(yaml.safe_load(fh) or {}).__enter__()
+        os.environ["CE_JUDGE_URL"] = loopback.url
+    try:
+        asyncio.run(R.execute(todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type,
+                                                          uv_cache=_uv_cache()),
+                              progress.start, progress.done))
+    except KeyboardInterrupt:
+        interrupted = True
+        click.echo("\ninterrupted: finished trials are kept; resume with "
+                   f"`ce run --resume {run_dir}`", err=True)
+    finally:
+        progress.close()
+        if loopback is not None:
+            loopback.__exit__(None, None, None)
+    records = R.collect(run_dir, trials)
+    code = _finish(run_dir, run_id, config, records, len(trials), interrupted, junit_xml)
+    sys.exit(1 if interrupted else code)
+
+
+def _uv_cache() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ce", "uv")
+
+
+class _Progress:
+    """One line per running trial and counts by status: a live rich display on a terminal,
+    plain lines otherwise (CI logs stay readable)."""
+
+    def __init__(self, total: int, done: int):
+        import time
+
+        self.total, self.count = total, done
+        self.by_status: dict[str, int] = {}
+        self.running: dict[str, float] = {}
+        self._time = time.monotonic
+        self.live = None
+        if sys.stderr.isatty() and "CE_PLAIN" not in os.environ:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self._render(), console=Console(stderr=True),
+                             refresh_per_second=4, transient=True)
+            self.live.__enter__()
+
+    def _render(self):
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        now = self._time()
+        for trial_id, started in list(self.running.items())[:12]:
+            table.add_row("[cyan]running[/]", trial_id, f"{now - started:5.1f}s")
+        if len(self.running) > 12:
+            table.add_row("", f"... and {len(self.running) - 12} more", "")
+        counts = "  ".join(f"{s} {n}" for s, n in sorted(self.by_status.items()))
+        table.add_row("[bold]done[/]", f"{self.count}/{self.total}", counts)
+        return table
+
+    def start(self, trial) -> None:
+        self.running[trial.trial_id] = self._time()
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def done(self, trial, record) -> None:
+        self.running.pop(trial.trial_id, None)
+        self.count += 1
+        status = record["status"]
+        self.by_status[status] = self.by_status.get(status, 0) + 1
+        score = record.get("weighted_score")
+        shown = f"score {score:.2f}" if isinstance(score, int | float) else ""
+        early = "  (stopped early)" if record.get("stopped_early") else ""
+        why = f"  - {record['error'][:120]}" if status == "ERROR" and record.get("error") \
+            else ""
+        line = (f"[{self.count}/{self.total}] {status:<9} {trial.trial_id}  "
+                f"{record['duration_s']:.1f}s {shown}{early}{why}")
+        if self.live is not None:
+            self.live.console.print(line, highlight=False)
+            self.live.update(self._render())
+        else:
+            click.echo(line, err=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+
+def _summary_table(records) -> None:
+    """Per task: trials, successes, mean score: the table a person reads at the end."""
+    rows: dict[str, list] = {}
+    for r in records:
+        key = f"{r['variant_id']}/{r['task_id']}"
+        row = rows.setdefault(key, [0, 0, 0.0])
+        row[0] += 1
+        row[1] += r["status"] == "SUCCESS"
+        row[2] += r.get("weighted_score") or 0.0
+    if not rows:
+        return
+    width = max(len(k) for k in rows)
+    click.echo(f"\n{'trial group':<{width}}  trials  success  mean score", err=True)
+    for key in sorted(rows):
+        n, ok, total = rows[key]
+        click.echo(f"{key:<{width}}  {n:>6}  {ok:>7}  {total / n:>10.2f}", err=True)
+
+
+def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml) -> int:
+    from ce_runtime import report
+    from ce_runtime.execute.suite import write_run_json
+    from ce_runtime.store.atomic import write_bytes_atomic
+
+    gates = report.suite_metrics(records)
+    summary = report.summary(records, gates, run_id, config)
+    summary["status"] = "interrupted" if interrupted or len(records) < total else "complete"
+    summary["trials_planned"] = total
+    write_run_json(run_dir, summary)
+    if records:
+        report.write_parquet(run_dir, records)
+    write_bytes_atomic(os.path.join(run_dir, "report.md"),
+                       report.render_markdown(summary, records, gates).encode())
+    if junit_xml:
+        os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
+        write_bytes_atomic(junit_xml, report.render_junit(records, gates).encode())
+    _summary_table(records)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.get("by_status", {}).items()))
+    click.echo(f"\n{len(records)}/{total} trial(s): {counts or 'none'}; report: "
+               f"{os.path.join(run_dir, 'report.md')}", err=True)
+    return int(summary.get("exit_code", 1))

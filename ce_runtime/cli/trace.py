@@ -1,0 +1,108 @@
+"""`ce trace`: read a trace as JSON lines; turn foreign transcripts into traces."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.group("trace")
+def trace_cmd() -> None:
+    """Read traces and import transcripts of runs ce did not make.
+
+    A trace is the record of one trial: every message, tool call, tool result, token
+    count and decision, in order (a binary file, usually trace.msgpack in the trial's
+    run directory). Imported transcripts become traces that can be scored like any run.
+
+    \b
+      ce trace dump runs/latest/default/hello/00/trace.msgpack     one JSON object per event
+      ce trace dump T.msgpack | jq 'select(.type == "tool_call")'  just the tool calls
+      ce trace import out.jsonl -o t.msgpack         Claude Code `-p --output-format
+                                                     stream-json --verbose` output
+      ce trace import ~/.claude/projects/x/SESSION.jsonl -o t.msgpack   a session file
+      ce trace import results/x/task.json -o t.msgpack --task-id hello  coder_eval result
+    """
+
+
+@trace_cmd.command("dump")
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+def dump_cmd(trace: str) -> None:
+    """Print every event of TRACE as one JSON object per line.
+
+    Each object has `type` first (run, agent_start, turn_start, message, tool_call,
+    tool_result, usage, decision, agent_end, run_end, ...) and then the event's fields;
+    `t` is seconds since the run started. A trace cut short by a crash still prints the
+    events before the damage; the damage is reported on stderr with its byte offset.
+    Exit status 1 only when nothing could be read.
+    """
+    import msgspec
+
+    from ce_runtime.trace.events import event_to_dict, read_trace
+
+    result = read_trace(trace)
+    out = sys.stdout.buffer
+    encode = msgspec.json.Encoder().encode
+    for event in result.events:
+        out.write(encode(event_to_dict(event)) + b"\n")
+    out.flush()
+    n = len(result.events)
+    if result.truncated:
+        click.echo(f"ce trace dump: {trace}: truncated at byte {result.bytes_read}: the file "
+                   f"ends inside an event (a crash while writing?); {n} events read",
+                   err=True)
+    elif result.corrupt_at is not None:
+        click.echo(f"ce trace dump: {trace}: undecodable event at byte {result.corrupt_at}; "
+                   f"{n} events read before it", err=True)
+    if n == 0 and (result.truncated or result.corrupt_at is not None):
+        sys.exit(1)
+
+
+@trace_cmd.command("import")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The trace file to write (replaced atomically).")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              type=click.Choice(["auto", "claude-stream", "claude-session", "coder-eval"]),
+              help="The transcript's format; auto tells them apart by content.")
+@click.option("--task-id", help="Task id for the header (default: the coder_eval task_id, "
+                                "else the file name).")
+@click.option("--trial-id", help="Trial id for the header (default: the file name; for "
+                                 "task.json, its folder).")
+@click.option("--plan-hash", default="", help="Plan hash for the header (default: none).")
+def import_cmd(source: str, output: str, fmt: str, task_id: str | None,
+               trial_id: str | None, plan_hash: str) -> None:
+    """Convert the transcript SOURCE into a ce trace.
+
+    \b
+    Formats:
+      claude-stream   `claude -p --output-format stream-json --verbose` output
+      claude-session  Claude Code's own transcript, $CLAUDE_CONFIG_DIR/projects/*/*.jsonl
+      coder-eval      a coder_eval task.json (EvaluationResult with its iterations)
+
+    One turn per assistant API message; tool uses become tool calls (Codex shell tools
+    are normalized to Bash), tool results keep their error status, and a call with no
+    result is left unresolved. Malformed lines are reported as warnings and skipped.
+    Prints one summary line; exit status 1 when the format cannot be recognized.
+    """
+    from ce_runtime.trace.events import write_trace
+    from ce_runtime.trace.importers import UnknownFormat, import_file
+
+    try:
+        result = import_file(source, fmt, task_id=task_id, trial_id=trial_id,
+                             plan_hash=plan_hash)
+    except UnknownFormat as exc:
+        click.echo(f"ce trace import: {exc}", err=True)
+        sys.exit(1)
+    for line, message in result.warnings:
+        where = f"{source}:{line}" if line else source
+        click.echo(f"{where}: warning: {message}", err=True)
+    write_trace(output, result.events)
+    unresolved = f" ({result.unresolved} unresolved)" if result.unresolved else ""
+    click.echo(f"{output}: {_count(len(result.events), 'event')}, "
+               f"{_count(result.tool_calls, 'tool call')}{unresolved}, "
+               f"{_count(len(result.warnings), 'warning')} [{result.format}]")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -1,0 +1,471 @@
+"""The trial's workspace: template sources, the Python venv and node packages, and the
+pre_run / post_run commands.
+
+`prepare_workspace` is synchronous (the orchestrator runs it in a thread) and never
+raises: a failure is a `SetupResult` with `ok=False` and an error naming the source or
+the command that failed, with an excerpt of its output.
+
+Template sources apply in order, last writer wins (a later file replaces an earlier file,
+directory or symlink at the same path, and a later directory replaces a file or symlink):
+
+- `repo`: `git clone <url> repo` inside the workspace, then `git checkout <commit>` when
+  one is given. As in coder_eval the clone lands in the `repo/` subdirectory (criteria of
+  coder_eval tasks name `repo/...` paths) and keeps its `.git`, so commands can run `git
+  diff` against the starting commit; the default ignore patterns keep `.git` out of reads
+  and snapshots. (The clone also holds the repository's other commits: a task whose fix is
+  in the history must not rely on the agent not looking.) A relative local path is
+  resolved against the task directory; git never prompts for credentials.
+- `template_dir`: the directory (relative to the task directory) copied into
+  `mount_point`, file modes and symlinks preserved, special files skipped. A path is
+  skipped when any of its components matches one of the plan's effective ignore patterns
+  (fnmatch), unless it is re-included: `include_patterns`, as in coder_eval, re-include
+  paths the ignore patterns would drop (fnmatch against the template-relative path with
+  `/` separators, where `*` also crosses `/`; a pattern matching a directory re-includes
+  everything under it). Files not ignored are always copied.
+- `starter_files`: each file written as UTF-8 (newlines as given), parents created.
+
+Nothing is ever written through a symlink: a directory the copy needs that exists as a
+symlink (or a file) is replaced by a real directory, so no source can write outside the
+workspace.
+
+Then, unless `sandbox.python` is null, `.venv` is created with `uv venv --python <this
+interpreter>` (no pip inside, as coder_eval's uv venvs) and `env_packages` installed with
+`uv pip install` (a shared cache via UV_CACHE_DIR when `uv_cache` is given); with
+`node.env_packages`, `npm install --prefix <workspace> <packages>`.
+
+`run_commands` runs pre_run / post_run commands through `agent_protocol.run_shell`: each
+in its own process group, killed on timeout, output captured through files so a command
+that starts a daemon (`server &`) returns when its shell exits. The daemon keeps running;
+`kill_command_groups` ends what the commands left behind when the trial tears down.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import fnmatch
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from ce_lang.api import Plan, RepoSource, StarterFilesSource, TemplateDirSource
+from ce_runtime.execute.agent_protocol import ShellResult, kill_group, read_capped, run_shell
+
+REPO_DIR = "repo"  # where a `repo` source is cloned, inside the workspace
+OUTPUT_LIMIT = 100 * 1024  # bytes kept of each pre_run / post_run stream
+EXCERPT_CHARS = 2000  # of a failed set-up command's output, in the error
+# seconds per set-up command (generous: a big clone or install is slow, not broken)
+GIT_CLONE_TIMEOUT = 900
+GIT_CHECKOUT_TIMEOUT = 300
+VENV_TIMEOUT = 120
+INSTALL_TIMEOUT = 900
+
+
+@attrs.frozen
+class SetupResult:
+    ok: bool
+    error: str | None
+    log: list[str]  # what was done, one line per step
+    duration_ms: float
+
+
+@attrs.frozen
+class CommandOutcome:
+    command: str
+    exit_code: int  # -1 on timeout or when the command could not start
+    stdout: str  # at most OUTPUT_LIMIT bytes of it, then a note of what was cut
+    stderr: str
+    timed_out: bool
+    duration_ms: float
+    failed: bool  # fails its phase: a pre_run command with fail_on_error that did not succeed
+    ok: bool = True  # exited 0 within its timeout
+    fail_on_error: bool = False  # as configured (always False for post_run)
+    pgid: int = 0  # its process group, for kill_command_groups (0: never started)
+
+
+class SetupError(Exception):
+    pass
+
+
+# -- set-up ------------------------------------------------------------------------------
+def prepare_workspace(plan: Plan, task_dir: str, workspace: str,
+                      uv_cache: str | None = None,
+                      cancel: threading.Event | None = None) -> SetupResult:
+    """Apply the plan's template sources, then build the Python venv and node packages.
+
+    `cancel`, set from another thread (the trial was interrupted while this runs in a
+    worker thread), kills the set-up command running then and fails the set-up at once,
+    instead of letting a clone or an install run on to its timeout."""
+    token = _CANCEL.set(cancel)
+    try:
+        return _prepare(plan, task_dir, workspace, uv_cache)
+    finally:
+        _CANCEL.reset(token)
+
+
+# the `cancel` event of the prepare_workspace call running in this thread
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "ce_setup_cancel", default=None)
+CANCEL_POLL_S = 0.1
+
+
+def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None) -> SetupResult:
+    started = time.monotonic()
+    log: list[str] = []
+
+    def result(error: str | None) -> SetupResult:
+        return SetupResult(error is None, error, log, (time.monotonic() - started) * 1000)
+
+    try:
+        os.makedirs(workspace, exist_ok=True)
+        root = os.path.realpath(workspace)
+        ignore = list(plan.ignore_patterns)
+        for i, src in enumerate(plan.sandbox.template_sources):
+            label = f"template_sources[{i}] ({src.type})"
+            try:
+                if isinstance(src, RepoSource):
+                    _apply_repo(src, task_dir, root, log)
+                elif isinstance(src, TemplateDirSource):
+                    _apply_template_dir(src, task_dir, root, ignore, log)
+                elif isinstance(src, StarterFilesSource):
+                    _apply_starter_files(src, root, log)
+                else:
+                    raise SetupError(f"unknown template source type {src.type!r}")
+            except (SetupError, OSError, shutil.Error) as exc:
+                return result(f"{label}: {_why(exc)}")
+        python = plan.sandbox.python
+        if python is not None:
+            try:
+                _python_env(root, list(python.env_packages), uv_cache, log)
+            except (SetupError, OSError) as exc:
+                return result(f"sandbox.python: {_why(exc)}")
+        node = plan.sandbox.node
+        if node is not None and node.env_packages:
+            try:
+                _node_packages(root, list(node.env_packages), log)
+            except (SetupError, OSError) as exc:
+                return result(f"sandbox.node: {_why(exc)}")
+    except Exception as exc:  # never raise: the trial records an ERROR instead
+        return result(f"sandbox set-up: unexpected {type(exc).__name__}: {exc}")
+    return result(None)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    return str(exc)
+
+
+def _apply_repo(src: RepoSource, task_dir: str, root: str, log: list[str]) -> None:
+    url = src.url
+    if _is_local_path(url) and not os.path.isabs(url):
+        url = os.path.normpath(os.path.join(task_dir, url))
+    dest = os.path.join(root, REPO_DIR)
+    if os.path.lexists(dest):
+        _remove(dest)
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true",
+           "GCM_INTERACTIVE": "never"}
+    shown = _redact(src.url)
+    _run(["git", "clone", "--quiet", "--", url, dest], cwd=root, env=env,
+         timeout=GIT_CLONE_TIMEOUT, what=f"git clone {shown}")
+    if src.commit:
+        _run(["git", "-c", "advice.detachedHead=false", "checkout", "--quiet", src.commit,
+              "--"], cwd=dest, env=env, timeout=GIT_CHECKOUT_TIMEOUT,
+             what=f"git checkout {src.commit} (in the clone of {shown})")
+    head = _run(["git", "rev-parse", "HEAD"], cwd=dest, env=env, timeout=60,
+                what="git rev-parse HEAD").strip()
+    log.append(f"repo: cloned {shown} into {REPO_DIR}/ at {head[:12]}")
+
+
+def _is_local_path(url: str) -> bool:
+    return "://" not in url and not re.match(r"^[\w.-]+@[^:/]+:", url)
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"(://)[^/@]+@", r"\1***@", url)
+
+
+def _apply_template_dir(src: TemplateDirSource, task_dir: str, root: str, ignore: list[str],
+                        log: list[str]) -> None:
+    source = os.path.normpath(os.path.join(task_dir, src.path))
+    if not os.path.isdir(source):
+        raise SetupError(f"template directory {src.path!r} not found ({source})")
+    mount = _mount_rel(src.mount_point)
+    dest_root = _replace_with_dir_parent(root, mount, include_self=True)
+    include = [p.replace("\\", "/").removeprefix("./").rstrip("/")
+               for p in src.include_patterns if p.strip()]
+    copied = replaced = skipped = 0
+    for dirpath, dirnames, filenames in os.walk(source):
+        rel_dir = os.path.relpath(dirpath, source)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+        kept: list[str] = []
+        links: list[str] = []
+        for d in sorted(dirnames):
+            rel = f"{rel_dir}/{d}" if rel_dir else d
+            if os.path.islink(os.path.join(dirpath, d)):
+                links.append(d)  # a symlink is copied as a link, never followed
+            elif not _ignored(rel, ignore) or include:  # re-includes may lie beneath
+                kept.append(d)
+        dirnames[:] = kept
+        for d in kept:
+            rel = f"{rel_dir}/{d}" if rel_dir else d
+            if not _ignored(rel, ignore) or _included(rel, include):
+                _replace_with_dir_parent(dest_root, rel, include_self=True)
+        for name in sorted(filenames) + links:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if _ignored(rel, ignore) and not _included(rel, include):
+                continue
+            full = os.path.join(dirpath, name)
+            mode = os.lstat(full).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                skipped += 1  # fifos, sockets, devices
+                continue
+            parent = _replace_with_dir_parent(dest_root, rel)
+            dest = os.path.join(parent, name)
+            if os.path.lexists(dest):
+                _remove(dest)
+                replaced += 1
+            if stat.S_ISLNK(mode):
+                os.symlink(os.readlink(full), dest)
+            else:
+                shutil.copy2(full, dest, follow_symlinks=False)
+            copied += 1
+    note = f", {replaced} replaced" if replaced else ""
+    note += f", {skipped} special files skipped" if skipped else ""
+    log.append(f"template_dir: {src.path} -> {mount or '.'}/: {copied} entries{note}")
+
+
+def _mount_rel(mount_point: str) -> str:
+    rel = os.path.normpath(mount_point.replace("\\", "/"))
+    if os.path.isabs(rel) or rel == ".." or rel.startswith("../"):
+        raise SetupError(f"mount_point {mount_point!r} leaves the workspace")
+    return "" if rel == "." else rel
+
+
+def _ignored(rel: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatch(part, p) for part in rel.split("/") for p in patterns)
+
+
+def _included(rel: str, patterns: list[str]) -> bool:
+    """The path, or one of the directories it is in, matches an include pattern."""
+    if not patterns:
+        return False
+    parts = rel.split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return any(fnmatch.fnmatch(p, pat) for p in prefixes for pat in patterns)
+
+
+def _apply_starter_files(src: StarterFilesSource, root: str, log: list[str]) -> None:
+    replaced = 0
+    for f in src.files:
+        rel = os.path.normpath(f.path.replace("\\", "/"))
+        if os.path.isabs(rel) or rel in (".", "..") or rel.startswith("../"):
+            raise SetupError(f"starter file path {f.path!r} leaves the workspace")
+        parent = _replace_with_dir_parent(root, rel)
+        dest = os.path.join(parent, os.path.basename(rel))
+        if os.path.lexists(dest):
+            _remove(dest)
+            replaced += 1
+        with open(dest, "w", encoding="utf-8", newline="") as fh:
+            fh.write(f.content)
+    note = f" ({replaced} replaced)" if replaced else ""
+    log.append(f"starter_files: {len(src.files)} files{note}")
+
+
+def _replace_with_dir_parent(base: str, rel: str, include_self: bool = False) -> str:
+    """The real directory holding `rel` under `base` (or `rel` itself with include_self),
+    created as needed; a file or symlink in the way is replaced by a directory."""
+    parts = [p for p in rel.replace(os.sep, "/").split("/") if p]
+    if not include_self:
+        parts = parts[:-1]
+    path = base
+    for part in parts:
+        path = os.path.join(path, part)
+        st = _lstat(path)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            os.unlink(path)  # a file or a symlink (even to a directory): last writer wins
+            st = None
+        if st is None:
+            os.mkdir(path)
+    return path
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _python_env(root: str, packages: list[str], uv_cache: str | None,
+                log: list[str]) -> None:
+    uv = _uv_bin()
+    venv = os.path.join(root, ".venv")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    if uv_cache:
+        os.makedirs(uv_cache, exist_ok=True)
+        env["UV_CACHE_DIR"] = uv_cache
+    if os.path.lexists(venv):
+        _remove(venv)  # a template's .venv: the sandbox builds its own
+        log.append("python: replaced an existing .venv")
+    _run([uv, "venv", "--quiet", "--python", sys.executable, venv], cwd=root, env=env,
+         timeout=VENV_TIMEOUT, what="uv venv")
+    version = ".".join(map(str, sys.version_info[:3]))
+    log.append(f"python: created .venv (Python {version})")
+    if not packages:
+        return
+    python = os.path.join(venv, "bin", "python")
+    out = _run([uv, "pip", "install", "--python", python, *packages], cwd=root, env=env,
+               timeout=INSTALL_TIMEOUT, what=f"uv pip install {' '.join(packages)}")
+    added = [ln.strip()[2:] for ln in out.splitlines() if ln.strip().startswith("+ ")]
+    shown = ", ".join(added[:40]) + (" ..." if len(added) > 40 else "")
+    log.append(f"python: installed {' '.join(packages)}" + (f" ({shown})" if shown else ""))
+
+
+_UV_LOCK = threading.Lock()
+_UV_BIN: list[str] = []
+
+
+def _uv_bin() -> str:
+    """Found once, under a lock: `find_uv_bin` reads sysconfig, whose lazy set-up is not
+    thread-safe (concurrent trials set up in threads saw half-initialized paths)."""
+    with _UV_LOCK:
+        if not _UV_BIN:
+            _UV_BIN.append(_find_uv_bin())
+        return _UV_BIN[0]
+
+
+def _find_uv_bin() -> str:
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found is None:
+            raise SetupError("uv is not installed (it builds the sandbox's venv)") from None
+        return found
+
+
+def _node_packages(root: str, packages: list[str], log: list[str]) -> None:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SetupError("npm is not on PATH (sandbox.node.env_packages needs it)")
+    _run([npm, "install", "--prefix", root, "--no-audit", "--no-fund", *packages], cwd=root,
+         env={**os.environ, "NODE_PATH": ""}, timeout=INSTALL_TIMEOUT,
+         what=f"npm install {' '.join(packages)}")
+    log.append(f"node: installed {' '.join(packages)}")
+
+
+def _run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float,
+         what: str) -> str:
+    """A set-up command in its own process group; its combined output, or SetupError."""
+    with tempfile.TemporaryFile() as out:
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        except OSError as exc:
+            raise SetupError(f"{what}: cannot start {argv[0]}: {_why(exc)}") from None
+        cancel = _CANCEL.get()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    code = proc.wait(max(0.0, min(left, CANCEL_POLL_S) if cancel else left))
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancel is not None and cancel.is_set():
+                        kill_group(proc.pid)
+                        proc.wait()
+                        raise SetupError(f"{what}: cancelled (the trial was interrupted)")\
+                            from None
+                    if time.monotonic() >= deadline:
+                        kill_group(proc.pid)
+                        proc.wait()
+                        text = read_capped(out, None)
+                        raise SetupError(f"{what}: timed out after {timeout:g} s"
+                                         f"{_excerpt(text)}") from None
+        except SetupError:
+            raise
+        except BaseException:  # interrupted: nothing it started survives
+            kill_group(proc.pid)
+            proc.wait()
+            raise
+        text = read_capped(out, None)
+    if code != 0:
+        raise SetupError(f"{what}: failed (exit {code}){_excerpt(text)}")
+    return text
+
+
+def _excerpt(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return ""
+    if len(text) > EXCERPT_CHARS:
+        text = "..." + text[-EXCERPT_CHARS:]
+    return "\n" + text
+
+
+# -- the command environment -------------------------------------------------------------
+def sandbox_env(plan: Plan, task_dir: str, workspace: str) -> dict[str, str]:
+    """The environment of pre_run / post_run commands and the agent: the one run_command
+    criteria get (workspace .venv/bin and node_modules/.bin first on PATH, VIRTUAL_ENV,
+    TASK_DIR, REFERENCE_DIR)."""
+    from ce_runtime.grade.grading import host_for
+
+    return host_for(plan, workspace, task_dir).env()
+
+
+# -- pre_run / post_run ------------------------------------------------------------------
+async def run_commands(commands: Sequence[Any], workspace: str, env: dict[str, str],
+                       phase: str) -> list[CommandOutcome]:
+    """Run `commands` in order in the workspace. pre_run stops at the first failing
+    command whose fail_on_error is true (its outcome is the last, with failed=True);
+    post_run runs them all and never marks one failed."""
+    if phase not in ("pre_run", "post_run"):
+        raise ValueError(f"phase must be pre_run or post_run, not {phase!r}")
+    outcomes: list[CommandOutcome] = []
+    for cmd in commands:
+        timeout = min(300, max(1, int(cmd.timeout)))
+        fail_on_error = phase == "pre_run" and bool(getattr(cmd, "fail_on_error", True))
+        started = time.monotonic()
+        try:
+            res = await run_shell(cmd.command, workspace, env, timeout, OUTPUT_LIMIT)
+        except OSError as exc:  # the workspace vanished, no shell ...
+            res = ShellResult(-1, "", f"could not start the command: {_why(exc)}", False,
+                              (time.monotonic() - started) * 1000)
+        ok = res.exit_code == 0 and not res.timed_out
+        failed = fail_on_error and not ok
+        outcomes.append(CommandOutcome(cmd.command, res.exit_code, res.stdout, res.stderr,
+                                       res.timed_out, res.duration_ms, failed, ok,
+                                       fail_on_error, res.pgid))
+        if failed:
+            break
+    return outcomes
+
+
+def kill_command_groups(outcomes: Sequence[CommandOutcome]) -> None:
+    """Kill what the commands left running (`daemon &`): each one's process group. Call
+    it when the trial tears down, soon after the commands ran."""
+    for o in outcomes:
+        if o.pgid > 0:
+            kill_group(o.pgid)

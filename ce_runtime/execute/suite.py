@@ -1,0 +1,159 @@
+"""`ce run`: trials of a suite executed by a local asyncio pool into a run directory.
+
+runs/<run-id>/  run.json, plans/<hash>.json, objects/, trials.parquet, results.parquet,
+report.md, <variant>/<task_id>[/<row_id>]/<NN>/{task.json, trace.msgpack, workspace.json}
+
+A trial is finished when its task.json exists (written last, atomically): an interrupted
+run keeps every finished trial, and `--resume` runs exactly the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import re
+import secrets
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ce_lang.api import Trial, plan_to_json
+from ce_runtime.execute.trial import RunContext, execute_trial, trial_dir_of
+from ce_runtime.store.archive import load_json
+from ce_runtime.store.atomic import write_json_atomic
+
+
+@attrs.frozen
+class RunOptions:
+    jobs: int = 1
+    agent: str | None = None
+    uv_cache: str | None = None
+
+
+def new_run_dir(root: str) -> str:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = os.path.join(root, f"{stamp}-{secrets.token_hex(2)}")
+    os.makedirs(os.path.join(run_dir, "plans"))
+    os.makedirs(os.path.join(run_dir, "objects"))
+    latest = os.path.join(root, "latest")
+    tmp = latest + ".tmp"
+    try:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(os.path.basename(run_dir), tmp)
+        os.replace(tmp, latest)
+    except OSError:
+        pass  # no symlinks on this filesystem: runs/latest is a convenience
+    return run_dir
+
+
+def interleave(trials: list[Trial]) -> list[Trial]:
+    """Round-robin across tasks, so a slow task's repeats don't queue up together."""
+    by_task: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_task.setdefault(f"{t.variant_id}/{t.plan.task_id}", []).append(t)
+    queues = list(by_task.values())
+    out: list[Trial] = []
+    while queues:
+        for q in list(queues):
+            out.append(q.pop(0))
+            if not q:
+                queues.remove(q)
+    return out
+
+
+def write_plans(run_dir: str, trials: list[Trial]) -> None:
+    for t in trials:
+        path = os.path.join(run_dir, "plans", f"{t.plan_hash}.json")
+        if not os.path.exists(path):
+            write_json_atomic(path, {"hash": t.plan_hash, "plan": plan_to_json(t.plan)})
+
+
+def finished(run_dir: str, trial: Trial) -> dict[str, Any] | None:
+    """The trial's record if it finished with this same plan (a task edited since the
+    run started gives a new plan: that trial runs again on resume)."""
+    path = os.path.join(trial_dir_of(run_dir, trial), "task.json")
+    if os.path.isfile(path):
+        try:
+            record = load_json(path)
+        except (OSError, json.JSONDecodeError):
+            return None
+        return record if record.get("plan_hash") == trial.plan_hash else None
+    return None
+
+
+def clean_stale_scratch() -> None:
+    """Remove scratch directories of runs whose process is gone (a SIGKILLed run can't
+    clean up after itself; its workspaces may hold whole venvs)."""
+    import shutil
+
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        m = re.fullmatch(r"ce-run-(\d+)-\w+", name)
+        if m is None:
+            continue
+        pid = int(m.group(1))
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
+                  on_start: Callable[[Trial], None] | None = None,
+                  on_done: Callable[[Trial, dict[str, Any]], None] | None = None,
+                  ) -> list[dict[str, Any]]:
+    """Run the trials (skipping finished ones) with `options.jobs` at a time."""
+    clean_stale_scratch()
+    work_root = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-")
+    ctx = RunContext(run_dir, os.path.join(run_dir, "objects"), work_root, options.uv_cache,
+                     options.agent)
+    sem = asyncio.Semaphore(max(1, options.jobs))
+    records: list[dict[str, Any]] = []
+
+    async def one(trial: Trial) -> None:
+        async with sem:
+            if on_start:
+                on_start(trial)
+            record = await execute_trial(trial, ctx)
+            records.append(record)
+            if on_done:
+                on_done(trial, record)
+
+    try:
+        await asyncio.gather(*(one(t) for t in interleave(trials)))
+    finally:
+        import shutil
+
+        shutil.rmtree(work_root, ignore_errors=True)
+    return records
+
+
+def collect(run_dir: str, trials: list[Trial]) -> list[dict[str, Any]]:
+    out = []
+    for t in trials:
+        rec = finished(run_dir, t)
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def write_run_json(run_dir: str, data: dict[str, Any]) -> None:
+    write_json_atomic(os.path.join(run_dir, "run.json"), data)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def eprint(*args: Any) -> None:
+    print(*args, file=sys.stderr, flush=True)
+
+

@@ -1,0 +1,286 @@
+"""One trial, start to end: set-up, pre_run, the agent under its limits (with the live
+monitor), grading, post_run, workspace snapshot, and `task.json` written last (its
+presence is what marks a trial finished, for `ce run --resume`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import shutil
+import tempfile
+import threading
+import time
+from typing import Any
+
+import attrs
+
+from ce_lang.api import Trial, converter, instances_from_plan, registry_for_sources
+from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest
+from ce_runtime.grade.host import InfrastructureError
+from ce_runtime.grade.monitor import LiveMonitor
+from ce_runtime.store.archive import snapshot_workspace, write_trial_files
+from ce_runtime.trace import events as T
+
+STOP_GRACE_S = 2.0
+
+
+@attrs.frozen
+class RunContext:
+    run_dir: str
+    objects: str
+    work_root: str
+    uv_cache: str | None = None
+    agent_override: str | None = None
+
+
+def trial_dir_of(run_dir: str, trial: Trial) -> str:
+    return os.path.join(run_dir, trial.variant_id, *trial.plan.task_id.split("/"),
+                        f"{trial.repeat:02d}")
+
+
+class TrialSink:
+    """Everything an agent emits: to the trace file, the view, the monitor, the budgets."""
+
+    def __init__(self, writer: T.TraceWriter, monitor: LiveMonitor, limits: Any,
+                 stop: asyncio.Event, started: float):
+        self.writer = writer
+        self.monitor = monitor
+        self.limits = limits
+        self.stop = stop
+        self.started = started
+        self.view = monitor.builder
+        self.limit_hit: str | None = None  # TIMEOUT / TOKEN_BUDGET_EXCEEDED / ...
+        self.turn_started: float | None = None
+        self.turns = 0
+        self.agent_ended = False  # the agent wrote its AgentEnd (a killed one cannot)
+
+    def clock(self) -> float:
+        return time.monotonic() - self.started
+
+    def emit(self, event: T.Event) -> None:
+        self.writer.write(event)
+        for d in self.monitor.on_event(event):
+            self.writer.write(T.Decision(self.clock(), d.criterion, d.verdict, d.event_index))
+        if isinstance(event, T.AgentEnd):
+            self.agent_ended = True
+        elif isinstance(event, T.TurnStart):
+            self.turns += 1
+            self.turn_started = time.monotonic()
+            max_turns = self.limits.max_turns
+            if max_turns is not None and self.turns > max_turns:
+                self._hit("MAX_TURNS_EXHAUSTED")
+        elif isinstance(event, T.TurnEnd):
+            self.turn_started = None
+        elif isinstance(event, T.Usage):
+            b, lim = self.view, self.limits
+            total = b.input_tokens + b.output_tokens
+            if (lim.max_input_tokens and b.input_tokens > lim.max_input_tokens) or (
+                    lim.max_output_tokens and b.output_tokens > lim.max_output_tokens) or (
+                    lim.max_total_tokens and total > lim.max_total_tokens):
+                self._hit("TOKEN_BUDGET_EXCEEDED")
+            elif lim.max_usd and b.cost_usd > lim.max_usd:
+                self._hit("COST_BUDGET_EXCEEDED")
+        if self.monitor.should_stop:
+            self.stop.set()
+
+    def _hit(self, status: str) -> None:
+        if self.limit_hit is None:
+            self.limit_hit = status
+        self.stop.set()
+
+
+async def _run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: asyncio.Event,
+                     limits: Any) -> AgentOutcome:
+    """The agent under task_timeout / turn_timeout; a stop request gets a grace period,
+    then the agent is cancelled (its process groups die with it)."""
+    task = asyncio.ensure_future(agent.run(request, sink, stop))
+    deadline = time.monotonic() + limits.task_timeout if limits.task_timeout else None
+    stop_seen: float | None = None
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.05)
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
+                sink.limit_hit = sink.limit_hit or "TIMEOUT"
+                break
+            if limits.turn_timeout and sink.turn_started is not None \
+                    and now - sink.turn_started > limits.turn_timeout:
+                sink.limit_hit = sink.limit_hit or "TIMEOUT"
+                break
+            if stop.is_set():
+                stop_seen = stop_seen or now
+                if now - stop_seen > STOP_GRACE_S:
+                    break
+    finally:  # a timeout, an ignored stop, or our own cancellation (Ctrl-C)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    if task.cancelled():
+        return AgentOutcome("stopped" if sink.limit_hit is None else "killed",
+                            sink.limit_hit or "")
+    try:
+        return task.result()
+    except Exception as exc:
+        return AgentOutcome("error", f"{type(exc).__name__}: {exc}")
+
+
+def _request(trial: Trial, workspace: str, env: dict[str, str], agent_name: str
+             ) -> AgentRequest:
+    plan = trial.plan
+    agent = converter.unstructure(plan.agent)
+    agent["type"] = agent_name
+    return AgentRequest(
+        trial_id=trial.trial_id, prompt=plan.prompt, workspace=workspace,
+        task_dir=trial.task_dir, agent=agent,
+        limits=converter.unstructure(plan.run_limits),
+        reference=converter.unstructure(plan.reference) if plan.reference else None,
+        criteria=[{"id": c.id, "type": c.type, "args": c.args} for c in plan.criteria],
+        env=env)
+
+
+def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
+            success: bool | None) -> str:
+    if error is not None:
+        return "ERROR"
+    if limit is not None:
+        return limit
+    if outcome is not None and outcome.reason == "error":
+        return "ERROR"
+    if outcome is not None and outcome.reason == "max_turns":
+        return "MAX_TURNS_EXHAUSTED"
+    if success is None:
+        return "NOT_GRADED"
+    return "SUCCESS" if success else "FAILURE"
+
+
+async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
+    from ce_runtime.execute.agents import UnknownAgent, load_agent
+    from ce_runtime.execute.sandbox.workspace import prepare_workspace, run_commands, sandbox_env
+    from ce_runtime.grade.grading import host_for
+    from ce_runtime.grade.interpreter import Grader
+
+    plan = trial.plan
+    tdir = trial_dir_of(ctx.run_dir, trial)
+    os.makedirs(tdir, exist_ok=True)
+    for stale in ("task.json", "trace.msgpack", "workspace.json"):
+        path = os.path.join(tdir, stale)
+        if os.path.exists(path):
+            os.unlink(path)
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    started = time.monotonic()
+    workspace = tempfile.mkdtemp(prefix="ce-ws-", dir=ctx.work_root)
+    agent_name = plan.agent.type or "claude-code"
+    if ctx.agent_override and agent_name != "none":
+        agent_name = ctx.agent_override
+    error: str | None = None
+    outcome: AgentOutcome | None = None
+    pre: list = []
+    post: list = []
+    graded = None
+    registry = registry_for_sources(plan.criteria_sources)
+    instances = instances_from_plan(plan.criteria, registry)
+    monitor = LiveMonitor(plan, instances)
+    stop = asyncio.Event()
+    writer = T.TraceWriter(os.path.join(tdir, "trace.msgpack"))
+    sink = TrialSink(writer, monitor, plan.run_limits, stop, started)
+    try:
+        sink.emit(T.RunHeader(0.0, T.SCHEMA_VERSION, trial.trial_id, plan.task_id,
+                              trial.plan_hash, agent_name, plan.agent.model, time.time()))
+        cancel_setup = threading.Event()
+        if plan.simulation is not None and plan.simulation.enabled:
+            error = ("simulated dialogs (`simulation.enabled: true`) are not run by this "
+                     "build yet; the task compiles, but a single-shot run would not be the "
+                     "dialog it asks for")
+        elif plan.sandbox.driver != "tempdir":
+            error = (f"sandbox driver `{plan.sandbox.driver}` is not available in this build "
+                     "(tempdir is); run with --driver tempdir")
+        else:
+            try:
+                setup = await asyncio.to_thread(prepare_workspace, plan, trial.task_dir,
+                                                workspace, ctx.uv_cache, cancel_setup)
+            except asyncio.CancelledError:  # interrupted: the worker's command dies now
+                cancel_setup.set()
+                raise
+            if not setup.ok:
+                error = f"sandbox set-up failed: {setup.error}"
+        env = sandbox_env(plan, trial.task_dir, workspace)
+        if error is None and plan.pre_run:
+            pre = await run_commands(plan.pre_run, workspace, env, "pre_run")
+            failed = [c for c in pre if c.failed]
+            if failed:
+                error = f"pre_run command failed: {failed[0].command!r} (exit " \
+                        f"{failed[0].exit_code})"
+        if error is None:
+            try:
+                agent = load_agent(agent_name)
+            except UnknownAgent as exc:
+                error = str(exc)
+            else:
+                request = _request(trial, workspace, env, agent_name)
+                outcome = await _run_agent(agent, request, sink, stop, plan.run_limits)
+                if not sink.agent_ended:
+                    sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
+        if error is None:
+            from ce_runtime.grade.judge import judge_from_env
+
+            host = host_for(plan, workspace, trial.task_dir, sink.view.view, judge_from_env())
+            grader = Grader(plan, registry)
+            try:
+                graded = await asyncio.to_thread(
+                    grader.grade, host, monitor.should_stop, plan.early_stop.armed)
+            except InfrastructureError as exc:
+                error = f"grading failed: {exc}"
+            except asyncio.CancelledError:  # interrupted: kill the criterion's command now
+                host.cancel()
+                raise
+        if plan.post_run and error is None:
+            post = await run_commands(plan.post_run, workspace, env, "post_run")
+        status = _status(error, outcome, sink.limit_hit, graded.success if graded else None)
+        sink.emit(T.RunEnd(sink.clock(), status, error))
+        writer.close()
+        manifest = await asyncio.to_thread(snapshot_workspace, workspace, ctx.objects)
+        record = _record(trial, agent_name, status, error, outcome, graded, sink, monitor,
+                         started_at, time.monotonic() - started, pre, post)
+        write_trial_files(tdir, record, manifest)
+        return record
+    finally:
+        from ce_runtime.execute.sandbox.workspace import kill_command_groups
+
+        kill_command_groups(pre + post)  # daemons pre_run/post_run left running
+        writer.close()
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
+def _record(trial: Trial, agent: str, status: str, error: str | None,
+            outcome: AgentOutcome | None, graded, sink: TrialSink, monitor: LiveMonitor,
+            started_at: str, duration: float, pre: list, post: list) -> dict[str, Any]:
+    plan = trial.plan
+    view = sink.view
+    from ce_runtime.grade.interpreter import criterion_records
+
+    criteria = criterion_records(plan, graded) if graded is not None else []
+    return {
+        "schema_version": 1, "trial_id": trial.trial_id, "variant_id": trial.variant_id,
+        "experiment_id": trial.experiment_id, "task_id": plan.task_id,
+        "suite_id": plan.suite_id, "row_id": plan.row_id, "repeat": trial.repeat,
+        "tags": list(plan.tags), "task_file": trial.source, "task_dir": trial.task_dir,
+        "plan_hash": trial.plan_hash, "agent": agent, "model": plan.agent.model,
+        "status": status, "stopped_early": monitor.should_stop,
+        "early_stop_reason": monitor.stop_reason,
+        "weighted_score": graded.weighted_score if graded else None,
+        "success": status == "SUCCESS", "started_at": started_at,
+        "duration_s": round(duration, 3),
+        "agent_outcome": {"reason": outcome.reason, "detail": outcome.detail} if outcome
+        else None,
+        "usage": {"input_tokens": view.input_tokens, "output_tokens": view.output_tokens,
+                  "cost_usd": view.cost_usd, "turns": view.view.turns,
+                  "tool_calls": len(view.view.tool_calls)},
+        "expected_turns": plan.run_limits.expected_turns,
+        "criteria": criteria, "error": error,
+        "pre_run": [attrs.asdict(c) for c in pre], "post_run": [attrs.asdict(c) for c in post],
+    }
+
+

@@ -1,0 +1,413 @@
+"""Explanations: why a criterion scored as it did, and what a plan will compute.
+
+`explain_trial` prints, per criterion, the evaluation tree of its score (each node's
+source text and value, with evidence: files and positions, matching tool calls and their
+trace events, command exit codes and output), then the arithmetic from criterion scores
+to the weighted score and the status. `explain_plan` describes a plan before any run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ce_lang.api import (
+    CriterionCall,
+    Instance,
+    Plan,
+    Regex,
+    Registry,
+    ToolCallView,
+    registry_for_sources,
+    source_text,
+    unwrap_shell,
+)
+from ce_lang.api import ast as A
+from ce_runtime.grade.host import Host, SourceText
+from ce_runtime.grade.interpreter import (
+    CriterionResult,
+    GradeResult,
+    is_disabled,
+    show_value,
+)
+
+INDENT = "    "
+MAX_DEPTH = 10
+
+
+def node_text(node: A.Node, fallback: str = "") -> str:
+    text = source_text(node.span.file) or fallback
+    if node.span.offset >= 0 and text:
+        snippet = text[node.span.offset:node.span.end_offset]
+        return " ".join(snippet.split())
+    return ""
+
+
+def _lines(text: str) -> int:
+    return len(text.splitlines()) or 1
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+class _Tree:
+    def __init__(self, inst: Instance, result: CriterionResult, host: Host | None,
+                 expr_text: str):
+        self.inst = inst
+        self.r = result
+        self.host = host
+        self.expr_text = expr_text
+        self.lines: list[str] = []
+        self.shown_lets: set[str] = set()
+        self.found: list[str] = []  # evidence texts, in tree order
+
+    def text(self, node: A.Node) -> str:
+        text = node_text(node, self.expr_text) or type(node).__name__
+        return text if len(text) <= 72 else text[:69] + "..."
+
+    def render(self) -> list[str]:
+        self.node(self.inst.score, 1)
+        return self.lines
+
+    def interesting(self, node: A.Node) -> bool:
+        if isinstance(node, A.Lit | A.Lambda):
+            return False
+        if isinstance(node, A.Name) and (node.name in self.inst.params or node.name == "trace"):
+            return False
+        return node.id in self.r.values
+
+    def node(self, node: A.Node, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            return
+        value = self.r.values.get(node.id)
+        pad = INDENT * depth
+        if isinstance(node, A.Name) and any(let.name == node.name for let in self.inst.lets):
+            let = next(let for let in self.inst.lets if let.name == node.name)
+            if node.name in self.shown_lets:
+                shown = f" = {show_value(value)}" if not isinstance(value, dict | list) else ""
+                self.lines.append(f"{pad}{node.name}{shown}  (above)")
+                return
+            self.shown_lets.add(node.name)
+            self.lines.append(f"{pad}{node.name} = {self.text(let.expr)}")
+            self.lines.append(f"{pad}{INDENT}= {show_value(self.r.values.get(let.expr.id))}"
+                              + self.evidence(let.expr))
+            self.expand(let.expr, depth + 2)
+            return
+        if isinstance(node, A.Cond):
+            self.cond(node, depth, "if")
+            return
+        self.lines.append(f"{pad}{self.text(node)} = {show_value(value)}{self.evidence(node)}")
+        self.expand(node, depth + 1)
+
+    def expand(self, node: A.Node, depth: int) -> None:
+        """What is under a node whose own line is already printed."""
+        if isinstance(node, A.Cond):
+            self.cond(node, depth, "if")
+            return
+        for child in A.children(node):
+            if self.interesting(child):
+                self.node(child, depth)
+
+    def cond(self, node: A.Cond, depth: int, word: str) -> None:
+        """`if test: value`, then the branch taken (`then` or `else`); an `else if` chain
+        stays at one level."""
+        if depth > MAX_DEPTH or node.test.id not in self.r.values:
+            return
+        pad = INDENT * depth
+        test = self.r.values[node.test.id]
+        self.lines.append(f"{pad}{word} {self.text(node.test)}: {show_value(test)}"
+                          f"{self.evidence(node.test)}")
+        self.expand(node.test, depth + 1)
+        branch = node.then if test else node.else_
+        if not test and isinstance(branch, A.Cond):
+            self.cond(branch, depth, "else if")
+            return
+        self.lines.append(f"{pad}{'then' if test else 'else'} {self.text(branch)} = "
+                          f"{show_value(self.r.values.get(branch.id))}{self.evidence(branch)}")
+        self.expand(branch, depth + 1)
+
+    def evidence(self, node: A.Node) -> str:
+        text = self._evidence(node)
+        if text.startswith("  [") and text.endswith("]"):
+            self.found.append(text[3:-1])
+        return text
+
+    def _evidence(self, node: A.Node) -> str:
+        """Evidence beyond the value: where, which calls, which command."""
+        if isinstance(node, A.Call):
+            if node.id in self.r.matched:
+                return self.matches(node)
+            value = self.r.values.get(node.id)
+            if node.func in ("path_exists", "glob") and node.args:
+                pattern = self.r.values.get(node.args[0].id)
+                value = self.r.values.get(node.id)
+                if node.func == "glob" and isinstance(value, list):
+                    return f"  [{pattern!r} matches {len(value)} file(s)]"
+                return f"  [{pattern!r} " + ("exists]" if value else "matches nothing]")
+            if node.func == "read_text":
+                if isinstance(value, SourceText):
+                    return f"  [{value.path}: {_lines(value)} lines]"
+                if value is None:
+                    return "  [no such file]"
+            if node.func == "read_json" and isinstance(value, dict):
+                where = self.r.values.get(node.args[0].id)
+                if value.get("ok"):
+                    return f"  [{where}: valid JSON]" if where else ""
+                return f"  [{value.get('error')}]"
+            if node.func == "run" and isinstance(value, dict):
+                command = self.r.values.get(node.args[0].id)
+                out = " ".join(str(value.get("stdout", "")).split())[:60]
+                err = " ".join(str(value.get("stderr", "")).split())[:60]
+                return ("  ["
+                        + (f"$ {command}: " if isinstance(command, str) else "")
+                        + f"exit {value.get('exit_code')}"
+                        + (f", timed out after {self.r.values.get(node.args[1].id)} s"
+                           if value.get("timed_out") else "")
+                        + (f"; stdout: {out!r}" if out else "")
+                        + (f"; stderr: {err!r}" if err else "") + "]")
+        return ""
+
+    def matches(self, node: A.Call) -> str:
+        hits = self.r.matched[node.id]
+        items = self.r.values.get(node.args[0].id)
+        # name the list when it is a parameter (`includes 2/3: ...`, `excludes 1/2: ...`)
+        label = f"{node.args[0].name} " if isinstance(node.args[0], A.Name) else ""
+        if isinstance(items, list) and items and isinstance(items[0], ToolCallView):
+            shown = []
+            for i in hits[:5]:
+                call = items[i]
+                what = call.command or str(call.params)
+                unwrapped = unwrap_shell(call.command) if call.command else what
+                also = f" -> {unwrapped[:50]!r}" if unwrapped != what else ""
+                shown.append(f"call#{call.index} {call.tool} {what[:50]!r}{also} (event "
+                             f"{call.event_index}, {call.status})")
+            more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
+            return f"  [{len(hits)} of {len(items)} calls match: " + "; ".join(shown) + more \
+                + "]" if hits else f"  [none of {len(items)} calls match]"
+        if isinstance(items, list) and items and all(isinstance(x, str) for x in items):
+            text = next((v for v in self.r.env.values() if isinstance(v, SourceText)), None)
+            parts = []
+            for i, item in enumerate(items):
+                if text is not None:
+                    pos = text.find(item)
+                    if pos >= 0:
+                        line, col = _line_col(text, pos)
+                        parts.append(f"{item!r} found at {text.path}:{line}:{col}")
+                    else:
+                        parts.append(f"{item!r} not found")
+                else:
+                    parts.append(f"{item!r}: {'yes' if i in hits else 'no'}")
+            return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + "]"
+        if isinstance(items, list) and items:
+            doc = next((v["value"] for v in self.r.env.values() if isinstance(v, dict)
+                        and v.get("ok") is True and "value" in v), _MISSING)
+            parts = [f"{_item_text(item, doc)}: {'yes' if i in hits else 'no'}"
+                     for i, item in enumerate(items[:8])]
+            more = f"; and {len(items) - 8} more" if len(items) > 8 else ""
+            return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
+        return f"  [{len(hits)} match]"
+
+
+_MISSING = object()
+
+
+def _item_text(item: Any, doc: Any) -> str:
+    """One element of a comprehension, as the user wrote it: a json_check assertion
+    (with the value its expression found), a regex sub-check, or the value itself."""
+    if isinstance(item, dict) and {"expression", "operator"} <= item.keys():
+        expected = "" if item["operator"] == "exists" else " " + _json(item.get("expected"))
+        text = f"{item['expression']} {item['operator']}{expected}"
+        if doc is not _MISSING:
+            try:
+                import jmespath
+
+                text += f" (got {_json(jmespath.search(item['expression'], doc))})"
+            except Exception:  # the criterion's own error says why
+                pass
+        return text
+    if isinstance(item, dict) and "pattern" in item:
+        must = "must match" if item.get("must_match", True) else "must not match"
+        flags = f", flags {item['flags']}" if item.get("flags") else ""
+        return f're"{item["pattern"]}" {must}{flags}'
+    return show_value(item, 40)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None,
+                      plan: Plan) -> list[str]:
+    call = plan.criteria[inst.index]
+    if result.disabled:
+        return [f"{result.id} {result.type}: {result.description}\n"
+                f"{INDENT}not run (enabled: false): excluded from the weighted score and the "
+                f"gate; weight {result.weight:g}"]
+    verdict = "error" if result.error else ("pass" if result.passed else "fail")
+    flags = []
+    if result.advisory:
+        flags.append("advisory: the trial stopped early and this criterion was not armed")
+    elif not result.gating:
+        flags.append("informational (weight 0)" if result.weight == 0 else "not gating")
+    head = (f"{result.id} {result.type}: {result.description}\n"
+            f"{INDENT}score {result.score:.3g} ({result.kind}) vs pass threshold "
+            f"{result.pass_threshold:.3g} -> {verdict.upper()}; weight {result.weight:g}"
+            + (f"; {'; '.join(flags)}" if flags else ""))
+    lines = [head]
+    if result.error:
+        lines.append(f"{INDENT}error: {result.error}")
+    expr_text = call.args.get("expr", "") if call.definition == "expr" else ""
+    builder = _Tree(inst, result, host, expr_text)
+    tree = builder.render()
+    # the evidence first (which files, positions, calls, commands): the tree below shows
+    # how the definition turned it into the score
+    lines += [f"{INDENT}evidence: {e}" for e in dict.fromkeys(builder.found)]
+    lines += tree
+    for name, value in result.outputs.items():
+        lines.append(f"{INDENT}output {name} = {show_value(value)}")
+    return lines
+
+
+def arithmetic(result: GradeResult) -> list[str]:
+    weighted = [r for r in result.criteria if r.weight > 0 and not r.disabled]
+    lines = []
+    if weighted:
+        terms = " + ".join(f"{r.id} {r.score:.3g}×{r.weight:g}" for r in weighted)
+        total = sum(r.weight for r in weighted)
+        lines.append(f"weighted score = ({terms}) / {total:g} = {result.weighted_score:.4g}")
+    else:
+        lines.append("weighted score = 0 (no criterion with weight > 0)")
+    left_out = [f"{r.id} ({'disabled' if r.disabled else 'weight 0'})"
+                for r in result.criteria if r.disabled or r.weight == 0]
+    if left_out:
+        lines.append(f"not in the score or the gate: {', '.join(left_out)}")
+    gating = [r for r in result.criteria if r.gating]
+    failed = [r for r in gating if not r.passed]
+    scope = "armed criteria only (stopped early)" if result.stopped_early else \
+        "every enabled criterion with weight > 0"
+    if failed:
+        why = ", ".join(f"{r.id} {r.score:.3g} < {r.pass_threshold:.3g}" if not r.error
+                        else f"{r.id} error" for r in failed)
+        lines.append(f"gate ({scope}): {why} -> FAILURE")
+    else:
+        lines.append(f"gate ({scope}): {len(gating)}/{len(gating)} passed -> SUCCESS")
+    return lines
+
+
+def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
+                  host: Host | None, only: str | None = None) -> str:
+    out = [f"task {plan.task_id}"]
+    for inst, r in zip(instances, result.criteria, strict=True):
+        if only is not None and only not in (r.id, str(inst.index), r.type):
+            continue
+        out.append("")
+        out += explain_criterion(inst, r, host, plan)
+    if only is None:
+        out.append("")
+        out += arithmetic(result)
+    return "\n".join(out) + "\n"
+
+
+def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
+    out = [f"task {plan.task_id}" + (f"  (trial {trial_id})" if trial_id else "")]
+    es = plan.early_stop
+    try:
+        registry = registry_for_sources(plan.criteria_sources)
+    except ValueError:
+        registry = None
+    out.append("early stop: " + (f"on, armed {', '.join(es.armed)}" if es.enabled else "off"))
+    for c in plan.criteria:
+        out.append("")
+        gate = ("disabled (enabled: false): never run, not in the score or the gate"
+                if is_disabled(c) else "gating" if c.gating
+                else "informational (weight 0)" if c.weight == 0 else "not gating")
+        out.append(f"{c.id} {c.type}: {c.description}")
+        out.append(f"{INDENT}{c.result_kind}; weight {c.weight:g}; threshold "
+                   f"{c.pass_threshold:g}; {gate}")
+        if c.definition == "expr":
+            out.append(f"{INDENT}expression: {' '.join(str(c.args.get('expr')).split())}")
+        args = ", ".join(f"{k}={_arg_text(v)}" for k, v in _shown_args(c, registry))
+        if args:
+            out.append(f"{INDENT}arguments: {args}")
+        out.append(f"{INDENT}effects: {', '.join(c.effects) or 'pure'}")
+        decide = ("pass and fail" if c.can_decide_pass and c.can_decide_fail else "pass"
+                  if c.can_decide_pass else "fail" if c.can_decide_fail else "nothing")
+        out.append(f"{INDENT}live: can decide {decide}"
+                   + (f" ({c.decidability})" if decide == "nothing" else ""))
+        if c.arming is not None:
+            out.append(f"{INDENT}armed: stop_when {c.arming.polarity} ({c.arming.source})")
+        out.append(f"{INDENT}offline re-scoring: "
+                   + ("yes" if c.offline else "needs the judge model"))
+        steps = [] if is_disabled(c) else [s for s in plan.steps if s.id in c.steps]
+        for s in steps:
+            shared = f", shared with {', '.join(u for u in s.used_by if u != c.id)}" \
+                if len(s.used_by) > 1 else ""
+            args_text = ", ".join(show_value(a, 40) for a in s.args)
+            out.append(f"{INDENT}step {s.id}: {s.func}({args_text}) [{s.effect}, epoch "
+                       f"{s.epoch}{shared}]")
+    gating = [c for c in plan.criteria if c.gating]
+    out.append("")
+    out.append(f"score: weighted mean over {len(gating)} criteria with weight > 0; success "
+               "when every one of them reaches its threshold")
+    return "\n".join(out) + "\n"
+
+
+def _shown_args(c: CriterionCall, registry: Registry | None) -> list[tuple[str, Any]]:
+    """The arguments that say something: those not at their definition's default (with no
+    definition at hand: those that are not empty)."""
+    checked = registry.criteria.get(c.definition or c.type) if registry is not None else None
+    defaults = {name: _literal(node) for name, node in checked.defaults.items()} \
+        if checked is not None else {}
+    out = []
+    for k, v in c.args.items():
+        if c.definition == "expr" and k in ("expr", "kind"):
+            continue
+        if k in defaults:
+            if _same(v, defaults[k]):
+                continue
+        elif checked is None and (v is None or v is False or v == [] or v == {}):
+            continue
+        out.append((k, v))
+    return out
+
+
+def _literal(node: A.Node) -> Any:
+    if isinstance(node, A.Lit):
+        return node.value.pattern if isinstance(node.value, Regex) else node.value
+    if isinstance(node, A.ListLit):
+        items = [_literal(n) for n in node.items]
+        return _MISSING if any(i is _MISSING for i in items) else items
+    if isinstance(node, A.MapLit) and not node.values:
+        return {}
+    return _MISSING
+
+
+def _same(a: Any, b: Any) -> bool:
+    return b is not _MISSING and a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+def _arg_text(value: Any) -> str:
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return "[" + "; ".join(_item_text(v, _MISSING) for v in value) + "]"
+    return show_value(value, 40)
+
+
+def explain_json(plan: Plan, result: GradeResult) -> dict[str, Any]:
+    return {
+        "task_id": plan.task_id,
+        "weighted_score": result.weighted_score,
+        "success": result.success,
+        "stopped_early": result.stopped_early,
+        "criteria": [{
+            "id": r.id, "type": r.type, "description": r.description, "kind": r.kind,
+            "score": r.score, "pass_threshold": r.pass_threshold, "passed": r.passed,
+            "weight": r.weight, "gating": r.gating, "advisory": r.advisory,
+            "disabled": r.disabled, "error": r.error,
+            "outputs": {k: show_value(v) for k, v in r.outputs.items()},
+            "matched": {str(k): v for k, v in r.matched.items()},
+        } for r in result.criteria],
+    }

@@ -1,0 +1,43 @@
+"""Grading a plan from files: the trace on disk, the workspace directory, the task dir."""
+
+from __future__ import annotations
+
+import os
+
+from ce_lang.api import Plan, registry_for_sources
+from ce_runtime.grade.host import Host
+from ce_runtime.grade.interpreter import Grader, GradeResult
+from ce_runtime.trace.events import TraceReadResult, read_trace
+from ce_runtime.trace.view import build_view
+
+
+def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=None) -> Host:
+    ref = plan.reference
+    ref_file = ref_dir = ref_code = None
+    if ref is not None:
+        ref_code = ref.code
+        if ref.file:
+            ref_file = os.path.normpath(os.path.join(task_dir, ref.file))
+        if ref.directory:
+            ref_dir = os.path.normpath(os.path.join(task_dir, ref.directory))
+    return Host(workspace=workspace, task_dir=task_dir,
+                ignore_patterns=tuple(plan.ignore_patterns), reference_file=ref_file,
+                reference_code=ref_code, reference_dir=ref_dir, trace=trace_view, judge=judge)
+
+
+def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | None,
+                judge=None, stopped_early: bool = False,
+                ) -> tuple[Grader, GradeResult, Host, TraceReadResult | None]:
+    """`stopped_early`: the trial was stopped by its armed criteria (from its task.json),
+    so it is gated on those only."""
+    read = read_trace(trace_path) if trace_path else None
+    view = build_view(read.events) if read is not None else None
+    stopped_early = stopped_early and bool(plan.early_stop.armed)  # else: gate on all
+    grader = Grader(plan, registry_for_sources(plan.criteria_sources))
+    if judge is None:
+        from ce_runtime.grade.judge import judge_from_env
+
+        judge = judge_from_env()
+    host = host_for(plan, workspace, task_dir, view, judge)
+    result = grader.grade(host, stopped_early=stopped_early, armed=plan.early_stop.armed)
+    return grader, result, host, read

@@ -1,0 +1,371 @@
+"""What criteria reach outside the language: the workspace, commands, judges.
+
+The interpreter's `Host`: each effectful builtin declared in `ce_lang.lang.builtins` is a
+method here. Semantics follow SEMANTICS.md: paths relative to the workspace, a literal
+existing path wins, otherwise a glob (files only, sorted, inside the workspace, ignore
+patterns apply); reads need exactly one match and valid UTF-8.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ce_lang.api import CriterionError, TraceView
+
+
+class InfrastructureError(Exception):
+    """The harness could not grade (judge transport down, sandbox gone): the trial is ERROR."""
+
+
+class SourceText(str):
+    """File text that remembers where it came from (for evidence: path and positions)."""
+
+    path: str
+
+    def __new__(cls, text: str, path: str) -> SourceText:
+        obj = super().__new__(cls, text)
+        obj.path = path
+        return obj
+
+
+@attrs.frozen
+class CommandRecord:
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_ms: float
+
+
+@attrs.define
+class Host:
+    workspace: str
+    task_dir: str = ""
+    ignore_patterns: tuple[str, ...] = ()
+    reference_file: str | None = None  # absolute path of a single-file reference
+    reference_code: str | None = None
+    reference_dir: str | None = None
+    extra_env: dict[str, str] = attrs.field(factory=dict)
+    trace: TraceView | None = None
+    judge: Any = None  # a judge transport: .verdict(kind, rubric, files, settings) -> dict
+    commands: list[CommandRecord] = attrs.field(factory=list)
+    reads: list[str] = attrs.field(factory=list)
+    _step_cache: dict = attrs.field(factory=dict)
+    # commands running now (grading runs in a worker thread: `cancel` comes from another)
+    _running: set = attrs.field(factory=set, init=False, repr=False, eq=False)
+    _lock: Any = attrs.field(factory=threading.Lock, init=False, repr=False, eq=False)
+    _cancelled: bool = attrs.field(default=False, init=False, repr=False, eq=False)
+
+    def cancel(self) -> None:
+        """Kill the commands running now and refuse to start more: the trial was
+        interrupted, its grading (in another thread) must not run on to a slow command's
+        timeout in a workspace about to be removed."""
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running)
+        for proc in running:
+            _kill_group(proc)
+
+    def call(self, name: str, args: list[Any]) -> Any:
+        method = getattr(self, "b_" + name, None)
+        if method is None:
+            raise InfrastructureError(f"builtin `{name}` has no implementation in this host")
+        key = (name, repr(args))
+        if name in _CACHEABLE and key in self._step_cache:  # shared workspace reads
+            return self._step_cache[key]
+        value = method(*args)
+        if name in _CACHEABLE:
+            self._step_cache[key] = value
+        elif name in ("run", "uipath_eval"):
+            self._step_cache.clear()  # a command may change what later reads see
+        return value
+
+    # -- paths -------------------------------------------------------------------------------
+    def _root(self) -> Path:
+        return Path(self.workspace).resolve()
+
+    def _inside(self, p: Path) -> bool:
+        root = self._root()
+        try:
+            p.resolve().relative_to(root)
+        except ValueError:
+            return False
+        return True
+
+    def _ignored(self, rel: str) -> bool:
+        parts = rel.split("/")
+        return any(fnmatch.fnmatch(part, pat) for part in parts for pat in self.ignore_patterns)
+
+    def matches(self, pattern: str) -> list[str]:
+        """Workspace-relative matches: the literal path if it exists, else the glob's files."""
+        if os.path.isabs(pattern):
+            raise CriterionError(f"path {pattern!r} must be relative to the workspace")
+        root = self._root()
+        literal = root / pattern
+        if os.path.lexists(literal):
+            if not self._inside(literal):
+                raise CriterionError(f"path {pattern!r} resolves outside the workspace")
+            return [pattern]
+        try:
+            found = sorted(
+                str(p.relative_to(root)).replace(os.sep, "/") for p in root.glob(pattern)
+                if p.is_file() and self._inside(p))
+        except (ValueError, NotImplementedError) as exc:
+            raise CriterionError(f"invalid glob {pattern!r}: {exc}") from exc
+        return [f for f in found if not self._ignored(f)]
+
+    def b_path_exists(self, pattern: str) -> bool:
+        return bool(self.matches(pattern))
+
+    def b_glob(self, pattern: str) -> list[str]:
+        return self.matches(pattern)
+
+    def _one(self, pattern: str) -> str | None:
+        found = self.matches(pattern)
+        if not found:
+            return None
+        if len(found) > 1:
+            shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+            raise CriterionError(f"{pattern!r} matches {len(found)} files ({shown}); a read "
+                                 "needs exactly one")
+        return found[0]
+
+    def b_read_text(self, pattern: str) -> str | None:
+        rel = self._one(pattern)
+        if rel is None:
+            return None
+        full = self._root() / rel
+        if full.is_dir():
+            return None
+        self.reads.append(rel)
+        try:
+            data = full.read_bytes()
+        except OSError as exc:
+            raise CriterionError(f"cannot read {rel}: {exc.strerror}") from exc
+        try:
+            return SourceText(data.decode("utf-8"), rel)
+        except UnicodeDecodeError as exc:
+            raise CriterionError(f"{rel} is not valid UTF-8 (byte {exc.start})") from exc
+
+    def b_read_json(self, pattern: str) -> dict[str, Any]:
+        # Several matches, invalid UTF-8 or a path outside the workspace are errors of the
+        # criterion (as for every content read); only a missing file or invalid JSON is
+        # an ordinary "not ok" document (score 0, no error).
+        text = self.b_read_text(pattern)
+        if text is None:
+            return {"ok": False, "value": None, "error": f"{pattern} not found"}
+        try:
+            return {"ok": True, "value": json.loads(text), "error": None}
+        except json.JSONDecodeError as exc:
+            return {"ok": False, "value": None,
+                    "error": f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"}
+
+    def b_schema_valid(self, doc: Any, schema_path: str) -> bool:
+        import jsonschema
+
+        if schema_path.startswith("$TASK_DIR/"):
+            full = Path(self.task_dir) / schema_path[len("$TASK_DIR/"):]
+        else:
+            rel = self._one(schema_path)
+            if rel is None:
+                raise CriterionError(f"JSON Schema {schema_path!r} not found")
+            full = self._root() / rel
+        try:
+            schema = json.loads(full.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CriterionError(f"cannot load JSON Schema {schema_path!r}: {exc}") from exc
+        try:
+            jsonschema.validate(doc, schema)
+        except jsonschema.ValidationError:
+            return False
+        except jsonschema.SchemaError as exc:
+            raise CriterionError(f"invalid JSON Schema {schema_path!r}: {exc.message}") from exc
+        return True
+
+    def b_similarity(self, method: str, agent_file: str, reference_file: str | None) -> float:
+        from ce_runtime.grade.similarity import similarity
+
+        agent = self.b_read_text(agent_file)
+        if agent is None:
+            raise CriterionError(f"{agent_file} not found")
+        reference = self._reference_text(reference_file)
+        suffix = os.path.splitext(agent.path)[1] if isinstance(agent, SourceText) else ""
+        try:
+            return similarity(method, str(agent), reference, language=suffix or None)
+        except ValueError as exc:
+            raise CriterionError(str(exc)) from exc
+
+    def _reference_text(self, reference_file: str | None) -> str:
+        if self.reference_code is not None:
+            return self.reference_code
+        path = self.reference_file
+        if self.reference_dir is not None:
+            if reference_file is None:
+                raise CriterionError("the reference is a directory: set reference_file")
+            path = os.path.join(self.reference_dir, reference_file)
+        if path is None:
+            raise CriterionError("the task has no reference")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CriterionError(f"cannot read the reference {path}: {exc}") from exc
+
+    # -- commands ----------------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        root = str(self._root())
+        venv = os.path.join(root, ".venv")
+        path = [os.path.join(venv, "bin"), os.path.join(root, "node_modules", ".bin")]
+        env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
+        env.pop("VIRTUAL_ENV", None)  # never ce's own venv: `uv pip` would install into it
+        if os.path.isdir(venv):
+            env["VIRTUAL_ENV"] = venv
+        if self.task_dir:
+            env["TASK_DIR"] = self.task_dir
+        if self.reference_dir or self.reference_file:
+            env["REFERENCE_DIR"] = self.reference_dir or os.path.dirname(self.reference_file
+                                                                         or "")
+        env.update(self.extra_env)
+        return env
+
+    def b_run(self, command: str, timeout: int) -> dict[str, Any]:
+        """Output goes to temporary files (a `cmd &` daemon would hold a pipe open); the
+        command's process group is killed afterwards, so nothing it started survives."""
+        import tempfile
+
+        started = time.monotonic()
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            with self._lock:
+                if self._cancelled:
+                    raise InfrastructureError("grading was cancelled")
+                proc = subprocess.Popen(command, shell=True, cwd=self._root(),
+                                        env=self.env(), stdout=out, stderr=err,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                self._running.add(proc)
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                with self._lock:
+                    self._running.discard(proc)
+            _kill_group(proc)
+            proc.wait()
+            if self._cancelled:
+                raise InfrastructureError("grading was cancelled")
+            out.seek(0)
+            err.seek(0)
+            stdout = out.read(_MAX_OUTPUT).decode("utf-8", "replace")
+            stderr = err.read(_MAX_OUTPUT).decode("utf-8", "replace")
+        code = -1 if timed_out else proc.returncode
+        rec = CommandRecord(command, code, stdout, stderr, timed_out,
+                            (time.monotonic() - started) * 1000)
+        self.commands.append(rec)
+        return {"exit_code": rec.exit_code, "stdout": rec.stdout, "stderr": rec.stderr,
+                "timed_out": rec.timed_out}
+
+    def b_uipath_eval(self, agent: str, eval_set: str, thresholds: dict[str, float]) -> float:
+        """`uipath eval AGENT EVAL_SET --no-report --output-file F` in the workspace (the
+        CLI comes from the task's own Python packages); score = thresholds met / listed.
+        The output is either UiPath's `evaluationSetResults` (each evaluator's mean score,
+        and `*` for the mean over evaluators) or a flat {metric: value} object."""
+        import shlex
+        import uuid
+
+        resolved = os.path.join(self.task_dir, eval_set) if self.task_dir else eval_set
+        target = resolved if os.path.exists(resolved) else eval_set
+        out_name = f".ce-uipath-eval-{uuid.uuid4().hex[:8]}.json"
+        result = self.b_run(f"uipath eval {shlex.quote(agent)} {shlex.quote(target)} "
+                            f"--no-report --output-file {out_name}", 1800)
+        if result["exit_code"] != 0:
+            missing = result["exit_code"] == 127 or "command not found" in result["stderr"]
+            hint = " (the `uipath` CLI is not installed in the sandbox: add `uipath` to " \
+                   "sandbox.python.env_packages)" if missing else ""
+            raise CriterionError(f"`uipath eval` exited {result['exit_code']}{hint}: "
+                                 f"{result['stderr'][-500:]}")
+        out_path = self._root() / out_name
+        try:
+            data = json.loads(out_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CriterionError(f"cannot read the `uipath eval` output: {exc}") from exc
+        finally:
+            with contextlib.suppress(OSError):
+                out_path.unlink()
+        if not isinstance(data, dict):
+            raise CriterionError("the `uipath eval` output is not a JSON object")
+        metrics = _uipath_metrics(data)
+        met = sum(1 for name, minimum in thresholds.items()
+                  if isinstance(metrics.get(name), int | float)
+                  and not isinstance(metrics.get(name), bool) and metrics[name] >= minimum)
+        return met / len(thresholds) if thresholds else 1.0
+
+    # -- judges ------------------------------------------------------------------------------
+    def b_llm_judge(self, rubric: str, files: list[str], settings: dict[str, Any]) -> dict:
+        return self._judge("llm_judge", rubric, files, settings)
+
+    def b_agent_judge(self, rubric: str, files: list[str], settings: dict[str, Any]) -> dict:
+        return self._judge("agent_judge", rubric, files, settings)
+
+    def _judge(self, kind: str, rubric: str, files: list[str], settings: dict) -> dict:
+        if self.judge is None:
+            raise InfrastructureError(f"{kind}: no judge transport is configured (set an API "
+                                      "key or a judge endpoint)")
+        verdict = self.judge.verdict(kind, rubric, files, settings, self)
+        score = verdict.get("score") if isinstance(verdict, dict) else None
+        if isinstance(score, bool) or not isinstance(score, int | float) or score != score:
+            raise CriterionError(f"{kind}: the verdict has no numeric score")
+        return {"score": min(1.0, max(0.0, float(score))),
+                "rationale": self._scrub(str(verdict.get("rationale", "")))}
+
+    def _scrub(self, text: str) -> str:
+        """A judge that quotes the reference must not leak it into stored results."""
+        try:
+            reference = self._reference_text(None)
+        except CriterionError:
+            return text
+        for line in {ln.strip() for ln in reference.splitlines() if len(ln.strip()) >= 12}:
+            text = text.replace(line, "[reference scrubbed]")
+        return text
+
+
+def _uipath_metrics(data: dict[str, Any]) -> dict[str, Any]:
+    runs = data.get("evaluationSetResults")
+    if not runs:
+        return data
+    by_evaluator: dict[str, list[float]] = {}
+    for evaluation in runs:
+        for run in evaluation.get("evaluationRunResults", []) or []:
+            evaluator = run.get("evaluatorId")
+            if not evaluator:
+                continue
+            score = (run.get("result") or {}).get("score", 0.0)
+            ok = isinstance(score, int | float) and not isinstance(score, bool)
+            by_evaluator.setdefault(evaluator, []).append(float(score) if ok else 0.0)
+    metrics: dict[str, Any] = {k: sum(v) / len(v) for k, v in by_evaluator.items()}
+    metrics["*"] = sum(metrics.values()) / len(metrics) if metrics else 0.0
+    return metrics
+
+
+_MAX_OUTPUT = 1 << 20  # per stream, for grading
+_CACHEABLE = frozenset({"path_exists", "glob", "read_text", "read_json", "schema_valid"})
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()

@@ -1,0 +1,257 @@
+"""The live monitor: armed criteria evaluated as the trace grows, deciding as early as
+their three-valued semantics allows (see `ce_lang.lang.live`).
+
+Comprehensions over the trace's tool calls (count, exists, all) are kept as incremental
+aggregates: a new call evaluates the predicate for that call only, a result re-evaluates
+it for its call only. Each event therefore costs O(1) per armed aggregate plus the size
+of the criterion's expression, never a rescan of the trace.
+
+Only predicates that are a function of their call are aggregated: the predicate may read
+the call, parameters and constant lets, nothing else (not the trace, a let the trace
+changes, nor an outer lambda's parameter), since it is not re-evaluated when other
+events arrive. Other comprehensions are evaluated whole on each event (correct, O(n)).
+A predicate that raises makes the aggregate raise exactly when the evaluator would
+(`count` on any error; `exists` / `all` on an error before the first deciding call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from ce_lang.api import (
+    CriterionError,
+    Evaluator,
+    Instance,
+    LiveEvaluator,
+    Plan,
+    ToolCallView,
+    TraceView,
+    analyze,
+    live_verdict,
+)
+from ce_lang.api import ast as A
+from ce_runtime.trace import events as T
+from ce_runtime.trace.view import ViewBuilder
+
+
+@attrs.frozen
+class LiveDecision:
+    criterion: str
+    verdict: str  # pass | fail
+    event_index: int
+
+
+class _Raises:
+    """An aggregate whose evaluation raises (a predicate error the evaluator reaches)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+class _Aggregate:
+    """count / exists / all over trace.tool_calls, kept up to date call by call."""
+
+    def __init__(self, node: A.Call):
+        self.node = node
+        self.lam: A.Lambda = node.args[1]  # type: ignore[assignment]
+        self.truth: list[bool] = []
+        self.true_count = 0
+        self.errors: dict[int, str] = {}  # call index -> error message (rare)
+
+    def update(self, call: ToolCallView, ev: Evaluator, env: dict[str, Any]) -> None:
+        i = call.index
+        try:
+            value = ev.eval(self.lam.body, {**env, self.lam.param: call}) is True
+            self.errors.pop(i, None)
+        except CriterionError as exc:
+            value = False
+            self.errors[i] = str(exc)
+        if i == len(self.truth):
+            self.truth.append(value)
+            self.true_count += value
+        elif self.truth[i] != value:
+            self.truth[i] = value
+            self.true_count += 1 if value else -1
+
+    def value(self) -> Any:
+        if self.errors:  # raise where the evaluator's scan (in call order) would
+            first = min(self.errors)
+            func = self.node.func
+            if func == "count" or (func == "exists" and True not in self.truth[:first]) \
+                    or (func == "all" and False not in self.truth[:first]):
+                return _Raises(self.errors[first])
+        if self.node.func == "count":
+            return self.true_count
+        if self.node.func == "exists":
+            return self.true_count > 0
+        return self.true_count == len(self.truth)  # all
+
+
+class _OverrideEvaluator(Evaluator):
+    def __init__(self, host: Any, overrides: dict[int, Any]):
+        super().__init__(host)
+        self.overrides = overrides
+
+    def eval(self, node: A.Node, env: dict[str, Any]) -> Any:
+        if node.id in self.overrides:
+            value = self.overrides[node.id]
+            if isinstance(value, _Raises):
+                raise CriterionError(value.message)
+            return value
+        return self._eval(node, env)
+
+
+class _TraceHost:
+    def __init__(self, view: TraceView):
+        self.trace = view
+
+    def call(self, name: str, args: list[Any]) -> Any:
+        raise CriterionError(f"`{name}` is graded after the run")
+
+
+@attrs.define
+class _Armed:
+    call_id: str
+    polarity: str
+    threshold: float
+    inst: Instance
+    result_bool: bool
+    aggregates: list[_Aggregate]
+    analyzer: Any
+    const_env: dict[str, Any]
+    only_aggregates: bool = False  # the trace is read only through `aggregates`
+    last_values: tuple | None = None  # aggregate values at the last (undecided) verdict
+    decided: str | None = None
+
+
+class LiveMonitor:
+    def __init__(self, plan: Plan, instances: list[Instance]):
+        self.builder = ViewBuilder()
+        self.host = _TraceHost(self.builder.view)
+        self.armed: list[_Armed] = []
+        self.decisions: list[LiveDecision] = []
+        self.stop_reason: str | None = None
+        if not plan.early_stop.enabled:
+            return
+        for call, inst in zip(plan.criteria, instances, strict=True):
+            if call.id not in plan.early_stop.armed or call.arming is None:
+                continue
+            _, an = analyze(inst.score, inst.lets, inst.params, call.pass_threshold,
+                            result_bool=inst.score_bool)
+            env = dict(inst.params)
+            for let in inst.lets:  # lets folded to constants may appear in predicates
+                fact = an.facts.get(let.expr.id)
+                if fact is not None and fact.const:
+                    env[let.name] = fact.value
+            aggs = [_Aggregate(n) for n in _trace_aggregates(inst, an, set(env))]
+            self.armed.append(_Armed(call.id, call.arming.polarity, call.pass_threshold, inst,
+                                     inst.score_bool, aggs, an, env,
+                                     _reads_trace_only_through(inst, aggs)))
+
+    @property
+    def active(self) -> bool:
+        return bool(self.armed)
+
+    def on_event(self, event: T.Event) -> list[LiveDecision]:
+        """Apply one event; return the decisions it caused (each criterion decides once)."""
+        index = self.builder.events
+        changed = self.builder.apply(event)
+        if not self.armed or self.stop_reason is not None:
+            return []
+        new: list[LiveDecision] = []
+        for a in self.armed:
+            if a.decided is not None:
+                continue
+            if changed is not None:
+                ev = Evaluator(self.host)
+                for agg in a.aggregates:
+                    agg.update(changed, ev, a.const_env)
+            if a.only_aggregates:  # nothing it reads moved: the verdict cannot have either
+                values = tuple(_key(agg.value()) for agg in a.aggregates)
+                if values == a.last_values:
+                    continue
+                a.last_values = values
+            verdict = self._verdict(a)
+            if verdict is not None:
+                a.decided = "pass" if verdict else "fail"
+                d = LiveDecision(a.call_id, a.decided, index)
+                new.append(d)
+                self.decisions.append(d)
+        self._check_stop()
+        return new
+
+    def _verdict(self, a: _Armed) -> bool | None:
+        overrides = {agg.node.id: agg.value() for agg in a.aggregates}
+        live = LiveEvaluator(a.analyzer, self.host)
+        live.ev = _OverrideEvaluator(self.host, overrides)
+        env = dict(a.inst.params)
+        abs_env = {}
+        for let in a.inst.lets:
+            abs_env[let.name] = live.bound(let.expr, env, abs_env)
+            try:
+                env[let.name] = live.ev.eval(let.expr, env)
+            except CriterionError:
+                env[let.name] = None
+        bound = live.bound(a.inst.score, env, abs_env)
+        return live_verdict(bound, a.threshold, a.result_bool)
+
+    def _check_stop(self) -> None:
+        for a in self.armed:
+            if a.decided == "fail" and a.polarity in ("fail", "decided"):
+                self.stop_reason = f"{a.call_id} decided fail"
+                return
+        if all(a.decided == "pass" and a.polarity in ("pass", "decided") for a in self.armed):
+            self.stop_reason = "every armed criterion decided pass"
+
+    @property
+    def should_stop(self) -> bool:
+        return self.stop_reason is not None
+
+
+def _key(value: Any) -> Any:
+    return ("raises", str(value)) if type(value).__name__ == "_Raises" else value
+
+
+def _reads_trace_only_through(inst: Instance, aggregates: list[_Aggregate]) -> bool:
+    """True when every `trace` in the criterion sits inside one of its aggregates' lists:
+    then its verdict can change only when an aggregate's value does."""
+    inside: set[int] = set()
+    for agg in aggregates:
+        inside.update(n.id for n in A.walk(agg.node))
+    roots = [inst.score, *(let.expr for let in inst.lets)]
+    return all(n.id in inside for root in roots for n in A.walk(root)
+               if isinstance(n, A.Name) and n.name == "trace")
+
+
+def _trace_aggregates(inst: Instance, an, constants: set[str]) -> list[A.Call]:
+    """count/exists/all calls over trace.tool_calls that the live score depends on, whose
+    predicate reads only its call and `constants` (parameters, constant lets)."""
+    found = []
+    roots = [inst.score, *(let.expr for let in inst.lets)]
+    for root in roots:
+        for node in A.walk(root):
+            if isinstance(node, A.Call) and node.func in ("count", "exists", "all") \
+                    and node.id in an.facts and len(node.args) == 2 \
+                    and isinstance(node.args[1], A.Lambda) and _is_tool_calls(node.args[0]) \
+                    and _free_names(node.args[1]) <= constants:
+                found.append(node)
+    return found
+
+
+def _free_names(node: A.Node) -> set[str]:
+    """Names `node` reads that it does not bind (`trace` included)."""
+    if isinstance(node, A.Name):
+        return {node.name}
+    if isinstance(node, A.Lambda):
+        return _free_names(node.body) - {node.param}
+    out: set[str] = set()
+    for child in A.children(node):
+        out |= _free_names(child)
+    return out
+
+
+def _is_tool_calls(node: A.Node) -> bool:
+    return isinstance(node, A.Member) and node.name == "tool_calls" and \
+        isinstance(node.obj, A.Name) and node.obj.name == "trace"

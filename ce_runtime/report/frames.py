@@ -1,0 +1,163 @@
+"""The two Polars frames every run aggregate is computed from, and their parquet files.
+
+`trials_frame` has one row per trial, `results_frame` one row per criterion result; both
+are built from task.json records. This is also where the shared definitions live
+(statuses, the turn budget factor, the float tolerance) so that the metrics and the
+renderers agree on them. Polars is imported inside the functions so that `ce --help`
+never loads it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ce_runtime.store.atomic import write_bytes_atomic
+
+if TYPE_CHECKING:
+    import polars as pl
+
+STATUSES = ("SUCCESS", "FAILURE", "TIMEOUT", "MAX_TURNS_EXHAUSTED", "TOKEN_BUDGET_EXCEEDED",
+            "COST_BUDGET_EXCEEDED", "ERROR", "NOT_GRADED")
+CLASSIFICATION = "classification"
+TURN_BUDGET_FACTOR = 1.5
+EPSILON = 1e-9  # a metric within this of its minimum meets it (float noise in F1)
+
+TRIAL_KEYS = ("trial_id", "variant_id", "experiment_id", "task_id", "suite_id", "row_id",
+              "repeat")
+
+
+def _trial_input_schema() -> dict[str, Any]:
+    import polars as pl
+
+    return {
+        "trial_id": pl.String, "variant_id": pl.String, "experiment_id": pl.String,
+        "task_id": pl.String, "suite_id": pl.String, "row_id": pl.String,
+        "repeat": pl.Int64, "tags": pl.List(pl.String), "task_file": pl.String,
+        "plan_hash": pl.String, "agent": pl.String, "model": pl.String,
+        "status": pl.String, "stopped_early": pl.Boolean, "early_stop_reason": pl.String,
+        "weighted_score": pl.Float64, "started_at": pl.String, "duration_s": pl.Float64,
+        "agent_outcome": pl.Struct({"reason": pl.String, "detail": pl.String}),
+        "usage": pl.Struct({"input_tokens": pl.Int64, "output_tokens": pl.Int64,
+                            "cost_usd": pl.Float64, "turns": pl.Int64,
+                            "tool_calls": pl.Int64}),
+        "expected_turns": pl.Int64,
+        "criteria": pl.List(pl.Struct({"passed": pl.Boolean, "gating": pl.Boolean})),
+        "error": pl.String,
+    }
+
+
+def trials_frame(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    """One row per trial, in record order."""
+    import polars as pl
+
+    raw = pl.from_dicts(list(records), schema=_trial_input_schema(), strict=False)
+    usage = pl.col("usage").struct
+    status = pl.col("status")
+    graded = status.is_not_null() & (status != "NOT_GRADED")
+    visible_turns = usage.field("tool_calls").fill_null(0) + 1
+    return raw.lazy().select(
+        *TRIAL_KEYS,
+        status,
+        (status == "SUCCESS").fill_null(False).alias("success"),
+        graded.fill_null(False).alias("graded"),
+        "weighted_score",
+        pl.col("stopped_early").fill_null(False),
+        "early_stop_reason",
+        pl.col("started_at").str.to_datetime(time_unit="us", time_zone="UTC", strict=False),
+        "duration_s",
+        usage.field("input_tokens").fill_null(0).alias("input_tokens"),
+        usage.field("output_tokens").fill_null(0).alias("output_tokens"),
+        (usage.field("input_tokens").fill_null(0) + usage.field("output_tokens").fill_null(0))
+        .alias("total_tokens"),
+        usage.field("cost_usd").fill_null(0.0).alias("cost_usd"),
+        usage.field("turns").fill_null(0).alias("turns"),
+        usage.field("tool_calls").fill_null(0).alias("tool_calls"),
+        visible_turns.alias("visible_turns"),
+        "expected_turns",
+        pl.when(pl.col("expected_turns").is_not_null() & graded)
+        .then((status == "SUCCESS")
+              & (visible_turns <= TURN_BUDGET_FACTOR * pl.col("expected_turns")))
+        .alias("within_expected_turns"),
+        "agent", "model", "tags", "task_file", "plan_hash",
+        pl.col("agent_outcome").struct.field("reason").alias("outcome_reason"),
+        pl.col("agent_outcome").struct.field("detail").alias("outcome_detail"),
+        "error",
+        pl.col("criteria").list.len().fill_null(0).cast(pl.Int64).alias("n_criteria"),
+        pl.col("criteria").list.eval(
+            (pl.element().struct.field("gating") & ~pl.element().struct.field("passed"))
+            .cast(pl.Int64)).list.sum().fill_null(0).alias("n_failed_criteria"),
+    ).collect()
+
+
+def _results_schema() -> dict[str, Any]:
+    import polars as pl
+
+    return {
+        **{k: (pl.Int64 if k == "repeat" else pl.String) for k in TRIAL_KEYS},
+        "status": pl.String, "stopped_early": pl.Boolean,
+        "criterion_id": pl.String, "type": pl.String, "description": pl.String,
+        "kind": pl.String, "score": pl.Float64, "pass_threshold": pl.Float64,
+        "passed": pl.Boolean, "weight": pl.Float64, "gating": pl.Boolean,
+        "advisory": pl.Boolean, "disabled": pl.Boolean, "error": pl.String,
+        "observed": pl.String, "expected": pl.String,
+    }
+
+
+def _label(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _result_rows(records: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    # Reshaping only: `outputs` is an open mapping whose values Polars cannot type up front.
+    for rec in records:
+        base = {k: rec.get(k) for k in TRIAL_KEYS}
+        base["status"] = rec.get("status")
+        base["stopped_early"] = bool(rec.get("stopped_early"))
+        for c in rec.get("criteria") or ():
+            outputs = c.get("outputs") or {}
+            yield {
+                **base, "criterion_id": c.get("id"), "type": c.get("type"),
+                "description": c.get("description"), "kind": c.get("kind"),
+                "score": c.get("score"), "pass_threshold": c.get("pass_threshold"),
+                "passed": c.get("passed"), "weight": c.get("weight"),
+                "gating": c.get("gating"), "advisory": c.get("advisory"),
+                "disabled": bool(c.get("disabled")), "error": c.get("error"),
+                "observed": _label(outputs.get("observed")),
+                "expected": _label(outputs.get("expected")),
+            }
+
+
+def results_frame(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    """One row per criterion result: the trial's ids and status, then the criterion's
+    fields and, for classification criteria, the observed and expected labels."""
+    import polars as pl
+
+    return pl.DataFrame(list(_result_rows(records)), schema=_results_schema(), strict=False)
+
+
+def _parquet_bytes(frame: pl.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    frame.write_parquet(buf)
+    return buf.getvalue()
+
+
+def write_parquet(run_dir: str, records: Sequence[dict[str, Any]]) -> None:
+    """trials.parquet and results.parquet in `run_dir`, each written atomically."""
+    write_bytes_atomic(os.path.join(run_dir, "trials.parquet"),
+                       _parquet_bytes(trials_frame(records)))
+    write_bytes_atomic(os.path.join(run_dir, "results.parquet"),
+                       _parquet_bytes(results_frame(records)))
+
+
+def ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
+    """num / den, 0.0 when den is 0 (scikit-learn's zero_division=0)."""
+    import polars as pl
+
+    return pl.when(den > 0).then(num / den).otherwise(0.0)

@@ -1,0 +1,194 @@
+"""Suite gates: per (variant, dataset suite, criterion), aggregate metrics and the verdict
+of the criterion's `suite_thresholds`.
+
+Classification criteria get accuracy, per-label precision/recall/F1, macro/weighted/micro
+F1 and the confusion matrix; other criteria get pass_rate and mean_score (definitions in
+`ce_runtime.report`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from ce_runtime.report.frames import (
+    CLASSIFICATION,
+    EPSILON,
+    ratio,
+    results_frame,
+    trials_frame,
+)
+
+
+@attrs.frozen
+class SuiteGate:
+    """Aggregate metrics of one criterion over a dataset suite, for one variant, and the
+    verdict of its `suite_thresholds` (none set: always passes)."""
+
+    variant: str
+    suite_id: str
+    criterion: str
+    metrics: dict[str, float]
+    thresholds: dict[str, float]
+    failed: list[str]
+    passed: bool
+    kind: str = "score"  # classification | score
+    criterion_type: str | None = None
+    description: str | None = None
+    n: int = 0  # results the metrics are computed over
+    missing: int = 0  # graded trials of the suite without a (labelled) result for it
+    labels: list[str] = attrs.field(factory=list)
+    support: dict[str, int] = attrs.field(factory=dict)  # label -> expected count
+    confusion: list[list[int]] = attrs.field(factory=list)  # [expected][observed], labels order
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant}/{self.suite_id}/{self.criterion}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+GATE_KEYS = ("variant_id", "suite_id", "criterion_id")
+
+
+def _label_order(label: str) -> tuple[bool, str]:
+    return (label.startswith("("), label)  # (none) and (other) after the real labels
+
+
+def _thresholds(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], dict]:
+    """suite_thresholds per (variant, suite, criterion): configuration, not rows."""
+    found: dict[tuple[str, str, str], dict] = {}
+    for rec in records:
+        if rec.get("suite_id") is None:
+            continue
+        for c in rec.get("criteria") or ():
+            if c.get("suite_thresholds"):
+                found.setdefault((rec.get("variant_id"), rec["suite_id"], c.get("id")),
+                                 dict(c["suite_thresholds"]))
+    return found
+
+
+def _check(metrics: dict[str, float], thresholds: dict[str, float]) -> list[str]:
+    failed = []
+    for name, minimum in thresholds.items():
+        value = metrics.get(name)
+        if value is None or value < float(minimum) - EPSILON:
+            failed.append(name)
+    return failed
+
+
+def suite_metrics(records: Sequence[dict[str, Any]]) -> list[SuiteGate]:
+    """A gate per (variant, dataset suite, criterion), in first-seen order. Disabled
+    criteria and NOT_GRADED trials are left out."""
+    import polars as pl
+
+    results = results_frame(records).lazy().filter(
+        pl.col("suite_id").is_not_null() & ~pl.col("disabled")
+        & (pl.col("status") != "NOT_GRADED"))
+    order = results.select(*GATE_KEYS).unique(maintain_order=True).with_row_index("order")
+    meta = results.group_by(GATE_KEYS, maintain_order=True).agg(
+        pl.col("type").first(), pl.col("description").first(),
+        (pl.col("kind") == CLASSIFICATION).any().alias("classification"))
+    cls = results.filter(pl.col("kind") == CLASSIFICATION)
+    labelled = cls.filter(pl.col("observed").is_not_null() & pl.col("expected").is_not_null())
+    # graded trials of the suite: those without a labelled result for a criterion (an
+    # ERROR before grading, a criterion error without outputs) are its `missing`
+    suite_trials = trials_frame(records).lazy().filter(
+        pl.col("suite_id").is_not_null() & pl.col("graded")).group_by(
+        "variant_id", "suite_id").agg(pl.len().alias("suite_trials"))
+    pairs = labelled.group_by(*GATE_KEYS, "expected", "observed").agg(pl.len().alias("n"))
+    predicted = pairs.group_by(*GATE_KEYS, pl.col("observed").alias("label")).agg(
+        pl.col("n").sum().alias("predicted"))
+    support = pairs.group_by(*GATE_KEYS, pl.col("expected").alias("label")).agg(
+        pl.col("n").sum().alias("support"))
+    tp = pairs.filter(pl.col("expected") == pl.col("observed")).group_by(
+        *GATE_KEYS, pl.col("expected").alias("label")).agg(pl.col("n").sum().alias("tp"))
+    per_label = (
+        support.join(predicted, on=[*GATE_KEYS, "label"], how="full", coalesce=True)
+        .join(tp, on=[*GATE_KEYS, "label"], how="left")
+        .with_columns(pl.col("support", "predicted", "tp").fill_null(0))
+        .with_columns(
+            ratio(pl.col("tp"), pl.col("predicted")).alias("precision"),
+            ratio(pl.col("tp"), pl.col("support")).alias("recall"),
+            ratio(2 * pl.col("tp"), pl.col("predicted") + pl.col("support")).alias("f1"))
+    )
+    overall = per_label.group_by(GATE_KEYS).agg(
+        pl.col("support").sum().alias("n_labelled"),
+        ratio(pl.col("tp").sum(), pl.col("support").sum()).alias("accuracy"),
+        pl.col("f1").mean().alias("macro_f1"),
+        ratio((pl.col("f1") * pl.col("support")).sum(), pl.col("support").sum())
+        .alias("weighted_f1"),
+        ratio(2 * pl.col("tp").sum(), pl.col("predicted").sum() + pl.col("support").sum())
+        .alias("micro_f1"))
+    scores = results.filter(pl.col("kind") != CLASSIFICATION).group_by(GATE_KEYS).agg(
+        pl.len().alias("n_results"),
+        pl.col("passed").cast(pl.Float64).mean().alias("pass_rate"),
+        pl.col("score").mean().alias("mean_score"))
+    gates_lf = (order.join(meta, on=GATE_KEYS).join(overall, on=GATE_KEYS, how="left")
+                .join(suite_trials, on=["variant_id", "suite_id"], how="left")
+                .join(scores, on=GATE_KEYS, how="left")
+                .sort("order"))
+    gates_df, per_label_df, pairs_df = pl.collect_all([gates_lf, per_label, pairs])
+
+    thresholds = _thresholds(records)
+    label_rows: dict[tuple, list[dict]] = {}
+    for row in per_label_df.sort("label").iter_rows(named=True):
+        label_rows.setdefault(tuple(row[k] for k in GATE_KEYS), []).append(row)
+    cells: dict[tuple, dict[tuple[str, str], int]] = {}
+    for row in pairs_df.iter_rows(named=True):
+        cells.setdefault(tuple(row[k] for k in GATE_KEYS), {})[
+            (row["expected"], row["observed"])] = row["n"]
+
+    gates = []
+    # one iteration per gate (an aggregate), never per trial
+    for g in gates_df.iter_rows(named=True):
+        key = tuple(g[k] for k in GATE_KEYS)
+        limits = {k: float(v) for k, v in thresholds.get(key, {}).items()}
+        if g["classification"]:
+            gates.append(_classification_gate(g, limits, label_rows.get(key, []),
+                                              cells.get(key, {})))
+        else:
+            metrics = {"pass_rate": g["pass_rate"], "mean_score": g["mean_score"]}
+            failed = _check(metrics, limits)
+            gates.append(SuiteGate(
+                variant=g["variant_id"], suite_id=g["suite_id"], criterion=g["criterion_id"],
+                metrics=metrics, thresholds=limits, failed=failed, passed=not failed,
+                kind="score", criterion_type=g["type"], description=g["description"],
+                n=g["n_results"] or 0,
+                missing=(g["suite_trials"] or 0) - (g["n_results"] or 0)))
+    return gates
+
+
+def _classification_gate(g: dict, limits: dict[str, float], per_label: list[dict],
+                         cells: dict[tuple[str, str], int]) -> SuiteGate:
+    metrics: dict[str, float] = {}
+    for name in ("accuracy", "macro_f1", "weighted_f1", "micro_f1"):
+        metrics[name] = float(g[name]) if g[name] is not None else 0.0
+    metrics["f1.macro"] = metrics["macro_f1"]
+    seen = {row["label"] for row in per_label}
+    # a label named by a threshold but never seen scores 0 (and stays out of the averages)
+    wanted = {name.split(".", 1)[1] for name in limits
+              if name.split(".", 1)[0] in ("precision", "recall", "f1")
+              and name != "f1.macro"}
+    labels = sorted(seen | wanted, key=_label_order)
+    support = {lab: 0 for lab in labels}
+    for lab in labels:
+        metrics[f"precision.{lab}"] = metrics[f"recall.{lab}"] = metrics[f"f1.{lab}"] = 0.0
+    for row in per_label:
+        lab = row["label"]
+        metrics[f"precision.{lab}"] = float(row["precision"])
+        metrics[f"recall.{lab}"] = float(row["recall"])
+        metrics[f"f1.{lab}"] = float(row["f1"])
+        support[lab] = int(row["support"])
+    confusion = [[cells.get((e, o), 0) for o in labels] for e in labels]
+    failed = _check(metrics, limits)
+    return SuiteGate(
+        variant=g["variant_id"], suite_id=g["suite_id"], criterion=g["criterion_id"],
+        metrics=metrics, thresholds=limits, failed=failed, passed=not failed,
+        kind=CLASSIFICATION, criterion_type=g["type"], description=g["description"],
+        n=g["n_labelled"] or 0, missing=(g["suite_trials"] or 0) - (g["n_labelled"] or 0),
+        labels=labels, support=support,
+        confusion=confusion)

@@ -1,0 +1,117 @@
+"""JUnit XML for CI: a testsuite per variant, a testcase per trial and per thresholded
+suite gate."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ce_runtime.report.gates import SuiteGate
+from ce_runtime.report.text import failed_criteria, fmt_metric, fmt_score
+
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_FAILURE_STATUSES = ("FAILURE", "TIMEOUT", "MAX_TURNS_EXHAUSTED", "TOKEN_BUDGET_EXCEEDED",
+                     "COST_BUDGET_EXCEEDED")
+
+
+def _x(text: Any) -> str:
+    """Text XML 1.0 can carry (terminal escapes and other control characters dropped)."""
+    return _XML_INVALID.sub("", "" if text is None else str(text))
+
+
+def _criterion_text(c: dict[str, Any]) -> str:
+    line = f"{c.get('id')} {c.get('type')}: score {fmt_score(c.get('score'))} < " \
+           f"{fmt_score(c.get('pass_threshold'))}"
+    if c.get("description"):
+        line += f" ({c['description']})"
+    if c.get("error"):
+        line += f"\n  error: {c['error']}"
+    return line
+
+
+def render_junit(records: Sequence[dict[str, Any]], gates: Sequence[SuiteGate]) -> str:
+    """JUnit XML: a testsuite per variant, a testcase per trial (failure for a failed
+    verdict or a run limit, error for ERROR, skipped for NOT_GRADED) and one per suite
+    gate with thresholds (classname `suite.<suite_id>`)."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites", name="ce")
+    suites: dict[str, ET.Element] = {}
+    counts: dict[str, dict[str, float]] = {}
+
+    def suite(variant: str) -> ET.Element:
+        if variant not in suites:
+            suites[variant] = ET.SubElement(root, "testsuite", name=_x(variant))
+            counts[variant] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0,
+                               "time": 0.0}
+        return suites[variant]
+
+    for rec in records:
+        variant = rec.get("variant_id") or "default"
+        ts = suite(variant)
+        c = counts[variant]
+        duration = float(rec.get("duration_s") or 0.0)
+        c["tests"] += 1
+        c["time"] += duration
+        tc = ET.SubElement(ts, "testcase", classname=_x(rec.get("task_id")),
+                           name=_x(rec.get("trial_id")), time=f"{duration:.3f}")
+        status = rec.get("status")
+        failures = failed_criteria(rec)
+        body = "\n".join(_criterion_text(f) for f in failures)
+        if status == "NOT_GRADED":
+            c["skipped"] += 1
+            ET.SubElement(tc, "skipped", message="not graded")
+        elif status == "ERROR":
+            c["errors"] += 1
+            outcome = rec.get("agent_outcome") or {}
+            message = rec.get("error") or (
+                f"agent {outcome['reason']}: {outcome.get('detail') or ''}".rstrip(": ")
+                if outcome.get("reason") else "trial error")
+            el = ET.SubElement(tc, "error", type="ERROR", message=_x(message))
+            el.text = _x(body) or None
+        elif status in _FAILURE_STATUSES or (status != "SUCCESS"):
+            c["failures"] += 1
+            summary_line = f"{status}: " + (", ".join(str(f.get("id")) for f in failures)
+                                            or (rec.get("error") or "no criterion failed"))
+            el = ET.SubElement(tc, "failure", type=_x(status), message=_x(summary_line))
+            el.text = _x(body) or None
+        notes = []
+        if rec.get("stopped_early"):
+            notes.append(f"stopped early ({rec.get('early_stop_reason') or 'decided'}); "
+                         "non-armed criteria are advisory, not gated")
+        score = rec.get("weighted_score")
+        notes.append(f"status {status}, weighted score {fmt_score(score)}")
+        ET.SubElement(tc, "system-out").text = _x("\n".join(notes))
+
+    for g in gates:
+        if not g.thresholds:
+            continue  # metrics only, nothing to pass or fail
+        ts = suite(g.variant)
+        c = counts[g.variant]
+        c["tests"] += 1
+        tc = ET.SubElement(ts, "testcase", classname=_x(f"suite.{g.suite_id}"),
+                           name=_x(f"{g.criterion} suite_thresholds"), time="0.000")
+        if not g.passed:
+            c["failures"] += 1
+            msg = ", ".join(f"{m} {fmt_metric(g.metrics.get(m))} < {g.thresholds[m]:g}"
+                            for m in g.failed)
+            ET.SubElement(tc, "failure", type="SUITE_GATE", message=_x(msg))
+        shown = {k: v for k, v in g.metrics.items() if k != "f1.macro"}
+        ET.SubElement(tc, "system-out").text = _x(
+            "\n".join(f"{k} = {fmt_metric(v)}" for k, v in shown.items()))
+
+    total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+    for variant, ts in suites.items():
+        c = counts[variant]
+        for k in ("tests", "failures", "errors", "skipped"):
+            ts.set(k, str(int(c[k])))
+            total[k] += c[k]
+        ts.set("time", f"{c['time']:.3f}")
+        total["time"] += c["time"]
+    for k in ("tests", "failures", "errors", "skipped"):
+        root.set(k, str(int(total[k])))
+    root.set("time", f"{total['time']:.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") \
+        + "\n"

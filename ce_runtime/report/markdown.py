@@ -1,0 +1,307 @@
+"""report.md: the run summary, per-variant trial tables, failures, suite gates and the
+variant comparison, rendered for people from run.json, the records and the gates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ce_runtime.report.frames import CLASSIFICATION, TURN_BUDGET_FACTOR
+from ce_runtime.report.gates import SuiteGate
+from ce_runtime.report.text import (
+    failed_criteria,
+    fmt_cost,
+    fmt_duration,
+    fmt_metric,
+    fmt_pct,
+    fmt_score,
+    fmt_signed,
+)
+
+
+def _cell(text: Any, limit: int = 160) -> str:
+    s = " ".join(str(text).split())
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return s.replace("|", "\\|")
+
+
+def _code(text: Any) -> str:
+    s = str(text).replace("`", "'")
+    return f"`{s}`"
+
+
+def _status_counts(by_status: dict[str, int]) -> str:
+    return ", ".join(f"{n} {s}" for s, n in by_status.items()) or "none"
+
+
+def _early_note(rec: dict[str, Any]) -> str:
+    reason = rec.get("early_stop_reason") or "armed criteria decided"
+    advisory = [c for c in rec.get("criteria") or () if c.get("advisory")]
+    text = (f"> **NOTE:** {_code(rec.get('trial_id'))} stopped early ({_cell(reason)}); it "
+            "was gated on its armed criteria only")
+    if advisory:
+        text += "; advisory — not gated: " + ", ".join(
+            f"{_code(c.get('id'))} {c.get('type')} {fmt_score(c.get('score'))}"
+            + ("" if c.get("passed") else " (below its threshold)") for c in advisory)
+    return text + "."
+
+
+def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
+                    gates: Sequence[SuiteGate]) -> str:
+    out: list[str] = []
+    w = out.append
+    ok = summary["exit_code"] == 0
+    w(f"# ce run {_code(summary.get('run_id'))}")
+    w("")
+    if summary.get("experiment_ids"):
+        w("Experiment " + ", ".join(_code(e) for e in summary["experiment_ids"]) + ".")
+        w("")
+    verdict = "✅ **PASSED**" if ok else "❌ **FAILED**"
+    gates_line = ""
+    thresholded = [g for g in gates if g.thresholds]
+    if thresholded:
+        passed = sum(g.passed for g in thresholded)
+        gates_line = f"; {passed}/{len(thresholded)} suite gates passed"
+    w(f"{verdict} — {summary['passed']}/{summary['graded']} graded trials succeeded "
+      f"({fmt_pct(summary['pass_rate'])}){gates_line}.")
+    if not ok and summary.get("exit_reasons"):
+        w("")
+        for reason in summary["exit_reasons"]:
+            w(f"- {reason}")
+    w("")
+    w("| Run | |")
+    w("|---|---|")
+    w(f"| Trials | {summary['trials']} ({_status_counts(summary['by_status'])}) |")
+    ci = summary.get("pass_rate_ci95")
+    ci_text = f" (95% CI {fmt_pct(ci[0])}–{fmt_pct(ci[1])})" if ci else ""
+    w(f"| Pass rate | {fmt_pct(summary['pass_rate'])}{ci_text} |")
+    w(f"| Mean score | {fmt_score(summary['mean_score'])} |")
+    pak = summary["pass_at_k"]
+    if pak["tasks"] and (pak["k_range"] or [1, 1])[1] > 1:
+        lo, hi = pak["k_range"]
+        k = f"pass@{hi}" if lo == hi else f"pass@k (k = {lo}–{hi} repeats)"
+        w(f"| {k} | {pak['passed']}/{pak['tasks']} tasks ({fmt_pct(pak['rate'])}); "
+          f"every repeat passed: {pak['passed_all']}/{pak['tasks']} |")
+    wet = summary["within_expected_turns"]
+    if wet["budgeted"]:
+        w(f"| Within expected turns | {wet['within']}/{wet['budgeted']} budgeted trials "
+          f"({fmt_pct(wet['share'])}) |")
+    if summary["stopped_early"]:
+        w(f"| Stopped early | {summary['stopped_early']} trial(s) |")
+    tok = summary["tokens"]
+    w(f"| Tokens | {tok['input']:,} in / {tok['output']:,} out |")
+    w(f"| Cost | {fmt_cost(summary['cost_usd'])} |")
+    w(f"| Agent time | {fmt_duration(summary['duration_s'])} (sum over trials) |")
+    w("")
+
+    variants = list(summary["variants"])
+    by_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    for rec in records:
+        by_variant.setdefault(rec.get("variant_id"), []).append(rec)
+    budgeted = any(rec.get("expected_turns") is not None for rec in records)
+    for v in variants:
+        vs = summary["variants"][v]
+        w(f"## Variant {_code(v)}")
+        w("")
+        who = []
+        if vs.get("agents"):
+            who.append("agent " + ", ".join(_code(a) for a in vs["agents"]))
+        if vs.get("models"):
+            who.append("model " + ", ".join(_code(m) for m in vs["models"]))
+        lead = ", ".join(who)
+        w((lead[:1].upper() + lead[1:] + " — " if lead else "")
+          + f"{vs['passed']}/{vs['graded']} succeeded ({fmt_pct(vs['pass_rate'])}), mean score "
+          f"{fmt_score(vs['mean_score'])}, cost {fmt_cost(vs['cost_usd'])}.")
+        w("")
+        head = ["Task", "Repeat", "Status", "Score", "Turns"]
+        if budgeted:
+            head.append("Budget")
+        head += ["Cost", "Notes"]
+        w("| " + " | ".join(head) + " |")
+        w("|" + "|".join("---:" if h in ("Repeat", "Score", "Turns", "Cost") else "---"
+                         for h in head) + "|")
+        notes_after: list[str] = []
+        for rec in by_variant.get(v, []):
+            w("| " + " | ".join(_trial_cells(rec, budgeted)) + " |")
+            if rec.get("stopped_early"):
+                notes_after.append(_early_note(rec))
+        w("")
+        if budgeted:
+            w(f"Budget: visible turns (tool calls + 1) / expected_turns; ✓ when the trial "
+              f"succeeded within {TURN_BUDGET_FACTOR:g}× the budget.")
+            w("")
+        for note in notes_after:
+            w(note)
+            w("")
+
+    failing = [rec for rec in records if failed_criteria(rec) or rec.get("error")]
+    if failing:
+        w("## Failures")
+        w("")
+        for rec in failing:
+            w(f"### {_code(rec.get('trial_id'))} — {rec.get('status')} "
+              f"(score {fmt_score(rec.get('weighted_score'))})")
+            w("")
+            if rec.get("error"):
+                w(f"- **trial error:** {_cell(rec['error'], 400)}")
+            outcome = rec.get("agent_outcome") or {}
+            if rec.get("status") not in ("SUCCESS", "FAILURE") and outcome.get("reason"):
+                detail = f": {_cell(outcome.get('detail'), 200)}" if outcome.get("detail") else ""
+                w(f"- agent ended: {_cell(outcome['reason'])}{detail}")
+            for c in failed_criteria(rec):
+                w(_criterion_line(c))
+            w("")
+
+    if gates:
+        w("## Suite gates")
+        w("")
+        for g in gates:
+            if g.kind == CLASSIFICATION:
+                _render_classification_gate(w, g)
+        score_gates = [g for g in gates if g.kind != CLASSIFICATION]
+        if score_gates:
+            w("### Criteria over dataset rows")
+            w("")
+            w("| Variant | Suite | Criterion | Results | Pass rate | Mean score | Thresholds "
+              "| Gate |")
+            w("|---|---|---|---:|---:|---:|---|---|")
+            for g in score_gates:
+                n = f"{g.n} (+{g.missing} missing)" if g.missing else str(g.n)
+                limits = ", ".join(f"{m} ≥ {t:g}" for m, t in g.thresholds.items()) or "—"
+                w(f"| {_code(g.variant)} | {_code(g.suite_id)} | "
+                  f"{_code(g.criterion)} {_cell(g.criterion_type or '')}: "
+                  f"{_cell(g.description or '', 60)} | {n} | "
+                  f"{fmt_pct(g.metrics.get('pass_rate'))} | "
+                  f"{fmt_score(g.metrics.get('mean_score'))} | {limits} | "
+                  f"{_gate_word(g)} |")
+            w("")
+
+    comparison = summary.get("comparison") or []
+    if comparison:
+        w(f"## Variant comparison (baseline {_code(comparison[0]['baseline'])})")
+        w("")
+        w("| Variant | Trials | Pass rate | 95% CI | Mean score | pass@k | Cost |")
+        w("|---|---:|---:|---|---:|---:|---:|")
+        for v in variants:
+            vs = summary["variants"][v]
+            ci = vs.get("pass_rate_ci95")
+            ci_text = f"{fmt_pct(ci[0])}–{fmt_pct(ci[1])}" if ci else "—"
+            vpak = vs["pass_at_k"]
+            w(f"| {_code(v)} | {vs['trials']} | {fmt_pct(vs['pass_rate'])} | {ci_text} | "
+              f"{fmt_score(vs['mean_score'])} | {vpak['passed']}/{vpak['tasks']} | "
+              f"{fmt_cost(vs['cost_usd'])} |")
+        w("")
+        w("Paired over the tasks both variants ran (per task: success rate and mean score "
+          "over its repeats; a task is better or worse on its success rate, then its score):")
+        w("")
+        w("| Variant | Shared tasks | Pass rate | Δ pass rate | Mean score | Δ mean score "
+          "| Better / worse / same |")
+        w("|---|---:|---:|---:|---:|---:|---|")
+        for c in comparison:
+            rate = (f"{fmt_pct(c['baseline_pass_rate'])} → {fmt_pct(c['pass_rate'])}"
+                    if c["shared_tasks"] else "—")
+            score = (f"{fmt_score(c['baseline_mean_score'])} → {fmt_score(c['mean_score'])}"
+                     if c["shared_tasks"] else "—")
+            w(f"| {_code(c['variant'])} | {c['shared_tasks']} | {rate} | "
+              f"{fmt_signed(c['pass_rate_diff'], True)} | {score} | "
+              f"{fmt_signed(c['mean_score_diff'], False)} | "
+              f"{c['better']} / {c['worse']} / {c['same']} |")
+        w("")
+        early = sum(c.get("stopped_early_tasks") or 0 for c in comparison)
+        if early:
+            w(f"> **NOTE:** {early} paired task(s) include an early-stopped trial: its score "
+              "counts criteria that were advisory on a truncated run; compare them with care.")
+            w("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _gate_word(g: SuiteGate) -> str:
+    if not g.thresholds:
+        return "no thresholds"
+    return "✅ passed" if g.passed else "❌ failed"
+
+
+def _trial_cells(rec: dict[str, Any], budgeted: bool) -> list[str]:
+    usage = rec.get("usage") or {}
+    status = rec.get("status") or "?"
+    mark = {"SUCCESS": "✅", "NOT_GRADED": "➖"}.get(status, "❌")
+    cells = [_code(rec.get("task_id")), str(rec.get("repeat", 0)), f"{mark} {status}",
+             fmt_score(rec.get("weighted_score")), str(usage.get("turns", 0))]
+    if budgeted:
+        expected = rec.get("expected_turns")
+        if expected is None:
+            cells.append("—")
+        else:
+            visible = (usage.get("tool_calls") or 0) + 1
+            within = rec.get("status") == "SUCCESS" \
+                and visible <= TURN_BUDGET_FACTOR * expected
+            cells.append(f"{visible}/{expected} {'✓' if within else '✗'}")
+    cells.append(fmt_cost(usage.get("cost_usd")))
+    notes = []
+    if rec.get("stopped_early"):
+        notes.append(f"stopped early ({_cell(rec.get('early_stop_reason') or 'decided')})")
+    failures = failed_criteria(rec)
+    if failures:
+        notes.append("failed: " + ", ".join(_code(c.get("id")) for c in failures))
+    if rec.get("error"):
+        notes.append("error: " + _cell(rec["error"], 80))
+    cells.append("; ".join(notes))
+    return cells
+
+
+def _criterion_line(c: dict[str, Any]) -> str:
+    parts = [f"- {_code(c.get('id'))} {c.get('type')}"]
+    if c.get("description"):
+        parts.append(f" — {_cell(c['description'], 120)}")
+    parts.append(f": score {fmt_score(c.get('score'))} < {fmt_score(c.get('pass_threshold'))}")
+    outputs = c.get("outputs") or {}
+    if "observed" in outputs or "expected" in outputs:
+        parts.append(f" (observed {_code(outputs.get('observed'))}, expected "
+                     f"{_code(outputs.get('expected'))})")
+    if not c.get("gating"):
+        parts.append(" *(advisory — not gated)*" if c.get("advisory") else " *(not gated)*")
+    if c.get("error"):
+        parts.append(f"\n  - error: {_cell(c['error'], 400)}")
+    return "".join(parts)
+
+
+def _render_classification_gate(w, g: SuiteGate) -> None:
+    title = f"{_code(g.variant)} · {_code(g.suite_id)} · {_code(g.criterion)}"
+    if g.criterion_type:
+        title += f" {g.criterion_type}"
+    w(f"### {title} — {_gate_word(g)}")
+    w("")
+    about = f"{g.n} labelled result(s)"
+    if g.missing:
+        about += f"; {g.missing} graded trial(s) without labels (ERROR or criterion error), " \
+            "left out"
+    if g.description:
+        about = f"{_cell(g.description, 120)}. " + about[0].upper() + about[1:]
+    w(about + ".")
+    w("")
+    w("| Metric | Value | Minimum | |")
+    w("|---|---:|---:|---|")
+    shown = ["accuracy", "macro_f1", "weighted_f1", "micro_f1"]
+    shown += [m for m in g.thresholds if m not in shown]
+    for m in shown:
+        limit = g.thresholds.get(m)
+        verdict = "" if limit is None else "✗ below" if m in g.failed else "✓"
+        w(f"| {m} | {fmt_metric(g.metrics.get(m))} | "
+          f"{'—' if limit is None else f'{limit:g}'} | {verdict} |")
+    w("")
+    if g.labels:
+        w("| Label | Precision | Recall | F1 | Support |")
+        w("|---|---:|---:|---:|---:|")
+        for lab in g.labels:
+            w(f"| {_cell(lab)} | {fmt_metric(g.metrics.get(f'precision.{lab}'))} | "
+              f"{fmt_metric(g.metrics.get(f'recall.{lab}'))} | "
+              f"{fmt_metric(g.metrics.get(f'f1.{lab}'))} | {g.support.get(lab, 0)} |")
+        w("")
+        w("Confusion matrix (rows: expected, columns: observed):")
+        w("")
+        w("| expected \\ observed | " + " | ".join(_cell(lab) for lab in g.labels) + " |")
+        w("|---|" + "---:|" * len(g.labels))
+        for lab, row in zip(g.labels, g.confusion, strict=True):
+            w(f"| **{_cell(lab)}** | " + " | ".join(str(n) for n in row) + " |")
+        w("")

@@ -1,0 +1,197 @@
+"""The run.json summary: counts by status, pass rate with its Wilson interval, mean score,
+pass@k, turn budgets, cost, the paired comparison of variants, and the exit code.
+
+Definitions in `ce_runtime.report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ce_runtime.report.frames import EPSILON, STATUSES, ratio, trials_frame
+from ce_runtime.report.gates import SuiteGate
+from ce_runtime.report.text import fmt_metric
+
+if TYPE_CHECKING:
+    import polars as pl
+
+WILSON_Z = 1.959963984540054  # two-sided 95%
+SUMMARY_SCHEMA_VERSION = 1
+
+
+def _stats_exprs() -> list[pl.Expr]:
+    import polars as pl
+
+    graded = pl.col("graded")
+    n = graded.sum()
+    passed = pl.col("success").sum()
+    p = ratio(passed, n)
+    z2 = WILSON_Z ** 2
+    denom = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = WILSON_Z * ((p * (1 - p) / n + z2 / (4 * n * n)).sqrt()) / denom
+    within = pl.col("within_expected_turns")
+    return [
+        pl.len().alias("trials"),
+        *[(pl.col("status") == s).sum().alias(f"status.{s}") for s in STATUSES],
+        n.alias("graded"),
+        passed.alias("passed"),
+        pl.when(n > 0).then(p).alias("pass_rate"),
+        pl.when(n > 0).then((center - half).clip(0.0, 1.0)).alias("pass_rate_low"),
+        pl.when(n > 0).then((center + half).clip(0.0, 1.0)).alias("pass_rate_high"),
+        pl.col("weighted_score").filter(graded).mean().alias("mean_score"),
+        pl.col("stopped_early").sum().alias("stopped_early"),
+        pl.col("input_tokens").sum(), pl.col("output_tokens").sum(),
+        pl.col("total_tokens").sum(), pl.col("cost_usd").sum(),
+        pl.col("duration_s").sum(), pl.col("turns").sum(), pl.col("tool_calls").sum(),
+        within.is_not_null().sum().alias("budgeted"),
+        within.fill_null(False).sum().alias("within"),
+    ]
+
+
+def _pass_at_k(trials: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
+    """Per task (variant and task id), k = its graded repeats; then counted per `by`
+    (the whole run when empty)."""
+    import polars as pl
+
+    per_task = trials.filter(pl.col("graded")).group_by("variant_id", "task_id").agg(
+        pl.len().alias("k"), pl.col("success").any().alias("any"),
+        pl.col("success").all().alias("all"))
+    exprs = [pl.len().alias("tasks"), pl.col("k").min().alias("k_min"),
+             pl.col("k").max().alias("k_max"), pl.col("any").sum().alias("pass_at_k"),
+             pl.col("all").sum().alias("pass_all_k")]
+    return per_task.group_by(by).agg(exprs) if by else per_task.select(exprs)
+
+
+def _breakdown(row: dict[str, Any], pak: dict[str, Any] | None) -> dict[str, Any]:
+    tasks = pak["tasks"] if pak else 0
+    pak = pak if tasks else None
+    k = None
+    if pak and pak["k_min"] == pak["k_max"]:
+        k = pak["k_min"]
+    return {
+        "trials": row["trials"],
+        "by_status": {s: row[f"status.{s}"] for s in STATUSES if row[f"status.{s}"]},
+        "graded": row["graded"],
+        "passed": row["passed"],
+        "pass_rate": row["pass_rate"],
+        "pass_rate_ci95": None if row["pass_rate"] is None
+        else [row["pass_rate_low"], row["pass_rate_high"]],
+        "mean_score": row["mean_score"],
+        "stopped_early": row["stopped_early"],
+        "tokens": {"input": row["input_tokens"], "output": row["output_tokens"],
+                   "total": row["total_tokens"]},
+        "cost_usd": row["cost_usd"],
+        "duration_s": row["duration_s"],
+        "turns": row["turns"],
+        "tool_calls": row["tool_calls"],
+        "within_expected_turns": {
+            "budgeted": row["budgeted"], "within": row["within"],
+            "share": row["within"] / row["budgeted"] if row["budgeted"] else None},
+        "pass_at_k": {
+            "tasks": tasks, "k": k,
+            "k_range": [pak["k_min"], pak["k_max"]] if pak else None,
+            "passed": pak["pass_at_k"] if pak else 0,
+            "rate": pak["pass_at_k"] / tasks if tasks else None,
+            "passed_all": pak["pass_all_k"] if pak else 0,
+            "rate_all": pak["pass_all_k"] / tasks if tasks else None},
+    }
+
+
+def _comparison(trials: pl.LazyFrame, variants: list[str]) -> list[dict[str, Any]]:
+    """Each variant against the first (the baseline), paired over the tasks both ran:
+    per task, the success rate and mean score over its repeats; then mean differences."""
+    import polars as pl
+
+    if len(variants) < 2:
+        return []
+    per_task = trials.filter(pl.col("graded")).group_by("variant_id", "task_id").agg(
+        pl.col("success").cast(pl.Float64).mean().alias("rate"),
+        pl.col("weighted_score").mean().alias("score"),
+        pl.col("stopped_early").any().alias("early"))
+    base = per_task.filter(pl.col("variant_id") == variants[0]).drop("variant_id")
+    paired = per_task.filter(pl.col("variant_id") != variants[0]).join(
+        base, on="task_id", suffix="_base").with_columns(
+        (pl.col("rate") - pl.col("rate_base")).alias("d_rate"),
+        (pl.col("score") - pl.col("score_base")).alias("d_score"))
+    # a task is better/worse on its success rate, ties broken by its mean score
+    d = pl.when(pl.col("d_rate").abs() > EPSILON).then(pl.col("d_rate")) \
+        .otherwise(pl.col("d_score").fill_null(0.0))
+    agg = paired.group_by("variant_id").agg(
+        pl.len().alias("shared_tasks"),
+        pl.col("rate_base").mean().alias("baseline_pass_rate"),
+        pl.col("rate").mean().alias("pass_rate"),
+        pl.col("d_rate").mean().alias("pass_rate_diff"),
+        pl.col("score_base").mean().alias("baseline_mean_score"),
+        pl.col("score").mean().alias("mean_score"),
+        pl.col("d_score").mean().alias("mean_score_diff"),
+        (d > EPSILON).sum().alias("better"),
+        (d < -EPSILON).sum().alias("worse"),
+        (d.abs() <= EPSILON).sum().alias("same"),
+        (pl.col("early") | pl.col("early_base")).sum().alias("stopped_early_tasks")).collect()
+    rows = {r["variant_id"]: r for r in agg.iter_rows(named=True)}
+    out = []
+    for v in variants[1:]:
+        r = rows.get(v)
+        if r is None:
+            r = {"shared_tasks": 0, "better": 0, "worse": 0, "same": 0,
+                 "stopped_early_tasks": 0}
+        out.append({"variant": v, "baseline": variants[0],
+                    **{k: r.get(k) for k in (
+                        "shared_tasks", "baseline_pass_rate", "pass_rate", "pass_rate_diff",
+                        "baseline_mean_score", "mean_score", "mean_score_diff",
+                        "better", "worse", "same", "stopped_early_tasks")}})
+    return out
+
+
+def summary(records: Sequence[dict[str, Any]], gates: Sequence[SuiteGate], run_id: str,
+            config: dict[str, Any] | None) -> dict[str, Any]:
+    """The run.json document. `config` is stored under `args` (what `ce run --resume`
+    reads back)."""
+    import polars as pl
+
+    trials = trials_frame(records).lazy()
+    overall_lf = trials.select(_stats_exprs())
+    per_variant_lf = trials.group_by("variant_id", maintain_order=True).agg(
+        *_stats_exprs(),
+        pl.col("agent").drop_nulls().unique(maintain_order=True).alias("agents"),
+        pl.col("model").drop_nulls().unique(maintain_order=True).alias("models"))
+    experiments_lf = trials.select(
+        pl.col("experiment_id").drop_nulls().unique(maintain_order=True))
+    pak_all_lf = _pass_at_k(trials, [])
+    pak_variant_lf = _pass_at_k(trials, ["variant_id"])
+    overall, per_variant, pak_all, pak_variant, experiments = pl.collect_all(
+        [overall_lf, per_variant_lf, pak_all_lf, pak_variant_lf, experiments_lf])
+    total = overall.row(0, named=True)
+    pak_total = pak_all.row(0, named=True) if pak_all.height else None
+    if pak_total is not None and not pak_total["tasks"]:
+        pak_total = None
+    paks = {r["variant_id"]: r for r in pak_variant.iter_rows(named=True)}
+    variants = [r["variant_id"] for r in per_variant.iter_rows(named=True)]
+
+    failed_gates = [g for g in gates if not g.passed]
+    not_success = total["trials"] - total["status.SUCCESS"]
+    reasons = []
+    if not records:
+        reasons.append("no trial ran")
+    if not_success:
+        reasons.append(f"{not_success} of {total['trials']} trial(s) did not succeed")
+    reasons += [f"suite gate {g.name} failed: " + ", ".join(
+        f"{m} {fmt_metric(g.metrics.get(m))} < {g.thresholds[m]:g}" for m in g.failed)
+        for g in failed_gates]
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "run_id": run_id,
+        "args": config,
+        "exit_code": 1 if reasons else 0,
+        "exit_reasons": reasons,
+        "experiment_ids": experiments["experiment_id"].to_list(),
+        **_breakdown(total, pak_total),
+        "variants": {r["variant_id"]: {"agents": r["agents"], "models": r["models"],
+                                       **_breakdown(r, paks.get(r["variant_id"]))}
+                     for r in per_variant.iter_rows(named=True)},
+        "comparison": _comparison(trials, variants),
+        "suite_gates": [g.to_dict() for g in gates],
+        "suite_gates_failed": len(failed_gates),
+    }

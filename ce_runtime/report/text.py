@@ -1,0 +1,51 @@
+"""Plain-text formatting shared by the run.json exit reasons, report.md and JUnit: numbers
+as the reports show them, and which criteria count as a trial's failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ce_runtime.report.frames import EPSILON
+
+
+def fmt_metric(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3f}"
+
+
+def fmt_pct(v: float | None) -> str:
+    return "—" if v is None else f"{100 * v:.1f}%"
+
+
+def fmt_score(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}"
+
+
+def fmt_cost(v: float | None) -> str:
+    return "—" if v is None else f"${v:.4f}"
+
+
+def fmt_signed(v: float | None, pct: bool) -> str:
+    if v is None:
+        return "—"
+    if abs(v) < EPSILON:
+        return "±0.0 pp" if pct else "±0.00"
+    return f"{100 * v:+.1f} pp" if pct else f"{v:+.2f}"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(round(seconds), 60)
+    if m < 60:
+        return f"{m}m {s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m"
+
+
+def failed_criteria(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Criteria that failed and counted, or failed with an error (advisory included)."""
+    return [c for c in rec.get("criteria") or ()
+            if not c.get("disabled") and not c.get("passed")
+            and (c.get("gating") or c.get("error"))]

@@ -1,0 +1,200 @@
+"""The trace: every event of a trial, as msgspec structs in one tagged union.
+
+The file is append-only: each event is one frame (4-byte little-endian length, then the
+msgpack body), so a crash leaves a readable prefix. A truncated or corrupt tail is
+reported by the reader and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+
+class _Event(msgspec.Struct, tag=True, array_like=True, gc=False, omit_defaults=True):
+    t: float  # seconds since the run started
+
+
+class RunHeader(_Event, tag="run"):
+    schema_version: int
+    trial_id: str
+    task_id: str
+    plan_hash: str
+    agent: str
+    model: str | None = None
+    started_at: float = 0.0  # unix time
+
+
+class AgentStart(_Event, tag="agent_start"):
+    agent: str
+    model: str | None = None
+
+
+class TurnStart(_Event, tag="turn_start"):
+    turn: int
+
+
+class TurnEnd(_Event, tag="turn_end"):
+    turn: int
+
+
+class Message(_Event, tag="message"):
+    role: str  # user | assistant | system
+    text: str
+
+
+class ToolCall(_Event, tag="tool_call"):
+    call_id: str
+    tool: str  # normalized: Bash, Read, Write, Edit, Skill, ...
+    raw_tool: str  # as the agent named it
+    params: dict[str, Any] = {}
+
+
+class ToolResult(_Event, tag="tool_result"):
+    call_id: str
+    status: str  # ok | error | denied | unresolved
+    output: str = ""
+    duration_ms: float = 0.0
+
+
+class Usage(_Event, tag="usage"):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class Decision(_Event, tag="decision"):
+    criterion: str  # criterion id, e.g. "c2"
+    verdict: str  # pass | fail
+    event_index: int  # the event that decided it
+
+
+class AgentEnd(_Event, tag="agent_end"):
+    reason: str  # finished | max_turns | timeout | stopped_early | budget | error
+    detail: str = ""
+
+
+class RunEnd(_Event, tag="run_end"):
+    status: str
+    error: str | None = None
+
+
+Event = (RunHeader | AgentStart | TurnStart | TurnEnd | Message | ToolCall | ToolResult
+         | Usage | Decision | AgentEnd | RunEnd)
+STATUSES = ("ok", "error", "denied", "unresolved")
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Event)
+_json_encoder = msgspec.json.Encoder()
+_json_decoder = msgspec.json.Decoder(Event)
+_LEN = struct.Struct("<I")
+
+
+def encode_frame(event: Event) -> bytes:
+    body = _encoder.encode(event)
+    return _LEN.pack(len(body)) + body
+
+
+class TraceWriter:
+    """Appends events as they happen; flushes every event (a crash loses nothing written)."""
+
+    def __init__(self, path: str, fsync: bool = False):
+        self.path = path
+        self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self._fsync = fsync
+        self.count = 0
+
+    def write(self, event: Event) -> int:
+        """Append one event; return its index in the trace."""
+        self._fh.write(encode_frame(event))
+        if self._fsync:
+            os.fsync(self._fh.fileno())
+        self.count += 1
+        return self.count - 1
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TraceReadResult(msgspec.Struct):
+    events: list[Event]
+    truncated: bool = False  # the file ended inside a frame (a crash while writing)
+    corrupt_at: int | None = None  # byte offset of an undecodable frame
+    bytes_read: int = 0
+
+
+def decode_frames(data: bytes) -> TraceReadResult:
+    """Decode a whole trace (the garbage collector is paused: a trace is acyclic)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode_frames(data)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _decode_frames(data: bytes) -> TraceReadResult:
+    events: list[Event] = []
+    append = events.append
+    decode = _decoder.decode
+    unpack = _LEN.unpack_from
+    view = memoryview(data)  # zero-copy frames
+    pos, end = 0, len(data)
+    while pos < end:
+        if end - pos < 4:
+            return TraceReadResult(events, truncated=True, bytes_read=pos)
+        (n,) = unpack(data, pos)
+        if pos + 4 + n > end:
+            return TraceReadResult(events, truncated=True, bytes_read=pos)
+        try:
+            append(decode(view[pos + 4:pos + 4 + n]))
+        except msgspec.DecodeError:
+            return TraceReadResult(events, corrupt_at=pos, bytes_read=pos)
+        pos += 4 + n
+    return TraceReadResult(events, bytes_read=pos)
+
+
+def read_trace(path: str) -> TraceReadResult:
+    with open(path, "rb") as fh:
+        return decode_frames(fh.read())
+
+
+def write_trace(path: str, events: Iterable[Event]) -> None:
+    """Write a whole trace at once (imports, tests); atomic."""
+    from ce_runtime.store.atomic import write_bytes_atomic
+
+    write_bytes_atomic(path, b"".join(encode_frame(e) for e in events))
+
+
+def to_json_lines(events: Iterable[Event]) -> Iterator[bytes]:
+    for e in events:
+        yield _json_encoder.encode(e)
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """A readable mapping (`type` first, then the fields) for `ce trace dump`."""
+    out: dict[str, Any] = {"type": type(event).__struct_config__.tag}
+    for name in event.__struct_fields__:
+        out[name] = getattr(event, name)
+    return out
+
+
+def from_json(data: bytes) -> Event:
+    return _json_decoder.decode(data)
