@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from ce_agents.script import ScriptPlayer
-from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest, EventSink
+from ce_runtime.execute.agent_protocol import GRADER, AgentOutcome, AgentRequest, EventSink
 
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".pytest_cache",
                           ".ruff_cache", ".mypy_cache", ".venv", "node_modules"})
@@ -48,16 +48,18 @@ class _File:
 
 
 class OracleAgent:
+    """The task author's own solution: it is trusted, so its commands run with the
+    grader's view (TASK_DIR and REFERENCE_DIR set, the task directory reachable) while
+    its file writes stay as confined as any agent's."""
+
     name = "oracle"
+    trusted = True
 
     async def run(self, request: AgentRequest, sink: EventSink,
                   stop: asyncio.Event) -> AgentOutcome:
-        player = ScriptPlayer(self.name, request, sink, stop)
+        player = ScriptPlayer(self.name, request, sink, stop, view=GRADER)
         player.start()
-        try:
-            return player.finish(await self._solve(player, request))
-        finally:
-            player.close()
+        return player.finish(await self._solve(player, request))
 
     async def _solve(self, player: ScriptPlayer, request: AgentRequest) -> AgentOutcome:
         ref = request.reference or {}
@@ -88,8 +90,8 @@ class OracleAgent:
 
 async def _write_all(player: ScriptPlayer, files: dict[str, _File]) -> AgentOutcome | None:
     failed = [rel for rel, f in files.items()
-              if not player.write(rel, f.text if f.text is not None else f.data, f.mode,
-                                  shown=f.shown)]
+              if not await player.write(rel, f.text if f.text is not None else f.data,
+                                        f.mode, shown=f.shown)]
     if failed:
         return AgentOutcome("error", f"the oracle could not write {', '.join(failed)} "
                             "(see the Write results in the trace)")

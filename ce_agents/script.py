@@ -18,8 +18,11 @@ Every action is one turn: `TurnStart(n)`, its events, `TurnEnd(n)`.
 relative to the workspace; tool calls record absolute `file_path`s, as Claude Code does.
 A stop request is honoured between actions and interrupts a `sleep` or a running
 command; `run_limits.max_turns` ends the replay after that many turns (`max_turns`).
+Every action runs in the trial's sandbox, as the agent: commands through `exec`, file
+actions through `write_file` / `read_file`, so a script is confined exactly as a real
+agent's tools are (an action that leaves the workspace fails under bwrap and docker).
 What a command leaves running (`server &`) lives on for the next actions and is killed
-(its process group) when the agent returns or is cancelled.
+when the agent ends.
 
 `ScriptPlayer` is shared with the oracle agent, which replays `reference.solve` actions
 and records its own writes and commands through the same code.
@@ -35,12 +38,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ce_runtime.execute.agent_protocol import (
+    AGENT,
     AgentOutcome,
     AgentRequest,
     EventSink,
-    ShellResult,
-    kill_group,
-    run_shell,
+    ExecResult,
+    SandboxError,
+    SandboxFileError,
 )
 from ce_runtime.trace import events as T
 
@@ -155,18 +159,18 @@ class ScriptPlayer:
     """Turns, tool calls and actions of one agent run, emitted to the sink."""
 
     def __init__(self, name: str, request: AgentRequest, sink: EventSink,
-                 stop: asyncio.Event):
+                 stop: asyncio.Event, view: str = AGENT):
         self.name = name
+        self.view = view  # the oracle's commands run with the grader's view
         self.request = request
         self.sink = sink
         self.stop = stop
-        self.workspace = os.path.abspath(request.workspace)
-        self.env = dict(request.env) or None  # empty: the host's environment
+        self.workspace = os.path.abspath(request.workspace)  # as the sandbox sees it
+        self.sandbox = request.sandbox
         max_turns = (request.limits or {}).get("max_turns")
         self.max_turns: int | None = max_turns if isinstance(max_turns, int) else None
         self.turns = 0
         self._calls = 0
-        self._groups: list[int] = []  # process groups of finished commands (daemons)
 
     # -- events ----------------------------------------------------------------------
     def emit(self, cls: type, *args: Any, **fields: Any) -> None:
@@ -178,11 +182,6 @@ class ScriptPlayer:
     def finish(self, outcome: AgentOutcome) -> AgentOutcome:
         self.emit(T.AgentEnd, outcome.reason, outcome.detail)
         return outcome
-
-    def close(self) -> None:
-        """Kill what the agent's commands left running (call it in a `finally`)."""
-        while self._groups:
-            kill_group(self._groups.pop())
 
     def say(self, text: str, role: str = "assistant") -> None:
         self.emit(T.Message, role, text)
@@ -236,11 +235,11 @@ class ScriptPlayer:
         if kind == "say":
             self.say(a["say"])
         elif kind == "write":
-            self.write(a["write"], a["content"])
+            await self.write(a["write"], a["content"])
         elif kind == "edit":
-            self.edit(a["edit"], a["old"], a["new"])
+            await self.edit(a["edit"], a["old"], a["new"])
         elif kind == "read":
-            self.read(a["read"])
+            await self.read(a["read"])
         elif kind == "run":
             if await self.run(a["run"], a.get("timeout")) is None:
                 return AgentOutcome("stopped")
@@ -257,8 +256,8 @@ class ScriptPlayer:
             return AgentOutcome("error", a["fail"])
         return None
 
-    def write(self, path: str, content: str | bytes, mode: int | None = None,
-              shown: str | None = None) -> bool:
+    async def write(self, path: str, content: str | bytes, mode: int | None = None,
+                    shown: str | None = None) -> bool:
         """A Write call that writes `content` (bytes are written as is; `shown` is what the
         trace records for them). Parent directories are created."""
         target = self.path(path)
@@ -266,68 +265,56 @@ class ScriptPlayer:
                                                          content.decode("utf-8", "replace"))
         call_id = self.call("Write", {"file_path": target, "content": text})
         started = time.monotonic()
+        data = content.encode("utf-8") if isinstance(content, str) else content
         try:
-            existed = os.path.exists(target)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if isinstance(content, str):
-                with open(target, "w", encoding="utf-8", newline="") as fh:
-                    fh.write(content)
-            else:
-                with open(target, "wb") as fh:
-                    fh.write(content)
-            if mode is not None:
-                os.chmod(target, mode)
-        except OSError as exc:
-            self.result(call_id, False, f"Error writing {target}: {exc.strerror or exc}",
-                        _ms(started))
+            existed = await self.sandbox.write_file(target, data, mode)
+        except (SandboxFileError, SandboxError) as exc:
+            self.result(call_id, False, f"Error writing {target}: {exc}", _ms(started))
             return False
         self.result(call_id, True, f"The file {target} has been updated." if existed
                     else f"File created successfully at: {target}", _ms(started))
         return True
 
-    def edit(self, path: str, old: str, new: str) -> bool:
+    async def edit(self, path: str, old: str, new: str) -> bool:
         target = self.path(path)
         call_id = self.call("Edit", {"file_path": target, "old_string": old,
                                      "new_string": new})
         started = time.monotonic()
         try:
-            with open(target, encoding="utf-8", newline="") as fh:
-                text = fh.read()
+            text = (await self.sandbox.read_file(target)).decode("utf-8")
             if old not in text:
                 self.result(call_id, False, f"String to replace not found in {target}.",
                             _ms(started))
                 return False
-            with open(target, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text.replace(old, new, 1))
-        except (OSError, UnicodeDecodeError) as exc:
-            self.result(call_id, False, f"Error editing {target}: {_why(exc)}", _ms(started))
+            await self.sandbox.write_file(target, text.replace(old, new, 1).encode("utf-8"))
+        except (SandboxFileError, SandboxError, UnicodeDecodeError) as exc:
+            self.result(call_id, False, f"Error editing {target}: {exc}", _ms(started))
             return False
         self.result(call_id, True, f"The file {target} has been updated.", _ms(started))
         return True
 
-    def read(self, path: str) -> bool:
+    async def read(self, path: str) -> bool:
         target = self.path(path)
         call_id = self.call("Read", {"file_path": target})
         started = time.monotonic()
         try:
-            with open(target, encoding="utf-8", errors="replace", newline="") as fh:
-                text = fh.read()
-        except OSError as exc:
-            self.result(call_id, False, f"Error reading {target}: {_why(exc)}", _ms(started))
+            data = await self.sandbox.read_file(target, READ_LIMIT)
+        except (SandboxFileError, SandboxError) as exc:
+            self.result(call_id, False, f"Error reading {target}: {exc}", _ms(started))
             return False
-        self.result(call_id, True, text, _ms(started))
+        self.result(call_id, True, data.decode("utf-8", "replace"), _ms(started))
         return True
 
-    async def run(self, command: str, timeout: float | None = None) -> ShellResult | None:
-        """A Bash call run in the workspace with the sandbox's environment, in its own
-        process group. A stop request interrupts it (the group is killed): None."""
+    async def run(self, command: str, timeout: float | None = None) -> ExecResult | None:
+        """A Bash call run in the workspace, in the sandbox, as the agent. A stop request
+        interrupts it (its process group is killed): None."""
         call_id = self.call("Bash", {"command": command})
         started = time.monotonic()
         if self.stop.is_set():
             self.result(call_id, False, "Interrupted: the agent was asked to stop.")
             return None
-        shell = asyncio.ensure_future(
-            run_shell(command, self.workspace, self.env, timeout, READ_LIMIT))
+        shell = asyncio.ensure_future(self.sandbox.exec(
+            command, timeout=timeout, max_output=READ_LIMIT, view=self.view))
         stopped = asyncio.ensure_future(self.stop.wait())
         try:
             await asyncio.wait({shell, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -341,9 +328,11 @@ class ScriptPlayer:
             self.result(call_id, False, "Interrupted: the agent was asked to stop.",
                         _ms(started))
             return None
-        res = shell.result()
-        if res.pgid > 0:
-            self._groups.append(res.pgid)
+        try:
+            res = shell.result()
+        except SandboxError as exc:
+            self.result(call_id, False, f"Error: {exc}", _ms(started))
+            return None
         output = res.stdout
         if res.stderr:
             output += ("" if not output or output.endswith("\n") else "\n") + res.stderr
@@ -378,7 +367,4 @@ class ScriptAgent:
         if script is None:
             return player.finish(AgentOutcome(
                 "error", "the script agent needs `agent.script`, a list of actions"))
-        try:
-            return player.finish(await player.replay(script, "script"))
-        finally:
-            player.close()
+        return player.finish(await player.replay(script, "script"))

@@ -5,8 +5,12 @@ stop requests, max_turns, and cancellation (process groups die with the agent)."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
+import signal
 import stat
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +21,8 @@ from ce_agents.oracle import OracleAgent
 from ce_agents.script import OUTPUT_LIMIT, ScriptAgent
 from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest
 from ce_runtime.execute.agents import load_agent
+from ce_runtime.execute.sandbox import open_sandbox
+from ce_runtime.execute.sandbox.base import SandboxSpec
 from ce_runtime.trace import events as T
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +85,52 @@ def task_dir(tmp_path) -> Path:
     return path
 
 
+class LazySandbox:
+    """A tempdir sandbox around `ws`, started on first use in the running loop (tests
+    build requests before their loop exists); `stop_all` ends every one of them."""
+
+    started: list = []
+
+    def __init__(self, ws: Path, task_dir: Path, env: dict[str, str] | None):
+        self.spec = SandboxSpec("t/00", tempfile.mkdtemp(prefix="ce-test-"), str(task_dir),
+                                env=dict(env or {}), workspace=str(ws))
+        self.inner_workspace = str(ws)
+        self.workspace = str(ws)
+        self._box = None
+
+    async def _get(self):
+        if self._box is None:
+            self._box = open_sandbox("tempdir", self.spec)
+            await self._box.start()
+            LazySandbox.started.append(self._box)
+        return self._box
+
+    def __getattr__(self, name):
+        async def call(*args, **kwargs):
+            return await getattr(await self._get(), name)(*args, **kwargs)
+        return call
+
+    @classmethod
+    async def teardown_all(cls) -> None:
+        for box in list(cls.started):
+            await box.teardown()
+
+    @classmethod
+    def stop_all(cls) -> None:
+        for box in cls.started:
+            if box.init is not None and box.init.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(box.init.pid, signal.SIGKILL)
+            shutil.rmtree(box.spec.scratch, ignore_errors=True)
+        cls.started.clear()
+
+
+@pytest.fixture(autouse=True)
+def _sandboxes_end():
+    yield
+    LazySandbox.stop_all()
+
+
 def request(ws: Path, task_dir: Path | None = None, *, script=None, limits=None,
             reference=None, criteria=None, env=None) -> AgentRequest:
     agent = {"type": "script", "model": None}
@@ -86,15 +138,29 @@ def request(ws: Path, task_dir: Path | None = None, *, script=None, limits=None,
         agent["script"] = script
     return AgentRequest(trial_id="t/00", prompt="do it", workspace=str(ws),
                         task_dir=str(task_dir or ws), agent=agent, limits=limits or {},
-                        reference=reference, criteria=criteria or [], env=env or {})
+                        reference=reference, criteria=criteria or [],
+                        sandbox=LazySandbox(ws, task_dir or ws, env))
+
+
+async def torn_down(coro):
+    try:
+        return await coro
+    finally:
+        await LazySandbox.teardown_all()
 
 
 def play(agent, req: AgentRequest, sink: Sink | None = None,
          stop: asyncio.Event | None = None) -> tuple[AgentOutcome, Sink]:
+    """As a trial runs it: the agent, then the end of the agent phase."""
     sink = sink or Sink()
 
     async def main():
-        return await agent.run(req, sink, stop or asyncio.Event())
+        await req.sandbox.agent_starts()
+        try:
+            return await agent.run(req, sink, stop or asyncio.Event())
+        finally:
+            await req.sandbox.agent_ended()
+            await req.sandbox.teardown()
 
     return asyncio.run(main()), sink
 
@@ -226,7 +292,7 @@ def test_tool_action_with_an_error_status_runs_nothing(ws):
 
 # -- script: commands ----------------------------------------------------------------------
 def test_run_records_exit_status_output_and_duration(ws):
-    env = {**os.environ, "CE_AGENT_TEST": "from-the-sandbox"}
+    env = {"CE_AGENT_TEST": "from-the-sandbox"}
     outcome, sink = play(ScriptAgent(), request(ws, env=env, script=[
         {"run": "pwd; echo $CE_AGENT_TEST; echo made > made.txt"},
         {"run": "echo partial; echo broken >&2; exit 3"},
@@ -356,7 +422,7 @@ def test_stop_interrupts_a_sleep(ws):
             request(ws, script=[{"sleep": 30}, {"say": "never"}]), sink, stop)
         return outcome, sink, time.monotonic() - started
 
-    outcome, sink, took = asyncio.run(main())
+    outcome, sink, took = asyncio.run(torn_down(main()))
     assert outcome.reason == "stopped" and took < 5
     assert [shape(e) for e in sink.events] == [
         ("agent_start", "script"), ("turn_start", 1), ("turn_end", 1),
@@ -372,7 +438,7 @@ def test_stop_interrupts_a_running_command_and_kills_its_group(ws):
         stop.set()
         return await asyncio.wait_for(run, 10), sink, pid
 
-    outcome, sink, pid = asyncio.run(main())
+    outcome, sink, pid = asyncio.run(torn_down(main()))
     assert outcome.reason == "stopped"
     [res] = results(sink)
     assert res.status == "error" and "Interrupted" in res.output
@@ -390,7 +456,7 @@ def test_cancelling_a_sleep_leaves_the_turn_open(ws):
             await run
         return sink
 
-    sink = asyncio.run(main())
+    sink = asyncio.run(torn_down(main()))
     # killed mid-turn: no TurnEnd, no AgentEnd (the runner records how the agent ended)
     assert [shape(e) for e in sink.events] == [
         ("agent_start", "script"), ("turn_start", 1), ("message", "assistant", "a"),
@@ -409,7 +475,7 @@ def test_cancelling_a_running_command_kills_its_process_group(ws):
             await run
         return sink, pid
 
-    sink, pid = asyncio.run(main())
+    sink, pid = asyncio.run(torn_down(main()))
     assert gone_soon(pid)
     assert results(sink) == []  # the call never got a result: it stays unresolved
 
@@ -496,9 +562,8 @@ def test_oracle_without_a_place_for_the_reference_fails_clearly(ws, task_dir):
 
 def test_oracle_runs_a_solve_command_as_a_bash_turn(ws, task_dir):
     (task_dir / "gen.sh").write_text("echo generated > out.txt\n")
-    env = {**os.environ, "TASK_DIR": str(task_dir)}
     outcome, sink = play(OracleAgent(), request(
-        ws, task_dir, env=env, reference={"solve": "sh $TASK_DIR/gen.sh && cat out.txt"}))
+        ws, task_dir, reference={"solve": "sh $TASK_DIR/gen.sh && cat out.txt"}))
     assert outcome == AgentOutcome("finished")
     assert [shape(e) for e in sink.events] == [
         ("agent_start", "oracle"), ("turn_start", 1),

@@ -20,7 +20,8 @@ import pytest
 
 from ce_lang.compiler import CompileOptions, compile_paths
 from ce_lang.render import render_human
-from ce_runtime.grade.grading import grade_files
+from ce_runtime.execute.sandbox.runner import local_runner
+from ce_runtime.grade.grading import grade_files, reference_paths
 from ce_runtime.grade.host import InfrastructureError
 from ce_runtime.grade.interpreter import CriterionResult, GradeResult
 from ce_runtime.trace import events as T
@@ -110,9 +111,12 @@ class Fixture:
         return result.trials
 
     def grade_plan(self, trial, plan=None, judge=None, stopped_early=False) -> Graded:
-        _, result, host, _ = grade_files(plan or trial.plan, trial.task_dir, str(self.ws),
-                                         self.trace_path, judge=judge,
-                                         stopped_early=stopped_early)
+        plan = plan or trial.plan
+        with local_runner(str(self.ws), trial.task_dir,
+                          reference_paths(plan, trial.task_dir)) as runner:
+            _, result, host, _ = grade_files(plan, trial.task_dir, str(self.ws),
+                                             self.trace_path, judge=judge,
+                                             stopped_early=stopped_early, runner=runner)
         return Graded(result, host)
 
     def grade(self, criteria: str, extra: str = "", overrides: tuple[str, ...] = (),

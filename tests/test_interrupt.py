@@ -71,7 +71,14 @@ def test_without_cancel_a_set_up_command_still_times_out(tmp_path, monkeypatch):
 
 
 def test_host_cancel_kills_the_running_command_and_refuses_more(tmp_path):
-    host = Host(workspace=str(tmp_path))
+    from ce_runtime.execute.sandbox.runner import local_runner
+
+    with local_runner(str(tmp_path)) as runner, local_runner(str(tmp_path)) as fresh:
+        _cancel_scenario(tmp_path, Host(workspace=str(tmp_path), runner=runner),
+                         Host(workspace=str(tmp_path), runner=fresh))
+
+
+def _cancel_scenario(tmp_path, host, fresh) -> None:
     out: list = []
 
     def grade() -> None:
@@ -91,4 +98,4 @@ def test_host_cancel_kills_the_running_command_and_refuses_more(tmp_path):
     assert not _alive(pid)
     with pytest.raises(InfrastructureError, match="cancelled"):
         host.b_run("true", 5)
-    assert Host(workspace=str(tmp_path)).b_run("echo fine", 5)["stdout"] == "fine\n"
+    assert fresh.b_run("echo fine", 5)["stdout"] == "fine\n"

@@ -15,14 +15,10 @@ import pytest
 
 from ce_lang.compiler import compile_paths
 from ce_lang.schema.task import PostRunCommand, PreRunCommand
-from ce_runtime.execute.sandbox.workspace import (
-    OUTPUT_LIMIT,
-    REPO_DIR,
-    kill_command_groups,
-    prepare_workspace,
-    run_commands,
-    sandbox_env,
-)
+from ce_runtime.execute.sandbox import open_sandbox
+from ce_runtime.execute.sandbox.base import AGENT, GRADER, SandboxSpec
+from ce_runtime.execute.sandbox.workspace import REPO_DIR, prepare_workspace
+from ce_runtime.execute.task_commands import OUTPUT_LIMIT, run_commands
 
 BASE = """\
 task_id: t
@@ -362,40 +358,63 @@ def test_node_packages_installed_locally(task_dir, ws, tmp_path):
     res = setup_ok(plan, task_dir, ws)
     assert (ws / "node_modules/.bin/hello-bin").exists()
     assert res.log[-1].startswith("node: installed")
-    env = sandbox_env(plan, str(task_dir), str(ws))
-    out = subprocess.run("hello-bin", shell=True, cwd=ws, env=env, capture_output=True,
-                         text=True)
+    out = in_sandbox(ws, task_dir, lambda sb: sb.exec("hello-bin"))
     assert out.stdout.strip() == "hello from node"
 
 
 # -- environment -------------------------------------------------------------------------
-def test_sandbox_env_matches_the_run_command_environment(task_dir, ws, monkeypatch):
+def in_sandbox(ws, task_dir, body, reference=(), driver="tempdir"):
+    """`body(sandbox)` (a coroutine) in a started tempdir sandbox around `ws`."""
+    async def main():
+        scratch = ws.parent / f"scratch-{os.urandom(3).hex()}"
+        scratch.mkdir()
+        sb = open_sandbox(driver, SandboxSpec("t", str(scratch), str(task_dir),
+                                              reference=tuple(reference),
+                                              workspace=str(ws)))
+        await sb.start()
+        try:
+            return await body(sb)
+        finally:
+            await sb.teardown()
+    ws.mkdir(exist_ok=True)
+    return asyncio.run(main())
+
+
+def test_grader_env_has_the_venv_first_task_dir_and_reference(task_dir, ws, monkeypatch):
     monkeypatch.setenv("VIRTUAL_ENV", "/some/other/venv")
     put(task_dir, "ref/solution.py", "x = 1\n")
     plan = compile_plan(task_dir, """
         reference: {directory: ref}
         """)
     setup_ok(plan, task_dir, ws)
-    env = sandbox_env(plan, str(task_dir), str(ws))
-    root = os.path.realpath(ws)
+
+    async def body(sb):
+        return sb.env(GRADER), await sb.exec(
+            "python -c 'import sys; print(sys.prefix)'", view=GRADER)
+    env, out = in_sandbox(ws, task_dir, body, reference=[str(task_dir / "ref")])
+    root = str(ws)
     path = env["PATH"].split(os.pathsep)
     assert path[:2] == [os.path.join(root, ".venv", "bin"),
                         os.path.join(root, "node_modules", ".bin")]
     assert env["VIRTUAL_ENV"] == os.path.join(root, ".venv")
     assert env["TASK_DIR"] == str(task_dir)
     assert env["REFERENCE_DIR"] == os.path.normpath(task_dir / "ref")
-    out = subprocess.run("python -c 'import sys; print(sys.prefix)'", shell=True, cwd=ws,
-                         env=env, capture_output=True, text=True).stdout.strip()
-    assert os.path.realpath(out) == os.path.join(root, ".venv")
+    assert os.path.realpath(out.stdout.strip()) == os.path.realpath(ws / ".venv")
 
 
-def test_sandbox_env_without_a_venv_drops_an_inherited_virtual_env(task_dir, ws,
-                                                                   monkeypatch):
+def test_agent_env_names_neither_the_task_dir_nor_the_reference(task_dir, ws, monkeypatch):
     monkeypatch.setenv("VIRTUAL_ENV", "/some/other/venv")
+    monkeypatch.setenv("CE_TEST_API_KEY", "sk-planted-0123456789")
     plan = compile_plan(task_dir, "sandbox: {python: null}\n")
     setup_ok(plan, task_dir, ws)
-    env = sandbox_env(plan, str(task_dir), str(ws))
+
+    async def body(sb):
+        return sb.env(AGENT), (await sb.exec("env", view=AGENT)).stdout
+    env, shown = in_sandbox(ws, task_dir, body, reference=[str(task_dir)])
     assert "VIRTUAL_ENV" not in env and "REFERENCE_DIR" not in env
+    assert "TASK_DIR" not in env and "TASK_DIR=" not in shown
+    assert "sk-planted" not in shown and "CE_TEST_API_KEY" not in shown
+    assert env["HOME"] != os.path.expanduser("~")  # a private home
 
 
 # -- pre_run / post_run ------------------------------------------------------------------
@@ -407,9 +426,17 @@ def post(command: str, **kw) -> PostRunCommand:
     return PostRunCommand(command=command, **kw)
 
 
-def run(commands, ws, phase, env=None):
-    ws.mkdir(exist_ok=True)
-    return asyncio.run(run_commands(commands, str(ws), env or dict(os.environ), phase))
+def run(commands, ws, phase, env=None, then=None):
+    """Run the commands in a tempdir sandbox around `ws`; `then(outcomes)` runs before
+    the sandbox is torn down."""
+    async def body(sb):
+        if env:
+            sb.spec.env.update(env)
+        out = await run_commands(commands, sb, phase)
+        if then is not None:
+            then(out)
+        return out
+    return in_sandbox(ws, ws.parent, body)
 
 
 def test_pre_run_stops_at_the_first_failure_with_fail_on_error(ws):
@@ -434,8 +461,7 @@ def test_pre_run_fail_on_error_false_continues(ws):
 
 def test_post_run_runs_everything_and_never_fails(ws):
     out = run([post("exit 2"), post("echo $PHASE_VAR"),
-               post("false")], ws, "post_run",
-              env={**os.environ, "PHASE_VAR": "seen"})
+               post("false")], ws, "post_run", env={"PHASE_VAR": "seen"})
     assert [(o.exit_code, o.failed, o.ok) for o in out] == [
         (2, False, False), (0, False, True), (1, False, False)]
     assert out[1].stdout == "seen\n"
@@ -482,15 +508,15 @@ def test_timeout_kills_the_whole_group(ws):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_background_daemon_does_not_hang_the_command(ws):
     started = time.monotonic()
+    seen = []
     out = run([pre("sleep 30 & echo $! > daemon.pid; echo up", timeout=20),
-               pre("echo after")], ws, "pre_run")
+               pre("echo after")], ws, "pre_run",
+              then=lambda _: seen.append(alive(int((ws / "daemon.pid").read_text()))))
     assert time.monotonic() - started < 5  # not the daemon's 30 s, nor the 20 s timeout
     assert [(o.exit_code, o.timed_out, o.stdout) for o in out] == [
         (0, False, "up\n"), (0, False, "after\n")]
-    pid = int((ws / "daemon.pid").read_text())
-    assert alive(pid)  # the daemon keeps running for the agent ...
-    kill_command_groups(out)  # ... until the trial tears down
-    assert wait_dead(pid)
+    assert seen == [True]  # the daemon keeps running for the agent ...
+    assert wait_dead(int((ws / "daemon.pid").read_text()))  # ... until the teardown
 
 
 def test_outputs_truncated_at_100_kb(ws):
@@ -513,8 +539,11 @@ def test_small_outputs_are_untouched(ws):
 
 
 def test_a_missing_workspace_is_a_failed_command_not_an_exception(tmp_path):
-    gone = tmp_path / "gone"
-    out = asyncio.run(run_commands([pre("true"), pre("true")], str(gone),
-                                   dict(os.environ), "pre_run"))
-    assert len(out) == 1 and out[0].exit_code == -1 and out[0].failed
-    assert "could not start" in out[0].stderr
+    ws = tmp_path / "ws"
+
+    async def body(sb):
+        shutil.rmtree(ws)
+        return await run_commands([pre("true"), pre("true")], sb, "pre_run")
+    out = in_sandbox(ws, tmp_path, body)
+    assert len(out) == 1 and out[0].exit_code == 127 and out[0].failed
+    assert "cannot start /bin/sh" in out[0].stderr

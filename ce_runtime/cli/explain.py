@@ -68,13 +68,17 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
 
         click.echo(explain_plan(trial.plan, trial.trial_id), nl=False)
         return
+    from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.explain import explain_json, explain_trial
-    from ce_runtime.grade.grading import grade_files
+    from ce_runtime.grade.grading import grade_files, reference_paths
     from ce_runtime.grade.host import InfrastructureError
 
     try:
-        grader, graded, host, read = grade_files(trial.plan, trial.task_dir,
-                                                 os.path.abspath(workspace), trace_path)
+        with local_runner(workspace, trial.task_dir,
+                          reference_paths(trial.plan, trial.task_dir)) as runner:
+            grader, graded, host, read = grade_files(trial.plan, trial.task_dir,
+                                                     os.path.abspath(workspace), trace_path,
+                                                     runner=runner)
     except InfrastructureError as exc:
         click.echo(f"ce: cannot grade: {exc} (the trial would be ERROR)", err=True)
         sys.exit(1)
@@ -93,8 +97,9 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
     import tempfile
 
     from ce_lang.api import plan_from_json
+    from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.explain import explain_json, explain_trial
-    from ce_runtime.grade.grading import grade_files
+    from ce_runtime.grade.grading import grade_files, reference_paths
     from ce_runtime.store.archive import find_run_root, load_json, restore_workspace
 
     task_json = os.path.join(trial_dir, "task.json")
@@ -109,9 +114,12 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
     trace = os.path.join(trial_dir, "trace.msgpack")
     with tempfile.TemporaryDirectory(prefix="ce-explain-") as ws:
         restore_workspace(manifest, os.path.join(root, "objects"), ws)
-        grader, graded, host, _ = grade_files(plan, task.get("task_dir", ""), ws,
-                                              trace if os.path.isfile(trace) else None,
-                                              stopped_early=bool(task.get("stopped_early")))
+        task_dir = task.get("task_dir", "")
+        with local_runner(ws, task_dir, reference_paths(plan, task_dir)) as runner:
+            grader, graded, host, _ = grade_files(plan, task_dir, ws,
+                                                  trace if os.path.isfile(trace) else None,
+                                                  stopped_early=bool(task.get("stopped_early")),
+                                                  runner=runner)
         if as_json:
             click.echo(json.dumps(explain_json(plan, graded), indent=2))
         else:

@@ -35,6 +35,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, judge_replies):
       ce rescore runs/latest
       ce rescore runs/latest tasks/ -D success_criteria.0.pass_threshold=0.5
     """
+    from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.rescore import rescore_trial, trial_dirs
 
     plans = {}
@@ -73,7 +74,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, judge_replies):
             if tasks and plan is None:
                 missing += 1
                 continue
-            rec = rescore_trial(d, run_dir, plan, judge)
+            rec = rescore_trial(d, run_dir, plan, judge, local_runner)
             records.append(rec)
             before = rec["previous"]
             moved = before["status"] != rec["status"] or _differs(before["weighted_score"],

@@ -106,6 +106,17 @@ def clean_stale_scratch() -> None:
             pass
 
 
+def hidden_paths(trials: list[Trial], options: RunOptions) -> tuple[str, ...]:
+    """What no agent of this run may see: every task directory of the suite (their
+    hidden tests and references, the task files themselves), ce's caches."""
+    paths = {os.path.abspath(t.task_dir) for t in trials if t.task_dir}
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    paths.add(os.path.join(cache, "ce"))
+    if options.uv_cache:
+        paths.add(os.path.abspath(options.uv_cache))
+    return tuple(sorted(paths))
+
+
 async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
                   on_start: Callable[[Trial], None] | None = None,
                   on_done: Callable[[Trial, dict[str, Any]], None] | None = None,
@@ -113,8 +124,9 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
     """Run the trials (skipping finished ones) with `options.jobs` at a time."""
     clean_stale_scratch()
     work_root = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-")
+    run_dir = os.path.abspath(run_dir)
     ctx = RunContext(run_dir, os.path.join(run_dir, "objects"), work_root, options.uv_cache,
-                     options.agent)
+                     options.agent, hidden_paths(trials, options))
     sem = asyncio.Semaphore(max(1, options.jobs))
     records: list[dict[str, Any]] = []
 

@@ -1,6 +1,7 @@
-"""One trial, start to end: set-up, pre_run, the agent under its limits (with the live
-monitor), grading, post_run, workspace snapshot, and `task.json` written last (its
-presence is what marks a trial finished, for `ce run --resume`)."""
+"""One trial, start to end, in its sandbox: start, set-up, pre_run, the agent under its
+limits (with the live monitor), the end of the agent (what it left running is killed),
+the integrity check, grading, post_run, workspace snapshot, teardown, and `task.json`
+written last (its presence is what marks a trial finished, for `ce run --resume`)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class RunContext:
     work_root: str
     uv_cache: str | None = None
     agent_override: str | None = None
+    hidden: tuple[str, ...] = ()  # host paths no agent may see (run dir, task dirs, caches)
 
 
 def trial_dir_of(run_dir: str, trial: Trial) -> str:
@@ -127,18 +129,34 @@ async def _run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: a
         return AgentOutcome("error", f"{type(exc).__name__}: {exc}")
 
 
-def _request(trial: Trial, workspace: str, env: dict[str, str], agent_name: str
-             ) -> AgentRequest:
+def _request(trial: Trial, sandbox, agent_name: str) -> AgentRequest:
     plan = trial.plan
     agent = converter.unstructure(plan.agent)
     agent["type"] = agent_name
     return AgentRequest(
-        trial_id=trial.trial_id, prompt=plan.prompt, workspace=workspace,
+        trial_id=trial.trial_id, prompt=plan.prompt, workspace=sandbox.inner_workspace,
         task_dir=trial.task_dir, agent=agent,
         limits=converter.unstructure(plan.run_limits),
         reference=converter.unstructure(plan.reference) if plan.reference else None,
         criteria=[{"id": c.id, "type": c.type, "args": c.args} for c in plan.criteria],
-        env=env)
+        sandbox=sandbox)
+
+
+def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str):
+    from ce_runtime.execute.sandbox.base import Limits, SandboxSpec
+    from ce_runtime.grade.grading import reference_paths
+
+    box = trial.plan.sandbox
+    lim = box.limits
+    return SandboxSpec(
+        trial_id=trial.trial_id, scratch=scratch, task_dir=trial.task_dir,
+        reference=reference_paths(trial.plan, trial.task_dir),
+        hidden=(*tuple(ctx.hidden), ctx.run_dir, ctx.work_root),
+        network=getattr(box, "network", None) or "none",
+        limits=Limits(lim.max_memory_mb, lim.max_pids, lim.max_cpus, lim.max_disk_mb),
+        env=dict(getattr(box, "env", None) or {}),
+        env_passthrough=tuple(getattr(box, "env_passthrough", None) or ()),
+        docker=getattr(box, "docker", None), uv_cache=ctx.uv_cache)
 
 
 def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
@@ -158,7 +176,9 @@ def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
 
 async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     from ce_runtime.execute.agents import UnknownAgent, load_agent
-    from ce_runtime.execute.sandbox.workspace import prepare_workspace, run_commands, sandbox_env
+    from ce_runtime.execute.sandbox import SandboxError, UnknownDriver, open_sandbox
+    from ce_runtime.execute.sandbox.runner import SandboxRunner
+    from ce_runtime.execute.task_commands import run_commands
     from ce_runtime.grade.grading import host_for
     from ce_runtime.grade.interpreter import Grader
 
@@ -171,7 +191,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             os.unlink(path)
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     started = time.monotonic()
-    workspace = tempfile.mkdtemp(prefix="ce-ws-", dir=ctx.work_root)
+    scratch = tempfile.mkdtemp(prefix="ce-trial-", dir=ctx.work_root)
     agent_name = plan.agent.type or "claude-code"
     if ctx.agent_override and agent_name != "none":
         agent_name = ctx.agent_override
@@ -180,6 +200,8 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     pre: list = []
     post: list = []
     graded = None
+    sandbox = None
+    notes: dict[str, Any] = {}
     registry = registry_for_sources(plan.criteria_sources)
     instances = instances_from_plan(plan.criteria, registry)
     monitor = LiveMonitor(plan, instances)
@@ -194,21 +216,23 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             error = ("simulated dialogs (`simulation.enabled: true`) are not run by this "
                      "build yet; the task compiles, but a single-shot run would not be the "
                      "dialog it asks for")
-        elif plan.sandbox.driver != "tempdir":
-            error = (f"sandbox driver `{plan.sandbox.driver}` is not available in this build "
-                     "(tempdir is); run with --driver tempdir")
         else:
             try:
-                setup = await asyncio.to_thread(prepare_workspace, plan, trial.task_dir,
-                                                workspace, ctx.uv_cache, cancel_setup)
+                sandbox = open_sandbox(plan.sandbox.driver, sandbox_spec(trial, ctx, scratch))
+                await sandbox.start()
+                notes["sandbox"] = sandbox.enforcement.as_record()
+                setup = await sandbox.prepare(plan, cancel_setup)
             except asyncio.CancelledError:  # interrupted: the worker's command dies now
                 cancel_setup.set()
                 raise
-            if not setup.ok:
-                error = f"sandbox set-up failed: {setup.error}"
-        env = sandbox_env(plan, trial.task_dir, workspace)
+            except (SandboxError, UnknownDriver) as exc:
+                error = f"sandbox: {exc}"
+            else:
+                notes["setup"] = setup.log
+                if not setup.ok:
+                    error = f"sandbox set-up failed: {setup.error}"
         if error is None and plan.pre_run:
-            pre = await run_commands(plan.pre_run, workspace, env, "pre_run")
+            pre = await run_commands(plan.pre_run, sandbox, "pre_run")
             failed = [c for c in pre if c.failed]
             if failed:
                 error = f"pre_run command failed: {failed[0].command!r} (exit " \
@@ -219,14 +243,25 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             except UnknownAgent as exc:
                 error = str(exc)
             else:
-                request = _request(trial, workspace, env, agent_name)
-                outcome = await _run_agent(agent, request, sink, stop, plan.run_limits)
+                await sandbox.agent_starts(trusted=bool(getattr(agent, "trusted", False)))
+                try:
+                    outcome = await _run_agent(agent, _request(trial, sandbox, agent_name),
+                                               sink, stop, plan.run_limits)
+                finally:
+                    left = await sandbox.agent_ended()
+                if left:
+                    notes["agent_left_running"] = left
+                    sink.emit(T.Message(sink.clock(), "system",
+                                        "ce: the agent left processes running; killed: "
+                                        + ", ".join(left[:20])))
                 if not sink.agent_ended:
                     sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
         if error is None:
             from ce_runtime.grade.judge import judge_from_env
 
-            host = host_for(plan, workspace, trial.task_dir, sink.view.view, judge_from_env())
+            runner = SandboxRunner(sandbox, asyncio.get_running_loop())
+            host = host_for(plan, sandbox.workspace, trial.task_dir, sink.view.view,
+                            judge_from_env(), runner)
             grader = Grader(plan, registry)
             try:
                 graded = await asyncio.to_thread(
@@ -237,26 +272,36 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                 host.cancel()
                 raise
         if plan.post_run and error is None:
-            post = await run_commands(plan.post_run, workspace, env, "post_run")
+            post = await run_commands(plan.post_run, sandbox, "post_run")
+        if sandbox is not None and getattr(sandbox, "oom_killed", lambda: False)():
+            notes["oom_killed"] = True
         status = _status(error, outcome, sink.limit_hit, graded.success if graded else None)
         sink.emit(T.RunEnd(sink.clock(), status, error))
         writer.close()
+        workspace = sandbox.workspace if sandbox is not None else os.path.join(scratch, "ws")
+        os.makedirs(workspace, exist_ok=True)
         manifest = await asyncio.to_thread(snapshot_workspace, workspace, ctx.objects)
+        if sandbox is not None:
+            killed = await sandbox.teardown()
+            sandbox = None
+            if killed:
+                notes["teardown_killed"] = killed
         record = _record(trial, agent_name, status, error, outcome, graded, sink, monitor,
-                         started_at, time.monotonic() - started, pre, post)
+                         started_at, time.monotonic() - started, pre, post, notes)
         write_trial_files(tdir, record, manifest)
         return record
     finally:
-        from ce_runtime.execute.sandbox.workspace import kill_command_groups
-
-        kill_command_groups(pre + post)  # daemons pre_run/post_run left running
         writer.close()
-        shutil.rmtree(workspace, ignore_errors=True)
+        if sandbox is not None:  # interrupted or failed: nothing it started survives
+            with contextlib.suppress(Exception):
+                await asyncio.shield(sandbox.teardown())
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _record(trial: Trial, agent: str, status: str, error: str | None,
             outcome: AgentOutcome | None, graded, sink: TrialSink, monitor: LiveMonitor,
-            started_at: str, duration: float, pre: list, post: list) -> dict[str, Any]:
+            started_at: str, duration: float, pre: list, post: list,
+            notes: dict[str, Any]) -> dict[str, Any]:
     plan = trial.plan
     view = sink.view
     from ce_runtime.grade.interpreter import criterion_records
@@ -281,6 +326,10 @@ def _record(trial: Trial, agent: str, status: str, error: str | None,
         "expected_turns": plan.run_limits.expected_turns,
         "criteria": criteria, "error": error,
         "pre_run": [attrs.asdict(c) for c in pre], "post_run": [attrs.asdict(c) for c in post],
+        "sandbox": notes.get("sandbox"), "setup": notes.get("setup", []),
+        "agent_left_running": notes.get("agent_left_running", []),
+        "teardown_killed": notes.get("teardown_killed", []),
+        "oom_killed": bool(notes.get("oom_killed")),
     }
 
 

@@ -11,7 +11,17 @@ from ce_runtime.trace.events import TraceReadResult, read_trace
 from ce_runtime.trace.view import build_view
 
 
-def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=None) -> Host:
+def reference_paths(plan: Plan, task_dir: str) -> tuple[str, ...]:
+    """Host paths of the task's reference (file and directory), for sandboxes to hide."""
+    ref = plan.reference
+    if ref is None:
+        return ()
+    return tuple(os.path.normpath(os.path.join(task_dir, p))
+                 for p in (ref.directory, ref.file) if p)
+
+
+def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=None,
+             runner=None) -> Host:
     ref = plan.reference
     ref_file = ref_dir = ref_code = None
     if ref is not None:
@@ -22,11 +32,12 @@ def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=N
             ref_dir = os.path.normpath(os.path.join(task_dir, ref.directory))
     return Host(workspace=workspace, task_dir=task_dir,
                 ignore_patterns=tuple(plan.ignore_patterns), reference_file=ref_file,
-                reference_code=ref_code, reference_dir=ref_dir, trace=trace_view, judge=judge)
+                reference_code=ref_code, reference_dir=ref_dir, trace=trace_view, judge=judge,
+                runner=runner)
 
 
 def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | None,
-                judge=None, stopped_early: bool = False,
+                judge=None, stopped_early: bool = False, runner=None,
                 ) -> tuple[Grader, GradeResult, Host, TraceReadResult | None]:
     """`stopped_early`: the trial was stopped by its armed criteria (from its task.json),
     so it is gated on those only."""
@@ -38,6 +49,6 @@ def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | Non
         from ce_runtime.grade.judge import judge_from_env
 
         judge = judge_from_env()
-    host = host_for(plan, workspace, task_dir, view, judge)
+    host = host_for(plan, workspace, task_dir, view, judge, runner)
     result = grader.grade(host, stopped_early=stopped_early, armed=plan.early_stop.armed)
     return grader, result, host, read

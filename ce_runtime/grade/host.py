@@ -12,10 +12,6 @@ import contextlib
 import fnmatch
 import json
 import os
-import signal
-import subprocess
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -57,26 +53,21 @@ class Host:
     reference_file: str | None = None  # absolute path of a single-file reference
     reference_code: str | None = None
     reference_dir: str | None = None
-    extra_env: dict[str, str] = attrs.field(factory=dict)
     trace: TraceView | None = None
     judge: Any = None  # a judge transport: .verdict(kind, rubric, files, settings) -> dict
+    # runs criteria commands in the trial's sandbox: .run(command, timeout, max_output)
+    # -> exit_code/stdout/stderr/timed_out/duration_ms, and .cancel() from another thread
+    runner: Any = None
     commands: list[CommandRecord] = attrs.field(factory=list)
     reads: list[str] = attrs.field(factory=list)
     _step_cache: dict = attrs.field(factory=dict)
-    # commands running now (grading runs in a worker thread: `cancel` comes from another)
-    _running: set = attrs.field(factory=set, init=False, repr=False, eq=False)
-    _lock: Any = attrs.field(factory=threading.Lock, init=False, repr=False, eq=False)
-    _cancelled: bool = attrs.field(default=False, init=False, repr=False, eq=False)
 
     def cancel(self) -> None:
         """Kill the commands running now and refuse to start more: the trial was
         interrupted, its grading (in another thread) must not run on to a slow command's
         timeout in a workspace about to be removed."""
-        with self._lock:
-            self._cancelled = True
-            running = list(self._running)
-        for proc in running:
-            _kill_group(proc)
+        if self.runner is not None:
+            self.runner.cancel()
 
     def call(self, name: str, args: list[Any]) -> Any:
         method = getattr(self, "b_" + name, None)
@@ -224,56 +215,14 @@ class Host:
             raise CriterionError(f"cannot read the reference {path}: {exc}") from exc
 
     # -- commands ----------------------------------------------------------------------------
-    def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        root = str(self._root())
-        venv = os.path.join(root, ".venv")
-        path = [os.path.join(venv, "bin"), os.path.join(root, "node_modules", ".bin")]
-        env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
-        env.pop("VIRTUAL_ENV", None)  # never ce's own venv: `uv pip` would install into it
-        if os.path.isdir(venv):
-            env["VIRTUAL_ENV"] = venv
-        if self.task_dir:
-            env["TASK_DIR"] = self.task_dir
-        if self.reference_dir or self.reference_file:
-            env["REFERENCE_DIR"] = self.reference_dir or os.path.dirname(self.reference_file
-                                                                         or "")
-        env.update(self.extra_env)
-        return env
-
     def b_run(self, command: str, timeout: int) -> dict[str, Any]:
-        """Output goes to temporary files (a `cmd &` daemon would hold a pipe open); the
-        command's process group is killed afterwards, so nothing it started survives."""
-        import tempfile
-
-        started = time.monotonic()
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            with self._lock:
-                if self._cancelled:
-                    raise InfrastructureError("grading was cancelled")
-                proc = subprocess.Popen(command, shell=True, cwd=self._root(),
-                                        env=self.env(), stdout=out, stderr=err,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
-                self._running.add(proc)
-            timed_out = False
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                with self._lock:
-                    self._running.discard(proc)
-            _kill_group(proc)
-            proc.wait()
-            if self._cancelled:
-                raise InfrastructureError("grading was cancelled")
-            out.seek(0)
-            err.seek(0)
-            stdout = out.read(_MAX_OUTPUT).decode("utf-8", "replace")
-            stderr = err.read(_MAX_OUTPUT).decode("utf-8", "replace")
-        code = -1 if timed_out else proc.returncode
-        rec = CommandRecord(command, code, stdout, stderr, timed_out,
-                            (time.monotonic() - started) * 1000)
+        """In the trial's sandbox, grader view (TASK_DIR and REFERENCE_DIR set); its process
+        group is killed on timeout, and what it leaves running dies with the sandbox."""
+        if self.runner is None:
+            raise InfrastructureError(f"no sandbox to run `{command}` in")
+        res = self.runner.run(command, timeout, _MAX_OUTPUT)  # InfrastructureError if lost
+        rec = CommandRecord(command, res.exit_code, res.stdout, res.stderr, res.timed_out,
+                            res.duration_ms)
         self.commands.append(rec)
         return {"exit_code": rec.exit_code, "stdout": rec.stdout, "stderr": rec.stderr,
                 "timed_out": rec.timed_out}
@@ -363,9 +312,3 @@ def _uipath_metrics(data: dict[str, Any]) -> dict[str, Any]:
 _MAX_OUTPUT = 1 << 20  # per stream, for grading
 _CACHEABLE = frozenset({"path_exists", "glob", "read_text", "read_json", "schema_valid"})
 
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()

@@ -7,6 +7,7 @@ grading) are kept; SUCCESS / FAILURE follow the new grade.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from typing import Any
@@ -30,9 +31,11 @@ def trial_dirs(run_dir: str) -> list[str]:
 
 
 def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
-                  judge: Any = None) -> dict[str, Any]:
-    """A new task.json record for one archived trial (nothing on disk is changed)."""
-    from ce_runtime.grade.grading import grade_files
+                  judge: Any = None, runner_for: Any = None) -> dict[str, Any]:
+    """A new task.json record for one archived trial (nothing on disk is changed).
+    `runner_for(workspace, task_dir, reference)` is a context manager giving the
+    sandbox that runs the criteria's commands (the caller chooses the driver)."""
+    from ce_runtime.grade.grading import grade_files, reference_paths
     from ce_runtime.grade.host import InfrastructureError
 
     old = load_json(os.path.join(trial_dir, "task.json"))
@@ -47,10 +50,14 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
                           "weighted_score": old.get("weighted_score")}
     with tempfile.TemporaryDirectory(prefix="ce-rescore-") as ws:
         restore_workspace(manifest, os.path.join(run_dir, "objects"), ws)
+        task_dir = old.get("task_dir", "")
+        runner = runner_for(ws, task_dir, reference_paths(plan, task_dir)) if runner_for \
+            else contextlib.nullcontext()
         try:
-            _, graded, _, _ = grade_files(plan, old.get("task_dir", ""), ws,
-                                          trace if os.path.isfile(trace) else None, judge,
-                                          bool(old.get("stopped_early")))
+            with runner as commands:
+                _, graded, _, _ = grade_files(plan, task_dir, ws,
+                                              trace if os.path.isfile(trace) else None, judge,
+                                              bool(old.get("stopped_early")), commands)
         except InfrastructureError as exc:
             record.update(status="ERROR", error=f"grading failed: {exc}", success=False)
             return record

@@ -1,0 +1,57 @@
+"""Sandboxes: one protocol (`base.Sandbox`), one module per driver, found by name.
+
+Built in: `tempdir` (isolates nothing; reaps, redacts, limits where cgroups allow),
+`bwrap` (Linux namespaces through bubblewrap: the recommended driver for real agents),
+`docker` (a container per trial through the docker CLI). Third-party drivers register
+in the `ce.sandboxes` entry point group: a class taking a `SandboxSpec`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ce_runtime.execute.sandbox.base import Sandbox, SandboxError, SandboxSpec
+
+BUILTIN = {
+    "tempdir": "ce_runtime.execute.sandbox.tempdir:TempdirSandbox",
+    "bwrap": "ce_runtime.execute.sandbox.bwrap:BwrapSandbox",
+    "docker": "ce_runtime.execute.sandbox.docker:DockerSandbox",
+}
+
+
+class UnknownDriver(Exception):
+    pass
+
+
+def driver_class(name: str) -> Any:
+    target = BUILTIN.get(name)
+    if target is None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="ce.sandboxes"):
+            if ep.name == name:
+                return ep.load()
+        raise UnknownDriver(f"no sandbox driver named {name!r} is installed (built in: "
+                            f"{', '.join(sorted(BUILTIN))})")
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def open_sandbox(name: str, spec: SandboxSpec) -> Sandbox:
+    return driver_class(name)(spec)
+
+
+def unavailable(name: str, spec_hint: Any = None) -> str | None:
+    """Why driver `name` cannot run on this machine (None: it can). Checked once before
+    any trial starts."""
+    try:
+        cls = driver_class(name)
+    except UnknownDriver as exc:
+        return str(exc)
+    check = getattr(cls, "unavailable", None)
+    return check(spec_hint) if check is not None else None
+
+
+__all__ = ["BUILTIN", "Sandbox", "SandboxError", "SandboxSpec", "UnknownDriver",
+           "driver_class", "open_sandbox", "unavailable"]

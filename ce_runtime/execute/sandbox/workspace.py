@@ -33,35 +33,34 @@ interpreter>` (no pip inside, as coder_eval's uv venvs) and `env_packages` insta
 `uv pip install` (a shared cache via UV_CACHE_DIR when `uv_cache` is given); with
 `node.env_packages`, `npm install --prefix <workspace> <packages>`.
 
-`run_commands` runs pre_run / post_run commands through `agent_protocol.run_shell`: each
-in its own process group, killed on timeout, output captured through files so a command
-that starts a daemon (`server &`) returns when its shell exits. The daemon keeps running;
-`kill_command_groups` ends what the commands left behind when the trial tears down.
+This is the trusted part of a trial (the task author's sources and package lists), run
+on the host before the sandbox's confinement matters: the tempdir and bwrap drivers call
+it as is (the host's view is what their commands see), docker builds the venv inside its
+container instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import fnmatch
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
 
 import attrs
 
 from ce_lang.api import Plan, RepoSource, StarterFilesSource, TemplateDirSource
-from ce_runtime.execute.agent_protocol import ShellResult, kill_group, read_capped, run_shell
+from ce_runtime.execute.sandbox.base import read_capped
 
 REPO_DIR = "repo"  # where a `repo` source is cloned, inside the workspace
-OUTPUT_LIMIT = 100 * 1024  # bytes kept of each pre_run / post_run stream
 EXCERPT_CHARS = 2000  # of a failed set-up command's output, in the error
 # seconds per set-up command (generous: a big clone or install is slow, not broken)
 GIT_CLONE_TIMEOUT = 900
@@ -76,20 +75,6 @@ class SetupResult:
     error: str | None
     log: list[str]  # what was done, one line per step
     duration_ms: float
-
-
-@attrs.frozen
-class CommandOutcome:
-    command: str
-    exit_code: int  # -1 on timeout or when the command could not start
-    stdout: str  # at most OUTPUT_LIMIT bytes of it, then a note of what was cut
-    stderr: str
-    timed_out: bool
-    duration_ms: float
-    failed: bool  # fails its phase: a pre_run command with fail_on_error that did not succeed
-    ok: bool = True  # exited 0 within its timeout
-    fail_on_error: bool = False  # as configured (always False for post_run)
-    pgid: int = 0  # its process group, for kill_command_groups (0: never started)
 
 
 class SetupError(Exception):
@@ -394,12 +379,12 @@ def _run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float,
                     break
                 except subprocess.TimeoutExpired:
                     if cancel is not None and cancel.is_set():
-                        kill_group(proc.pid)
+                        _kill_group(proc.pid)
                         proc.wait()
                         raise SetupError(f"{what}: cancelled (the trial was interrupted)")\
                             from None
                     if time.monotonic() >= deadline:
-                        kill_group(proc.pid)
+                        _kill_group(proc.pid)
                         proc.wait()
                         text = read_capped(out, None)
                         raise SetupError(f"{what}: timed out after {timeout:g} s"
@@ -407,7 +392,7 @@ def _run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float,
         except SetupError:
             raise
         except BaseException:  # interrupted: nothing it started survives
-            kill_group(proc.pid)
+            _kill_group(proc.pid)
             proc.wait()
             raise
         text = read_capped(out, None)
@@ -425,47 +410,6 @@ def _excerpt(text: str) -> str:
     return "\n" + text
 
 
-# -- the command environment -------------------------------------------------------------
-def sandbox_env(plan: Plan, task_dir: str, workspace: str) -> dict[str, str]:
-    """The environment of pre_run / post_run commands and the agent: the one run_command
-    criteria get (workspace .venv/bin and node_modules/.bin first on PATH, VIRTUAL_ENV,
-    TASK_DIR, REFERENCE_DIR)."""
-    from ce_runtime.grade.grading import host_for
-
-    return host_for(plan, workspace, task_dir).env()
-
-
-# -- pre_run / post_run ------------------------------------------------------------------
-async def run_commands(commands: Sequence[Any], workspace: str, env: dict[str, str],
-                       phase: str) -> list[CommandOutcome]:
-    """Run `commands` in order in the workspace. pre_run stops at the first failing
-    command whose fail_on_error is true (its outcome is the last, with failed=True);
-    post_run runs them all and never marks one failed."""
-    if phase not in ("pre_run", "post_run"):
-        raise ValueError(f"phase must be pre_run or post_run, not {phase!r}")
-    outcomes: list[CommandOutcome] = []
-    for cmd in commands:
-        timeout = min(300, max(1, int(cmd.timeout)))
-        fail_on_error = phase == "pre_run" and bool(getattr(cmd, "fail_on_error", True))
-        started = time.monotonic()
-        try:
-            res = await run_shell(cmd.command, workspace, env, timeout, OUTPUT_LIMIT)
-        except OSError as exc:  # the workspace vanished, no shell ...
-            res = ShellResult(-1, "", f"could not start the command: {_why(exc)}", False,
-                              (time.monotonic() - started) * 1000)
-        ok = res.exit_code == 0 and not res.timed_out
-        failed = fail_on_error and not ok
-        outcomes.append(CommandOutcome(cmd.command, res.exit_code, res.stdout, res.stderr,
-                                       res.timed_out, res.duration_ms, failed, ok,
-                                       fail_on_error, res.pgid))
-        if failed:
-            break
-    return outcomes
-
-
-def kill_command_groups(outcomes: Sequence[CommandOutcome]) -> None:
-    """Kill what the commands left running (`daemon &`): each one's process group. Call
-    it when the trial tears down, soon after the commands ran."""
-    for o in outcomes:
-        if o.pgid > 0:
-            kill_group(o.pgid)
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

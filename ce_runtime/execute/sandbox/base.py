@@ -1,0 +1,209 @@
+"""The Sandbox protocol every driver implements, and what the drivers share.
+
+A sandbox is one trial's place to run things: the workspace (a host directory, seen by
+commands at `inner_workspace`), and every process the trial starts. ce never starts a
+trial's process itself; it asks the sandbox:
+
+- `start()` brings the confinement up (the init process, the container);
+- `prepare()` fills the workspace (template sources, the Python venv, node packages);
+- `exec()` runs a command to completion (cwd, env, timeout, output cap; on timeout or
+  cancellation its whole process group dies);
+- `spawn()` starts a long-running process with stdio pipes (agent CLIs);
+- `write_file()` / `read_file()` are file operations *as the agent*: they run inside the
+  confinement, so an agent's `write: ../x` is as confined as its shell;
+- `agent_starts()` / `agent_ended()` bracket the agent: grader-only inputs (the task
+  directory, the reference) are unreachable in between, and whatever the agent left
+  running is killed when it ends (a daemon must not keep editing files while grading);
+- `teardown()` kills everything the trial started and says what it killed.
+
+Commands run in one of two views: `agent` (the agent, its tools and the `script`
+agent's actions: no TASK_DIR, no REFERENCE_DIR) and `grader` (pre_run, criteria,
+post_run: the task directory and the reference at TASK_DIR / REFERENCE_DIR).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from typing import IO, Any, Protocol
+
+import attrs
+
+AGENT = "agent"
+GRADER = "grader"
+
+# Host variables whose names say they hold a secret never reach a sandbox, and their
+# values are redacted from everything ce writes (store.redact uses the same rule).
+SECRET_NAME = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|"
+    r"PRIVATE|SIGNATURE|DSN|CONNECTION_STRING)", re.IGNORECASE)
+# The environment a command gets from the host: nothing else passes unless the task
+# lists it (`sandbox.env_passthrough`), and then never a secret-looking name.
+ENV_ALLOWLIST = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM",
+                 "COLORTERM", "NO_COLOR")
+
+
+@attrs.frozen
+class ExecResult:
+    exit_code: int  # -1 on timeout or when the command could not start
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_ms: float
+    pgid: int = 0  # its process group (0: it never started)
+
+
+@attrs.frozen
+class Limits:
+    """What the task asked for (`sandbox.limits`); None: no limit."""
+
+    memory_mb: int | None = None
+    pids: int | None = None
+    cpus: float | None = None
+    disk_mb: int | None = None
+
+
+@attrs.frozen
+class SandboxSpec:
+    """Everything a driver needs to know about one trial (plain data)."""
+
+    trial_id: str
+    scratch: str  # a private host directory of the trial; removed at teardown
+    task_dir: str  # host path
+    reference: tuple[str, ...] = ()  # host paths of the reference (files or directories)
+    hidden: tuple[str, ...] = ()  # host paths the agent must never see (run dir, tasks ...)
+    network: str = "none"  # none | model | full
+    limits: Limits = Limits()
+    env: dict[str, str] = attrs.field(factory=dict)  # the task's own variables
+    env_passthrough: tuple[str, ...] = ()  # host variables the task lets through
+    docker: Any = None  # the task's `sandbox.docker` block
+    uv_cache: str | None = None
+    workspace: str | None = None  # an existing workspace (re-grading); else scratch/ws
+
+
+class SandboxError(Exception):
+    """The sandbox could not be brought up or was lost: the trial is ERROR."""
+
+
+class SandboxFileError(Exception):
+    """A file operation as the agent failed (the message is what its tool would say)."""
+
+
+@attrs.frozen
+class Enforcement:
+    """How one driver, on this host, holds the trial: recorded in every task.json."""
+
+    driver: str
+    isolation: str  # one line: what separates the agent from the host
+    network: str  # what `network` became here
+    limits: dict[str, str] = attrs.field(factory=dict)  # limit -> how it is enforced
+    not_enforced: tuple[str, ...] = ()  # "max_pids: why not" for each limit that is not
+
+    def as_record(self) -> dict[str, Any]:
+        return {"driver": self.driver, "isolation": self.isolation, "network": self.network,
+                "limits": dict(self.limits), "not_enforced": list(self.not_enforced)}
+
+
+class Sandbox(Protocol):
+    driver: str
+    workspace: str  # host path
+    inner_workspace: str  # the same directory as the sandbox's commands see it
+    enforcement: Enforcement
+
+    async def start(self) -> None: ...
+
+    async def prepare(self, plan: Any, cancel: Any = None) -> Any: ...
+
+    def env(self, view: str = AGENT) -> dict[str, str]: ...
+
+    async def exec(self, argv: Sequence[str] | str, *, cwd: str | None = None,
+                   env: dict[str, str] | None = None, timeout: float | None = None,
+                   max_output: int | None = None, stdin: bytes | None = None,
+                   view: str = AGENT, binary: bool = False) -> ExecResult: ...
+
+    async def spawn(self, argv: Sequence[str], *, cwd: str | None = None,
+                    env: dict[str, str] | None = None,
+                    view: str = AGENT) -> asyncio.subprocess.Process: ...
+
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> bool: ...
+
+    async def read_file(self, path: str, limit: int | None = None) -> bytes: ...
+
+    async def agent_starts(self, trusted: bool = False) -> None: ...
+
+    async def agent_ended(self) -> list[str]: ...
+
+    async def teardown(self) -> list[str]: ...
+
+    async def route_model(self, host: str, port: int) -> str: ...
+
+
+def read_capped(fh: IO[bytes], limit: int | None) -> str:
+    """The text written to `fh` (UTF-8, invalid bytes replaced), cut at `limit` bytes."""
+    total = fh.seek(0, os.SEEK_END)
+    fh.seek(0)
+    data = fh.read() if limit is None else fh.read(limit)
+    text = data.decode("utf-8", "replace")
+    if total > len(data):
+        text += f"\n[... truncated: {total - len(data)} of {total} bytes not kept]"
+    return text
+
+
+def shell_argv(command: Sequence[str] | str) -> list[str]:
+    return ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+
+
+def host_env_passthrough(names: Sequence[str]) -> dict[str, str]:
+    """The host's allowlisted variables, plus the names a task passes through (never one
+    that looks like a secret: that is the agent adapter's to give, explicitly)."""
+    out = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
+    for name in names:
+        if name in os.environ and not SECRET_NAME.search(name):
+            out[name] = os.environ[name]
+    return out
+
+
+# File operations as the agent: small POSIX shell programs (busybox has every command),
+# run through `exec` in the agent view, so they are confined like the agent's own shell.
+WRITE_SCRIPT = ('set -e; if [ -e "$1" ]; then echo existed; fi; '
+                'mkdir -p -- "$(dirname -- "$1")"; cat > "$1"; '
+                'if [ -n "$2" ]; then chmod "$2" "$1"; fi')
+READ_SCRIPT = 'exec cat -- "$1"'
+FILE_OP_TIMEOUT = 60
+
+
+class FileOps:
+    """`write_file` / `read_file` on top of a driver's `exec` (mixed into drivers)."""
+
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> bool:
+        """Write `data` at `path` as the agent; True when the file existed before."""
+        res = await self.exec(  # type: ignore[attr-defined]
+            ["/bin/sh", "-c", WRITE_SCRIPT, "sh", path, f"{mode:o}" if mode else ""],
+            stdin=data, timeout=FILE_OP_TIMEOUT, max_output=4096, view=AGENT)
+        if res.exit_code != 0 or res.timed_out:
+            raise SandboxFileError(_file_error(res))
+        return res.stdout.startswith("existed")
+
+    async def read_file(self, path: str, limit: int | None = None) -> bytes:
+        res = await self.exec(  # type: ignore[attr-defined]
+            ["/bin/sh", "-c", READ_SCRIPT, "sh", path], timeout=FILE_OP_TIMEOUT,
+            max_output=limit, view=AGENT, binary=True)
+        if res.exit_code != 0 or res.timed_out:
+            raise SandboxFileError(_file_error(res))
+        return res.stdout  # type: ignore[return-value]
+
+
+def _file_error(res: ExecResult) -> str:
+    if res.timed_out:
+        return "timed out"
+    text = (res.stderr or "").strip().splitlines()
+    line = text[-1] if text else f"exit code {res.exit_code}"
+    # "sh: can't create /etc/x: Read-only file system" / "cat: x: No such file ..."
+    return re.sub(r"^(/bin/)?(sh|cat|mkdir|chmod|dirname)(: line \d+)?: ", "", line)
+
+
+def quote(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)

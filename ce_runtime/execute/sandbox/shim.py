@@ -1,0 +1,417 @@
+"""The sandbox's init: one per trial, it starts every process of the trial and reaps them.
+
+It runs inside the trial's confinement (under bwrap: in the new PID, network and mount
+namespaces; under tempdir: as a plain child of ce) and listens on a unix socket. ce
+connects once per command and sends a request with the command's stdin, stdout and
+stderr as file descriptors (SCM_RIGHTS), so the command writes straight to ce's files
+and pipes, whatever namespace it runs in. The shim is a child subreaper: a process that
+daemonizes (`setsid`, double fork) is re-parented to it, so teardown finds and kills
+every descendant, not only the ones it started.
+
+Stdlib only, and free of ce imports: it is run by the host's interpreter from a path
+bound into the sandbox, where ce's own packages may be masked.
+
+Protocol (one connection per request): a 4-byte big-endian length, then a JSON object,
+sent with the descriptors. Replies are JSON lines.
+  {"op": "exec", "argv": [...], "cwd": DIR, "env": {...}, "rlimits": {"AS": bytes}}
+      + fds (stdin, stdout, stderr)  ->  {"pid": N} ... {"exit": CODE}
+      later on the same connection: {"op": "kill"} kills the command's process group;
+      a connection closed before the command exits kills it too.
+  {"op": "mark"}                       ->  {"mark": CLOCK_TICKS}
+  {"op": "kill_since", "mark": TICKS}  ->  {"killed": [[pid, name], ...]}
+  {"op": "kill_all"}                   ->  {"killed": [...]}
+  {"op": "forward", "port": P, "target": UNIX_SOCKET}  ->  {"ok": true}
+      127.0.0.1:P inside the sandbox is forwarded to a unix socket ce listens on (the
+      model endpoint of a `network: model` sandbox).
+  {"op": "exit"}                       ->  {"killed": [...]}, then the shim exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import selectors
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+MAX_FDS = 3
+KILL_ROUNDS = 50
+RLIMITS = {"AS": resource.RLIMIT_AS, "NOFILE": resource.RLIMIT_NOFILE,
+           "FSIZE": resource.RLIMIT_FSIZE, "CORE": resource.RLIMIT_CORE}
+
+
+def become_subreaper() -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def clock_ticks() -> int:
+    """Now, in the unit of /proc/PID/stat's start time (clock ticks since boot)."""
+    with open("/proc/uptime", encoding="ascii") as fh:
+        uptime = float(fh.read().split()[0])
+    return int(uptime * os.sysconf("SC_CLK_TCK"))
+
+
+def _stat(pid: int) -> tuple[int, int, str] | None:
+    """(parent pid, start time, name) of a process, None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    name = data[data.index("(") + 1:data.rindex(")")]
+    fields = data[data.rindex(")") + 2:].split()
+    return int(fields[1]), int(fields[19]), name
+
+
+def descendants(root: int) -> dict[int, tuple[int, str]]:
+    """pid -> (start time, name) of every live descendant of `root`."""
+    children: dict[int, list[int]] = {}
+    info: dict[int, tuple[int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        st = _stat(int(entry))
+        if st is None:
+            continue
+        ppid, start, name = st
+        children.setdefault(ppid, []).append(int(entry))
+        info[int(entry)] = (start, name)
+    out: dict[int, tuple[int, str]] = {}
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if pid in out or pid not in info:
+            continue
+        out[pid] = info[pid]
+        todo.extend(children.get(pid, []))
+    return out
+
+
+class Shim:
+    def __init__(self, ctl_path: str):
+        self.me = os.getpid()
+        self.sel = selectors.DefaultSelector()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        _in_dir_of(ctl_path, self.listener.bind)
+        self.listener.listen(128)
+        self.listener.setblocking(False)
+        self.sel.register(self.listener, selectors.EVENT_READ, "accept")
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, lambda *_: self._exit())
+        self.sel.register(self.wake_r, selectors.EVENT_READ, "reap")
+        self.buffers: dict[socket.socket, bytearray] = {}
+        self.fds: dict[socket.socket, list[int]] = {}
+        self.commands: dict[int, socket.socket] = {}  # pid -> its connection
+        self.by_conn: dict[socket.socket, int] = {}
+        self.running = True
+
+    # -- loop ---------------------------------------------------------------------------
+    def serve(self) -> None:
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        while self.running:
+            for key, _ in self.sel.select(timeout=1.0):
+                if key.data == "accept":
+                    self._accept()
+                elif key.data == "reap":
+                    self._drain_wakeup()
+                    self._reap()
+                else:
+                    self._readable(key.fileobj)
+            self._reap()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except BlockingIOError:
+                return
+            conn.setblocking(False)
+            self.buffers[conn] = bytearray()
+            self.fds[conn] = []
+            self.sel.register(conn, selectors.EVENT_READ, "conn")
+
+    def _drain_wakeup(self) -> None:
+        try:
+            while os.read(self.wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _readable(self, conn: socket.socket) -> None:
+        try:
+            data, fds, _, _ = socket.recv_fds(conn, 1 << 16, MAX_FDS)
+        except BlockingIOError:
+            return
+        except OSError:
+            data, fds = b"", []
+        self.fds[conn].extend(fds)
+        if not data:
+            self._closed(conn)
+            return
+        buf = self.buffers[conn]
+        buf.extend(data)
+        while len(buf) >= 4:
+            size = struct.unpack(">I", buf[:4])[0]
+            if len(buf) < 4 + size:
+                break
+            message = json.loads(bytes(buf[4:4 + size]))
+            del buf[:4 + size]
+            self._handle(conn, message)
+
+    def _closed(self, conn: socket.socket) -> None:
+        pid = self.by_conn.pop(conn, None)
+        if pid is not None and pid in self.commands:  # still running: the caller gave up
+            _killpg(pid)
+            self.commands[pid] = None  # reaped later, reported to nobody
+        for fd in self.fds.pop(conn, []):
+            _close(fd)
+        self.buffers.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(conn)
+        conn.close()
+
+    # -- requests ----------------------------------------------------------------------
+    def _handle(self, conn: socket.socket, msg: dict) -> None:
+        op = msg.get("op")
+        if op == "exec":
+            fds, self.fds[conn] = self.fds[conn], []
+            self._exec(conn, msg, fds)
+        elif op == "kill":
+            pid = self.by_conn.get(conn)
+            if pid is not None:
+                _killpg(pid)
+        elif op == "mark":
+            _reply(conn, {"mark": clock_ticks()})
+        elif op == "kill_since":
+            _reply(conn, {"killed": self.kill_descendants(int(msg["mark"]))})
+        elif op == "kill_all":
+            _reply(conn, {"killed": self.kill_descendants(None)})
+        elif op == "forward":
+            try:
+                _forward(int(msg["port"]), str(msg["target"]))
+                _reply(conn, {"ok": True})
+            except OSError as exc:
+                _reply(conn, {"error": f"cannot listen on 127.0.0.1:{msg['port']}: {exc}"})
+        elif op == "exit":
+            _reply(conn, {"killed": self.kill_descendants(None)})
+            self.running = False
+        else:
+            _reply(conn, {"error": f"unknown op {op!r}"})
+
+    def _exec(self, conn: socket.socket, msg: dict, fds: list[int]) -> None:
+        if len(fds) != 3:
+            for fd in fds:
+                _close(fd)
+            _reply(conn, {"error": f"exec needs 3 descriptors, got {len(fds)}"})
+            return
+        argv = [str(a) for a in msg["argv"]]
+        env = {str(k): str(v) for k, v in (msg.get("env") or {}).items()}
+        cwd = msg.get("cwd") or "/"
+        limits = msg.get("rlimits") or {}
+        pid = os.fork()
+        if pid == 0:  # the command
+            try:
+                os.setsid()
+                for i, fd in enumerate(fds):
+                    os.dup2(fd, i)
+                os.closerange(3, 65536)
+                for name, value in limits.items():
+                    resource.setrlimit(RLIMITS[name], (int(value), int(value)))
+                for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, signal.SIG_DFL)
+                signal.set_wakeup_fd(-1)
+                os.chdir(cwd)
+                os.execvpe(argv[0], argv, env)
+            except BaseException as exc:
+                try:
+                    os.write(2, f"ce sandbox: cannot start {argv[0]}: {exc}\n".encode())
+                finally:
+                    os._exit(127)
+        for fd in fds:
+            _close(fd)
+        self.commands[pid] = conn
+        self.by_conn[conn] = pid
+        _reply(conn, {"pid": pid})
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid not in self.commands:
+                continue  # an orphan re-parented to us: reaped, nobody waits for it
+            conn = self.commands.pop(pid)
+            if conn is not None:
+                self.by_conn.pop(conn, None)
+                _reply(conn, {"exit": os.waitstatus_to_exitcode(status)})
+
+    def kill_descendants(self, since: int | None) -> list[list]:
+        """Stop, then kill every descendant (started at or after `since`, if given),
+        until none is left: a fork loop cannot outrun it, each round freezes first."""
+        killed: dict[int, str] = {}
+        for _ in range(KILL_ROUNDS):
+            victims = {pid: name for pid, (start, name) in descendants(self.me).items()
+                       if since is None or start >= since}
+            victims = {p: n for p, n in victims.items() if p not in killed or _alive(p)}
+            if not victims:
+                break
+            for pid in victims:
+                _signal(pid, signal.SIGSTOP)
+            for pid in victims:
+                _signal(pid, signal.SIGKILL)
+            killed.update(victims)
+            time.sleep(0.005)
+            self._reap()
+        self._reap()
+        return [[pid, name] for pid, name in sorted(killed.items())]
+
+    def _exit(self) -> None:
+        self.kill_descendants(None)
+        os._exit(0)
+
+
+def _forward(port: int, target: str) -> None:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen(128)
+
+    def accept_loop() -> None:
+        while True:
+            client, _ = server.accept()
+            try:
+                upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                upstream.connect(target)
+            except OSError:
+                client.close()
+                continue
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=accept_loop, daemon=True).start()
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(1 << 16):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+
+def _in_dir_of(path: str, call) -> None:
+    """`call(name)` from the socket's directory: a unix socket's path is limited to 107
+    bytes, and a trial's scratch directory may be deep."""
+    here = os.getcwd()
+    os.chdir(os.path.dirname(path) or ".")
+    try:
+        call(os.path.basename(path))
+    finally:
+        os.chdir(here)
+
+
+def _reply(conn: socket.socket, value: dict) -> None:
+    data = (json.dumps(value) + "\n").encode()
+    try:
+        conn.setblocking(True)
+        conn.sendall(data)
+        conn.setblocking(False)
+    except OSError:
+        pass
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _alive(pid: int) -> bool:
+    st = _stat(pid)
+    if st is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def run_client(ctl_path: str, request: str) -> int:
+    """`shim.py --run CTL REQUEST`: run one command inside the sandbox with this
+    process's own stdin, stdout and stderr, and exit as it exits. A library that insists
+    on spawning its subprocess itself (an agent SDK) spawns this instead; killing this
+    process (or SIGTERM) kills the command's process group."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    _in_dir_of(ctl_path, sock.connect)
+    payload = request.encode()
+    socket.send_fds(sock, [struct.pack(">I", len(payload)) + payload], [0, 1, 2])
+    replies = sock.makefile("rb")
+    first = json.loads(replies.readline() or b'{"error": "no answer"}')
+    if "pid" not in first:
+        sys.stderr.write(f"ce sandbox: {first.get('error')}\n")
+        return 127
+
+    def forward_kill(*_: object) -> None:
+        kill = json.dumps({"op": "kill"}).encode()
+        with contextlib.suppress(OSError):
+            sock.sendall(struct.pack(">I", len(kill)) + kill)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward_kill)
+    line = replies.readline()
+    code = json.loads(line).get("exit", 1) if line else 1
+    return 128 - code if code < 0 else code
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[1] == "--run":
+        return run_client(argv[2], argv[3])
+    if len(argv) != 2:
+        sys.stderr.write("usage: shim.py CONTROL_SOCKET | shim.py --run CONTROL_SOCKET REQUEST\n")
+        return 2
+    subreaper = become_subreaper()
+    if os.getpid() != 1 and not subreaper:
+        sys.stderr.write("ce sandbox: cannot become a child subreaper; daemons may escape\n")
+    Shim(argv[1]).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

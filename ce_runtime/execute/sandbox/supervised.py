@@ -1,0 +1,387 @@
+"""Drivers whose processes are started by ce's init (`shim.py`): tempdir and bwrap.
+
+The driver launches the init once per trial (bare, or inside bubblewrap), then asks it
+over its unix socket to start each command with ce's own descriptors for stdio. What the
+driver adds is only how the init is launched and what paths commands see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ce_runtime.execute.sandbox.base import (
+    AGENT,
+    Enforcement,
+    ExecResult,
+    FileOps,
+    SandboxError,
+    SandboxSpec,
+    read_capped,
+    shell_argv,
+)
+from ce_runtime.execute.sandbox.cgroups import TrialCgroup
+
+SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim.py")
+READY_TIMEOUT_S = 20.0
+LAUNCH_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+# joins the trial's control groups, then becomes the init (or bwrap)
+CGROUP_JOIN = ('IFS=:; for p in $CE_CGROUP_PROCS; do echo $$ > "$p" || exit 125; done; '
+               'unset CE_CGROUP_PROCS; exec "$@"')
+
+
+class ShimClient:
+    """Requests to one trial's init (each on its own connection)."""
+
+    def __init__(self, ctl_path: str):
+        self.ctl_path = ctl_path
+        self._dir_fd: int | None = None
+
+    def short_path(self) -> str:
+        """The socket through /proc/self/fd: a unix socket path is limited to 107 bytes
+        and a scratch directory may be deeper (the directory's descriptor is kept)."""
+        if self._dir_fd is None:
+            self._dir_fd = os.open(os.path.dirname(self.ctl_path), os.O_PATH)
+        return f"/proc/self/fd/{self._dir_fd}/{os.path.basename(self.ctl_path)}"
+
+    def close(self) -> None:
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
+
+    def _connect(self, message: dict[str, Any], fds: Sequence[int] = ()) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.short_path())
+            payload = json.dumps(message).encode()
+            data = struct.pack(">I", len(payload)) + payload
+            sent = socket.send_fds(sock, [data], list(fds)) if fds else sock.send(data)
+            if sent < len(data):
+                sock.sendall(data[sent:])
+        except OSError as exc:
+            sock.close()
+            raise SandboxError(f"the sandbox's init is gone ({exc.strerror or exc})") from exc
+        return sock
+
+    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        sock = self._connect(message)
+        reader, writer = await asyncio.open_unix_connection(sock=sock)
+        try:
+            line = await reader.readline()
+        finally:
+            writer.close()
+        if not line:
+            raise SandboxError(f"the sandbox's init did not answer {message.get('op')!r}")
+        return json.loads(line)
+
+    async def start(self, message: dict[str, Any], fds: Sequence[int]
+                    ) -> tuple[int, asyncio.StreamReader, asyncio.StreamWriter]:
+        sock = self._connect(message, fds)
+        reader, writer = await asyncio.open_unix_connection(sock=sock)
+        reply = json.loads(await reader.readline() or b'{"error": "no answer"}')
+        if "pid" not in reply:
+            writer.close()
+            raise SandboxError(f"the sandbox could not start {message['argv'][0]}: "
+                               f"{reply.get('error')}")
+        return int(reply["pid"]), reader, writer
+
+
+class SupervisedSandbox(FileOps):
+    """The part of tempdir and bwrap that does not depend on how the init is launched."""
+
+    driver = "?"
+
+    def __init__(self, spec: SandboxSpec):
+        self.spec = spec
+        self.workspace = spec.workspace or os.path.join(spec.scratch, "ws")
+        self.ctl_dir = os.path.join(spec.scratch, "ctl")
+        self.grader_dir = os.path.join(spec.scratch, "grader")
+        for d in (self.workspace, self.ctl_dir, self.grader_dir):
+            os.makedirs(d, exist_ok=True)
+        os.chmod(self.ctl_dir, 0o700)
+        self.inner_workspace = self.workspace
+        self.client = ShimClient(os.path.join(self.ctl_dir, "ctl.sock"))
+        self.cgroup: TrialCgroup | None = None
+        self.init: asyncio.subprocess.Process | None = None
+        self._init_stderr = bytearray()
+        self._mark: int | None = None
+        self._in_agent = False
+        self._model_servers: list[asyncio.AbstractServer] = []
+        self.enforcement = Enforcement(self.driver, "", spec.network)
+
+    # -- what a driver provides ---------------------------------------------------------
+    def launch_argv(self, python: str) -> list[str]:
+        raise NotImplementedError
+
+    def inner_ctl(self) -> str:
+        return os.path.join(self.ctl_dir, "ctl.sock")
+
+    def base_env(self, view: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    # -- life cycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        limits = self.spec.limits
+        wanted = any(v is not None for v in (limits.memory_mb, limits.pids, limits.cpus))
+        env = dict(LAUNCH_ENV)
+        argv = self.launch_argv(_python())
+        if wanted:
+            name = f"ce-{os.getpid()}-{self.spec.trial_id.replace('/', '_')[-60:]}-" \
+                   f"{os.urandom(3).hex()}"
+            self.cgroup = TrialCgroup(name, limits)
+            if self.cgroup.procs_files:
+                env["CE_CGROUP_PROCS"] = ":".join(self.cgroup.procs_files)
+                argv = ["/bin/sh", "-c", CGROUP_JOIN, "sh", *argv]
+        self.enforcement = self._enforcement()
+        try:
+            self.init = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True)
+        except OSError as exc:
+            raise SandboxError(f"cannot start the {self.driver} sandbox: {exc}") from exc
+        try:
+            line = await asyncio.wait_for(self.init.stdout.readline(), READY_TIMEOUT_S)
+        except TimeoutError:
+            line = b""
+        if line.strip() != b"ready":
+            rest = b""
+            with contextlib.suppress(TimeoutError, Exception):
+                rest = await asyncio.wait_for(self.init.stderr.read(), 2.0)
+            await self._stop_init()
+            why = (line + rest).decode("utf-8", "replace").strip() or "no output"
+            raise SandboxError(f"the {self.driver} sandbox did not start: {why[-2000:]}")
+        self._drain = asyncio.ensure_future(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        assert self.init is not None and self.init.stderr is not None
+        while chunk := await self.init.stderr.read(4096):
+            if len(self._init_stderr) < 65536:
+                self._init_stderr.extend(chunk)
+
+    def _enforcement(self) -> Enforcement:
+        limits, applied, missing = self.spec.limits, {}, []
+        enforced = self.cgroup.enforced if self.cgroup else {}
+        for name, value, controller in (("max_memory_mb", limits.memory_mb, "memory"),
+                                        ("max_pids", limits.pids, "pids"),
+                                        ("max_cpus", limits.cpus, "cpu")):
+            if value is None:
+                continue
+            if controller in enforced:
+                applied[name] = enforced[controller]
+            elif name == "max_memory_mb":
+                applied[name] = "RLIMIT_AS per process (no writable memory cgroup)"
+            else:
+                problems = "; ".join(self.cgroup.problems) if self.cgroup else ""
+                missing.append(f"{name}: no writable {controller} cgroup on this host"
+                               + (f" ({problems})" if problems else ""))
+        if limits.disk_mb is not None:
+            missing.append(f"max_disk_mb: not enforced by the {self.driver} driver")
+        return Enforcement(self.driver, self.isolation(), self.network_note(), applied,
+                           tuple(missing))
+
+    def isolation(self) -> str:
+        raise NotImplementedError
+
+    def network_note(self) -> str:
+        raise NotImplementedError
+
+    async def prepare(self, plan: Any, cancel: threading.Event | None = None):
+        """Template sources, venv and node packages, made on the host (trusted inputs of
+        the task; a venv made here works inside, the host being visible read-only)."""
+        from ce_runtime.execute.sandbox.workspace import prepare_workspace
+
+        return await asyncio.to_thread(prepare_workspace, plan, self.spec.task_dir,
+                                       self.workspace, self.spec.uv_cache, cancel)
+
+    # -- environment --------------------------------------------------------------------
+    def env(self, view: str = AGENT) -> dict[str, str]:
+        env = self.base_env(view)
+        ws = self.inner_workspace
+        venv = os.path.join(ws, ".venv")
+        env["PATH"] = os.pathsep.join([os.path.join(venv, "bin"),
+                                       os.path.join(ws, "node_modules", ".bin"),
+                                       env.get("PATH", "/usr/bin:/bin")])
+        if os.path.isdir(os.path.join(self.workspace, ".venv")):
+            env["VIRTUAL_ENV"] = venv
+        env.update(self.spec.env)
+        return env
+
+    # -- commands -----------------------------------------------------------------------
+    def _rlimits(self) -> dict[str, int]:
+        mem = self.spec.limits.memory_mb
+        if mem is not None and not (self.cgroup and "memory" in self.cgroup.enforced):
+            return {"AS": int(mem) * 1024 * 1024}
+        return {}
+
+    async def exec(self, argv: Sequence[str] | str, *, cwd: str | None = None,
+                   env: dict[str, str] | None = None, timeout: float | None = None,
+                   max_output: int | None = None, stdin: bytes | None = None,
+                   view: str = AGENT, binary: bool = False) -> ExecResult:
+        started = time.monotonic()
+        argv = shell_argv(argv)
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+                _stdin_file(stdin) as inp:
+            message = {"op": "exec", "argv": argv, "cwd": cwd or self.inner_workspace,
+                       "env": env if env is not None else self.env(view),
+                       "rlimits": self._rlimits()}
+            pid, reader, writer = await self.client.start(
+                message, [inp.fileno(), out.fileno(), err.fileno()])
+            timed_out = False
+            try:
+                line = await asyncio.wait_for(reader.readline(), timeout)
+            except TimeoutError:
+                timed_out = True
+                line = await self._kill_and_wait(reader, writer)
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._kill_and_wait(reader, writer))
+                raise
+            finally:
+                writer.close()
+            code = json.loads(line).get("exit", -1) if line else -1
+            if binary:
+                out.seek(0)
+                stdout: Any = out.read() if max_output is None else out.read(max_output)
+            else:
+                stdout = read_capped(out, max_output)
+            stderr = read_capped(err, max_output)
+        return ExecResult(-1 if timed_out else int(code), stdout, stderr, timed_out,
+                          (time.monotonic() - started) * 1000, pid)
+
+    @staticmethod
+    async def _kill_and_wait(reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> bytes:
+        payload = json.dumps({"op": "kill"}).encode()
+        writer.write(struct.pack(">I", len(payload)) + payload)
+        with contextlib.suppress(Exception):
+            await writer.drain()
+        try:
+            return await asyncio.wait_for(reader.readline(), 10.0)
+        except TimeoutError:
+            return b""
+
+    async def spawn(self, argv: Sequence[str], *, cwd: str | None = None,
+                    env: dict[str, str] | None = None,
+                    view: str = AGENT) -> asyncio.subprocess.Process:
+        """A process with pipes for stdio: a small host-side client of the init passes
+        its own descriptors in, so killing it (or closing its pipes) ends the process."""
+        request = {"op": "exec", "argv": list(argv), "cwd": cwd or self.inner_workspace,
+                   "env": env if env is not None else self.env(view),
+                   "rlimits": self._rlimits()}
+        return await asyncio.create_subprocess_exec(
+            _python(), SHIM, "--run", self.client.ctl_path, json.dumps(request),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=LAUNCH_ENV)
+
+    # -- phases -------------------------------------------------------------------------
+    async def agent_starts(self, trusted: bool = False) -> None:
+        if not trusted:  # the task directory and the reference: unreachable
+            os.chmod(self.grader_dir, 0)
+        self._mark = int((await self.client.request({"op": "mark"}))["mark"])
+        self._in_agent = True
+
+    async def agent_ended(self) -> list[str]:
+        """Kill what the agent left running; open the grader's inputs again."""
+        killed: list[str] = []
+        if self._mark is not None:
+            reply = await self.client.request({"op": "kill_since", "mark": self._mark})
+            killed = [f"{name} (pid {pid})" for pid, name in reply.get("killed", [])]
+        self._in_agent = False
+        os.chmod(self.grader_dir, 0o755)
+        return killed
+
+    async def teardown(self) -> list[str]:
+        killed: list[str] = []
+        for server in self._model_servers:
+            server.close()
+        if self.init is not None and self.init.returncode is None:
+            with contextlib.suppress(SandboxError, OSError, ValueError):
+                reply = await asyncio.wait_for(self.client.request({"op": "exit"}), 10.0)
+                killed = [f"{name} (pid {pid})" for pid, name in reply.get("killed", [])]
+        await self._stop_init()
+        self.client.close()
+        if self.cgroup is not None:
+            stragglers = self.cgroup.kill_all()
+            if stragglers:
+                killed.append(f"{stragglers} process(es) found in the trial's cgroup")
+            self.cgroup.remove()
+        with contextlib.suppress(OSError):
+            os.chmod(self.grader_dir, 0o755)
+        return killed
+
+    async def _stop_init(self) -> None:
+        init = self.init
+        if init is None:
+            return
+        if init.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(init.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(init.wait(), 10.0)
+
+    def oom_killed(self) -> bool:
+        return bool(self.cgroup and self.cgroup.oom_killed())
+
+    # -- the model endpoint -------------------------------------------------------------
+    async def route_model(self, host: str, port: int) -> str:
+        """The base URL at which the sandbox's commands reach a model server listening on
+        the host at host:port (agents call this before they start)."""
+        return f"http://{host}:{port}"
+
+    async def _unix_to_tcp(self, path: str, host: str, port: int) -> None:
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    writer.close()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                up_reader, up_writer = await asyncio.open_connection(host, port)
+            except OSError:
+                writer.close()
+                return
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+        self._model_servers.append(await asyncio.start_unix_server(handle, path=path))
+
+
+@contextlib.contextmanager
+def _stdin_file(data: bytes | None):
+    if data is None:
+        with open(os.devnull, "rb") as fh:
+            yield fh
+        return
+    with tempfile.TemporaryFile() as fh:
+        fh.write(data)
+        fh.flush()
+        fh.seek(0)
+        yield fh
+
+
+def _python() -> str:
+    """The interpreter that runs the init: the real file, not a venv's link to it."""
+    return os.path.realpath(sys.executable)
+
+
+def copy_shim(ctl_dir: str) -> str:
+    dest = os.path.join(ctl_dir, "shim.py")
+    shutil.copyfile(SHIM, dest)
+    return dest
