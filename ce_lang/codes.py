@@ -111,6 +111,12 @@ _TABLE = [
      "The field is accepted but does nothing in this configuration (for example "
      "`include_reference: true` on a task without a reference, or a legacy `stop_early` "
      "block while `run_limits.stop_early: false`)."),
+    ("CE0215", "warning", "not enforced on this host",
+     "A sandbox setting this host cannot honour: a limit (`max_memory_mb`, `max_pids`, "
+     "`max_cpus`) with no writable control group for its driver, `max_disk_mb` (no driver "
+     "enforces it yet), or a `network` restriction under `driver: tempdir`. The trial runs "
+     "anyway and its task.json records what was not enforced; use bwrap or docker, or a "
+     "host with delegated cgroups."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

@@ -48,6 +48,9 @@ class CompileOptions:
     repeats: int | None = None
     sample: int | None = None
     check_criteria: bool = True  # bind and analyze criteria (off: front end only, for bench)
+    # what this host can enforce, per driver: {driver: {limit: how, or "" when it cannot}}
+    # (probed by the runtime; the compiler only reads it, and skips the check without it)
+    host_limits: dict[str, dict[str, str]] | None = None
 
 
 @attrs.frozen
@@ -386,7 +389,8 @@ class _Compiler:
         check_task(RuleContext(task, merged.span, merged.key_span, self.diags,
                                self.agent_types(task), has_dataset,
                                row.id if row else None, self.row_problems,
-                               merged.source_path, instances, merged.written))
+                               merged.source_path, instances, merged.written,
+                               self.opt.host_limits))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)

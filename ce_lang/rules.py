@@ -50,6 +50,7 @@ class RuleContext:
     source_path: Callable[[Path], Path] = lambda p: p
     instances: list = attrs.field(factory=list)  # checked instances, one per criterion
     written: Callable[[Path], bool] = lambda p: True  # the key appears in its file
+    host_limits: dict[str, dict[str, str]] | None = None  # CompileOptions.host_limits
 
     def instance(self, i: int):
         return self.instances[i] if i < len(self.instances) else None
@@ -145,6 +146,31 @@ def sandbox_rules(ctx: RuleContext) -> None:
     for i, pat in enumerate(sb.ignore_patterns):
         if not pat.strip() or pat.strip() == "!":
             d.emit("CE0110", "empty ignore pattern", ctx.at(("sandbox", "ignore_patterns", i)))
+    for i, pat in enumerate(sb.protected):
+        check_workspace_path(pat, ctx.at(("sandbox", "protected", i)), "protected", d)
+    _enforcement_rules(ctx)
+
+
+def _enforcement_rules(ctx: RuleContext) -> None:
+    """Settings this host would silently drop are said out loud (CE0215)."""
+    sb, d = ctx.task.sandbox, ctx.diags
+    if sb.limits.max_disk_mb is not None:
+        d.emit("CE0215", "`max_disk_mb` is not enforced by any driver yet",
+               ctx.at(("sandbox", "limits", "max_disk_mb")),
+               help="the trial records it as not enforced; remove it to silence this")
+    if sb.driver == "tempdir" and sb.network in ("none", "model"):
+        d.emit("CE0215", f"`network: {sb.network}` cannot be enforced by `driver: tempdir` "
+               "(the agent shares your network)", ctx.at(("sandbox", "network")),
+               help="use `driver: bwrap` (or docker) to restrict the network")
+    facts = (ctx.host_limits or {}).get(sb.driver)
+    if facts is None:
+        return
+    for limit in ("max_memory_mb", "max_pids", "max_cpus"):
+        if getattr(sb.limits, limit) is not None and not facts.get(limit):
+            d.emit("CE0215", f"`{limit}` cannot be enforced by `driver: {sb.driver}` on this "
+                   "host (no writable control group)", ctx.at(("sandbox", "limits", limit)),
+                   help="the trial runs without it and records that; use `driver: docker`, "
+                        "or give ce a delegated cgroup")
 
 
 def reference_rules(ctx: RuleContext) -> None:

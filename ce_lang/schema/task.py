@@ -71,10 +71,40 @@ class NodeEnv:
 @frozen
 class ResourceLimits:
     timeout: int = spec(300, gt=0, doc="seconds; enforced on sandbox commands")
-    max_memory_mb: int | None = spec(None, gt=0, doc="reserved")
-    max_disk_mb: int | None = spec(None, gt=0, doc="reserved")
-    max_cpus: float | None = spec(None, gt=0)
-    max_pids: int | None = spec(None, gt=0)
+    max_memory_mb: int | None = spec(
+        None, gt=0, doc="memory of the whole sandbox (cgroup; docker --memory)")
+    max_disk_mb: int | None = spec(None, gt=0, doc="not enforced by any driver yet (a warning)")
+    max_cpus: float | None = spec(None, gt=0, doc="CPU share (cgroup cpu quota; docker --cpus)")
+    max_pids: int | None = spec(
+        None, gt=0, doc="processes of the whole sandbox (cgroup pids; docker --pids-limit)")
+
+
+@frozen
+class DockerBuild:
+    args: dict[str, str] = spec(factory=dict, doc="--build-arg KEY=VALUE ($VAR expanded)")
+    secrets: list[str] = spec(factory=list, merge="replace", doc="--secret specs (BuildKit)")
+    extra_args: list[str] = spec(factory=list, merge="replace", doc="more docker build flags")
+    buildkit: bool | None = spec(None, doc="force DOCKER_BUILDKIT on or off")
+
+
+@frozen
+class DockerConfig:
+    image: str | None = spec(None, doc="image to run (default: python:3.12-slim)")
+    dockerfile_path: str | None = spec(
+        None, path="task", doc="a Dockerfile to build the image from (its directory is the "
+                               "build context); wins over `image`")
+    build: DockerBuild = spec(factory=DockerBuild)
+    network: Literal["bridge", "none"] | None = spec(
+        None, doc="coder_eval's switch: bridge = `sandbox.network: full`, none = none")
+    working_dir: str | None = spec(
+        None, doc="absolute path where the workspace is mounted (default: /workspace)")
+    env_passthrough: list[str] | None = spec(
+        None, merge="replace", doc="host variables passed to the container (replaces the "
+                                   "default: none)")
+    env_passthrough_extra: list[str] = spec(factory=list, merge="append",
+                                            doc="more host variables to pass")
+    extra_mounts: list[str] = spec(factory=list, merge="replace",
+                                   doc="`-v src:dst[:ro]` mounts (src must exist)")
 
 
 @frozen
@@ -85,6 +115,18 @@ class SandboxConfig:
     limits: ResourceLimits = spec(factory=ResourceLimits)
     template_sources: list[TemplateSource] = spec(factory=list, merge="append")
     ignore_patterns: list[str] = spec(factory=list, merge="replace")
+    network: Literal["none", "model", "full"] | None = spec(
+        None, doc="ce: what the agent may reach: none, its model endpoint only, or the "
+                  "host's network (default: none; tempdir cannot restrict it)")
+    env: dict[str, str] = spec(factory=dict, doc="ce: variables set for every command")
+    env_passthrough: list[str] = spec(
+        factory=list, merge="append",
+        doc="ce: host variables passed to commands (names that look like secrets never are)")
+    protected: list[str] = spec(
+        factory=list, merge="append",
+        doc="ce: workspace paths (globs) the grader trusts: hashed after set-up, a change by "
+            "the agent makes the trial ERROR (integrity)")
+    docker: DockerConfig | None = spec(None, doc="settings of `driver: docker`")
 
 
 # -- run limits --------------------------------------------------------------------------

@@ -61,9 +61,10 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
         render_json,
         render_sarif,
     )
+    from ce_runtime.execute.sandbox import host_limits
 
     result = compile_paths(paths, CompileOptions(
-        experiment=experiment, overrides=tuple(overrides), model=model,
+        host_limits=host_limits(), experiment=experiment, overrides=tuple(overrides), model=model,
         agent_type=agent_type, driver=driver, repeats=repeats, sample=sample))
     diags = [d for d in result.diagnostics if not quiet or d.severity == "error"]
     summary = {

@@ -97,8 +97,10 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
         raise click.UsageError("give at least one task file, directory or glob")
     # --agent replaces the agent at run time (recorded in each task.json), except on
     # `agent: {type: none}` tasks, which have no agent to replace
+    from ce_runtime.execute.sandbox import host_limits
+
     result = compile_paths(paths, CompileOptions(
-        experiment=experiment, overrides=tuple(overrides), model=model,
+        host_limits=host_limits(), experiment=experiment, overrides=tuple(overrides), model=model,
         driver=driver, repeats=repeats, sample=sample))
     if result.errors:
         click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
@@ -109,6 +111,7 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
     if not trials:
         click.echo("ce run: no trial to run (check --tags / skip:)", err=True)
         sys.exit(2)
+    _preflight(trials)
     if not resume_dir:
         os.makedirs(runs_root, exist_ok=True)
         run_dir = R.new_run_dir(runs_root)
@@ -152,6 +155,29 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
     records = R.collect(run_dir, trials)
     code = _finish(run_dir, run_id, config, records, len(trials), interrupted, junit_xml)
     sys.exit(1 if interrupted else code)
+
+
+def _preflight(trials) -> None:
+    """Every sandbox driver the trials need must work here: said before any trial runs,
+    not as one ERROR per trial."""
+    from ce_runtime.execute.sandbox import unavailable
+
+    needed: dict[str, list[str]] = {}
+    for t in trials:
+        needed.setdefault(t.plan.sandbox.driver, []).append(t.trial_id)
+    problems = []
+    for driver, ids in sorted(needed.items()):
+        why = unavailable(driver, [t.plan.sandbox for t in trials
+                                   if t.plan.sandbox.driver == driver])
+        if why:
+            shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+            problems.append(f"driver `{driver}` ({len(ids)} trial(s): {shown}): {why}")
+    if problems:
+        for p in problems:
+            click.echo(f"ce run: {p}", err=True)
+        click.echo("ce run: nothing was run (choose another driver with --driver, or fix the "
+                   "above)", err=True)
+        sys.exit(2)
 
 
 def _uv_cache() -> str:

@@ -152,11 +152,19 @@ def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str):
         trial_id=trial.trial_id, scratch=scratch, task_dir=trial.task_dir,
         reference=reference_paths(trial.plan, trial.task_dir),
         hidden=(*tuple(ctx.hidden), ctx.run_dir, ctx.work_root),
-        network=getattr(box, "network", None) or "none",
+        network=network_of(box),
         limits=Limits(lim.max_memory_mb, lim.max_pids, lim.max_cpus, lim.max_disk_mb),
-        env=dict(getattr(box, "env", None) or {}),
-        env_passthrough=tuple(getattr(box, "env_passthrough", None) or ()),
-        docker=getattr(box, "docker", None), uv_cache=ctx.uv_cache)
+        env=dict(box.env), env_passthrough=tuple(box.env_passthrough),
+        docker=box.docker, uv_cache=ctx.uv_cache)
+
+
+def network_of(box) -> str:
+    """ce's `sandbox.network`, else coder_eval's `docker.network`, else none."""
+    if box.network:
+        return box.network
+    if box.docker is not None and box.docker.network:
+        return {"bridge": "full", "none": "none"}[box.docker.network]
+    return "none"
 
 
 def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,

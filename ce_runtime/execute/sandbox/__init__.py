@@ -55,3 +55,14 @@ def unavailable(name: str, spec_hint: Any = None) -> str | None:
 
 __all__ = ["BUILTIN", "Sandbox", "SandboxError", "SandboxSpec", "UnknownDriver",
            "driver_class", "open_sandbox", "unavailable"]
+
+
+def host_limits() -> dict[str, dict[str, str]]:
+    """What each built-in driver can enforce on this host: {driver: {limit: how, or ""}}
+    (the compiler warns about limits a task sets that would not be)."""
+    from ce_runtime.execute.sandbox.cgroups import probe
+
+    local = probe()
+    docker = {"max_memory_mb": "docker --memory", "max_pids": "docker --pids-limit",
+              "max_cpus": "docker --cpus"}
+    return {"tempdir": local, "bwrap": local, "docker": docker}

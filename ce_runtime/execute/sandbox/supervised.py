@@ -148,7 +148,8 @@ class SupervisedSandbox(FileOps):
         try:
             self.init = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True)
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
+                pass_fds=getattr(self, "pass_fds", ()))
         except OSError as exc:
             raise SandboxError(f"cannot start the {self.driver} sandbox: {exc}") from exc
         try:
