@@ -125,8 +125,10 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
     clean_stale_scratch()
     work_root = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-")
     run_dir = os.path.abspath(run_dir)
+    from ce_runtime.store.redact import Redactor
+
     ctx = RunContext(run_dir, os.path.join(run_dir, "objects"), work_root, options.uv_cache,
-                     options.agent, hidden_paths(trials, options))
+                     options.agent, hidden_paths(trials, options), Redactor.from_environ())
     sem = asyncio.Semaphore(max(1, options.jobs))
     records: list[dict[str, Any]] = []
 
@@ -158,7 +160,9 @@ def collect(run_dir: str, trials: list[Trial]) -> list[dict[str, Any]]:
 
 
 def write_run_json(run_dir: str, data: dict[str, Any]) -> None:
-    write_json_atomic(os.path.join(run_dir, "run.json"), data)
+    from ce_runtime.store.redact import Redactor
+
+    write_json_atomic(os.path.join(run_dir, "run.json"), Redactor.from_environ().value(data))
 
 
 def now_iso() -> str:

@@ -35,6 +35,7 @@ class RunContext:
     uv_cache: str | None = None
     agent_override: str | None = None
     hidden: tuple[str, ...] = ()  # host paths no agent may see (run dir, task dirs, caches)
+    redactor: Any = None  # store.redact.Redactor: secrets out of everything written
 
 
 def trial_dir_of(run_dir: str, trial: Trial) -> str:
@@ -46,8 +47,9 @@ class TrialSink:
     """Everything an agent emits: to the trace file, the view, the monitor, the budgets."""
 
     def __init__(self, writer: T.TraceWriter, monitor: LiveMonitor, limits: Any,
-                 stop: asyncio.Event, started: float):
+                 stop: asyncio.Event, started: float, redactor: Any = None):
         self.writer = writer
+        self.redactor = redactor
         self.monitor = monitor
         self.limits = limits
         self.stop = stop
@@ -62,6 +64,7 @@ class TrialSink:
         return time.monotonic() - self.started
 
     def emit(self, event: T.Event) -> None:
+        event = T.redacted(event, self.redactor)  # the trace, the view, the monitor agree
         self.writer.write(event)
         for d in self.monitor.on_event(event):
             self.writer.write(T.Decision(self.clock(), d.criterion, d.verdict, d.event_index))
@@ -183,6 +186,7 @@ def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
 
 
 async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
+    from ce_runtime.execute import integrity
     from ce_runtime.execute.agents import UnknownAgent, load_agent
     from ce_runtime.execute.sandbox import SandboxError, UnknownDriver, open_sandbox
     from ce_runtime.execute.sandbox.runner import SandboxRunner
@@ -215,7 +219,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     monitor = LiveMonitor(plan, instances)
     stop = asyncio.Event()
     writer = T.TraceWriter(os.path.join(tdir, "trace.msgpack"))
-    sink = TrialSink(writer, monitor, plan.run_limits, stop, started)
+    sink = TrialSink(writer, monitor, plan.run_limits, stop, started, ctx.redactor)
     try:
         sink.emit(T.RunHeader(0.0, T.SCHEMA_VERSION, trial.trial_id, plan.task_id,
                               trial.plan_hash, agent_name, plan.agent.model, time.time()))
@@ -245,6 +249,11 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             if failed:
                 error = f"pre_run command failed: {failed[0].command!r} (exit " \
                         f"{failed[0].exit_code})"
+        trusted = None
+        if error is None:
+            trusted = await asyncio.to_thread(
+                integrity.baseline, sandbox.workspace, tuple(plan.sandbox.protected),
+                trial.task_dir, (ctx.run_dir, os.path.dirname(ctx.run_dir), ctx.work_root))
         if error is None:
             try:
                 agent = load_agent(agent_name)
@@ -264,6 +273,11 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                                         + ", ".join(left[:20])))
                 if not sink.agent_ended:
                     sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
+                changed = await asyncio.to_thread(integrity.check, trusted)
+                if changed:
+                    notes["integrity"] = changed
+                    error = (f"integrity: {changed[0]}" + (f" (and {len(changed) - 1} more)"
+                             if len(changed) > 1 else "") + "; not graded")
         if error is None:
             from ce_runtime.grade.judge import judge_from_env
 
@@ -296,6 +310,8 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                 notes["teardown_killed"] = killed
         record = _record(trial, agent_name, status, error, outcome, graded, sink, monitor,
                          started_at, time.monotonic() - started, pre, post, notes)
+        if ctx.redactor:
+            record = ctx.redactor.value(record)
         write_trial_files(tdir, record, manifest)
         return record
     finally:
@@ -338,6 +354,7 @@ def _record(trial: Trial, agent: str, status: str, error: str | None,
         "agent_left_running": notes.get("agent_left_running", []),
         "teardown_killed": notes.get("teardown_killed", []),
         "oom_killed": bool(notes.get("oom_killed")),
+        "integrity": notes.get("integrity", []),
     }
 
 

@@ -99,6 +99,16 @@ _json_decoder = msgspec.json.Decoder(Event)
 _LEN = struct.Struct("<I")
 
 
+def redacted(event: Event, redactor) -> Event:
+    """The event with every secret value replaced (the same event when none occurs)."""
+    if not redactor:
+        return event
+    body = _encoder.encode(event)
+    if not redactor.hits(body):
+        return event
+    return msgspec.convert(redactor.value(msgspec.to_builtins(event)), Event)
+
+
 def encode_frame(event: Event) -> bytes:
     body = _encoder.encode(event)
     return _LEN.pack(len(body)) + body

@@ -32,14 +32,11 @@ from typing import IO, Any, Protocol
 
 import attrs
 
+from ce_runtime.store.redact import looks_secret
+
 AGENT = "agent"
 GRADER = "grader"
 
-# Host variables whose names say they hold a secret never reach a sandbox, and their
-# values are redacted from everything ce writes (store.redact uses the same rule).
-SECRET_NAME = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|"
-    r"PRIVATE|SIGNATURE|DSN|CONNECTION_STRING)", re.IGNORECASE)
 # The environment a command gets from the host: nothing else passes unless the task
 # lists it (`sandbox.env_passthrough`), and then never a secret-looking name.
 ENV_ALLOWLIST = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM",
@@ -161,7 +158,7 @@ def host_env_passthrough(names: Sequence[str]) -> dict[str, str]:
     that looks like a secret: that is the agent adapter's to give, explicitly)."""
     out = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
     for name in names:
-        if name in os.environ and not SECRET_NAME.search(name):
+        if name in os.environ and not looks_secret(name):
             out[name] = os.environ[name]
     return out
 

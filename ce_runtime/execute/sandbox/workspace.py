@@ -304,6 +304,9 @@ def _python_env(root: str, packages: list[str], uv_cache: str | None,
     uv = _uv_bin()
     venv = os.path.join(root, ".venv")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    # private copies, never hard links into uv's cache: an agent editing its venv in place
+    # would otherwise edit the cache, and through it every other trial's venv
+    env["UV_LINK_MODE"] = "copy"
     if uv_cache:
         os.makedirs(uv_cache, exist_ok=True)
         env["UV_CACHE_DIR"] = uv_cache
