@@ -158,7 +158,9 @@ def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str):
         network=network_of(box),
         limits=Limits(lim.max_memory_mb, lim.max_pids, lim.max_cpus, lim.max_disk_mb),
         env=dict(box.env), env_passthrough=tuple(box.env_passthrough),
-        docker=box.docker, uv_cache=ctx.uv_cache)
+        docker=box.docker, uv_cache=ctx.uv_cache,
+        setup_network=bool((box.python is not None and box.python.env_packages)
+                           or (box.node is not None and box.node.env_packages)))
 
 
 def network_of(box) -> str:
@@ -183,6 +185,32 @@ def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
     if success is None:
         return "NOT_GRADED"
     return "SUCCESS" if success else "FAILURE"
+
+
+async def _agent_phase(agent, trial: Trial, sandbox, agent_name: str, sink: TrialSink,
+                       stop: asyncio.Event, notes: dict[str, Any], trusted
+                       ) -> tuple[AgentOutcome, str | None]:
+    """The agent, then the end of its phase: what it left running is killed, and the files
+    the grader trusts are checked (an error when the agent changed one)."""
+    from ce_runtime.execute import integrity
+
+    await sandbox.agent_starts(trusted=bool(getattr(agent, "trusted", False)))
+    try:
+        outcome = await _run_agent(agent, _request(trial, sandbox, agent_name), sink, stop,
+                                   trial.plan.run_limits)
+    finally:
+        left = await sandbox.agent_ended()
+    if left:
+        notes["agent_left_running"] = left
+        sink.emit(T.Message(sink.clock(), "system",
+                            "ce: the agent left processes running; killed: "
+                            + ", ".join(left[:20])))
+    changed = await asyncio.to_thread(integrity.check, trusted)
+    if changed:
+        notes["integrity"] = changed
+        return outcome, (f"integrity: {changed[0]}" + (f" (and {len(changed) - 1} more)"
+                         if len(changed) > 1 else "") + "; not graded")
+    return outcome, None
 
 
 async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
@@ -260,24 +288,13 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             except UnknownAgent as exc:
                 error = str(exc)
             else:
-                await sandbox.agent_starts(trusted=bool(getattr(agent, "trusted", False)))
                 try:
-                    outcome = await _run_agent(agent, _request(trial, sandbox, agent_name),
-                                               sink, stop, plan.run_limits)
-                finally:
-                    left = await sandbox.agent_ended()
-                if left:
-                    notes["agent_left_running"] = left
-                    sink.emit(T.Message(sink.clock(), "system",
-                                        "ce: the agent left processes running; killed: "
-                                        + ", ".join(left[:20])))
-                if not sink.agent_ended:
+                    outcome, error = await _agent_phase(agent, trial, sandbox, agent_name,
+                                                        sink, stop, notes, trusted)
+                except SandboxError as exc:  # e.g. the agent killed the sandbox's init
+                    error = f"the sandbox was lost while the agent ran: {exc}"
+                if outcome is not None and not sink.agent_ended:
                     sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
-                changed = await asyncio.to_thread(integrity.check, trusted)
-                if changed:
-                    notes["integrity"] = changed
-                    error = (f"integrity: {changed[0]}" + (f" (and {len(changed) - 1} more)"
-                             if len(changed) > 1 else "") + "; not graded")
         if error is None:
             from ce_runtime.grade.judge import judge_from_env
 

@@ -79,6 +79,7 @@ class SandboxSpec:
     docker: Any = None  # the task's `sandbox.docker` block
     uv_cache: str | None = None
     workspace: str | None = None  # an existing workspace (re-grading); else scratch/ws
+    setup_network: bool = False  # set-up downloads packages (docker: online until pre_run)
 
 
 class SandboxError(Exception):

@@ -111,22 +111,10 @@ def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None) ->
         return SetupResult(error is None, error, log, (time.monotonic() - started) * 1000)
 
     try:
-        os.makedirs(workspace, exist_ok=True)
+        error = apply_sources(plan, task_dir, workspace, log)
+        if error is not None:
+            return result(error)
         root = os.path.realpath(workspace)
-        ignore = list(plan.ignore_patterns)
-        for i, src in enumerate(plan.sandbox.template_sources):
-            label = f"template_sources[{i}] ({src.type})"
-            try:
-                if isinstance(src, RepoSource):
-                    _apply_repo(src, task_dir, root, log)
-                elif isinstance(src, TemplateDirSource):
-                    _apply_template_dir(src, task_dir, root, ignore, log)
-                elif isinstance(src, StarterFilesSource):
-                    _apply_starter_files(src, root, log)
-                else:
-                    raise SetupError(f"unknown template source type {src.type!r}")
-            except (SetupError, OSError, shutil.Error) as exc:
-                return result(f"{label}: {_why(exc)}")
         python = plan.sandbox.python
         if python is not None:
             try:
@@ -142,6 +130,28 @@ def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None) ->
     except Exception as exc:  # never raise: the trial records an ERROR instead
         return result(f"sandbox set-up: unexpected {type(exc).__name__}: {exc}")
     return result(None)
+
+
+def apply_sources(plan: Plan, task_dir: str, workspace: str, log: list[str]) -> str | None:
+    """The template sources, in order, into `workspace`; the error naming the source that
+    failed, or None."""
+    os.makedirs(workspace, exist_ok=True)
+    root = os.path.realpath(workspace)
+    ignore = list(plan.ignore_patterns)
+    for i, src in enumerate(plan.sandbox.template_sources):
+        label = f"template_sources[{i}] ({src.type})"
+        try:
+            if isinstance(src, RepoSource):
+                _apply_repo(src, task_dir, root, log)
+            elif isinstance(src, TemplateDirSource):
+                _apply_template_dir(src, task_dir, root, ignore, log)
+            elif isinstance(src, StarterFilesSource):
+                _apply_starter_files(src, root, log)
+            else:
+                raise SetupError(f"unknown template source type {src.type!r}")
+        except (SetupError, OSError, shutil.Error) as exc:
+            return f"{label}: {_why(exc)}"
+    return None
 
 
 def _why(exc: BaseException) -> str:
