@@ -264,3 +264,47 @@ def test_the_stage_check_sees_a_violation(tmp_path):
     found = _ce_imports("ce_runtime")
     assert ("ce_runtime.execute.trial", "ce_runtime.grade.monitor") in {
         (m, n) for m, _, n in found}
+
+
+# -- processes start in the sandbox package only ---------------------------------------------
+SPAWNERS = ("subprocess", "create_subprocess_exec", "create_subprocess_shell", "fork",
+            "forkpty", "posix_spawn", "posix_spawnp", "spawnv", "spawnve", "execv", "execve",
+            "execvp", "execvpe", "system", "popen", "Popen")
+
+
+def _spawn_sites(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    sites = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(
+                node, ast.ImportFrom) and node.module else [])
+            if any(n.split(".")[0] == "subprocess" for n in names):
+                sites.append(f"{node.lineno}: imports subprocess")
+        elif isinstance(node, ast.Attribute) and node.attr in SPAWNERS and isinstance(
+                node.value, ast.Name) and node.value.id in ("os", "asyncio", "subprocess",
+                                                           "pty"):
+            sites.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return sites
+
+
+def test_only_the_sandbox_package_starts_processes():
+    """Every process of a trial goes through a sandbox driver: no other module of the
+    runtime or the agents may start one."""
+    sandbox = ROOT / "ce_runtime" / "execute" / "sandbox"
+    offenders = []
+    for package in ("ce_runtime", "ce_agents"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if sandbox in path.parents:
+                continue
+            offenders += [f"{path.relative_to(ROOT)}:{s}" for s in _spawn_sites(path)]
+    assert offenders == []
+
+
+def test_the_spawn_scan_sees_every_form(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import subprocess\nimport os, asyncio\nos.fork()\n"
+                   "asyncio.create_subprocess_exec('x')\nos.execvpe('a', [], {})\n")
+    assert _spawn_sites(src) == ["1: imports subprocess", "3: os.fork",
+                                 "4: asyncio.create_subprocess_exec", "5: os.execvpe"]
+    assert _spawn_sites(ROOT / "ce_runtime" / "execute" / "sandbox" / "supervised.py")

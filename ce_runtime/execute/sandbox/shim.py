@@ -63,6 +63,16 @@ def clock_ticks() -> int:
     return int(uptime * os.sysconf("SC_CLK_TCK"))
 
 
+def next_tick() -> int:
+    """A mark that splits processes cleanly: everything started before the call has a
+    start time below it, everything started after the call returns, at or above it (the
+    clock ticks every 10 ms, and a start time may round up by one: wait two ticks)."""
+    mark = clock_ticks() + 2
+    while clock_ticks() < mark:
+        time.sleep(0.002)
+    return mark
+
+
 def _stat(pid: int) -> tuple[int, int, str] | None:
     """(parent pid, start time, name) of a process, None once it is gone."""
     try:
@@ -198,7 +208,7 @@ class Shim:
             if pid is not None:
                 _killpg(pid)
         elif op == "mark":
-            _reply(conn, {"mark": clock_ticks()})
+            _reply(conn, {"mark": next_tick()})
         elif op == "kill_since":
             _reply(conn, {"killed": self.kill_descendants(int(msg["mark"]))})
         elif op == "kill_all":
