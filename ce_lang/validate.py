@@ -164,6 +164,12 @@ class Walker:
                 self.diags.emit(
                     "CE0111", f"`{self.name(path)}` {value!r} is not a valid identifier",
                     self.ctx.span_of(path), help=rule.pattern_hint or None)
+            elif rule.choices is not None and value not in (allowed := rule.choices(value)):
+                self.diags.emit(
+                    "CE0105", f"`{self.name(path)}` must be one of {', '.join(allowed)}; "
+                    f"found {_snippet(value)}", self.ctx.span_of(path),
+                    help=did_you_mean(value, list(allowed)))
+                return INVALID
             if rule.path:
                 value = self.path_value(value, path, rule)
             return value

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import attrs
 
 from ce_lang.schema.agent import AgentConfig
@@ -16,6 +14,7 @@ from ce_lang.schema.task import (
     SandboxConfig,
     Simulation,
     TemplateSource,
+    driver_choices,
 )
 
 frozen = attrs.frozen(kw_only=True)
@@ -33,7 +32,7 @@ class ExperimentDefaults:
     pre_run: list[PreRunCommand] | None = spec(None)
     post_run: list[PostRunCommand] | None = spec(None)
     run_limits: RunLimits | None = spec(None)
-    driver: Literal["tempdir", "bwrap", "docker"] | None = spec(None)
+    driver: str | None = spec(None, choices=driver_choices)
     sandbox: SandboxConfig | None = spec(None, partial=True)
 
 
@@ -49,7 +48,7 @@ class Variant:
     initial_prompt: str | None = spec(None)
     initial_prompt_file: str | None = spec(None, path="task")
     run_limits: RunLimits | None = spec(None)
-    driver: Literal["tempdir", "bwrap", "docker"] | None = spec(None)
+    driver: str | None = spec(None, choices=driver_choices)
 
 
 @frozen

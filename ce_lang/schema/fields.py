@@ -31,6 +31,7 @@ class Rule:
     partial: bool = False  # nested mapping where required fields may be omitted (layers)
     pattern: str | None = None  # a regex the string must fully match
     pattern_hint: str = ""
+    choices: Any = None  # (value) -> allowed strings: choices known at run time (plugins)
 
 
 def spec(default: Any = REQUIRED, *, factory: Any = None, **rule: Any) -> Any:

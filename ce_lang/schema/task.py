@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -107,9 +108,27 @@ class DockerConfig:
                                    doc="`-v src:dst[:ro]` mounts (src must exist)")
 
 
+BUILTIN_DRIVERS = ("tempdir", "bwrap", "docker")
+
+
+@functools.cache
+def sandbox_drivers() -> tuple[str, ...]:
+    """Built-in drivers, then those installed packages register (`ce.sandboxes`)."""
+    from importlib.metadata import entry_points
+
+    return BUILTIN_DRIVERS + tuple(sorted(ep.name for ep in entry_points(group="ce.sandboxes")
+                                          if ep.name not in BUILTIN_DRIVERS))
+
+
+def driver_choices(value: str) -> tuple[str, ...]:
+    """The drivers `value` may be: a built-in name needs no look at entry points."""
+    return BUILTIN_DRIVERS if value in BUILTIN_DRIVERS else sandbox_drivers()
+
+
 @frozen
 class SandboxConfig:
-    driver: Literal["tempdir", "bwrap", "docker"] = spec("tempdir")
+    driver: str = spec("tempdir", non_empty=True, choices=driver_choices,
+                       doc="tempdir, bwrap, docker, or a driver of the ce.sandboxes entry points")
     python: PythonEnv | None = spec(factory=PythonEnv, doc="null skips the venv")
     node: NodeEnv | None = spec(None)
     limits: ResourceLimits = spec(factory=ResourceLimits)

@@ -17,7 +17,7 @@ import click
                    "-D run_limits.max_turns=5 (repeatable; VALUE is YAML).")
 @click.option("--model", help="Shorthand for -D agent.model=MODEL.")
 @click.option("--type", "agent_type", help="Shorthand for -D agent.type=TYPE.")
-@click.option("--driver", type=click.Choice(["tempdir", "bwrap", "docker"]),
+@click.option("--driver", metavar="DRIVER",
               help="Shorthand for -D sandbox.driver=DRIVER.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")
 @click.option("--sample", type=click.IntRange(min=1),

@@ -37,8 +37,9 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("--agent", "--type", "agent_type", metavar="TYPE",
               help="Agent for every task: claude-code, codex, openai, none, oracle, script ...")
 @click.option("--model", help="Model for every task's agent.")
-@click.option("--driver", type=click.Choice(["tempdir", "bwrap", "docker"]),
-              help="Sandbox driver for every task.")
+@click.option("--driver", metavar="DRIVER",
+              help="Sandbox driver for every task: tempdir (isolates nothing), bwrap "
+                   "(namespaces; recommended for real agents), docker.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Trials run at the same time.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")

@@ -198,8 +198,11 @@ async def _agent_phase(agent, trial: Trial, sandbox, agent_name: str, sink: Tria
     try:
         outcome = await _run_agent(agent, _request(trial, sandbox, agent_name), sink, stop,
                                    trial.plan.run_limits)
-    finally:
-        left = await sandbox.agent_ended()
+    except BaseException:  # interrupted: end the phase, but let the interruption through
+        with contextlib.suppress(Exception):
+            await sandbox.agent_ended()
+        raise
+    left = await sandbox.agent_ended()
     if left:
         notes["agent_left_running"] = left
         sink.emit(T.Message(sink.clock(), "system",
@@ -317,9 +320,12 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         status = _status(error, outcome, sink.limit_hit, graded.success if graded else None)
         sink.emit(T.RunEnd(sink.clock(), status, error))
         writer.close()
-        workspace = sandbox.workspace if sandbox is not None else os.path.join(scratch, "ws")
-        os.makedirs(workspace, exist_ok=True)
-        manifest = await asyncio.to_thread(snapshot_workspace, workspace, ctx.objects)
+        if sandbox is not None:
+            manifest = await asyncio.to_thread(sandbox.snapshot, ctx.objects)
+        else:  # the sandbox never came up: an empty workspace
+            os.makedirs(os.path.join(scratch, "ws"), exist_ok=True)
+            manifest = await asyncio.to_thread(snapshot_workspace,
+                                               os.path.join(scratch, "ws"), ctx.objects)
         if sandbox is not None:
             killed = await sandbox.teardown()
             sandbox = None

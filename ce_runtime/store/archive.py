@@ -45,7 +45,11 @@ def snapshot_workspace(workspace: str, objects: str, skip_dirs: tuple[str, ...] 
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
-            with open(full, "rb") as fh:
+            try:  # never through a link swapped in since the lstat
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as fh:
                 digest = _store(objects, fh.read())
             files[rel] = {"sha256": digest, "mode": stat.S_IMODE(st.st_mode),
                           "size": st.st_size}

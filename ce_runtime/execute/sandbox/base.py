@@ -134,6 +134,8 @@ class Sandbox(Protocol):
 
     async def agent_ended(self) -> list[str]: ...
 
+    def snapshot(self, objects: str) -> dict[str, Any]: ...
+
     async def teardown(self) -> list[str]: ...
 
     async def route_model(self, host: str, port: int) -> str: ...
@@ -174,7 +176,14 @@ FILE_OP_TIMEOUT = 60
 
 
 class FileOps:
-    """`write_file` / `read_file` on top of a driver's `exec` (mixed into drivers)."""
+    """`write_file` / `read_file` on top of a driver's `exec`, and the workspace snapshot
+    (mixed into drivers whose workspace is a host directory)."""
+
+    def snapshot(self, objects: str) -> dict[str, Any]:
+        """The workspace's files into the content-addressed store: the manifest."""
+        from ce_runtime.store.archive import snapshot_workspace
+
+        return snapshot_workspace(self.workspace, objects)  # type: ignore[attr-defined]
 
     async def write_file(self, path: str, data: bytes, mode: int | None = None) -> bool:
         """Write `data` at `path` as the agent; True when the file existed before."""
