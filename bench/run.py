@@ -2,7 +2,8 @@
 trivial trials per second it gets through.
 
     .venv/bin/python bench/run.py [--overhead-trials 40] [--venv-trials 12]
-                                  [--trials 200] [--jobs 1,2,4] [--repeat 5] [--json]
+                                  [--trials 200] [--jobs 1,2,4] [--repeat 5]
+                                  [--drivers tempdir,bwrap,docker] [--json]
 
 Every trial is trivial on purpose, so what is measured is ce itself: an `agent: {type:
 none}` task (no agent process, no model) with one starter file and one `file_exists`
@@ -14,7 +15,11 @@ task.json.
    done callback, so its share of the executor is included), median / p90 / min in ms:
    - `python: null`: no venv (shell-only tasks);
    - `python: {env_packages: []}`: an empty venv (`uv venv`) built per trial, which
-     every task without a `sandbox.python` block pays.
+     every task without a `sandbox.python` block pays;
+   - `python: null` under each sandbox driver (`--drivers`): bwrap's and docker's cost
+     per trial next to tempdir's, as a ratio measured in the same run, and the cost of one
+     command (`exec` of `true`, median of 50) in each. Docker runs `local/busybox` (the
+     tests make it; a driver that cannot run here is reported, not measured).
 2. Throughput: `--trials` trials (`--repeats` of the python: null task) through
    `ce_runtime.execute.suite.execute` at each `-j`: trials/s from the wall time of the whole
    execute call (median of `--repeat` runs), with the per-trial median at that `-j`.
@@ -51,7 +56,8 @@ TASK = """task_id: trivial
 description: a trivial agentless trial (benchmark)
 agent: {{type: none}}
 sandbox:
-  python: {python}
+  driver: {driver}
+  python: {python}{docker}
   template_sources:
     - type: starter_files
       files:
@@ -71,12 +77,45 @@ def bench_env() -> dict[str, str]:
     return env
 
 
-def write_task(directory: str, python: str) -> str:
+DOCKER_IMAGE = "local/busybox"
+
+
+def write_task(directory: str, python: str, driver: str = "tempdir") -> str:
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "trivial.yaml")
+    docker = f"\n  docker: {{image: {DOCKER_IMAGE}}}" if driver == "docker" else ""
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(TASK.format(python=PYTHON[python]))
+        fh.write(TASK.format(python=PYTHON[python], driver=driver, docker=docker))
     return path
+
+
+def measure_exec(driver: str, n: int = 50) -> float:
+    """Median ms of one `exec` of `true` in a started sandbox of `driver`."""
+    sys.path.insert(0, ROOT)
+    from types import SimpleNamespace
+
+    from ce_runtime.execute.sandbox import open_sandbox
+    from ce_runtime.execute.sandbox.base import SandboxSpec
+
+    async def main() -> float:
+        scratch = tempfile.mkdtemp(prefix="ce-bench-exec-")
+        docker = SimpleNamespace(image=DOCKER_IMAGE, dockerfile_path=None, working_dir=None,
+                                 extra_mounts=[], env_passthrough=None,
+                                 env_passthrough_extra=[], network=None, build=None)
+        box = open_sandbox(driver, SandboxSpec("bench", scratch, scratch, docker=docker))
+        await box.start()
+        times = []
+        try:
+            for _ in range(n):
+                t0 = time.perf_counter()
+                await box.exec(["true"])
+                times.append((time.perf_counter() - t0) * 1000)
+        finally:
+            await box.teardown()
+            shutil.rmtree(scratch, ignore_errors=True)
+        return statistics.median(times)
+
+    return asyncio.run(main())
 
 
 def uv_cache() -> str:
@@ -89,13 +128,15 @@ def uv_cache() -> str:
 # ======================================================================================
 
 def measure(python: str, trials: int, jobs: int) -> dict[str, Any]:
-    """Run `trials` trivial trials at `jobs` through the executor, in this process."""
+    """Run `trials` trivial trials at `jobs` through the executor, in this process.
+    `python` is none, venv, or none@DRIVER."""
     sys.path.insert(0, ROOT)
     from ce_lang.compiler import CompileOptions, compile_paths
     from ce_runtime.execute import suite as R
+    python, _, driver = python.partition("@")
     work = tempfile.mkdtemp(prefix="ce-bench-run-")
     try:
-        task = write_task(os.path.join(work, "tasks"), python)
+        task = write_task(os.path.join(work, "tasks"), python, driver or "tempdir")
         result = compile_paths([task], CompileOptions(repeats=trials))
         if result.errors:
             raise SystemExit(f"the benchmark task does not compile: {result.diagnostics}")
@@ -120,9 +161,12 @@ def measure(python: str, trials: int, jobs: int) -> dict[str, Any]:
     if statuses != {"SUCCESS": trials}:
         raise SystemExit(f"benchmark trials did not all succeed: {statuses}")
     ordered = sorted(walls)
-    return {"python": python, "trials": trials, "jobs": jobs, "wall_s": wall,
-            "trials_per_s": trials / wall, "median_ms": statistics.median(walls),
-            "p90_ms": ordered[int(0.9 * (len(ordered) - 1))], "min_ms": ordered[0]}
+    row = {"python": python, "driver": driver or "tempdir", "trials": trials, "jobs": jobs,
+           "wall_s": wall, "trials_per_s": trials / wall, "median_ms": statistics.median(walls),
+           "p90_ms": ordered[int(0.9 * (len(ordered) - 1))], "min_ms": ordered[0]}
+    if driver:
+        row["exec_ms"] = measure_exec(driver)
+    return row
 
 
 def measure_cli(trials: int, jobs: int) -> dict[str, Any]:
@@ -165,7 +209,7 @@ def run_all(args: argparse.Namespace, say) -> dict[str, Any]:
     out: dict[str, Any] = {
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(), "loadavg_at_start": list(os.getloadavg())},
-        "git": _git_rev(), "overhead": {}, "throughput": [], "cli": None}
+        "git": _git_rev(), "overhead": {}, "drivers": {}, "throughput": [], "cli": None}
     # warm-up: the uv cache, bytecode, the page cache
     in_subprocess(["venv", "2", "1"])
     in_subprocess(["none", "5", "1"])
@@ -173,6 +217,24 @@ def run_all(args: argparse.Namespace, say) -> dict[str, Any]:
         say(f"overhead, python: {PYTHON[python]}: {n} trials at -j 1 ...")
         out["overhead"][python] = median_run(
             [in_subprocess([python, str(n), "1"]) for _ in range(args.repeat)])
+    sys.path.insert(0, ROOT)
+    from ce_runtime.execute.sandbox import unavailable
+
+    for driver in args.drivers:
+        why = unavailable(driver)
+        if driver == "docker" and why is None:
+            probe = subprocess.run(["docker", "image", "inspect", DOCKER_IMAGE],
+                                   capture_output=True)
+            why = None if probe.returncode == 0 else f"no {DOCKER_IMAGE} image (the tests " \
+                                                     "make it: pytest tests/test_sandbox_drivers.py)"
+        if why:
+            out["drivers"][driver] = {"unavailable": why}
+            say(f"driver {driver}: not measured ({why})")
+            continue
+        say(f"overhead under {driver}: {args.overhead_trials} trials at -j 1 ...")
+        out["drivers"][driver] = median_run(
+            [in_subprocess([f"none@{driver}", str(args.overhead_trials), "1"])
+             for _ in range(args.repeat)])
     for jobs in args.jobs:
         say(f"throughput: {args.trials} trials at -j {jobs} ...")
         row = median_run([in_subprocess(["none", str(args.trials), str(jobs)])
@@ -204,6 +266,19 @@ def render(r: dict[str, Any]) -> str:
     for python, row in r["overhead"].items():
         lines.append(f"    {'python: ' + PYTHON[python]:<32} {row['trials']:>6} "
                      f"{row['median_ms']:>10.1f} {row['p90_ms']:>8.1f} {row['min_ms']:>8.1f}")
+    if r.get("drivers"):
+        base = r["drivers"].get("tempdir", {}).get("median_ms")
+        lines += ["", "(1b) per trial by sandbox driver, python: null, -j 1; one command = "
+                      "exec of `true`",
+                  f"    {'driver':<10} {'trials':>6} {'median ms':>10} {'p90 ms':>8} "
+                  f"{'x tempdir':>9} {'exec ms':>8}"]
+        for driver, row in r["drivers"].items():
+            if "unavailable" in row:
+                lines.append(f"    {driver:<10} not measured: {row['unavailable']}")
+                continue
+            ratio = f"{row['median_ms'] / base:.1f}" if base else "-"
+            lines.append(f"    {driver:<10} {row['trials']:>6} {row['median_ms']:>10.1f} "
+                         f"{row['p90_ms']:>8.1f} {ratio:>9} {row['exec_ms']:>8.1f}")
     lines += ["", "(2) throughput, python: null (executor in-process; median of runs)",
               f"    {'-j':>4} {'trials':>6} {'wall s':>8} {'trials/s':>9} {'range of runs':>14} "
               f"{'per-trial median ms':>20}"]
@@ -230,6 +305,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200, help="trials per throughput run")
     ap.add_argument("--jobs", default="1,2,4", help="comma list of -j values")
     ap.add_argument("--repeat", type=int, default=5, help="fresh processes per measurement")
+    ap.add_argument("--drivers", default="tempdir,bwrap,docker",
+                    help="sandbox drivers whose per-trial cost is compared")
     ap.add_argument("--json", action="store_true", help="print JSON to stdout, table to stderr")
     ap.add_argument("--_one", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -239,6 +316,7 @@ def main() -> None:
         print(json.dumps(result))
         return
     args.jobs = [int(j) for j in args.jobs.split(",") if j.strip()]
+    args.drivers = [d.strip() for d in args.drivers.split(",") if d.strip()]
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ["runtime.py", "--events", "5000", "--writer-events", "1000", "--trials", "50",
      "--repeat", "1", "--out", "{tmp}"],
     ["run.py", "--overhead-trials", "3", "--venv-trials", "2", "--trials", "10",
-     "--jobs", "1,2", "--repeat", "1"],
+     "--jobs", "1,2", "--repeat", "1", "--drivers", "tempdir,bwrap,docker"],
 ])
 def test_bench_runs(tmp_path, args):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]

@@ -127,7 +127,7 @@ class BwrapSandbox(SupervisedSandbox):
         fd = self._args_file.fileno()
         os.set_inheritable(fd, True)
         self.pass_fds = (fd,)
-        return [bwrap, "--args", str(fd), "--", python, f"{INNER_CTL}/shim.py",
+        return [bwrap, "--args", str(fd), "--", python, "-I", "-S", f"{INNER_CTL}/shim.py",
                 self.inner_ctl_path]
 
     def _bwrap_args(self, python: str) -> list[str]:

@@ -17,8 +17,9 @@ sent with the descriptors. Replies are JSON lines.
       + fds (stdin, stdout, stderr)  ->  {"pid": N} ... {"exit": CODE}
       later on the same connection: {"op": "kill"} kills the command's process group;
       a connection closed before the command exits kills it too.
-  {"op": "mark"}                       ->  {"mark": CLOCK_TICKS}
-  {"op": "kill_since", "mark": TICKS}  ->  {"killed": [[pid, name], ...]}
+  {"op": "mark"}                       ->  {"mark": N}   (the agent starts: the N
+                                           processes alive now are spared later)
+  {"op": "kill_since"}                 ->  {"killed": [[pid, name], ...]}   (all others)
   {"op": "kill_all"}                   ->  {"killed": [...]}
   {"op": "forward", "port": P, "target": UNIX_SOCKET}  ->  {"ok": true}
       127.0.0.1:P inside the sandbox is forwarded to a unix socket ce listens on (the
@@ -54,23 +55,6 @@ def become_subreaper() -> bool:
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
-
-
-def clock_ticks() -> int:
-    """Now, in the unit of /proc/PID/stat's start time (clock ticks since boot)."""
-    with open("/proc/uptime", encoding="ascii") as fh:
-        uptime = float(fh.read().split()[0])
-    return int(uptime * os.sysconf("SC_CLK_TCK"))
-
-
-def next_tick() -> int:
-    """A mark that splits processes cleanly: everything started before the call has a
-    start time below it, everything started after the call returns, at or above it (the
-    clock ticks every 10 ms, and a start time may round up by one: wait two ticks)."""
-    mark = clock_ticks() + 2
-    while clock_ticks() < mark:
-        time.sleep(0.002)
-    return mark
 
 
 def _stat(pid: int) -> tuple[int, int, str] | None:
@@ -129,6 +113,7 @@ class Shim:
         self.fds: dict[socket.socket, list[int]] = {}
         self.commands: dict[int, socket.socket] = {}  # pid -> its connection
         self.by_conn: dict[socket.socket, int] = {}
+        self.before_agent: set[int] = set()
         self.running = True
 
     # -- loop ---------------------------------------------------------------------------
@@ -207,10 +192,11 @@ class Shim:
             pid = self.by_conn.get(conn)
             if pid is not None:
                 _killpg(pid)
-        elif op == "mark":
-            _reply(conn, {"mark": next_tick()})
-        elif op == "kill_since":
-            _reply(conn, {"killed": self.kill_descendants(int(msg["mark"]))})
+        elif op == "mark":  # the agent starts: what runs now is not the agent's
+            self.before_agent = set(descendants(self.me))
+            _reply(conn, {"mark": len(self.before_agent)})
+        elif op == "kill_since":  # the agent ended: what it left running dies
+            _reply(conn, {"killed": self.kill_descendants(self.before_agent)})
         elif op == "kill_all":
             _reply(conn, {"killed": self.kill_descendants(None)})
         elif op == "forward":
@@ -275,13 +261,13 @@ class Shim:
                 self.by_conn.pop(conn, None)
                 _reply(conn, {"exit": os.waitstatus_to_exitcode(status)})
 
-    def kill_descendants(self, since: int | None) -> list[list]:
-        """Stop, then kill every descendant (started at or after `since`, if given),
-        until none is left: a fork loop cannot outrun it, each round freezes first."""
+    def kill_descendants(self, spare: set[int] | None) -> list[list]:
+        """Stop, then kill every descendant (but those in `spare`), until none is left: a
+        fork loop cannot outrun it, each round freezes first."""
         killed: dict[int, str] = {}
         for _ in range(KILL_ROUNDS):
-            victims = {pid: name for pid, (start, name) in descendants(self.me).items()
-                       if since is None or start >= since}
+            victims = {pid: name for pid, (_, name) in descendants(self.me).items()
+                       if not spare or pid not in spare}
             victims = {p: n for p, n in victims.items() if p not in killed or _alive(p)}
             if not victims:
                 break

@@ -297,7 +297,7 @@ class SupervisedSandbox(FileOps):
         """Kill what the agent left running; open the grader's inputs again."""
         killed: list[str] = []
         if self._mark is not None:
-            reply = await self.client.request({"op": "kill_since", "mark": self._mark})
+            reply = await self.client.request({"op": "kill_since"})
             killed = [f"{name} (pid {pid})" for pid, name in reply.get("killed", [])]
         self._in_agent = False
         os.chmod(self.grader_dir, 0o755)

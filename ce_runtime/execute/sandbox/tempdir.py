@@ -31,7 +31,7 @@ class TempdirSandbox(SupervisedSandbox):
         os.makedirs(self.tmp, exist_ok=True)
 
     def launch_argv(self, python: str) -> list[str]:
-        return [python, SHIM, self.inner_ctl()]
+        return [python, "-I", "-S", SHIM, self.inner_ctl()]
 
     def isolation(self) -> str:
         return ("none: the agent runs as you, with your files, network and processes "
