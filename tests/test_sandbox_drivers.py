@@ -287,3 +287,48 @@ def test_a_missing_image_is_said_before_any_trial():
 
 def test_an_unknown_driver_is_named():
     assert "no sandbox driver named 'nsjail'" in unavailable("nsjail")
+
+
+@pytest.mark.slow
+def test_docker_builds_a_task_dockerfile_and_mounts_at_working_dir(tmp_path, task_dir,
+                                                                   monkeypatch):
+    need(docker_missing())
+    monkeypatch.setenv("CE_TEST_GREETING", "hello")
+    need(busybox_image())
+    env_dir = task_dir / "environment"
+    env_dir.mkdir()
+    (env_dir / "marker.txt").write_text("built by ce\n")
+    (env_dir / "Dockerfile").write_text(
+        f"FROM {BUSYBOX_IMAGE}\nARG GREETING\nCOPY marker.txt /opt/marker.txt\n"
+        "RUN echo \"$GREETING\" > /opt/greeting.txt\n")
+    build = SimpleNamespace(args={"GREETING": "${CE_TEST_GREETING}-from-host"}, secrets=[],
+                            extra_args=[], buildkit=None)
+    block = docker_block(None, dockerfile_path="environment/Dockerfile", build=build,
+                         working_dir="/app")
+
+    async def body(box):
+        return box.inner_workspace, await box.exec(
+            "cat /opt/marker.txt /opt/greeting.txt; pwd; echo made > here.txt")
+    inner, res = in_box("docker", tmp_path, task_dir, body, docker=block)
+    assert inner == "/app"
+    assert res.stdout == "built by ce\nhello-from-host\n/app\n", res.stderr
+    assert (next(tmp_path.glob("scratch-*/ws")) / "here.txt").read_text() == "made\n"
+
+
+@pytest.mark.slow
+def test_ce_run_refuses_a_driver_that_cannot_run_before_any_trial(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "t.yaml").write_text(
+        "task_id: t\ndescription: d\nagent: {type: none}\n"
+        "sandbox: {driver: docker, python: null, docker: {image: local/busybox}}\n"
+        "success_criteria:\n  - {type: file_exists, path: x, description: d}\n")
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", str(tmp_path / "t.yaml"),
+                          "--run-dir", str(tmp_path / "runs")], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2
+    assert "driver `docker` (1 trial(s): default/t/00)" in res.stderr
+    assert "nothing was run" in res.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("task.json"))

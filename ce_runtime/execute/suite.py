@@ -146,6 +146,9 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
     finally:
         import shutil
 
+        from ce_runtime.execute.sandbox.tempdir import close_warm_inits
+
+        await asyncio.shield(close_warm_inits())
         shutil.rmtree(work_root, ignore_errors=True)
     return records
 

@@ -160,7 +160,8 @@ def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str):
         env=dict(box.env), env_passthrough=tuple(box.env_passthrough),
         docker=box.docker, uv_cache=ctx.uv_cache,
         setup_network=bool((box.python is not None and box.python.env_packages)
-                           or (box.node is not None and box.node.env_packages)))
+                           or (box.node is not None and box.node.env_packages)),
+        warm=True)
 
 
 def network_of(box) -> str:

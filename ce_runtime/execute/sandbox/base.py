@@ -80,6 +80,7 @@ class SandboxSpec:
     uv_cache: str | None = None
     workspace: str | None = None  # an existing workspace (re-grading); else scratch/ws
     setup_network: bool = False  # set-up downloads packages (docker: online until pre_run)
+    warm: bool = False  # may adopt an init started ahead (a run of many trials)
 
 
 class SandboxError(Exception):

@@ -43,6 +43,7 @@ import threading
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 MAX_FDS = 3
 KILL_ROUNDS = 50
 RLIMITS = {"AS": resource.RLIMIT_AS, "NOFILE": resource.RLIMIT_NOFILE,
@@ -50,8 +51,11 @@ RLIMITS = {"AS": resource.RLIMIT_AS, "NOFILE": resource.RLIMIT_NOFILE,
 
 
 def become_subreaper() -> bool:
+    """Orphans of the trial come to us; and when ce dies, we hear it (SIGTERM: kill
+    every descendant, then exit), so a killed ce leaves no daemon behind."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False

@@ -98,6 +98,33 @@ class ShimClient:
         return int(reply["pid"]), reader, writer
 
 
+async def launch_init(argv: list[str], env: dict[str, str], driver: str,
+                      pass_fds: Sequence[int] = ()) -> asyncio.subprocess.Process:
+    """Start ce's init (bare or inside a confinement) and wait until it listens."""
+    try:
+        init = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
+            pass_fds=pass_fds)
+    except OSError as exc:
+        raise SandboxError(f"cannot start the {driver} sandbox: {exc}") from exc
+    try:
+        line = await asyncio.wait_for(init.stdout.readline(), READY_TIMEOUT_S)
+    except TimeoutError:
+        line = b""
+    if line.strip() != b"ready":
+        rest = b""
+        with contextlib.suppress(TimeoutError, Exception):
+            rest = await asyncio.wait_for(init.stderr.read(), 2.0)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(init.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(init.wait(), 10.0)
+        why = (line + rest).decode("utf-8", "replace").strip() or "no output"
+        raise SandboxError(f"the {driver} sandbox did not start: {why[-2000:]}")
+    return init
+
+
 class SupervisedSandbox(FileOps):
     """The part of tempdir and bwrap that does not depend on how the init is launched."""
 
@@ -145,24 +172,7 @@ class SupervisedSandbox(FileOps):
                 env["CE_CGROUP_PROCS"] = ":".join(self.cgroup.procs_files)
                 argv = ["/bin/sh", "-c", CGROUP_JOIN, "sh", *argv]
         self.enforcement = self._enforcement()
-        try:
-            self.init = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
-                pass_fds=getattr(self, "pass_fds", ()))
-        except OSError as exc:
-            raise SandboxError(f"cannot start the {self.driver} sandbox: {exc}") from exc
-        try:
-            line = await asyncio.wait_for(self.init.stdout.readline(), READY_TIMEOUT_S)
-        except TimeoutError:
-            line = b""
-        if line.strip() != b"ready":
-            rest = b""
-            with contextlib.suppress(TimeoutError, Exception):
-                rest = await asyncio.wait_for(self.init.stderr.read(), 2.0)
-            await self._stop_init()
-            why = (line + rest).decode("utf-8", "replace").strip() or "no output"
-            raise SandboxError(f"the {self.driver} sandbox did not start: {why[-2000:]}")
+        self.init = await launch_init(argv, env, self.driver, getattr(self, "pass_fds", ()))
         self._drain = asyncio.ensure_future(self._drain_stderr())
 
     async def _drain_stderr(self) -> None:
