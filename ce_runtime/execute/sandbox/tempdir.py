@@ -51,14 +51,15 @@ class _WarmInits:
             shutil.rmtree(ctl_dir, ignore_errors=True)
         return None
 
-    def refill(self) -> None:
+    def refill(self, where: str) -> None:
+        """Start inits ahead, their control sockets under `where` (the run's scratch)."""
         while len(self.ready) + len(self.filling) < WARM:
-            task = asyncio.ensure_future(self._one())
+            task = asyncio.ensure_future(self._one(where))
             self.filling.add(task)
             task.add_done_callback(self.filling.discard)
 
-    async def _one(self) -> None:
-        ctl_dir = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-init-")
+    async def _one(self, where: str) -> None:
+        ctl_dir = tempfile.mkdtemp(prefix="ce-init-", dir=where)
         try:
             init = await launch_init([_python(), "-I", "-S", SHIM,
                                       os.path.join(ctl_dir, "ctl.sock")], dict(LAUNCH_ENV),
@@ -115,7 +116,7 @@ class TempdirSandbox(SupervisedSandbox):
             return await super().start()
         pool = warm_inits()
         warm = pool.take()
-        pool.refill()
+        pool.refill(os.path.dirname(os.path.abspath(self.spec.scratch)))
         if warm is None:
             return await super().start()
         self.init, ctl_dir = warm
