@@ -3,7 +3,6 @@ packages (third-party agents register there)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 BUILTIN = {
@@ -21,17 +20,13 @@ class UnknownAgent(Exception):
 
 
 def load_agent(name: str) -> Any:
-    target = BUILTIN.get(name)
-    if target is None:
-        from importlib.metadata import entry_points
+    from ce_runtime.execute.registry import find
 
-        for ep in entry_points(group="ce.agents"):
-            if ep.name == name:
-                return ep.load()()
-        if name in PLANNED:
-            raise UnknownAgent(f"the {name} agent adapter is not in this build yet; run with "
-                               "--agent oracle (reference solution) or --agent script")
-        raise UnknownAgent(f"no agent named {name!r} is installed (built in: "
-                           f"{', '.join(sorted(BUILTIN))})")
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    cls = find(name, BUILTIN, "ce.agents")
+    if cls is not None:
+        return cls()
+    if name in PLANNED:
+        raise UnknownAgent(f"the {name} agent adapter is not in this build yet; run with "
+                           "--agent oracle (reference solution) or --agent script")
+    raise UnknownAgent(f"no agent named {name!r} is installed (built in: "
+                       f"{', '.join(sorted(BUILTIN))})")

@@ -8,7 +8,6 @@ in the `ce.sandboxes` entry point group: a class taking a `SandboxSpec`.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from ce_runtime.execute.sandbox.base import Sandbox, SandboxError, SandboxSpec
@@ -25,17 +24,13 @@ class UnknownDriver(Exception):
 
 
 def driver_class(name: str) -> Any:
-    target = BUILTIN.get(name)
-    if target is None:
-        from importlib.metadata import entry_points
+    from ce_runtime.execute.registry import find
 
-        for ep in entry_points(group="ce.sandboxes"):
-            if ep.name == name:
-                return ep.load()
+    cls = find(name, BUILTIN, "ce.sandboxes")
+    if cls is None:
         raise UnknownDriver(f"no sandbox driver named {name!r} is installed (built in: "
                             f"{', '.join(sorted(BUILTIN))})")
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return cls
 
 
 def open_sandbox(name: str, spec: SandboxSpec) -> Sandbox:

@@ -213,5 +213,54 @@ def _file_error(res: ExecResult) -> str:
     return re.sub(r"^(/bin/)?(sh|cat|mkdir|chmod|dirname)(: line \d+)?: ", "", line)
 
 
+INNER_GRADER = "/run/ce-grader"  # where bwrap and docker show grader commands their inputs
+
+
+def under(path: str, parent: str) -> bool:
+    path, parent = os.path.abspath(path), os.path.abspath(parent)
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def grader_mounts(spec: SandboxSpec, grader_dir: str) -> list[tuple[str, str]]:
+    """(host path, inner path) of the references outside the task directory: each gets a
+    mount point in the grader directory (one inside the task directory is already seen
+    there, under task/)."""
+    mounts = []
+    for i, ref in enumerate(spec.reference):
+        if spec.task_dir and under(ref, spec.task_dir):
+            continue
+        target = os.path.join(grader_dir, f"reference{i}")
+        if os.path.isdir(ref):
+            os.makedirs(target, exist_ok=True)
+        else:
+            with open(target, "a", encoding="utf-8"):
+                pass
+        mounts.append((ref, f"{INNER_GRADER}/reference{i}"))
+    return mounts
+
+
+def grader_reference_dir(spec: SandboxSpec) -> str | None:
+    """REFERENCE_DIR as grader commands of a confining driver see it."""
+    if not spec.reference:
+        return None
+    ref = spec.reference[0]
+    if spec.task_dir and under(ref, spec.task_dir):
+        inner = f"{INNER_GRADER}/task/{os.path.relpath(ref, spec.task_dir)}"
+    else:
+        inner = f"{INNER_GRADER}/reference0"
+    return inner if os.path.isdir(ref) else os.path.dirname(inner)
+
+
+def collect_output(out: IO[bytes], err: IO[bytes], max_output: int | None,
+                   binary: bool) -> tuple[Any, str]:
+    """stdout (bytes when `binary`, else text capped like stderr) and stderr."""
+    if binary:
+        out.seek(0)
+        stdout: Any = out.read() if max_output is None else out.read(max_output)
+    else:
+        stdout = read_capped(out, max_output)
+    return stdout, read_capped(err, max_output)
+
+
 def quote(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)

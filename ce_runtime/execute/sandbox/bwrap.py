@@ -34,14 +34,17 @@ import tempfile
 
 from ce_runtime.execute.sandbox.base import (
     GRADER,
+    INNER_GRADER,
     SandboxError,
     SandboxSpec,
+    grader_mounts,
+    grader_reference_dir,
     host_env_passthrough,
+    under,
 )
 from ce_runtime.execute.sandbox.supervised import SHIM, SupervisedSandbox
 
 INNER_CTL = "/run/ce"
-INNER_GRADER = "/run/ce-grader"
 INNER_HOME = "/tmp/home"
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/etc", "/sbin")
 MODEL_PORT = 8080
@@ -109,7 +112,7 @@ class BwrapSandbox(SupervisedSandbox):
         super().__init__(spec)
         self.inner_ctl_path = f"{INNER_CTL}/ctl.sock"
         os.makedirs(os.path.join(self.grader_dir, "task"), exist_ok=True)
-        self._grader_refs = self._reference_binds()
+        self._grader_refs = grader_mounts(spec, self.grader_dir)
         self._args_file = None
 
     # -- launch -------------------------------------------------------------------------
@@ -149,7 +152,7 @@ class BwrapSandbox(SupervisedSandbox):
                 args += ["--ro-bind", "/dev/null", path]
         # what must stay visible under a masked directory: the interpreters
         for keep in sorted({sys.base_prefix, sys.prefix, os.path.dirname(python)}):
-            if any(_under(keep, m) for m in masked):
+            if any(under(keep, m) for m in masked):
                 args += ["--ro-bind", keep, keep]
         args += ["--bind", self.workspace, self.workspace,
                  "--bind", self.ctl_dir, INNER_CTL,
@@ -169,40 +172,13 @@ class BwrapSandbox(SupervisedSandbox):
                                               *self.spec.reference, home) if p}
         out = []
         for p in sorted(paths, key=lambda p: (p.count("/"), p)):
-            if p == "/" or any(_under(d, p) for d in SYSTEM_DIRS):
+            if p == "/" or any(under(d, p) for d in SYSTEM_DIRS):
                 raise SandboxError(f"cannot hide {p} from the agent: it holds the system "
                                    f"({', '.join(SYSTEM_DIRS)}); move the task or the run "
                                    "directory elsewhere")
-            if not any(_under(p, q) for q in out):  # a parent already hides it
+            if not any(under(p, q) for q in out):  # a parent already hides it
                 out.append(p)
         return out
-
-    def _reference_binds(self) -> list[tuple[str, str]]:
-        """References outside the task directory get their own place in the grader's
-        view (one inside it is already there, under task/)."""
-        binds = []
-        for i, ref in enumerate(self.spec.reference):
-            if self.spec.task_dir and _under(ref, self.spec.task_dir):
-                continue
-            target = os.path.join(self.grader_dir, f"reference{i}")
-            if os.path.isdir(ref):
-                os.makedirs(target, exist_ok=True)
-            else:
-                with open(target, "w", encoding="utf-8"):
-                    pass
-            binds.append((ref, f"{INNER_GRADER}/reference{i}"))
-        return binds
-
-    def _inner_reference_dir(self) -> str | None:
-        if not self.spec.reference:
-            return None
-        ref = self.spec.reference[0]
-        if self.spec.task_dir and _under(ref, self.spec.task_dir):
-            inner = os.path.join(f"{INNER_GRADER}/task",
-                                 os.path.relpath(ref, self.spec.task_dir))
-        else:
-            inner = f"{INNER_GRADER}/reference0"
-        return inner if os.path.isdir(ref) else os.path.dirname(inner)
 
     # -- what commands see --------------------------------------------------------------
     def isolation(self) -> str:
@@ -221,7 +197,7 @@ class BwrapSandbox(SupervisedSandbox):
                     "SHELL": "/bin/sh", "USER": "ce", "LOGNAME": "ce"})
         if view == GRADER:
             env["TASK_DIR"] = f"{INNER_GRADER}/task"
-            ref = self._inner_reference_dir()
+            ref = grader_reference_dir(self.spec)
             if ref:
                 env["REFERENCE_DIR"] = ref
         return env
@@ -248,8 +224,3 @@ class BwrapSandbox(SupervisedSandbox):
             if self._args_file is not None:
                 self._args_file.close()
                 self._args_file = None
-
-
-def _under(path: str, parent: str) -> bool:
-    path, parent = os.path.abspath(path), os.path.abspath(parent)
-    return path == parent or path.startswith(parent.rstrip("/") + "/")

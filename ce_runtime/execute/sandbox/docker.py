@@ -37,19 +37,21 @@ from typing import Any
 from ce_runtime.execute.sandbox.base import (
     AGENT,
     GRADER,
+    INNER_GRADER,
     Enforcement,
     ExecResult,
     FileOps,
     SandboxError,
     SandboxSpec,
+    collect_output,
+    grader_mounts,
+    grader_reference_dir,
     host_env_passthrough,
-    read_capped,
     shell_argv,
 )
 
 DEFAULT_IMAGE = "python:3.12-slim"
 INNER_WORKSPACE = "/workspace"
-INNER_GRADER = "/run/ce-grader"
 INNER_CE = "/run/ce"  # read-only: the shim (model forwarding) and uv
 PIDS = "/tmp/.ce-pids"
 KEEPER = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
@@ -121,7 +123,7 @@ class DockerSandbox(FileOps):
         self._ids = 0
         self._before_agent: set[int] = set()
         self._base: set[int] = set()  # host pids of the container's own processes
-        self._refs = self._reference_mounts()
+        self._refs = grader_mounts(spec, self.grader_dir)
         self.enforcement = self._enforcement()
 
     # -- facts --------------------------------------------------------------------------
@@ -313,34 +315,11 @@ class DockerSandbox(FileOps):
             env["VIRTUAL_ENV"] = f"{ws}/.venv"
         if view == GRADER:
             env["TASK_DIR"] = f"{INNER_GRADER}/task"
-            ref = self._inner_reference_dir()
+            ref = grader_reference_dir(self.spec)
             if ref:
                 env["REFERENCE_DIR"] = ref
         env.update(self.spec.env)
         return env
-
-    def _reference_mounts(self) -> list[tuple[str, str]]:
-        out = []
-        for i, ref in enumerate(self.spec.reference):
-            if self.spec.task_dir and _under(ref, self.spec.task_dir):
-                continue
-            target = os.path.join(self.grader_dir, f"reference{i}")
-            if os.path.isdir(ref):
-                os.makedirs(target, exist_ok=True)
-            else:
-                open(target, "a").close()
-            out.append((ref, f"{INNER_GRADER}/reference{i}"))
-        return out
-
-    def _inner_reference_dir(self) -> str | None:
-        if not self.spec.reference:
-            return None
-        ref = self.spec.reference[0]
-        if self.spec.task_dir and _under(ref, self.spec.task_dir):
-            inner = f"{INNER_GRADER}/task/{os.path.relpath(ref, self.spec.task_dir)}"
-        else:
-            inner = f"{INNER_GRADER}/reference0"
-        return inner if os.path.isdir(ref) else os.path.dirname(inner)
 
     # -- commands -----------------------------------------------------------------------
     def _exec_args(self, argv: list[str], cwd: str | None, env: dict[str, str],
@@ -384,12 +363,7 @@ class DockerSandbox(FileOps):
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._kill_exec(ident, proc))
                 raise
-            if binary:
-                out.seek(0)
-                stdout: Any = out.read() if max_output is None else out.read(max_output)
-            else:
-                stdout = read_capped(out, max_output)
-            stderr = read_capped(err, max_output)
+            stdout, stderr = collect_output(out, err, max_output, binary)
         code = proc.returncode if proc.returncode is not None else -1
         if code == 126 and "executable file not found" in stderr:
             code = 127
@@ -475,11 +449,6 @@ class DockerSandbox(FileOps):
             return f"http://{inner}:{port}"
         raise SandboxError("`network: model` under docker needs ce's forwarder in the "
                            "container; use `driver: bwrap` for a model-only network")
-
-
-def _under(path: str, parent: str) -> bool:
-    path, parent = os.path.abspath(path), os.path.abspath(parent)
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 def _alive(pid: int) -> bool:

@@ -29,7 +29,7 @@ from ce_runtime.execute.sandbox.base import (
     FileOps,
     SandboxError,
     SandboxSpec,
-    read_capped,
+    collect_output,
     shell_argv,
 )
 from ce_runtime.execute.sandbox.cgroups import TrialCgroup
@@ -262,12 +262,7 @@ class SupervisedSandbox(FileOps):
             finally:
                 writer.close()
             code = json.loads(line).get("exit", -1) if line else -1
-            if binary:
-                out.seek(0)
-                stdout: Any = out.read() if max_output is None else out.read(max_output)
-            else:
-                stdout = read_capped(out, max_output)
-            stderr = read_capped(err, max_output)
+            stdout, stderr = collect_output(out, err, max_output, binary)
         return ExecResult(-1 if timed_out else int(code), stdout, stderr, timed_out,
                           (time.monotonic() - started) * 1000, pid)
 
