@@ -21,7 +21,7 @@ from ce_lang.compiler import CompileOptions, compile_paths
 from ce_runtime.grade.grading import grade_files
 from ce_runtime.grade.host import InfrastructureError
 from ce_runtime.grade.judge import HttpJudge
-from ce_runtime.model_server import LoopbackServer
+from ce_runtime.model_server import ModelServer
 
 VERDICT = '{"score": 0.8, "rationale": "the answer is right"}'
 
@@ -67,7 +67,7 @@ def _tool_results(body: dict) -> str:
     return "\n".join(parts)
 
 
-def _agent_requests(server: LoopbackServer) -> list[dict]:
+def _agent_requests(server: ModelServer) -> list[dict]:
     return [r for r in server.requests if r.get("stream") and r.get("tools")]
 
 
@@ -78,7 +78,7 @@ def test_agent_judge_reads_the_workspace_copy_and_returns_the_verdict(tmp_path, 
         {"tool": "Bash", "input": {"command": "ls -a; cat .claude/settings.json .mcp.json "
                                               "_reference/solution.py", "description": "l"}},
         {"text": "Checked.\n" + VERDICT}]}
-    with LoopbackServer(script) as server:
+    with ModelServer(script, judge=True) as server:
         r, _ = _grade(tmp_path, "- {type: agent_judge, prompt: check answer.txt, "
                            "max_turns: 6, description: judged by an agent}",
                            HttpJudge(server.url, "loopback"))
@@ -107,7 +107,7 @@ def test_agent_judge_timeout_scores_0_with_an_error(tmp_path, ws):
         "command": f"python3 -c 'import time; time.sleep(60)' {marker}",
         "description": "wait"}}, {"text": VERDICT}]}
     start = time.monotonic()
-    with LoopbackServer(script) as server:
+    with ModelServer(script, judge=True) as server:
         r, _ = _grade(tmp_path, "- {type: agent_judge, prompt: p, turn_timeout: 3, "
                            "description: never ends}", HttpJudge(server.url, "loopback"))
     assert time.monotonic() - start < 30
@@ -130,14 +130,14 @@ def _process_table() -> str:
 
 @pytest.mark.slow
 def test_agent_judge_without_json_scores_0_with_an_error(tmp_path, ws):
-    with LoopbackServer({"agent_judge": [{"text": "looks fine to me"}]}) as server:
+    with ModelServer({"agent_judge": [{"text": "looks fine to me"}]}, judge=True) as server:
         r, _ = _grade(tmp_path, "- {type: agent_judge, prompt: p, description: d}",
                       HttpJudge(server.url, "loopback"))
     assert r.score == 0.0 and "no JSON" in (r.error or "")
 
 
 def test_agent_judge_unreachable_endpoint_is_an_infrastructure_failure(tmp_path, ws):
-    with LoopbackServer({}) as server:
+    with ModelServer({}, judge=True) as server:
         url = server.url  # closed on exit: nothing listens there any more
     with pytest.raises(InfrastructureError, match="unreachable"):
         _grade(tmp_path, "- {type: agent_judge, prompt: p, description: d}",
@@ -172,7 +172,7 @@ def test_loopback_streams_scripted_steps_by_assistant_message_count():
     first = {"model": "m", "stream": True, "tools": tools, "messages": [
         {"role": "user", "content": [{"type": "text",
                                       "text": " - Primary working directory: /tmp/w\n"}]}]}
-    with LoopbackServer(script) as server:
+    with ModelServer(script, judge=True) as server:
         ctype, raw = _post(server.url + "/v1/messages?beta=true", first)
         assert ctype.startswith("text/event-stream")
         events = _events(raw)
@@ -215,7 +215,7 @@ def test_loopback_streams_scripted_steps_by_assistant_message_count():
 
 
 def test_loopback_non_streaming_judge_is_unchanged():
-    with LoopbackServer({"judge": [{"score": 0.6, "rationale": "ok"}]}) as server:
+    with ModelServer({"judge": [{"score": 0.6, "rationale": "ok"}]}, judge=True) as server:
         ctype, raw = _post(server.url + "/v1/messages", {"messages": [
             {"role": "user", "content": "grade"}]})
     assert ctype == "application/json"

@@ -41,5 +41,9 @@ class AgentConfig:
     ignore_patterns: list[str] = spec(factory=list, merge="replace")
     base_url: str | None = spec(None, doc="OpenAI-compatible endpoint for `type: openai`")
     api_key_env: str | None = spec(None, doc="environment variable holding the API key")
+    model_script: str | None = spec(
+        None, path="task", doc="ce: the scripted model session `ce run --scripted-model` "
+                               "replays for this agent (default: <task>.<agent type>.model.yaml "
+                               "beside the task)")
     script: list[dict[str, Any]] | None = spec(
         None, merge="replace", doc="actions the `script` agent replays (tests and demos)")

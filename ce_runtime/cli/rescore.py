@@ -59,10 +59,10 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, judge_replies):
         import yaml
 
         from ce_runtime.grade.judge import HttpJudge
-        from ce_runtime.model_server import LoopbackServer
+        from ce_runtime.model_server import ModelServer
 
         with open(judge_replies, encoding="utf-8") as fh:
-            loopback = LoopbackServer(yaml.safe_load(fh) or {}).__enter__()
+            loopback = ModelServer(yaml.safe_load(fh) or {}, judge=True).__enter__()
         judge = HttpJudge(loopback.url, "loopback")
     records, changed, missing = [], 0, 0
     try:

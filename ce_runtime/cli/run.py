@@ -52,11 +52,17 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
               help="Finish an interrupted run: only trials without a task.json are run.")
 @click.option("--junit-xml", type=click.Path(dir_okay=False), help="Also write JUnit XML here.")
+@click.option("--scripted-model", is_flag=True,
+              help="Agents that call a model (claude-code ...) talk to a local server that "
+                   "replays the task's scripted session (agent.model_script, or "
+                   "<task>.<agent type>.model.yaml beside the task): the real agent CLI, "
+                   "offline, no API key.")
 @click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
               help="Grade judge criteria with scripted verdicts from this YAML file (a local "
                    "loopback server; for demos and tests, no API key needed).")
 def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
-            tags, exclude_tags, runs_root, resume_dir, junit_xml, judge_replies):
+            tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
+            judge_replies):
     """Run the agent on every trial of PATHS and grade it.
 
     PATHS are task files, directories or globs, as for `ce compile`. Every task is
@@ -91,6 +97,7 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
         repeats, sample = args["repeats"], args["sample"]
         tags, exclude_tags = args["tags"], args["exclude_tags"]
         judge_replies = judge_replies or args.get("judge_replies")  # grade as it began
+        scripted_model = scripted_model or bool(args.get("scripted_model"))
         if judge_replies and not os.path.isfile(judge_replies):
             raise click.UsageError(f"--judge-replies file {judge_replies!r} not found")
         run_dir = resume_dir
@@ -113,6 +120,7 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
         click.echo("ce run: no trial to run (check --tags / skip:)", err=True)
         sys.exit(2)
     _preflight(trials)
+    _check_models(trials, agent_type, scripted_model)
     if not resume_dir:
         os.makedirs(runs_root, exist_ok=True)
         run_dir = R.new_run_dir(runs_root)
@@ -123,7 +131,8 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
               "overrides": list(overrides), "agent_type": agent_type, "model": model,
               "driver": driver, "repeats": repeats, "sample": sample, "tags": list(tags),
               "exclude_tags": list(exclude_tags),
-              "judge_replies": os.path.abspath(judge_replies) if judge_replies else None}
+              "judge_replies": os.path.abspath(judge_replies) if judge_replies else None,
+              "scripted_model": scripted_model}
     R.write_plans(run_dir, trials)
     todo = [t for t in trials if R.finished(run_dir, t) is None]
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running", "created_at": R.now_iso(),
@@ -136,14 +145,15 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
     if judge_replies:
         import yaml
 
-        from ce_runtime.model_server import LoopbackServer
+        from ce_runtime.model_server import ModelServer
 
         with open(judge_replies, encoding="utf-8") as fh:
-            loopback = LoopbackServer(yaml.safe_load(fh) or {}).__enter__()
+            loopback = ModelServer(yaml.safe_load(fh) or {}, judge=True).__enter__()
         os.environ["CE_JUDGE_URL"] = loopback.url
     try:
         asyncio.run(R.execute(todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type,
-                                                          uv_cache=_uv_cache()),
+                                                          uv_cache=_uv_cache(),
+                                                          scripted_model=scripted_model),
                               progress.start, progress.done))
     except KeyboardInterrupt:
         interrupted = True
@@ -178,6 +188,34 @@ def _preflight(trials) -> None:
             click.echo(f"ce run: {p}", err=True)
         click.echo("ce run: nothing was run (choose another driver with --driver, or fix the "
                    "above)", err=True)
+        sys.exit(2)
+
+
+def _check_models(trials, agent_override, scripted: bool) -> None:
+    """Every agent that calls a model has its scripted session (--scripted-model) or its
+    credentials: said before any trial, naming what is missing (never a key's value)."""
+    from ce_runtime.execute import credentials
+
+    problems: dict[str, list[str]] = {}
+    for t in trials:
+        agent = t.plan.agent.type or "claude-code"
+        if agent_override and agent != "none":
+            agent = agent_override
+        if agent not in credentials.MODEL_AGENTS:
+            continue
+        if scripted:
+            path = credentials.script_path(t.plan.agent, t.source, agent)
+            why = None if os.path.isfile(path) else \
+                f"no scripted session {os.path.relpath(path)} (or set agent.model_script)"
+        else:
+            why = credentials.missing(agent)
+        if why:
+            problems.setdefault(why, []).append(t.trial_id)
+    if problems:
+        for why, ids in problems.items():
+            shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+            click.echo(f"ce run: {why} ({len(ids)} trial(s): {shown})", err=True)
+        click.echo("ce run: nothing was run", err=True)
         sys.exit(2)
 
 

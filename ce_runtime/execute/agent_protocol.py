@@ -40,6 +40,9 @@ class AgentRequest:
     reference: dict[str, Any] | None = None  # file / code / directory (task-relative)
     criteria: list[dict[str, Any]] = attrs.field(factory=list)  # [{id, type, args}]
     sandbox: Any = None  # the trial's Sandbox (base.Sandbox): every process and file op
+    # where the agent's model answers: {"base_url", "api_key", "env": {...}, "scripted"}
+    # (the scripted model server of `ce run --scripted-model`, or the real credentials)
+    model_endpoint: dict[str, Any] | None = None
 
 
 @attrs.frozen

@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 BUILTIN = {
+    "claude-code": "ce_agents.claude_code:ClaudeCodeAgent",
     "none": "ce_agents.none:NoneAgent",
     "oracle": "ce_agents.oracle:OracleAgent",
     "script": "ce_agents.script:ScriptAgent",
 }
 
 
-PLANNED = ("claude-code", "codex", "openai")  # accepted by the task format, adapters to come
+PLANNED = ("codex", "openai")  # accepted by the task format, adapters to come
 
 
 class UnknownAgent(Exception):

@@ -33,6 +33,7 @@ class RunOptions:
     jobs: int = 1
     agent: str | None = None
     uv_cache: str | None = None
+    scripted_model: bool = False
 
 
 def new_run_dir(root: str) -> str:
@@ -128,7 +129,8 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
     from ce_runtime.store.redact import Redactor
 
     ctx = RunContext(run_dir, os.path.join(run_dir, "objects"), work_root, options.uv_cache,
-                     options.agent, hidden_paths(trials, options), Redactor.from_environ())
+                     options.agent, hidden_paths(trials, options), Redactor.from_environ(),
+                     options.scripted_model)
     sem = asyncio.Semaphore(max(1, options.jobs))
     records: list[dict[str, Any]] = []
 

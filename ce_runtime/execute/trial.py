@@ -36,6 +36,7 @@ class RunContext:
     agent_override: str | None = None
     hidden: tuple[str, ...] = ()  # host paths no agent may see (run dir, task dirs, caches)
     redactor: Any = None  # store.redact.Redactor: secrets out of everything written
+    scripted_model: bool = False  # agents talk to a server replaying the task's session
 
 
 def trial_dir_of(run_dir: str, trial: Trial) -> str:
@@ -132,7 +133,8 @@ async def _run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: a
         return AgentOutcome("error", f"{type(exc).__name__}: {exc}")
 
 
-def _request(trial: Trial, sandbox, agent_name: str) -> AgentRequest:
+def _request(trial: Trial, sandbox, agent_name: str,
+             endpoint: dict[str, Any] | None = None) -> AgentRequest:
     plan = trial.plan
     agent = converter.unstructure(plan.agent)
     agent["type"] = agent_name
@@ -142,10 +144,10 @@ def _request(trial: Trial, sandbox, agent_name: str) -> AgentRequest:
         limits=converter.unstructure(plan.run_limits),
         reference=converter.unstructure(plan.reference) if plan.reference else None,
         criteria=[{"id": c.id, "type": c.type, "args": c.args} for c in plan.criteria],
-        sandbox=sandbox)
+        sandbox=sandbox, model_endpoint=endpoint)
 
 
-def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str):
+def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str, agent_name: str = "none"):
     from ce_runtime.execute.sandbox.base import Limits, SandboxSpec
     from ce_runtime.grade.grading import reference_paths
 
@@ -155,7 +157,7 @@ def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str):
         trial_id=trial.trial_id, scratch=scratch, task_dir=trial.task_dir,
         reference=reference_paths(trial.plan, trial.task_dir),
         hidden=(*tuple(ctx.hidden), ctx.run_dir, ctx.work_root),
-        network=network_of(box),
+        network=network_of(box, agent_name),
         limits=Limits(lim.max_memory_mb, lim.max_pids, lim.max_cpus, lim.max_disk_mb),
         env=dict(box.env), env_passthrough=tuple(box.env_passthrough),
         docker=box.docker, uv_cache=ctx.uv_cache,
@@ -164,13 +166,16 @@ def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str):
         warm=True)
 
 
-def network_of(box) -> str:
-    """ce's `sandbox.network`, else coder_eval's `docker.network`, else none."""
+def network_of(box, agent_name: str = "none") -> str:
+    """ce's `sandbox.network`, else coder_eval's `docker.network`, else what the agent
+    needs: its model endpoint only for an agent that calls a model, nothing otherwise."""
+    from ce_runtime.execute.credentials import MODEL_AGENTS
+
     if box.network:
         return box.network
     if box.docker is not None and box.docker.network:
         return {"bridge": "full", "none": "none"}[box.docker.network]
-    return "none"
+    return "model" if agent_name in MODEL_AGENTS else "none"
 
 
 def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
@@ -188,8 +193,34 @@ def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
     return "SUCCESS" if success else "FAILURE"
 
 
+def model_endpoint(trial: Trial, agent_name: str, ctx: RunContext, sandbox, notes):
+    """Where the agent's model answers, and the scripted server to stop afterwards."""
+    from ce_runtime.execute import credentials
+
+    if agent_name not in credentials.MODEL_AGENTS:
+        return None, None
+    if not ctx.scripted_model:
+        return credentials.real_endpoint(agent_name), None
+    import yaml
+
+    from ce_runtime.model_server import ModelServer, Script
+
+    path = credentials.script_path(trial.plan.agent, trial.source, agent_name)
+    with open(path, encoding="utf-8") as fh:
+        try:
+            data = yaml.safe_load(fh)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path} is not valid YAML: {exc}") from None
+    script = Script.from_data(data, row=trial.plan.row_id, workspace=sandbox.inner_workspace,
+                              where=os.path.basename(path))
+    server = ModelServer(script).start()
+    notes["model_server"] = {"script": path, "url": server.url}
+    return {"base_url": server.url, "api_key": "scripted-no-key", "scripted": True}, server
+
+
 async def _agent_phase(agent, trial: Trial, sandbox, agent_name: str, sink: TrialSink,
-                       stop: asyncio.Event, notes: dict[str, Any], trusted
+                       stop: asyncio.Event, notes: dict[str, Any], trusted,
+                       endpoint: dict[str, Any] | None = None
                        ) -> tuple[AgentOutcome, str | None]:
     """The agent, then the end of its phase: what it left running is killed, and the files
     the grader trusts are checked (an error when the agent changed one)."""
@@ -197,8 +228,8 @@ async def _agent_phase(agent, trial: Trial, sandbox, agent_name: str, sink: Tria
 
     await sandbox.agent_starts(trusted=bool(getattr(agent, "trusted", False)))
     try:
-        outcome = await _run_agent(agent, _request(trial, sandbox, agent_name), sink, stop,
-                                   trial.plan.run_limits)
+        outcome = await _run_agent(agent, _request(trial, sandbox, agent_name, endpoint), sink,
+                                   stop, trial.plan.run_limits)
     except BaseException:  # interrupted: end the phase, but let the interruption through
         with contextlib.suppress(Exception):
             await sandbox.agent_ended()
@@ -262,7 +293,8 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                      "dialog it asks for")
         else:
             try:
-                sandbox = open_sandbox(plan.sandbox.driver, sandbox_spec(trial, ctx, scratch))
+                sandbox = open_sandbox(plan.sandbox.driver, sandbox_spec(trial, ctx, scratch,
+                                                                        agent_name))
                 await sandbox.start()
                 notes["sandbox"] = sandbox.enforcement.as_record()
                 setup = await sandbox.prepare(plan, cancel_setup)
@@ -293,10 +325,21 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                 error = str(exc)
             else:
                 try:
-                    outcome, error = await _agent_phase(agent, trial, sandbox, agent_name,
-                                                        sink, stop, notes, trusted)
-                except SandboxError as exc:  # e.g. the agent killed the sandbox's init
-                    error = f"the sandbox was lost while the agent ran: {exc}"
+                    endpoint, model_server = model_endpoint(trial, agent_name, ctx, sandbox,
+                                                            notes)
+                except (OSError, ValueError) as exc:  # a missing or malformed script
+                    error = f"scripted model: {exc}"
+                else:
+                    try:
+                        outcome, error = await _agent_phase(agent, trial, sandbox, agent_name,
+                                                            sink, stop, notes, trusted,
+                                                            endpoint)
+                    except SandboxError as exc:  # e.g. the agent killed the sandbox's init
+                        error = f"the sandbox was lost while the agent ran: {exc}"
+                    finally:
+                        if model_server is not None:
+                            notes["model_requests"] = len(model_server.log)
+                            model_server.stop()
                 if outcome is not None and not sink.agent_ended:
                     sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
         if error is None:
@@ -379,6 +422,7 @@ def _record(trial: Trial, agent: str, status: str, error: str | None,
         "teardown_killed": notes.get("teardown_killed", []),
         "oom_killed": bool(notes.get("oom_killed")),
         "integrity": notes.get("integrity", []),
+        "model_server": notes.get("model_server"),
     }
 
 

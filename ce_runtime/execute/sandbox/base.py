@@ -141,6 +141,11 @@ class Sandbox(Protocol):
 
     async def route_model(self, host: str, port: int) -> str: ...
 
+    def launcher(self, argv: Sequence[str], env: dict[str, str], forward: Sequence[str] = (),
+                 cwd: str | None = None) -> str: ...
+
+    def share(self, host_path: str) -> str: ...
+
 
 def read_capped(fh: IO[bytes], limit: int | None) -> str:
     """The text written to `fh` (UTF-8, invalid bytes replaced), cut at `limit` bytes."""

@@ -202,6 +202,9 @@ class BwrapSandbox(SupervisedSandbox):
                 env["REFERENCE_DIR"] = ref
         return env
 
+    def inner_path(self, host_path: str) -> str:
+        return INNER_CTL + host_path[len(self.ctl_dir):]
+
     async def route_model(self, host: str, port: int) -> str:
         if self.spec.network == "none":
             raise SandboxError("the agent needs its model endpoint, and `sandbox.network` "

@@ -440,6 +440,14 @@ class DockerSandbox(FileOps):
     def oom_killed(self) -> bool:
         return False
 
+    def launcher(self, argv: Sequence[str], env: dict[str, str], forward: Sequence[str] = (),
+                 cwd: str | None = None) -> str:
+        raise SandboxError("agents that bring their own CLI (claude-code) do not run under "
+                           "the docker driver yet: use bwrap")
+
+    def share(self, host_path: str) -> str:
+        raise SandboxError("sharing host files with a docker sandbox is not supported yet")
+
     async def route_model(self, host: str, port: int) -> str:
         if self.spec.network == "none":
             raise SandboxError("the agent needs its model endpoint, and `sandbox.network` "

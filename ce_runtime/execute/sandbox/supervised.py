@@ -42,6 +42,23 @@ CGROUP_JOIN = ('IFS=:; for p in $CE_CGROUP_PROCS; do echo $$ > "$p" || exit 125;
                'unset CE_CGROUP_PROCS; exec "$@"')
 
 
+LAUNCHER = """#!{python} -IS
+import importlib.util, json, os, re, sys
+spec = importlib.util.spec_from_file_location("ce_shim", {shim!r})
+shim = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(shim)
+request = json.loads({request})
+forward = set(json.loads({forward!r}))
+secret = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.I)
+for name, value in os.environ.items():
+    if name in forward or (name.startswith(("CLAUDE_CODE_", "CLAUDE_AGENT_SDK"))
+                           and not secret.search(name)):
+        request["env"][name] = value
+request["argv"] += sys.argv[1:]
+sys.exit(shim.run_client({ctl!r}, json.dumps(request)))
+"""
+
+
 class ShimClient:
     """Requests to one trial's init (each on its own connection)."""
 
@@ -290,6 +307,41 @@ class SupervisedSandbox(FileOps):
             _python(), SHIM, "--run", self.client.ctl_path, json.dumps(request),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=LAUNCH_ENV)
+
+    def launcher(self, argv: Sequence[str], env: dict[str, str], forward: Sequence[str] = (),
+                 cwd: str | None = None) -> str:
+        """A host executable that runs `argv + its own arguments` inside the sandbox with
+        its own stdio, for libraries that spawn their process themselves (an agent SDK
+        given it as the CLI's path). The command gets `env`, plus the variables named in
+        `forward` (and the SDK's own CLAUDE_CODE_* / CLAUDE_AGENT_SDK* ones that do not
+        look like secrets) read from the launcher's environment when it runs: values a
+        caller hands over at spawn time never sit in a file."""
+        path = os.path.join(self.ctl_dir, f"launch-{os.urandom(4).hex()}")
+        request = {"op": "exec", "argv": list(argv), "cwd": cwd or self.inner_workspace,
+                   "env": env, "rlimits": self._rlimits()}
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(LAUNCHER.format(python=_python(), shim=SHIM,
+                                     ctl=self.client.ctl_path,
+                                     request=json.dumps(json.dumps(request)),
+                                     forward=json.dumps(sorted(set(forward)))))
+        os.chmod(path, 0o700)
+        return path
+
+    def share(self, host_path: str) -> str:
+        """A copy of a host file or directory the agent may read (plugins): its path as
+        the sandbox's commands see it."""
+        shared = os.path.join(self.ctl_dir, "shared")
+        os.makedirs(shared, exist_ok=True)
+        dest = os.path.join(shared, f"{len(os.listdir(shared))}-{os.path.basename(host_path)}")
+        if os.path.isdir(host_path):
+            shutil.copytree(host_path, dest, symlinks=True)
+        else:
+            shutil.copy2(host_path, dest)
+        return self.inner_path(dest)
+
+    def inner_path(self, host_path: str) -> str:
+        """A path under the trial's control directory as commands see it."""
+        return host_path
 
     # -- phases -------------------------------------------------------------------------
     async def agent_starts(self, trusted: bool = False) -> None:

@@ -1,0 +1,53 @@
+"""Where an agent's model answers: the scripted model server of `ce run --scripted-model`
+(its session for this task and agent type), or the real service with the credentials in
+ce's environment. Both are checked before any trial starts; a missing one is named, and
+nothing of a key is ever printed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+MODEL_AGENTS = {"claude-code": "anthropic", "codex": "openai", "openai": "openai"}
+
+
+def script_path(agent: Any, task_file: str, agent_type: str) -> str:
+    """`agent.model_script` (relative to the task file), else
+    `<task file stem>.<agent type>.model.yaml` beside the task."""
+    base = os.path.dirname(os.path.abspath(task_file))
+    if getattr(agent, "model_script", None):
+        return os.path.normpath(os.path.join(base, agent.model_script))
+    stem = os.path.splitext(os.path.basename(task_file))[0]
+    return os.path.join(base, f"{stem}.{agent_type}.model.yaml")
+
+
+def real_endpoint(agent_type: str, environ: Mapping[str, str] | None = None
+                  ) -> dict[str, Any] | None:
+    env = os.environ if environ is None else environ
+    if MODEL_AGENTS.get(agent_type) != "anthropic":
+        return None
+    if env.get("API_BACKEND", "direct") == "bedrock":
+        return {"base_url": env.get("ANTHROPIC_BEDROCK_BASE_URL") or "",
+                "api_key": "", "env": {k: env[k] for k in (
+                    "AWS_BEARER_TOKEN_BEDROCK", "AWS_REGION", "ANTHROPIC_MODEL")
+                    if k in env} | {"CLAUDE_CODE_USE_BEDROCK": "1"}}
+    return {"base_url": env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com",
+            "api_key": env.get("ANTHROPIC_API_KEY", "")}
+
+
+def missing(agent_type: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """What the real service needs and ce's environment lacks (None: all there)."""
+    env = os.environ if environ is None else environ
+    if MODEL_AGENTS.get(agent_type) != "anthropic":
+        return None
+    backend = env.get("API_BACKEND", "direct")
+    if backend == "bedrock":
+        lacking = [k for k in ("AWS_BEARER_TOKEN_BEDROCK", "AWS_REGION") if not env.get(k)]
+        return f"API_BACKEND=bedrock needs {' and '.join(lacking)}" if lacking else None
+    if backend != "direct":
+        return f"API_BACKEND={backend!r} is not a backend ce knows (direct, bedrock)"
+    if not env.get("ANTHROPIC_API_KEY"):
+        return ("ANTHROPIC_API_KEY is not set (or run offline against scripted replies: "
+                "--scripted-model)")
+    return None

@@ -1,0 +1,182 @@
+"""A scripted model session: what the model server answers, step by step.
+
+    # hello_world.claude-code.model.yaml
+    steps:                       # one per model call of the agent, in order
+      - text: I'll write the file.          # a text block (optional)
+        tool: Write                         # a tool call (optional), with its input
+        input: {file_path: "{workspace}/hello.py", content: "print('Hello, World!')\\n"}
+        usage: {input_tokens: 1200, output_tokens: 80}   # what the call reports
+      - text: Done.
+    rows:                        # dataset tasks: the steps of each row, by row id
+      weekday: [...]
+    judge: [...]                 # llm_judge verdicts: {match?, score, rationale}
+    agent_judge: [...]           # the steps of an agent_judge's session
+
+A step is chosen by the conversation's position, never by a counter: the number of
+assistant turns already in the request (Anthropic Messages, OpenAI Chat Completions) or
+of tool outputs in it (OpenAI Responses). A client that retries, or sends side requests
+(titles, summaries: requests without tools), cannot desynchronize it, and any number of
+sessions can run against one server at once. `{workspace}` in a step becomes the
+workspace path (given to the server, or read from the agent's own prompt). Past the
+last step the model says so in a text reply and ends its turn.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+DEFAULT_USAGE = {"input_tokens": 10, "output_tokens": 10}
+STEP_KEYS = {"text", "tool", "input", "usage", "delay", "tools", "custom_tool"}
+USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_input_tokens",
+              "cache_creation_input_tokens"}
+END_TEXT = "The scripted session has no more steps."
+WORKDIR = re.compile(r"(?:Primary working directory|Working directory|<cwd>|cwd)[:>]?\s*"
+                     r"(/[^\s<\"']+)")
+
+
+class ScriptError(ValueError):
+    """A malformed script (the message names the step and the key)."""
+
+
+@attrs.frozen
+class Call:
+    name: str
+    input: Any  # a mapping; for a custom tool (apply_patch), a string
+    custom: bool = False
+
+
+@attrs.frozen
+class Step:
+    text: str | None
+    calls: tuple[Call, ...]
+    usage: dict[str, int]
+    delay: float = 0.0
+
+
+def check_steps(raw: Any, where: str) -> list[Step]:
+    if not isinstance(raw, list):
+        raise ScriptError(f"{where} must be a list of steps")
+    out = []
+    for i, s in enumerate(raw, 1):
+        at = f"{where} step {i}"
+        if isinstance(s, str):
+            s = {"text": s}
+        if not isinstance(s, dict):
+            raise ScriptError(f"{at} must be a mapping such as {{text: ...}} or "
+                              "{tool: NAME, input: {...}}")
+        unknown = sorted(set(s) - STEP_KEYS)
+        if unknown:
+            raise ScriptError(f"{at}: unknown key(s) {', '.join(unknown)} (allowed: "
+                              f"{', '.join(sorted(STEP_KEYS))})")
+        calls: list[Call] = []
+        if "tool" in s:
+            calls.append(Call(str(s["tool"]), s.get("input", {})))
+        if "custom_tool" in s:
+            calls.append(Call(str(s["custom_tool"]), str(s.get("input", "")), custom=True))
+        for j, c in enumerate(s.get("tools") or [], 1):
+            if not isinstance(c, dict) or "tool" not in c:
+                raise ScriptError(f"{at}: tools[{j}] needs `tool` (and `input`)")
+            calls.append(Call(str(c["tool"]), c.get("input", {})))
+        if not calls and "text" not in s:
+            raise ScriptError(f"{at} has neither `text` nor a tool call")
+        for c in calls:
+            if not c.custom and not isinstance(c.input, dict):
+                raise ScriptError(f"{at}: the input of {c.name} must be a mapping")
+        usage = dict(DEFAULT_USAGE)
+        given = s.get("usage") or {}
+        if not isinstance(given, dict) or set(given) - USAGE_KEYS or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                for v in given.values()):
+            raise ScriptError(f"{at}: `usage` takes non-negative integers for "
+                              f"{', '.join(sorted(USAGE_KEYS))}")
+        usage.update(given)
+        delay = s.get("delay", 0)
+        if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
+            raise ScriptError(f"{at}: `delay` is a number of seconds")
+        text = s.get("text")
+        out.append(Step(None if text is None else str(text), tuple(calls), usage, float(delay)))
+    return out
+
+
+@attrs.frozen
+class Script:
+    steps: tuple[Step, ...] = ()
+    judge: tuple[dict[str, Any], ...] = ()
+    agent_judge: tuple[Step, ...] = ()
+    workspace: str | None = None  # what `{workspace}` becomes (else read from the prompt)
+
+    @classmethod
+    def from_data(cls, data: Any, row: str | None = None, workspace: str | None = None,
+                  where: str = "the script") -> Script:
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ScriptError(f"{where} must be a mapping with `steps` (and `rows`, `judge`, "
+                              "`agent_judge`)")
+        unknown = sorted(set(data) - {"steps", "rows", "judge", "agent_judge"})
+        if unknown:
+            raise ScriptError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: steps, "
+                              "rows, judge, agent_judge)")
+        raw = data.get("steps") or []
+        rows = data.get("rows") or {}
+        if not isinstance(rows, dict):
+            raise ScriptError(f"{where}: `rows` maps a row id to its steps")
+        if row is not None and row in rows:
+            raw = rows[row]
+        elif row is not None and rows and not raw:
+            raise ScriptError(f"{where} has no steps for row {row!r} (rows: "
+                              f"{', '.join(map(str, rows))})")
+        judge = data.get("judge") or []
+        if not isinstance(judge, list) or not all(isinstance(j, dict) and "score" in j
+                                                  for j in judge):
+            raise ScriptError(f"{where}: `judge` is a list of {{match?, score, rationale}}")
+        return cls(tuple(check_steps(raw, f"{where}" + (f" (row {row})" if row else ""))),
+                   tuple(judge), tuple(check_steps(data.get("agent_judge") or [],
+                                                   f"{where} agent_judge")), workspace)
+
+    # -- answering ------------------------------------------------------------------------
+    def step(self, position: int, request_text: str, judge_session: bool = False) -> Step:
+        steps = self.agent_judge if judge_session else self.steps
+        if position >= len(steps):
+            return Step(END_TEXT, (), dict(DEFAULT_USAGE))
+        step = steps[position]
+        workspace = self.workspace
+        if workspace is None:
+            found = WORKDIR.search(request_text)
+            workspace = found.group(1) if found else ""
+        return Step(_fill(step.text, workspace),
+                    tuple(Call(c.name, _fill(c.input, workspace), c.custom)
+                          for c in step.calls), step.usage, step.delay)
+
+    def verdict(self, request_text: str) -> dict[str, Any]:
+        default = None
+        for entry in self.judge:
+            match = entry.get("match")
+            if match is None and default is None:
+                default = entry
+            elif match is not None and match in request_text:
+                return {"score": entry["score"], "rationale": entry.get("rationale", "")}
+        if default is None:
+            return {"rationale": "no scripted verdict matches this request"}
+        return {"score": default["score"], "rationale": default.get("rationale", "")}
+
+    @property
+    def total_usage(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.steps:
+            for k, v in s.usage.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+
+def _fill(value: Any, workspace: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("{workspace}", workspace).replace("$WORKSPACE", workspace)
+    if isinstance(value, list):
+        return [_fill(v, workspace) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, workspace) for k, v in value.items()}
+    return value
