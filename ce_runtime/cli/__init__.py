@@ -17,6 +17,7 @@ _COMMANDS = {
     "explain": ("ce_runtime.cli.explain", "explain_cmd"),
     "run": ("ce_runtime.cli.run", "run_cmd"),
     "rescore": ("ce_runtime.cli.rescore", "rescore_cmd"),
+    "model-server": ("ce_runtime.cli.model_server", "model_server_cmd"),
 }
 
 
@@ -28,6 +29,7 @@ _SHORT_HELP = {
     "run": "Run the agent on every trial and grade it, into a run directory.",
     "rescore": "Grade an archived run again, offline, with the same or new criteria.",
     "trace": "Dump traces, and import foreign transcripts as traces.",
+    "model-server": "Serve a scripted model session (Anthropic and OpenAI APIs), offline.",
 }
 
 
