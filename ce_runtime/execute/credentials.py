@@ -27,7 +27,7 @@ def real_endpoint(agent_type: str, environ: Mapping[str, str] | None = None
     env = os.environ if environ is None else environ
     if MODEL_AGENTS.get(agent_type) != "anthropic":
         return None
-    if env.get("API_BACKEND", "direct") == "bedrock":
+    if (env.get("API_BACKEND") or "direct") == "bedrock":
         return {"base_url": env.get("ANTHROPIC_BEDROCK_BASE_URL") or "",
                 "api_key": "", "env": {k: env[k] for k in (
                     "AWS_BEARER_TOKEN_BEDROCK", "AWS_REGION", "ANTHROPIC_MODEL")
@@ -41,7 +41,7 @@ def missing(agent_type: str, environ: Mapping[str, str] | None = None) -> str | 
     env = os.environ if environ is None else environ
     if MODEL_AGENTS.get(agent_type) != "anthropic":
         return None
-    backend = env.get("API_BACKEND", "direct")
+    backend = env.get("API_BACKEND") or "direct"
     if backend == "bedrock":
         lacking = [k for k in ("AWS_BEARER_TOKEN_BEDROCK", "AWS_REGION") if not env.get(k)]
         return f"API_BACKEND=bedrock needs {' and '.join(lacking)}" if lacking else None

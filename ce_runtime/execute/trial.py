@@ -338,7 +338,9 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                         error = f"the sandbox was lost while the agent ran: {exc}"
                     finally:
                         if model_server is not None:
-                            notes["model_requests"] = len(model_server.log)
+                            notes["model_server"]["calls"] = sum(
+                                1 for e in model_server.log if e["step"] is not None)
+                            notes["model_server"]["requests"] = len(model_server.log)
                             model_server.stop()
                 if outcome is not None and not sink.agent_ended:
                     sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))

@@ -1,0 +1,215 @@
+"""The claude-code agent, end to end: the real Claude Code CLI that claude-agent-sdk
+bundles, run by `ce run --scripted-model` against ce's scripted model server, inside the
+trial's sandbox. No key, no network: the tool calls are the CLI's own, the files and
+command outputs real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ce_runtime.trace.events import read_trace
+from tests.engines import bwrap_missing, need
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ROOT / "tasks"
+SONNET = (3.0, 15.0)  # list price per million input / output tokens: the CLI's own costing
+
+slow = pytest.mark.slow
+
+
+def ce(*args: str, cwd: Path, env: dict[str, str] | None = None,
+       timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ce_runtime.cli", *args], cwd=cwd,
+                          env={**os.environ, "CE_PLAIN": "1", **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def copy_example(tmp: Path, name: str) -> Path:
+    for suffix in (".yaml", ".claude-code.model.yaml"):
+        shutil.copy(TASKS / f"{name}{suffix}", tmp / f"{name}{suffix}")
+    return tmp / f"{name}.yaml"
+
+
+def trial(tmp: Path, task: str, row: str | None = None) -> tuple[dict, list]:
+    runs = tmp / "runs"
+    run_dir = next(p for p in runs.iterdir() if p.name != "latest")
+    d = run_dir / "default" / task / (row or "") / "00"
+    return json.loads((d / "task.json").read_text()), read_trace(str(d / "trace.msgpack")).events
+
+
+def kinds(events) -> list[str]:
+    return [type(e).__name__ for e in events]
+
+
+@slow
+def test_hello_world_passes_and_tokens_and_cost_are_the_scripts(tmp_path):
+    task = copy_example(tmp_path, "hello_world")
+    res = ce("run", str(task), "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    record, events = trial(tmp_path, "hello_world")
+    assert record["status"] == "SUCCESS" and record["agent"] == "claude-code"
+    script = yaml.safe_load((tmp_path / "hello_world.claude-code.model.yaml").read_text())
+    tokens_in = sum(s["usage"]["input_tokens"] for s in script["steps"])
+    tokens_out = sum(s["usage"]["output_tokens"] for s in script["steps"])
+    usage = record["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (tokens_in, tokens_out)
+    assert usage["cost_usd"] == pytest.approx((tokens_in * SONNET[0] + tokens_out * SONNET[1])
+                                              / 1e6)
+    calls = [e for e in events if type(e).__name__ == "ToolCall"]
+    assert [(c.tool, c.call_id.startswith("toolu_")) for c in calls] == [
+        ("Write", True), ("Bash", True)]
+    assert calls[0].params["file_path"].endswith("/hello.py")
+    results = [e for e in events if type(e).__name__ == "ToolResult"]
+    assert [r.status for r in results] == ["ok", "ok"] and results[1].output == "Hello, World!"
+    assert record["agent_outcome"]["reason"] == "finished"
+    assert "session" in record["agent_outcome"]["detail"]
+    assert record["model_server"]["calls"] == 3
+    dump = ce("trace", "dump", str(next((tmp_path / "runs").glob("*/default/hello_world/00"))
+                                   / "trace.msgpack"), cwd=tmp_path)
+    assert '"tool":"Write"' in dump.stdout.replace(" ", "") and "toolu_" in dump.stdout
+
+
+@slow
+def test_hello_world_under_bwrap_reaches_only_its_model(tmp_path):
+    need(bwrap_missing())
+    task = copy_example(tmp_path, "hello_world")
+    res = ce("run", str(task), "--scripted-model", "--driver", "bwrap", "--run-dir", "runs",
+             cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    record, _ = trial(tmp_path, "hello_world")
+    assert record["status"] == "SUCCESS"
+    assert record["sandbox"]["driver"] == "bwrap"
+    assert record["sandbox"]["network"].startswith("model endpoint only")
+    assert record["model_server"]["calls"] == 3
+
+
+SKILL_TASK = """\
+task_id: skills
+description: does the agent fire date-teller only for date questions?
+dataset:
+  rows:
+    - {id: positive, question: "What day is it?", expected_skill: date-teller}
+    - {id: negative, question: "What is 2 + 2?", expected_skill: ""}
+initial_prompt: "${row.question}"
+agent:
+  type: claude-code
+  allowed_tools: [Skill, Bash]
+sandbox:
+  python: null
+  template_sources:
+    - type: starter_files
+      files:
+        - path: .claude/skills/date-teller/SKILL.md
+          content: |
+            ---
+            name: date-teller
+            description: Tells the current date.
+            ---
+            Run `date -u` with the Bash tool and answer from its output.
+success_criteria:
+  - type: skill_triggered
+    skill_name: date-teller
+    expected_skill: "${row.expected_skill}"
+    description: date-teller fires on date questions only
+"""
+
+
+@slow
+def test_skill_triggered_scores_the_positive_and_the_negative_row(tmp_path):
+    (tmp_path / "skills.yaml").write_text(SKILL_TASK)
+    fires = [{"tool": "Skill", "input": {"skill": "date-teller"}}, {"text": "answered"}]
+    (tmp_path / "skills.claude-code.model.yaml").write_text(yaml.safe_dump(
+        {"rows": {"positive": fires, "negative": fires}}))  # it fires on both: wrong once
+    res = ce("run", "skills.yaml", "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    scores = {}
+    for row in ("positive", "negative"):
+        record, events = trial(tmp_path, "skills", row)
+        scores[row] = record["criteria"][0]["score"]
+        results = [e for e in events if type(e).__name__ == "ToolResult"]
+        assert results[0].output == "Launching skill: date-teller"  # the CLI loaded it
+    assert scores == {"positive": 1.0, "negative": 0.0}
+
+
+@slow
+def test_early_stop_ends_the_cli_at_the_deciding_tool_call(tmp_path):
+    task = copy_example(tmp_path, "early_stop")
+    res = ce("run", str(task), "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    record, events = trial(tmp_path, "early_stop")
+    assert record["stopped_early"] and record["agent_outcome"]["reason"] == "stopped"
+    decision = next(e for e in events if type(e).__name__ == "Decision")
+    deciding = events[decision.event_index]
+    assert type(deciding).__name__ == "ToolCall" and deciding.params["command"] == \
+        "python --version"
+    after = events[events.index(decision):]
+    assert not [e for e in after if type(e).__name__ == "ToolCall"]  # nothing more ran
+    assert record["model_server"]["calls"] == 1  # step 2 was never asked for
+    assert not (Path(record["task_dir"]) / "version.txt").exists()
+
+
+@slow
+def test_a_turn_timeout_kills_the_cli_and_its_children(tmp_path):
+    mark = f"{int(time.time() * 1000) % 100000}.25"
+    (tmp_path / "hang.yaml").write_text(textwrap.dedent("""\
+        task_id: hang
+        description: the agent's command hangs past turn_timeout
+        initial_prompt: wait
+        agent: {type: claude-code, allowed_tools: [Bash]}
+        run_limits: {turn_timeout: 4}
+        sandbox: {python: null, env: {CE_TEST_MARK: "MARK"}}
+        success_criteria:
+          - {type: file_exists, path: never.txt, description: never written}
+        """).replace("MARK", mark))
+    (tmp_path / "hang.claude-code.model.yaml").write_text(yaml.safe_dump({"steps": [
+        {"tool": "Bash", "input": {
+            "command": f"python3 -c 'import time; time.sleep({mark})' & "
+                       f"python3 -c 'import time; time.sleep({mark})'", "timeout": 600000}},
+        {"text": "never reached"}]}))
+    started = time.monotonic()
+    res = ce("run", "hang.yaml", "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    took = time.monotonic() - started
+    record, events = trial(tmp_path, "hang")
+    assert record["status"] == "TIMEOUT", (record["error"], res.stderr)
+    assert took < 60
+    # the command, its child and the CLI (every process of the trial has the mark in its
+    # environment) are gone
+    assert _processes(mark) == {}
+    assert "AgentEnd" in kinds(events)
+
+
+def _processes(mark: str) -> dict[int, str]:
+    """Live processes with `mark` in their command line or environment."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            env = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if (mark in cmd or mark in env) and state != "Z" and int(pid) != os.getpid():
+            found[int(pid)] = cmd
+    return found
+
+
+def test_a_missing_session_or_key_is_said_before_any_trial(tmp_path):
+    task = tmp_path / "t.yaml"
+    shutil.copy(TASKS / "hello_world.yaml", task)
+    res = ce("run", str(task), "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "no scripted session t.claude-code.model.yaml" in res.stderr
+    env = {k: "" for k in ("ANTHROPIC_API_KEY", "API_BACKEND")}
+    res = ce("run", str(task), "--run-dir", "runs", cwd=tmp_path, env=env)
+    assert res.returncode == 2 and "ANTHROPIC_API_KEY is not set" in res.stderr
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("task.json"))

@@ -1,0 +1,147 @@
+"""ce's scripted model server, spoken to as the clients speak: raw Anthropic Messages
+requests (streamed and not), and the openai package for Chat Completions and Responses."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from ce_runtime.model_server import ModelServer, Script, ScriptError
+
+SCRIPT = {"steps": [
+    {"text": "writing", "tool": "Write", "input": {"file_path": "{workspace}/a.py"},
+     "usage": {"input_tokens": 100, "output_tokens": 7}},
+    {"tool": "Bash", "input": {"command": "ls"}},
+    {"text": "done"}]}
+TOOLS = [{"name": "Write", "input_schema": {"type": "object"}}]
+
+
+def post(server, path, body):
+    req = urllib.request.Request(server.url + path, json.dumps(body).encode(),
+                                 {"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return resp.read().decode()
+
+
+def sse(text):
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")
+            and line != "data: [DONE]"]
+
+
+def anthropic(server, assistant_turns, stream=False, tools=TOOLS, system="", **extra):
+    messages = [{"role": "user", "content": "go"}]
+    for _ in range(assistant_turns):
+        messages += [{"role": "assistant", "content": [{"type": "text", "text": "x"}]},
+                     {"role": "user", "content": "next"}]
+    body = {"model": "claude-sonnet-4-6", "messages": messages, "stream": stream,
+            "system": system, **extra}
+    if tools:
+        body["tools"] = tools
+    return post(server, "/v1/messages", body)
+
+
+def test_steps_follow_the_conversation_not_a_counter():
+    with ModelServer(SCRIPT) as server:
+        again = [json.loads(anthropic(server, 0, system="Primary working directory: /ws"))
+                 for _ in range(2)]  # a retry gets the same step
+        second = json.loads(anthropic(server, 1))
+        past = json.loads(anthropic(server, 5))
+    assert [b["type"] for b in again[0]["content"]] == ["text", "tool_use"]
+    assert again[0]["content"][1]["name"] == again[1]["content"][1]["name"] == "Write"
+    assert again[0]["content"][1]["input"] == {"file_path": "/ws/a.py"}
+    assert again[0]["stop_reason"] == "tool_use" and again[0]["usage"]["input_tokens"] == 100
+    assert second["content"][0]["name"] == "Bash"
+    assert past["content"] == [{"type": "text", "text": "The scripted session has no more steps."}]
+    assert past["stop_reason"] == "end_turn"
+
+
+def test_side_requests_consume_no_step_and_are_logged(tmp_path):
+    log = tmp_path / "requests.jsonl"
+    with ModelServer(SCRIPT, log_path=str(log)) as server:
+        side = json.loads(anthropic(server, 0, tools=None))
+        first = json.loads(anthropic(server, 0))
+    assert side["content"] == [{"type": "text", "text": "ok"}]
+    assert first["content"][0]["text"] == "writing"
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["step"] for e in entries] == [None, 0]
+    assert entries[1]["reply"] == {"text": "writing", "calls": ["Write"]}
+
+
+def test_the_stream_is_messages_api_sse_with_the_scripts_usage():
+    with ModelServer(SCRIPT, ) as server:
+        events = sse(anthropic(server, 0, stream=True))
+    kinds = [e["type"] for e in events]
+    assert kinds == ["message_start", "content_block_start", "content_block_delta",
+                     "content_block_stop", "content_block_start", "content_block_delta",
+                     "content_block_stop", "message_delta", "message_stop"]
+    assert events[0]["message"]["usage"]["input_tokens"] == 100
+    assert events[7]["usage"] == {"output_tokens": 7}
+    assert json.loads(events[5]["delta"]["partial_json"])["file_path"].endswith("/a.py")
+
+
+def test_rows_workspace_and_the_judge():
+    script = Script.from_data({"rows": {"yes": [{"text": "row yes"}], "no": ["row no"]},
+                               "judge": [{"match": "rubric A", "score": 0.9, "rationale": "a"},
+                                         {"score": 0.1}]}, row="no", workspace="/w")
+    with ModelServer(script) as server:
+        row = json.loads(anthropic(server, 0))
+    with ModelServer(script, judge=True) as server:
+        verdict = json.loads(anthropic(server, 0, tools=None, system="rubric A"))
+        judge_session = json.loads(anthropic(server, 0))
+    assert row["content"][0]["text"] == "row no"
+    assert json.loads(verdict["content"][0]["text"]) == {"score": 0.9, "rationale": "a"}
+    # a judge's streamed session plays `agent_judge` (none here: it says so and ends)
+    assert judge_session["content"][0]["text"].startswith("The scripted session has no")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"steps": [{"tool": "Write", "input": "x"}]}, "the input of Write must be a mapping"),
+    ({"steps": [{"txt": "x"}]}, "unknown key(s) txt"),
+    ({"steps": [{"text": "x", "usage": {"input_tokens": -1}}]}, "`usage` takes"),
+    ({"rows": {"a": []}}, "no steps for row 'b'"),
+    ({"step": []}, "unknown key(s) step"),
+])
+def test_malformed_scripts_are_named(bad, message):
+    with pytest.raises(ScriptError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Script.from_data(bad, row="b")
+
+
+def test_openai_chat_completions_streamed_and_not():
+    from openai import OpenAI
+
+    tools = [{"type": "function", "function": {"name": "Write", "parameters": {}}}]
+    with ModelServer(SCRIPT) as server:
+        client = OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
+        plain = client.chat.completions.create(model="m", tools=tools, messages=[
+            {"role": "user", "content": "Working directory: /ws"}])
+        stream = client.chat.completions.create(
+            model="m", tools=tools, stream=True, stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "go"},
+                      {"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}])
+        chunks = list(stream)
+    call = plain.choices[0].message.tool_calls[0]
+    assert (call.function.name, json.loads(call.function.arguments)) == (
+        "Write", {"file_path": "/ws/a.py"})
+    assert plain.usage.prompt_tokens == 100
+    names = [tc.function.name for c in chunks if c.choices for tc in
+             (c.choices[0].delta.tool_calls or [])]
+    assert names == ["Bash"] and chunks[-1].usage.total_tokens == 20
+
+
+def test_openai_responses_streamed_and_not():
+    from openai import OpenAI
+
+    tools = [{"type": "function", "name": "Write", "parameters": {}}]
+    with ModelServer(SCRIPT) as server:
+        client = OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
+        first = client.responses.create(model="m", tools=tools, input="go")
+        events = list(client.responses.create(
+            model="m", tools=tools, stream=True,
+            input=[{"role": "user", "content": "go"},
+                   {"type": "function_call_output", "call_id": "c1", "output": "ok"}]))
+    kinds = [o.type for o in first.output]
+    assert kinds == ["message", "function_call"] and first.output[1].name == "Write"
+    assert events[-1].type == "response.completed"
+    assert [o.name for o in events[-1].response.output] == ["Bash"]
