@@ -18,12 +18,15 @@ from pathlib import Path
 import pytest
 
 from ce_lang.compiler import CompileOptions, compile_paths
+from ce_runtime.execute.sandbox.runner import local_runner
 from ce_runtime.grade.grading import grade_files
 from ce_runtime.grade.host import InfrastructureError
 from ce_runtime.grade.judge import HttpJudge
 from ce_runtime.model_server import ModelServer
 
 VERDICT = '{"score": 0.8, "rationale": "the answer is right"}'
+
+SESSIONS: list[dict] = []  # the judge sessions of the last _grade()
 
 
 def _grade(tmp_path: Path, criterion: str, judge) -> tuple:
@@ -38,8 +41,10 @@ def _grade(tmp_path: Path, criterion: str, judge) -> tuple:
     compiled = compile_paths([str(task_dir / "task.yaml")], CompileOptions())
     assert not compiled.errors
     trial = compiled.trials[0]
-    _, result, _, _ = grade_files(trial.plan, trial.task_dir, str(tmp_path / "ws"), None,
-                                  judge=judge)
+    with local_runner(str(tmp_path / "ws")) as runner:
+        _, result, host, _ = grade_files(trial.plan, trial.task_dir, str(tmp_path / "ws"),
+                                         None, judge=judge, runner=runner)
+    SESSIONS[:] = host.judge_sessions
     return result.criteria[0], result
 
 
@@ -97,6 +102,11 @@ def test_agent_judge_reads_the_workspace_copy_and_returns_the_verdict(tmp_path, 
     copy = re.search(r"Primary working directory: (\S+)", json.dumps(requests[0]))
     assert copy and copy.group(1) != str(ws) and not os.path.exists(copy.group(1))
     assert (ws / ".claude" / "settings.json").exists()
+    # the judge ran through the claude-code adapter: its transcript and usage are kept
+    (session,) = SESSIONS
+    calls = [e["tool"] for e in session["transcript"] if e["type"] == "tool_call"]
+    assert calls == ["Read", "Bash"] and session["outcome"]["reason"] == "finished"
+    assert session["usage"]["input_tokens"] == 30 and session["usage"]["output_tokens"] == 30
 
 
 @pytest.mark.slow

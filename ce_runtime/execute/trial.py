@@ -359,6 +359,9 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             except asyncio.CancelledError:  # interrupted: kill the criterion's command now
                 host.cancel()
                 raise
+            finally:
+                if host.judge_sessions:
+                    notes["judge_sessions"] = host.judge_sessions
         if plan.post_run and error is None:
             post = await run_commands(plan.post_run, sandbox, "post_run")
         if sandbox is not None and getattr(sandbox, "oom_killed", lambda: False)():
@@ -425,6 +428,7 @@ def _record(trial: Trial, agent: str, status: str, error: str | None,
         "oom_killed": bool(notes.get("oom_killed")),
         "integrity": notes.get("integrity", []),
         "model_server": notes.get("model_server"),
+        "judge_sessions": notes.get("judge_sessions", []),
     }
 
 

@@ -59,6 +59,7 @@ class Host:
     # -> exit_code/stdout/stderr/timed_out/duration_ms, and .cancel() from another thread
     runner: Any = None
     commands: list[CommandRecord] = attrs.field(factory=list)
+    judge_sessions: list[dict[str, Any]] = attrs.field(factory=list)  # agent_judge runs
     reads: list[str] = attrs.field(factory=list)
     _step_cache: dict = attrs.field(factory=dict)
 

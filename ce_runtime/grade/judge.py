@@ -1,6 +1,8 @@
 """The judge transports. llm_judge: one Anthropic Messages API call returning a JSON
-verdict. agent_judge: a Claude Code sub-agent (claude-agent-sdk, imported only when one
-is graded) in a throwaway copy of the workspace, against the same endpoint.
+verdict. agent_judge: a Claude Code sub-agent in a throwaway copy of the workspace,
+against the same endpoint, run by the claude-code adapter in a sandbox of the trial's
+driver (the grading runner's `run_agent`): its transcript and usage stay with the
+trial's results.
 
 Configured from the environment: CE_JUDGE_URL (default https://api.anthropic.com; the
 loopback server in `ce_runtime.model_server` for tests and offline demos) and
@@ -10,14 +12,11 @@ and a judged criterion makes its trial ERROR (never a silent pass).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import re
 import shutil
 import tempfile
-import threading
 import urllib.error
 import urllib.request
 from typing import Any
@@ -87,6 +86,9 @@ class HttpJudge:
         agent = settings.get("agent") or {}
         if not isinstance(agent, dict):
             raise CriterionError("agent_judge: `agent` must be a map")
+        runner = getattr(host, "runner", None)
+        if runner is None or not hasattr(runner, "run_agent"):
+            raise InfrastructureError("agent_judge: no sandbox to run the judge agent in")
         prompt = build_prompt(rubric, files, settings, host)
         timeout = float(settings.get("turn_timeout") or 300)
         root = tempfile.mkdtemp(prefix="sub_agent_")
@@ -98,12 +100,21 @@ class HttpJudge:
                     os.path.isdir(host.reference_dir):
                 shutil.copytree(host.reference_dir, os.path.join(work, "_reference"),
                                 symlinks=True)
-            config = os.path.join(root, "claude-config")
-            os.mkdir(config)
-            return _run_agent_judge(self.base_url, self.api_key, prompt, work, config,
-                                    agent, int(settings.get("max_turns") or 50), timeout)
+            try:
+                session = runner.run_agent(
+                    work, prompt, agent, {"base_url": self.base_url, "api_key": self.api_key},
+                    int(settings.get("max_turns") or 50), timeout)
+            except TimeoutError as exc:
+                raise CriterionError(f"agent_judge: the judge exceeded turn_timeout "
+                                     f"({timeout:g} s)") from exc
         finally:
             shutil.rmtree(root, ignore_errors=True)
+        host.judge_sessions.append(session)
+        outcome = session["outcome"]
+        if outcome["reason"] not in ("finished", "max_turns"):
+            raise CriterionError(f"agent_judge: the judge agent ended with {outcome['reason']}"
+                                 f": {outcome['detail'][:500]}")
+        return parse_verdict(session["text"])
 
     def _check_reachable(self) -> None:
         req = urllib.request.Request(self.base_url + "/", method="HEAD")
@@ -118,96 +129,6 @@ class HttpJudge:
 
 
 JUDGE_EXCLUDED = (".claude", ".mcp.json", "_reference")
-DEFAULT_JUDGE_TOOLS = ["Read", "Grep", "Glob", "Bash"]
-JUDGE_SYSTEM = ("You are a strict grader with tools, working in a copy of the workspace "
-                "under evaluation. Use the tools to check what the instructions ask, then "
-                'end with one JSON object: {"score": <number between 0 and 1>, '
-                '"rationale": "<why>"}.')
-
-
-def _run_agent_judge(base_url: str, api_key: str, prompt: str, cwd: str, config_dir: str,
-                     agent: dict[str, Any], max_turns: int, timeout: float) -> dict[str, Any]:
-    try:
-        import anyio  # the SDK's async runtime
-        import claude_agent_sdk as sdk  # heavy: only when an agent_judge is graded
-    except ImportError as exc:
-        raise InfrastructureError("agent_judge needs claude-agent-sdk "
-                                  "(pip install claude-agent-sdk)") from exc
-    tools = [str(t) for t in agent.get("allowed_tools") or DEFAULT_JUDGE_TOOLS]
-    mode = str(agent.get("permission_mode") or "acceptEdits")
-    if mode == "bypassPermissions":
-        # The CLI refuses bypassPermissions as root; the copy is disposable and the
-        # offered tools are the allowed ones, so acceptEdits grants the same.
-        mode = "acceptEdits"
-    model = re.sub(r"^(?:[\w-]+[./])+(?=claude)", "",
-                   str(agent.get("model") or "claude-sonnet-4-6"))
-    env = {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": api_key,
-           "CLAUDE_CONFIG_DIR": config_dir, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-           "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-           "DISABLE_ERROR_REPORTING": "1"}
-    stderr: list[str] = []
-    options = sdk.ClaudeAgentOptions(
-        cwd=cwd, setting_sources=[], tools=tools, allowed_tools=tools, permission_mode=mode,
-        max_turns=max_turns, model=model, system_prompt=JUDGE_SYSTEM, env=env,
-        stderr=stderr.append)
-
-    async def session() -> tuple[str, Any]:
-        texts: list[str] = []
-        result = None
-        async with contextlib.aclosing(sdk.query(prompt=prompt, options=options)) as stream:
-            async for message in stream:
-                if isinstance(message, sdk.AssistantMessage):
-                    texts.extend(b.text for b in message.content
-                                 if isinstance(b, sdk.TextBlock))
-                elif isinstance(message, sdk.ResultMessage):
-                    result = message
-        return (texts[-1] if texts else ""), result
-
-    async def bounded() -> tuple[str, Any]:
-        # an anyio deadline (not asyncio.wait_for): the SDK's shielded close then still
-        # escalates to terminate/kill, so the CLI and its commands do not outlive it
-        with anyio.fail_after(timeout):
-            return await session()
-
-    def crashed(what: str) -> CriterionError:
-        tail = "".join(stderr)[-2000:].strip()
-        return CriterionError(f"agent_judge: {what}" + (f"; stderr: {tail}" if tail else ""))
-
-    try:
-        last_text, result = _run_async(bounded())
-    except TimeoutError as exc:
-        raise CriterionError(f"agent_judge: the judge exceeded turn_timeout "
-                             f"({timeout:g} s)") from exc
-    except sdk.CLINotFoundError as exc:
-        raise InfrastructureError(f"agent_judge: the Claude Code CLI is missing: {exc}") \
-            from exc
-    except Exception as exc:  # the CLI crashed or the SDK broke: this criterion fails
-        raise crashed(f"the judge agent failed: {exc}") from exc
-    if result is None:
-        raise crashed("the judge agent ended without a result")
-    if result.is_error:
-        raise crashed(f"the judge agent ended with {result.subtype}: "
-                      f"{(result.result or '')[:500]}")
-    return parse_verdict(result.result or last_text)
-
-
-def _run_async(coro: Any) -> Any:
-    """Run a coroutine to completion on a fresh loop in a worker thread, so grading works
-    whether or not the caller already runs an event loop."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="ce-agent-judge", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 def parse_verdict(text: str) -> dict[str, Any]:

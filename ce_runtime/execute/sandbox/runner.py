@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 from ce_runtime.execute.sandbox.base import GRADER, ExecResult, SandboxError, SandboxSpec
 from ce_runtime.grade.host import InfrastructureError
@@ -57,6 +58,20 @@ class SandboxRunner:
                                            view=self.view)
         finally:
             self._tasks.discard(task)
+
+    def run_agent(self, work: str, prompt: str, agent: dict[str, Any],
+                  endpoint: dict[str, Any], max_turns: int, timeout: float) -> dict[str, Any]:
+        """An agent_judge's session in a sandbox of the trial's driver (see
+        execute.judge_session), from the grading thread."""
+        from ce_runtime.execute.judge_session import judge_session
+
+        future = asyncio.run_coroutine_threadsafe(judge_session(
+            self.sandbox.driver, work, prompt, agent, endpoint, max_turns, timeout),
+            self.loop)
+        try:
+            return future.result()
+        except (concurrent.futures.CancelledError, asyncio.CancelledError):
+            raise RunnerCancelled("grading was cancelled") from None
 
     def cancel(self) -> None:
         """Kill the running commands and refuse more. From another thread it returns once
@@ -121,6 +136,14 @@ class LocalRunner:
         if self._inner is None:
             self._inner = self._start()
         return self._inner.run(command, timeout, max_output)
+
+    def run_agent(self, work: str, prompt: str, agent: dict[str, Any],
+                  endpoint: dict[str, Any], max_turns: int, timeout: float) -> dict[str, Any]:
+        if self._cancelled:
+            raise RunnerCancelled("grading was cancelled")
+        if self._inner is None:
+            self._inner = self._start()
+        return self._inner.run_agent(work, prompt, agent, endpoint, max_turns, timeout)
 
     def cancel(self) -> None:
         self._cancelled = True
