@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
      "--repeat", "1", "--out", "{tmp}"],
     ["run.py", "--overhead-trials", "3", "--venv-trials", "2", "--trials", "10",
      "--jobs", "1,2", "--repeat", "1", "--drivers", "tempdir,bwrap,docker"],
+    ["agents.py", "--trials", "1", "--drivers", "tempdir,bwrap"],
 ])
 def test_bench_runs(tmp_path, args):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
