@@ -60,7 +60,7 @@ def cli_alone(trials: int) -> dict[str, Any]:
                          "ANTHROPIC_API_KEY": "scripted",
                          "CLAUDE_CONFIG_DIR": os.path.join(work, ".claude-config")})
 
-                async def session() -> tuple[float, float]:
+                async def session(options=options) -> tuple[float, float]:
                     t0 = time.perf_counter()
                     init = None
                     async for message in sdk.query(prompt="Create hello.py", options=options):
