@@ -213,3 +213,39 @@ def test_a_missing_session_or_key_is_said_before_any_trial(tmp_path):
     res = ce("run", str(task), "--run-dir", "runs", cwd=tmp_path, env=env)
     assert res.returncode == 2 and "ANTHROPIC_API_KEY is not set" in res.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("task.json"))
+
+
+LIMITS = {
+    "turns": ("run_limits: {max_turns: 2}", None),
+    "tokens": ("run_limits: {max_total_tokens: 3000}", None),
+    "denied": ("run_limits: {max_turns: 5}", "permission_mode: default\n  allowed_tools: [Read]"),
+}
+
+
+@slow
+def test_max_turns_budgets_and_denied_permissions(tmp_path):
+    steps = [{"tool": "Bash", "input": {"command": f"echo step{i}"},
+              "usage": {"input_tokens": 2000, "output_tokens": 50}} for i in range(4)]
+    for name, (limits, agent_extra) in LIMITS.items():
+        agent = "agent:\n  type: claude-code\n  " + (agent_extra or "allowed_tools: [Bash, Write]")
+        script = steps if name != "denied" else [
+            {"tool": "Write", "input": {"file_path": "{workspace}/x.txt", "content": "x"}},
+            {"text": "could not write"}]
+        (tmp_path / f"{name}.yaml").write_text(
+            f"task_id: {name}\ndescription: limits\ninitial_prompt: go\n{agent}\n{limits}\n"
+            "sandbox: {python: null}\nsuccess_criteria:\n"
+            "  - {type: file_exists, path: x.txt, description: d}\n")
+        (tmp_path / f"{name}.claude-code.model.yaml").write_text(
+            yaml.safe_dump({"steps": script}))
+    res = ce("run", ".", "--scripted-model", "-j", "3", "--run-dir", "runs", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    turns, turn_events = trial(tmp_path, "turns")
+    assert turns["status"] == "MAX_TURNS_EXHAUSTED", turns["agent_outcome"]
+    assert len([e for e in turn_events if type(e).__name__ == "ToolCall"]) <= 2
+    tokens, _ = trial(tmp_path, "tokens")
+    assert tokens["status"] == "TOKEN_BUDGET_EXCEEDED"
+    assert tokens["model_server"]["calls"] < 4  # the CLI was stopped, not run out
+    denied, denied_events = trial(tmp_path, "denied")
+    [result] = [e for e in denied_events if type(e).__name__ == "ToolResult"]
+    assert result.status == "denied", result.output
+    assert not any(p.name == "x.txt" for p in (tmp_path / "runs").rglob("x.txt"))
