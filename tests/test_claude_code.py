@@ -245,7 +245,7 @@ def test_max_turns_budgets_and_denied_permissions(tmp_path):
     tokens, _ = trial(tmp_path, "tokens")
     assert tokens["status"] == "TOKEN_BUDGET_EXCEEDED"
     assert tokens["model_server"]["calls"] < 4  # the CLI was stopped, not run out
-    denied, denied_events = trial(tmp_path, "denied")
+    _, denied_events = trial(tmp_path, "denied")
     [result] = [e for e in denied_events if type(e).__name__ == "ToolResult"]
     assert result.status == "denied", result.output
     assert not any(p.name == "x.txt" for p in (tmp_path / "runs").rglob("x.txt"))
