@@ -47,6 +47,7 @@ from ce_runtime.execute.sandbox.supervised import SHIM, SupervisedSandbox
 INNER_CTL = "/run/ce"
 INNER_HOME = "/tmp/home"
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/etc", "/sbin")
+PRIVATE_DIRS = ("/tmp", "/run", "/var/tmp", "/var/run")  # fresh tmpfs in every sandbox
 MODEL_PORT = 8080
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -150,9 +151,11 @@ class BwrapSandbox(SupervisedSandbox):
                 args += ["--tmpfs", path]
             elif os.path.exists(path):
                 args += ["--ro-bind", "/dev/null", path]
-        # what must stay visible under a masked directory: the interpreters
+        # what must stay visible under a masked directory (or a private /tmp): the
+        # interpreters and ce's own installation (the agent CLIs it bundles)
+        private = [*masked, *PRIVATE_DIRS]
         for keep in sorted({sys.base_prefix, sys.prefix, os.path.dirname(python)}):
-            if any(under(keep, m) for m in masked):
+            if any(under(keep, m) for m in private):
                 args += ["--ro-bind", keep, keep]
         args += ["--bind", self.workspace, self.workspace,
                  "--bind", self.ctl_dir, INNER_CTL,
