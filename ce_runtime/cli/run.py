@@ -195,6 +195,7 @@ def _check_models(trials, agent_override, scripted: bool) -> None:
     """Every agent that calls a model has its scripted session (--scripted-model) or its
     credentials: said before any trial, naming what is missing (never a key's value)."""
     from ce_runtime.execute import credentials
+    from ce_runtime.execute.sandbox import tools
 
     problems: dict[str, list[str]] = {}
     for t in trials:
@@ -208,7 +209,12 @@ def _check_models(trials, agent_override, scripted: bool) -> None:
             why = None if os.path.isfile(path) else \
                 f"no scripted session {os.path.relpath(path)} (or set agent.model_script)"
         else:
-            why = credentials.missing(agent)
+            why = credentials.missing(agent, agent=t.plan.agent)
+        if why is None and agent in tools.NPM_AGENTS:
+            try:
+                tools.install(agent, say=lambda msg: click.echo(msg, err=True))
+            except tools.ToolError as exc:
+                why = str(exc)
         if why:
             problems.setdefault(why, []).append(t.trial_id)
     if problems:

@@ -43,6 +43,7 @@ class AgentRequest:
     # where the agent's model answers: {"base_url", "api_key", "env": {...}, "scripted"}
     # (the scripted model server of `ce run --scripted-model`, or the real credentials)
     model_endpoint: dict[str, Any] | None = None
+    tools: dict[str, str] = attrs.field(factory=dict)  # agent CLI name -> its binary
 
 
 @attrs.frozen

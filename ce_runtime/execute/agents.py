@@ -7,13 +7,14 @@ from typing import Any
 
 BUILTIN = {
     "claude-code": "ce_agents.claude_code:ClaudeCodeAgent",
+    "codex": "ce_agents.codex:CodexAgent",
     "none": "ce_agents.none:NoneAgent",
     "oracle": "ce_agents.oracle:OracleAgent",
     "script": "ce_agents.script:ScriptAgent",
 }
 
 
-PLANNED = ("codex", "openai")  # accepted by the task format, adapters to come
+PLANNED = ("openai",)  # accepted by the task format, adapters to come
 
 
 class UnknownAgent(Exception):

@@ -135,6 +135,8 @@ async def _run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: a
 
 def _request(trial: Trial, sandbox, agent_name: str,
              endpoint: dict[str, Any] | None = None) -> AgentRequest:
+    from ce_runtime.execute.sandbox import tools
+
     plan = trial.plan
     agent = converter.unstructure(plan.agent)
     agent["type"] = agent_name
@@ -144,7 +146,8 @@ def _request(trial: Trial, sandbox, agent_name: str,
         limits=converter.unstructure(plan.run_limits),
         reference=converter.unstructure(plan.reference) if plan.reference else None,
         criteria=[{"id": c.id, "type": c.type, "args": c.args} for c in plan.criteria],
-        sandbox=sandbox, model_endpoint=endpoint)
+        sandbox=sandbox, model_endpoint=endpoint,
+        tools={agent_name: tools.binary(agent_name)} if agent_name in tools.NPM_AGENTS else {})
 
 
 def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str, agent_name: str = "none"):
@@ -163,7 +166,13 @@ def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str, agent_name: str = 
         docker=box.docker, uv_cache=ctx.uv_cache,
         setup_network=bool((box.python is not None and box.python.env_packages)
                            or (box.node is not None and box.node.env_packages)),
-        warm=True)
+        warm=True, tools=_tool_dirs(agent_name))
+
+
+def _tool_dirs(agent_name: str) -> tuple[str, ...]:
+    from ce_runtime.execute.sandbox import tools
+
+    return (tools.agent_dir(agent_name),) if agent_name in tools.NPM_AGENTS else ()
 
 
 def network_of(box, agent_name: str = "none") -> str:
@@ -200,7 +209,7 @@ def model_endpoint(trial: Trial, agent_name: str, ctx: RunContext, sandbox, note
     if agent_name not in credentials.MODEL_AGENTS:
         return None, None
     if not ctx.scripted_model:
-        return credentials.real_endpoint(agent_name), None
+        return credentials.real_endpoint(agent_name, agent=trial.plan.agent), None
     import yaml
 
     from ce_runtime.model_server import ModelServer, Script

@@ -81,6 +81,7 @@ class SandboxSpec:
     workspace: str | None = None  # an existing workspace (re-grading); else scratch/ws
     setup_network: bool = False  # set-up downloads packages (docker: online until pre_run)
     warm: bool = False  # may adopt an init started ahead (a run of many trials)
+    tools: tuple[str, ...] = ()  # host directories commands must see read-only (agent CLIs)
 
 
 class SandboxError(Exception):
@@ -124,8 +125,9 @@ class Sandbox(Protocol):
                    view: str = AGENT, binary: bool = False) -> ExecResult: ...
 
     async def spawn(self, argv: Sequence[str], *, cwd: str | None = None,
-                    env: dict[str, str] | None = None,
-                    view: str = AGENT) -> asyncio.subprocess.Process: ...
+                    env: dict[str, str] | None = None, view: str = AGENT,
+                    secrets: dict[str, str] | None = None
+                    ) -> asyncio.subprocess.Process: ...
 
     async def write_file(self, path: str, data: bytes, mode: int | None = None) -> bool: ...
 

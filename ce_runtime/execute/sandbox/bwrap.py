@@ -157,6 +157,8 @@ class BwrapSandbox(SupervisedSandbox):
         for keep in sorted({sys.base_prefix, sys.prefix, os.path.dirname(python)}):
             if any(under(keep, m) for m in private):
                 args += ["--ro-bind", keep, keep]
+        for tool in spec.tools:  # agent CLIs installed in ce's (hidden) cache
+            args += ["--ro-bind", tool, tool]
         args += ["--bind", self.workspace, self.workspace,
                  "--bind", self.ctl_dir, INNER_CTL,
                  "--ro-bind", SHIM, f"{INNER_CTL}/shim.py",

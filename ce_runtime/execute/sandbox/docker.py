@@ -381,13 +381,17 @@ class DockerSandbox(FileOps):
         await proc.wait()
 
     async def spawn(self, argv: Sequence[str], *, cwd: str | None = None,
-                    env: dict[str, str] | None = None,
-                    view: str = AGENT) -> asyncio.subprocess.Process:
+                    env: dict[str, str] | None = None, view: str = AGENT,
+                    secrets: dict[str, str] | None = None) -> asyncio.subprocess.Process:
         args, _ = self._exec_args(list(argv), cwd,
                                   env if env is not None else self.env(view), True)
+        if secrets:  # `-e NAME`: docker takes the value from its own environment
+            at = args.index(self.name)
+            args[at:at] = [a for name in sorted(secrets) for a in ("-e", name)]
         return await asyncio.create_subprocess_exec(
             docker_bin() or "docker", *args, stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **(secrets or {})})
 
     # -- phases -------------------------------------------------------------------------
     async def _pids(self) -> dict[int, str]:

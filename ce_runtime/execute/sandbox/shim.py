@@ -378,9 +378,13 @@ def run_client(ctl_path: str, request: str) -> int:
     process's own stdin, stdout and stderr, and exit as it exits. A library that insists
     on spawning its subprocess itself (an agent SDK) spawns this instead; killing this
     process (or SIGTERM) kills the command's process group."""
+    message = json.loads(request)
+    for name in message.pop("forward", []):  # secrets come by environment, not argv
+        if name in os.environ:
+            message["env"][name] = os.environ[name]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     _in_dir_of(ctl_path, sock.connect)
-    payload = request.encode()
+    payload = json.dumps(message).encode()
     socket.send_fds(sock, [struct.pack(">I", len(payload)) + payload], [0, 1, 2])
     replies = sock.makefile("rb")
     first = json.loads(replies.readline() or b'{"error": "no answer"}')

@@ -296,17 +296,19 @@ class SupervisedSandbox(FileOps):
             return b""
 
     async def spawn(self, argv: Sequence[str], *, cwd: str | None = None,
-                    env: dict[str, str] | None = None,
-                    view: str = AGENT) -> asyncio.subprocess.Process:
+                    env: dict[str, str] | None = None, view: str = AGENT,
+                    secrets: dict[str, str] | None = None) -> asyncio.subprocess.Process:
         """A process with pipes for stdio: a small host-side client of the init passes
-        its own descriptors in, so killing it (or closing its pipes) ends the process."""
+        its own descriptors in, so killing it (or closing its pipes) ends the process.
+        `secrets` reach the process through that client's environment, never its
+        command line (which every user of the host can read)."""
         request = {"op": "exec", "argv": list(argv), "cwd": cwd or self.inner_workspace,
                    "env": env if env is not None else self.env(view),
-                   "rlimits": self._rlimits()}
+                   "rlimits": self._rlimits(), "forward": sorted(secrets or {})}
         return await asyncio.create_subprocess_exec(
-            _python(), SHIM, "--run", self.client.ctl_path, json.dumps(request),
+            _python(), "-I", "-S", SHIM, "--run", self.client.ctl_path, json.dumps(request),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=LAUNCH_ENV)
+            stderr=asyncio.subprocess.PIPE, env={**LAUNCH_ENV, **(secrets or {})})
 
     def launcher(self, argv: Sequence[str], env: dict[str, str], forward: Sequence[str] = (),
                  cwd: str | None = None) -> str:

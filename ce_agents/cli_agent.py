@@ -1,0 +1,199 @@
+"""What the agents ce drives as command-line programs share: a CLI started in the
+trial's sandbox (`spawn`, stdin closed at once: these CLIs wait for its end), its JSON
+lines read as they come and mapped to trace events by the agent, a stop request ending
+it (SIGTERM to the process the sandbox gave, whose death kills the CLI's whole process
+group inside), and stderr kept for the error message."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shlex
+from typing import Any
+
+from ce_runtime.execute.agent_protocol import AGENT, AgentOutcome, AgentRequest, EventSink
+from ce_runtime.trace import events as T
+
+STDERR_KEPT = 4000
+
+
+class Events:
+    """Helpers for an agent's event mapping: emits with the sink's clock, numbers turns,
+    sums usage, remembers how the run ended."""
+
+    def __init__(self, sink: EventSink):
+        self.sink = sink
+        self.turn = 0
+        self.open = False
+        self.error: str | None = None
+        self.session: str | None = None
+        self.calls: dict[str, str] = {}  # call id -> tool (results are matched to calls)
+
+    def emit(self, cls: type, *args: Any, **kw: Any) -> None:
+        self.sink.emit(cls(self.sink.clock(), *args, **kw))
+
+    def turn_start(self) -> None:
+        if not self.open:
+            self.turn += 1
+            self.open = True
+            self.emit(T.TurnStart, self.turn)
+
+    def turn_end(self) -> None:
+        if self.open:
+            self.open = False
+            self.emit(T.TurnEnd, self.turn)
+
+    def call(self, call_id: str, raw: str, params: dict[str, Any]) -> None:
+        """A tool call; shell tools become `Bash` with the command unwrapped."""
+        tool, params = normalize(raw, params)
+        self.calls[call_id] = tool
+        self.emit(T.ToolCall, call_id, tool, raw, params)
+
+    def result(self, call_id: str, ok: bool | str, output: str) -> None:
+        status = ok if isinstance(ok, str) else ("ok" if ok else "error")
+        self.emit(T.ToolResult, call_id, status, output or "")
+
+
+SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "command_execution"}
+
+
+def normalize(raw: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    params = dict(params or {})
+    if raw.lower() not in SHELL_TOOLS and raw != "Bash":
+        return raw, params
+    command = params.pop("command", None)
+    if command is None:
+        command = params.pop("cmd", "")
+    if isinstance(command, list):
+        command = shlex.join(str(c) for c in command)
+    return "Bash", {"command": unwrap_shell(str(command)), **params}
+
+
+def unwrap_shell(command: str) -> str:
+    """`/bin/bash -lc 'python hello.py'` -> `python hello.py` (criteria match what the
+    agent meant to run)."""
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return command
+    if len(parts) == 3 and parts[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh") \
+            and parts[1] in ("-lc", "-c", "-l -c"):
+        return parts[2]
+    return command
+
+
+class CliAgent:
+    """Subclasses: `name`, `prepare(request) -> (argv, env, secrets)` (after any files
+    they need are written through the sandbox), and `on_line(obj, events)`."""
+
+    name = "?"
+
+    async def prepare(self, request: AgentRequest, events: Events
+                      ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        raise NotImplementedError
+
+    def on_line(self, obj: dict[str, Any], events: Events) -> None:
+        raise NotImplementedError
+
+    def finish(self, events: Events, code: int | None, stopped: bool,
+               stderr: str) -> AgentOutcome:
+        if stopped:
+            return AgentOutcome("stopped", events.session or "")
+        if events.error:
+            return AgentOutcome("error", events.error)
+        if code not in (0, None):
+            return AgentOutcome("error", f"{self.name} exited {code}"
+                                + (f": {stderr.strip()[-1500:]}" if stderr.strip() else ""))
+        return AgentOutcome("finished", events.session or "")
+
+    async def run(self, request: AgentRequest, sink: EventSink,
+                  stop: asyncio.Event) -> AgentOutcome:
+        events = Events(sink)
+        events.emit(T.AgentStart, self.name, request.agent.get("model"))
+        try:
+            await login_profile(request)
+            argv, env, secrets = await self.prepare(request, events)
+            proc = await request.sandbox.spawn(argv, env={**request.sandbox.env(AGENT), **env},
+                                               secrets=secrets)
+        except Exception as exc:
+            outcome = AgentOutcome("error", f"{self.name} set-up: {exc}")
+            events.emit(T.AgentEnd, outcome.reason, outcome.detail)
+            return outcome
+        proc.stdin.close()
+        stderr = bytearray()
+
+        async def drain() -> None:
+            while chunk := await proc.stderr.read(4096):
+                stderr.extend(chunk)
+                del stderr[:-STDERR_KEPT]
+
+        async def read() -> None:
+            while line := await proc.stdout.readline():
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a banner or a log line on stdout
+                if isinstance(obj, dict):
+                    self.on_line(obj, events)
+
+        reading = asyncio.ensure_future(asyncio.gather(read(), drain()))
+        stopping = asyncio.ensure_future(stop.wait())
+        stopped = False
+        try:
+            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if stopping.done() and not reading.done():
+                stopped = True
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()  # the sandbox kills the CLI's group
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(reading), 5)
+            code = await proc.wait()
+        finally:  # cancelled (a timeout, Ctrl-C): nothing the CLI started survives
+            stopping.cancel()
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(proc.wait())
+            reading.cancel()
+        events.turn_end()
+        outcome = self.finish(events, code, stopped, stderr.decode("utf-8", "replace"))
+        events.emit(T.AgentEnd, outcome.reason, outcome.detail)
+        return outcome
+
+
+async def login_profile(request: AgentRequest) -> None:
+    """A login shell (`bash -lc`, as Codex runs every command) resets PATH from
+    /etc/profile: the sandbox's private HOME gets a profile that puts the workspace's venv
+    and node_modules back in front."""
+    env = request.sandbox.env(AGENT)
+    home = env.get("HOME")
+    if not home:
+        return
+    lines = [f"export PATH={shlex.quote(env.get('PATH', ''))}"]
+    if env.get("VIRTUAL_ENV"):
+        lines.append(f"export VIRTUAL_ENV={shlex.quote(env['VIRTUAL_ENV'])}")
+    profile = ("\n".join(lines) + "\n").encode()
+    for name in (".bash_profile", ".profile"):
+        await request.sandbox.write_file(f"{home}/{name}", profile)
+
+
+def host_port(url: str) -> tuple[str, int]:
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    return parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
+
+
+async def model_url(request: AgentRequest, default: str) -> str:
+    """The endpoint's base URL as the sandbox reaches it (ends without a slash)."""
+    base = ((request.model_endpoint or {}).get("base_url") or default).rstrip("/")
+    host, port = host_port(base)
+    if host in ("127.0.0.1", "localhost"):
+        inner = await request.sandbox.route_model(host, port)
+        from urllib.parse import urlparse
+
+        path = urlparse(base).path
+        return inner.rstrip("/") + path
+    return base

@@ -1,0 +1,85 @@
+"""Agent CLIs from npm, installed by ce into its cache (pinned versions) and made visible,
+read-only, inside the sandboxes that run them.
+
+    ~/.cache/ce/agents/<name>-<version>/node_modules/.bin/<bin>
+
+Installed on first use (a progress line says so) or by `ce agents install`; a missing
+node/npm, or a package that cannot be installed, is reported before any trial starts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+
+# agent type -> (npm package, pinned version, the binary it installs)
+NPM_AGENTS: dict[str, tuple[str, str, str]] = {
+    "codex": ("@openai/codex", "0.171.0", "codex"),
+    "opencode": ("opencode-ai", "1.18.33", "opencode"),
+    "pi": ("@mariozechner/pi-coding-agent", "0.73.1", "pi"),
+}
+INSTALL_TIMEOUT = 900
+
+
+class ToolError(Exception):
+    pass
+
+
+def cache_root() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ce", "agents")
+
+
+def agent_dir(name: str) -> str:
+    version = NPM_AGENTS[name][1]
+    return os.path.join(cache_root(), f"{name}-{version}")
+
+
+def binary(name: str) -> str:
+    return os.path.join(agent_dir(name), "node_modules", ".bin", NPM_AGENTS[name][2])
+
+
+def installed(name: str) -> str | None:
+    path = binary(name)
+    return path if os.path.exists(path) else None
+
+
+def install(name: str, say: Callable[[str], None] = lambda _: None) -> str:
+    """The agent's binary, installed first if it is not (one installer at a time)."""
+    if name not in NPM_AGENTS:
+        raise ToolError(f"{name} is not an npm agent (those are: {', '.join(NPM_AGENTS)})")
+    package, version, _ = NPM_AGENTS[name]
+    if installed(name):
+        return binary(name)
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        raise ToolError(f"the {name} agent needs node and npm on PATH (to install "
+                        f"{package}@{version})")
+    os.makedirs(cache_root(), exist_ok=True)
+    with open(os.path.join(cache_root(), ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if installed(name):
+            return binary(name)
+        target = agent_dir(name)
+        staging = target + ".partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        say(f"installing the {name} agent: {package}@{version} (npm) into {target} ...")
+        try:
+            res = subprocess.run([npm, "install", "--prefix", staging, "--no-audit",
+                                  "--no-fund", "--loglevel=error", f"{package}@{version}"],
+                                 capture_output=True, text=True, timeout=INSTALL_TIMEOUT,
+                                 stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"npm install {package}@{version} timed out") from None
+        if res.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            tail = (res.stderr or res.stdout).strip()[-1500:]
+            raise ToolError(f"npm install {package}@{version} failed: {tail}")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+    if not installed(name):
+        raise ToolError(f"{package}@{version} installed no `{NPM_AGENTS[name][2]}` binary")
+    return binary(name)
