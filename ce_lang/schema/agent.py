@@ -11,7 +11,7 @@ from ce_lang.schema.fields import spec
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
 
 # Agent kinds ce ships; third-party agents add theirs through the `ce.agents` entry points.
-BUILTIN_AGENT_TYPES = ("claude-code", "codex", "openai", "none", "oracle", "script")
+BUILTIN_AGENT_TYPES = ("claude-code", "codex", "opencode", "pi", "openai", "none", "oracle", "script")
 
 
 @attrs.frozen(kw_only=True)

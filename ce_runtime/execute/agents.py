@@ -8,6 +8,8 @@ from typing import Any
 BUILTIN = {
     "claude-code": "ce_agents.claude_code:ClaudeCodeAgent",
     "codex": "ce_agents.codex:CodexAgent",
+    "opencode": "ce_agents.opencode:OpenCodeAgent",
+    "pi": "ce_agents.pi:PiAgent",
     "none": "ce_agents.none:NoneAgent",
     "oracle": "ce_agents.oracle:OracleAgent",
     "script": "ce_agents.script:ScriptAgent",

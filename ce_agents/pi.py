@@ -1,0 +1,78 @@
+"""The `pi` agent: the Pi coding agent (npm `@mariozechner/pi-coding-agent`, pinned; ce
+installs it) pointed at any OpenAI-compatible endpoint, `pi --mode json -p --no-session`
+in the sandbox.
+
+Its models.json and settings.json live in a private PI_CODING_AGENT_DIR (one provider,
+the task's model, telemetry off) and PI_OFFLINE keeps it off the network. Events:
+`turn_start`/`turn_end` are turns, an assistant `message_end` carries the text, the tool
+calls and the usage (with cost), `tool_execution_end` a result; in JSON mode a model
+error still exits 0, so a `stopReason: error` is the run's error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ce_agents.cli_agent import CliAgent, Events, model_url
+from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
+from ce_runtime.trace import events as T
+
+DEFAULT_MODEL = "scripted"
+
+
+class PiAgent(CliAgent):
+    name = "pi"
+
+    async def prepare(self, request: AgentRequest, events: Events):
+        box = request.sandbox
+        home = box.env(AGENT).get("HOME", "/tmp")
+        agent_dir = f"{home}/.pi-agent"
+        base = await model_url(request, "https://api.openai.com/v1")
+        model = request.agent.get("model") or DEFAULT_MODEL
+        models = {"providers": {"ce": {
+            "baseUrl": base, "api": "openai-completions", "apiKey": "CE_PI_API_KEY",
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": model, "name": model, "contextWindow": 128000,
+                        "maxTokens": 8192}]}}}
+        settings = {"defaultProvider": "ce", "defaultModel": model,
+                    "enableInstallTelemetry": False, "quietStartup": True}
+        await box.write_file(f"{agent_dir}/models.json", json.dumps(models).encode())
+        await box.write_file(f"{agent_dir}/settings.json", json.dumps(settings).encode())
+        argv = [request.tools["pi"], "--mode", "json", "-p", "--no-session", "--provider", "ce",
+                "--model", model, request.prompt or ""]
+        env = {"PI_CODING_AGENT_DIR": agent_dir, "PI_OFFLINE": "1",
+               "NO_PROXY": "127.0.0.1,localhost"}
+        return argv, env, {"CE_PI_API_KEY": (request.model_endpoint or {}).get("api_key") or ""}
+
+    def on_line(self, obj: dict[str, Any], events: Events) -> None:
+        kind = obj.get("type")
+        if kind == "session":
+            events.session = f"session {obj.get('id')}"
+        elif kind == "turn_start":
+            events.turn_start()
+        elif kind == "turn_end":
+            events.turn_end()
+        elif kind == "message_end":
+            message = obj.get("message") or {}
+            if message.get("role") != "assistant":
+                return
+            for item in message.get("content") or []:
+                if item.get("type") == "text" and item.get("text"):
+                    events.emit(T.Message, "assistant", str(item["text"]))
+                elif item.get("type") == "toolCall":
+                    events.call(str(item.get("id")), str(item.get("name")),
+                                item.get("arguments") or {})
+            u = message.get("usage") or {}
+            events.emit(T.Usage, input_tokens=int(u.get("input") or 0),
+                        output_tokens=int(u.get("output") or 0),
+                        cache_read_tokens=int(u.get("cacheRead") or 0),
+                        cache_creation_tokens=int(u.get("cacheWrite") or 0),
+                        cost_usd=float((u.get("cost") or {}).get("total") or 0.0))
+            if message.get("stopReason") == "error":
+                events.error = str(message.get("errorMessage") or "the model call failed")
+        elif kind == "tool_execution_end":
+            result = obj.get("result") or {}
+            text = "\n".join(str(c.get("text") or "") for c in result.get("content") or []
+                             if isinstance(c, dict))
+            events.result(str(obj.get("toolCallId")), not obj.get("isError"), text)
