@@ -18,6 +18,7 @@ _COMMANDS = {
     "run": ("ce_runtime.cli.run", "run_cmd"),
     "rescore": ("ce_runtime.cli.rescore", "rescore_cmd"),
     "model-server": ("ce_runtime.cli.model_server", "model_server_cmd"),
+    "agents": ("ce_runtime.cli.agents", "agents_cmd"),
 }
 
 
@@ -30,6 +31,7 @@ _SHORT_HELP = {
     "rescore": "Grade an archived run again, offline, with the same or new criteria.",
     "trace": "Dump traces, and import foreign transcripts as traces.",
     "model-server": "Serve a scripted model session (Anthropic and OpenAI APIs), offline.",
+    "agents": "List the agents ce runs; install the npm ones (codex, opencode, pi).",
 }
 
 

@@ -10,13 +10,14 @@ BUILTIN = {
     "codex": "ce_agents.codex:CodexAgent",
     "opencode": "ce_agents.opencode:OpenCodeAgent",
     "pi": "ce_agents.pi:PiAgent",
+    "openai": "ce_agents.openai_loop:OpenAIAgent",
     "none": "ce_agents.none:NoneAgent",
     "oracle": "ce_agents.oracle:OracleAgent",
     "script": "ce_agents.script:ScriptAgent",
 }
 
 
-PLANNED = ("openai",)  # accepted by the task format, adapters to come
+PLANNED: tuple[str, ...] = ()  # accepted by the task format, adapters to come (none now)
 
 
 class UnknownAgent(Exception):

@@ -1,0 +1,166 @@
+"""The `openai` agent: ce's own small tool loop over any OpenAI-compatible endpoint (the
+openai package, Chat Completions with function tools), for models no agent CLI serves.
+
+Four tools, each run in the trial's sandbox as the agent:
+  shell {command, timeout?}          a shell command in the workspace
+  read {path}                        a file's text
+  write {path, content}              a file, parents created
+  edit {path, old, new}              the first `old` replaced by `new`
+Paths are relative to the workspace (or absolute). The loop ends when the model answers
+without a tool call, at `run_limits.max_turns` model calls, or on a stop request.
+Endpoint: the task's `agent.base_url` / `agent.api_key_env`, else OPENAI_BASE_URL /
+OPENAI_API_KEY, else the scripted model server (`--scripted-model`). The loop itself
+runs in ce, so the endpoint is called from the host; only the tools run in the sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+from ce_agents.cli_agent import Events
+from ce_runtime.execute.agent_protocol import (
+    AGENT,
+    AgentOutcome,
+    AgentRequest,
+    EventSink,
+    SandboxError,
+    SandboxFileError,
+)
+from ce_runtime.trace import events as T
+
+DEFAULT_MODEL = "gpt-4.1"
+OUTPUT_LIMIT = 30_000
+SYSTEM = ("You are a coding agent working in a sandboxed workspace ({workspace}). Use the "
+          "tools to inspect and change files and to run commands; answer without a tool "
+          "call when the task is done.")
+
+
+def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict:
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": props, "required": required}}}
+
+
+TOOLS = [
+    _fn("shell", "Run a shell command in the workspace.",
+        {"command": {"type": "string"}, "timeout": {"type": "number"}}, ["command"]),
+    _fn("read", "Read a text file.", {"path": {"type": "string"}}, ["path"]),
+    _fn("write", "Write a file (parents are created).",
+        {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"]),
+    _fn("edit", "Replace the first occurrence of `old` with `new` in a file.",
+        {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
+        ["path", "old", "new"]),
+]
+
+
+class OpenAIAgent:
+    name = "openai"
+
+    async def run(self, request: AgentRequest, sink: EventSink,
+                  stop: asyncio.Event) -> AgentOutcome:
+        events = Events(sink)
+        model = request.agent.get("model") or DEFAULT_MODEL
+        events.emit(T.AgentStart, self.name, model)
+        try:
+            from openai import AsyncOpenAI
+
+            # the loop runs in ce (only its tools run in the sandbox): the endpoint as the
+            # host reaches it, never routed into the sandbox's network
+            base = ((request.model_endpoint or {}).get("base_url")
+                    or "https://api.openai.com/v1").rstrip("/")
+            if not base.endswith("/v1"):
+                base += "/v1"
+            client = AsyncOpenAI(base_url=base, max_retries=1, timeout=600,
+                                 api_key=(request.model_endpoint or {}).get("api_key")
+                                 or "none")
+        except Exception as exc:
+            return self._end(events, AgentOutcome("error", f"openai set-up: {exc}"))
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM.format(workspace=request.workspace)},
+            {"role": "user", "content": request.prompt or ""}]
+        max_turns = (request.limits or {}).get("max_turns")
+        try:
+            while True:
+                if stop.is_set():
+                    return self._end(events, AgentOutcome("stopped"))
+                if max_turns is not None and events.turn >= max_turns:
+                    return self._end(events, AgentOutcome(
+                        "max_turns", f"stopped after {events.turn} model calls"))
+                events.turn_start()
+                reply = await client.chat.completions.create(
+                    model=model, messages=messages, tools=TOOLS)
+                if reply.usage is not None:
+                    events.emit(T.Usage, input_tokens=reply.usage.prompt_tokens or 0,
+                                output_tokens=reply.usage.completion_tokens or 0)
+                message = reply.choices[0].message
+                if message.content:
+                    events.emit(T.Message, "assistant", message.content)
+                calls = message.tool_calls or []
+                messages.append(message.model_dump(exclude_none=True))
+                for call in calls:
+                    if stop.is_set():
+                        break
+                    output = await self._tool(request, events, call)
+                    messages.append({"role": "tool", "tool_call_id": call.id,
+                                     "content": output})
+                events.turn_end()
+                if not calls:
+                    return self._end(events, AgentOutcome("finished"))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            events.turn_end()
+            return self._end(events, AgentOutcome("error", f"{type(exc).__name__}: {exc}"))
+
+    @staticmethod
+    def _end(events: Events, outcome: AgentOutcome) -> AgentOutcome:
+        events.emit(T.AgentEnd, outcome.reason, outcome.detail)
+        return outcome
+
+    async def _tool(self, request: AgentRequest, events: Events, call: Any) -> str:
+        name = call.function.name
+        try:
+            args = json.loads(call.function.arguments or "{}")
+        except json.JSONDecodeError:
+            args = {}
+        events.call(call.id, name, args if isinstance(args, dict) else {})
+        box = request.sandbox
+        try:
+            if name == "shell":
+                res = await box.exec(str(args.get("command", "")), view=AGENT,
+                                     timeout=float(args.get("timeout") or 600),
+                                     max_output=OUTPUT_LIMIT)
+                output = res.stdout + res.stderr
+                if res.timed_out:
+                    output += "\n[timed out]"
+                elif res.exit_code:
+                    output += f"\n[exit code {res.exit_code}]"
+                events.result(call.id, res.exit_code == 0 and not res.timed_out, output)
+                return output
+            path = os.path.join(request.workspace, str(args.get("path", "")))
+            if name == "read":
+                text = (await box.read_file(path, OUTPUT_LIMIT)).decode("utf-8", "replace")
+                events.result(call.id, True, text)
+                return text
+            if name == "write":
+                await box.write_file(path, str(args.get("content", "")).encode())
+                events.result(call.id, True, f"wrote {args.get('path')}")
+                return f"wrote {args.get('path')}"
+            if name == "edit":
+                text = (await box.read_file(path)).decode("utf-8")
+                old = str(args.get("old", ""))
+                if not old or old not in text:
+                    events.result(call.id, False, "`old` not found")
+                    return "error: `old` not found in the file"
+                await box.write_file(path, text.replace(old, str(args.get("new", "")), 1)
+                                     .encode())
+                events.result(call.id, True, f"edited {args.get('path')}")
+                return f"edited {args.get('path')}"
+            events.result(call.id, False, f"no tool named {name}")
+            return f"error: no tool named {name}"
+        except (SandboxFileError, SandboxError, UnicodeDecodeError) as exc:
+            events.result(call.id, False, str(exc))
+            return f"error: {exc}"

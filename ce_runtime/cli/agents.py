@@ -1,0 +1,53 @@
+"""`ce agents`: the agents ce can run, and installing the ones that come from npm."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.group("agents")
+def agents_cmd():
+    """The agents ce runs: list them, install the npm ones ahead of a run."""
+
+
+@agents_cmd.command("list")
+def list_cmd():
+    """Every built-in agent, what it runs, and whether its CLI is installed."""
+    from ce_runtime.execute.agents import BUILTIN
+    from ce_runtime.execute.sandbox import tools
+
+    for name in sorted(BUILTIN):
+        if name in tools.NPM_AGENTS:
+            package, version, _ = tools.NPM_AGENTS[name]
+            where = tools.installed(name)
+            state = f"installed: {where}" if where else "not installed yet (ce agents install)"
+            click.echo(f"{name:<12} {package}@{version}  {state}")
+        elif name == "claude-code":
+            click.echo(f"{name:<12} the Claude Code CLI bundled in claude-agent-sdk")
+        else:
+            click.echo(f"{name:<12} built into ce")
+
+
+@agents_cmd.command("install")
+@click.argument("names", nargs=-1, metavar="[NAME...]")
+def install_cmd(names):
+    """Install the npm agents NAMES (default: all of them) into ce's cache.
+
+    `ce run` installs an agent on first use too; this does it ahead (CI images, offline
+    machines later). Versions are pinned by ce.
+    """
+    from ce_runtime.execute.sandbox import tools
+
+    wanted = list(names) or list(tools.NPM_AGENTS)
+    failed = False
+    for name in wanted:
+        try:
+            path = tools.install(name, say=lambda msg: click.echo(msg, err=True))
+        except tools.ToolError as exc:
+            click.echo(f"ce agents install: {exc}", err=True)
+            failed = True
+            continue
+        click.echo(f"{name}: {path}")
+    sys.exit(1 if failed else 0)

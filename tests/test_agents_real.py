@@ -1,0 +1,120 @@
+"""codex, opencode, pi (real CLIs from npm, installed by ce) and ce's own `openai` tool
+loop, end to end through `ce run --scripted-model`: hello world passes, command_executed
+sees each agent's shell commands, usage is recorded, and early stop and a turn timeout
+end each CLI and everything it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ce_runtime.trace.events import read_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ROOT / "tasks"
+AGENTS = ["codex", "opencode", "pi", "openai"]
+pytestmark = pytest.mark.slow
+
+
+def shell_step(agent: str, command: str, **extra) -> dict:
+    """A step that runs `command` with the agent's own shell tool."""
+    tool, args = {"codex": ("exec_command", {"cmd": command}),
+                  "opencode": ("bash", {"command": command, "description": "run"}),
+                  "pi": ("bash", {"command": command}),
+                  "openai": ("shell", {"command": command})}[agent]
+    return {"tool": tool, "input": args, **extra}
+
+
+def ce(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ce_runtime.cli", *args], cwd=cwd,
+                          env={**os.environ, "CE_PLAIN": "1"}, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def trial(tmp: Path, task: str) -> tuple[dict, list]:
+    run_dir = next(p for p in (tmp / "runs").iterdir() if p.name != "latest")
+    d = run_dir / "default" / task / "00"
+    return json.loads((d / "task.json").read_text()), read_trace(str(d / "trace.msgpack")).events
+
+
+def live(mark: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            env = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if (mark in cmd or mark in env) and state != "Z" and int(pid) != os.getpid():
+            found.append(cmd)
+    return found
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_hello_world_with_each_agent(agent, tmp_path):
+    for suffix in (".yaml", f".{agent}.model.yaml"):
+        shutil.copy(TASKS / f"hello_world{suffix}", tmp_path / f"hello_world{suffix}")
+    text = (tmp_path / "hello_world.yaml").read_text() + (
+        "  - type: command_executed\n    tool_name: Bash\n    command_pattern: hello\\.py\n"
+        "    description: ran the script through its shell tool\n")
+    (tmp_path / "hello_world.yaml").write_text(text)
+    res = ce("run", "hello_world.yaml", "--agent", agent, "--scripted-model", "--run-dir",
+             "runs", cwd=tmp_path)
+    record, events = trial(tmp_path, "hello_world")
+    assert res.returncode == 0, (record["agent_outcome"], res.stderr)
+    assert record["status"] == "SUCCESS" and record["agent"] == agent
+    assert record["criteria"][-1]["score"] == 1.0  # command_executed saw `python hello.py`
+    bash = [e for e in events if type(e).__name__ == "ToolCall" and e.tool == "Bash"]
+    assert [b.params["command"] for b in bash] == ["python hello.py"]
+    script = yaml.safe_load((tmp_path / f"hello_world.{agent}.model.yaml").read_text())
+    assert record["usage"]["input_tokens"] == sum(s["usage"]["input_tokens"]
+                                                  for s in script["steps"])
+    assert record["usage"]["output_tokens"] == sum(s["usage"]["output_tokens"]
+                                                   for s in script["steps"])
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_early_stop_and_turn_timeout_end_each_cli(agent, tmp_path):
+    mark = f"{int(time.time() * 1000) % 100000}.5"
+    sleep = f"python3 -c 'import time; time.sleep({mark})'"
+    (tmp_path / "stops.yaml").write_text(
+        "task_id: stops\ndescription: early stop\ninitial_prompt: go\n"
+        f"agent: {{type: {agent}}}\nrun_limits: {{stop_early: true}}\n"
+        "sandbox: {python: null, env: {CE_TEST_MARK: 'M'}}\n".replace("M", mark)
+        + "success_criteria:\n  - type: command_executed\n    tool_name: Bash\n"
+        "    command_pattern: decided\n    stop_when: pass\n    description: d\n")
+    (tmp_path / "stops.model.yaml").write_text(yaml.safe_dump({"steps": [
+        shell_step(agent, "echo decided"),
+        shell_step(agent, f"echo never; {sleep}", delay=2.0), {"text": "never"}]}))
+    (tmp_path / "hangs.yaml").write_text(
+        "task_id: hangs\ndescription: a hung command\ninitial_prompt: go\n"
+        f"agent: {{type: {agent}}}\nrun_limits: {{turn_timeout: 5}}\n"
+        "sandbox: {python: null, env: {CE_TEST_MARK: 'M'}}\n".replace("M", mark)
+        + "success_criteria:\n  - {type: file_exists, path: x, description: d}\n")
+    (tmp_path / "hangs.model.yaml").write_text(yaml.safe_dump({"steps": [
+        shell_step(agent, f"{sleep} & {sleep}"), {"text": "never"}]}))
+    for name in ("stops", "hangs"):
+        text = (tmp_path / f"{name}.yaml").read_text()
+        (tmp_path / f"{name}.yaml").write_text(text.replace(
+            f"agent: {{type: {agent}}}", f"agent: {{type: {agent}, model_script: "
+                                         f"{name}.model.yaml}}"))
+    started = time.monotonic()
+    res = ce("run", ".", "--scripted-model", "-j", "2", "--run-dir", "runs", cwd=tmp_path)
+    assert time.monotonic() - started < 120, res.stderr
+    stops, stop_events = trial(tmp_path, "stops")
+    assert stops["status"] == "SUCCESS" and stops["stopped_early"], stops["agent_outcome"]
+    assert stops["agent_outcome"]["reason"] == "stopped"
+    calls = [e.params.get("command") for e in stop_events if type(e).__name__ == "ToolCall"]
+    assert calls[0] == "echo decided" and len(calls) <= 2
+    hangs, _ = trial(tmp_path, "hangs")
+    assert hangs["status"] == "TIMEOUT", hangs["agent_outcome"]
+    assert live(mark) == []  # every process of both trials, the CLIs included, is gone
