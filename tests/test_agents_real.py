@@ -118,3 +118,17 @@ def test_early_stop_and_turn_timeout_end_each_cli(agent, tmp_path):
     hangs, _ = trial(tmp_path, "hangs")
     assert hangs["status"] == "TIMEOUT", hangs["agent_outcome"]
     assert live(mark) == []  # every process of both trials, the CLIs included, is gone
+
+
+def test_an_experiment_with_a_variant_per_agent_compares_them(tmp_path):
+    shutil.copy(TASKS / "hello_world.yaml", tmp_path)
+    for agent in ["claude-code", *AGENTS]:
+        shutil.copy(TASKS / f"hello_world.{agent}.model.yaml", tmp_path)
+    shutil.copy(TASKS / "experiments" / "agents.yaml", tmp_path / "agents.yaml")
+    res = ce("run", "hello_world.yaml", "-e", "agents.yaml", "--scripted-model", "-j", "3",
+             "--run-dir", "runs", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    report = next((tmp_path / "runs").glob("*/report.md")).read_text()
+    comparison = report.split("## Variant comparison")[1]
+    for agent in ["claude-code", *AGENTS]:
+        assert f"| `{agent}` | 1 | 100.0% |" in comparison
