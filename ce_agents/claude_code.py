@@ -60,6 +60,7 @@ def model_name(model: str | None) -> str:
 
 class ClaudeCodeAgent:
     name = "claude-code"
+    dialog = True  # a simulated dialog continues the same session, query after query
 
     async def run(self, request: AgentRequest, sink: EventSink,
                   stop: asyncio.Event) -> AgentOutcome:
@@ -82,6 +83,17 @@ class ClaudeCodeAgent:
             await client.query(request.prompt or "")
             async for message in client.receive_response():
                 session.on(sdk, message)
+            while request.dialog is not None and not stop.is_set() and \
+                    session.result is not None and not session.result.is_error:
+                reply = await request.dialog.reply(session.last_text)
+                if reply is None:
+                    break
+                session.turn_end()
+                session.turn_start()
+                session.result = None
+                await client.query(reply)
+                async for message in client.receive_response():
+                    session.on(sdk, message)
             outcome = session.outcome(stop)
         except asyncio.CancelledError:
             raise
@@ -197,6 +209,8 @@ class _Session:
         self.stopped = False
         self.calls: set[str] = set()
         self.usage: dict[str, dict[str, int]] = {}  # message id -> its usage so far
+        self.last_text = ""  # the agent's last words (what a simulated user answers)
+        self.cost = 0.0  # the session's cost reported so far (results are cumulative)
 
     def emit(self, cls: type, *args: Any, **kw: Any) -> None:
         self.sink.emit(cls(self.sink.clock(), *args, **kw))
@@ -227,6 +241,7 @@ class _Session:
             self.turn_start()
             for block in message.content:
                 if isinstance(block, sdk.TextBlock) and block.text:
+                    self.last_text = block.text
                     self.emit(T.Message, "assistant", block.text)
                 elif isinstance(block, sdk.ToolUseBlock) and block.id not in self.calls:
                     self.calls.add(block.id)
@@ -248,8 +263,10 @@ class _Session:
         elif isinstance(message, sdk.ResultMessage):
             self.result = message
             self.session_id = message.session_id or self.session_id
-            if message.total_cost_usd:
-                self.emit(T.Usage, cost_usd=float(message.total_cost_usd))
+            total = float(message.total_cost_usd or 0.0)
+            if total > self.cost:  # each result reports the session's cost so far
+                self.emit(T.Usage, cost_usd=total - self.cost)
+                self.cost = total
 
     def _stream(self, event: dict[str, Any]) -> None:
         """Usage per model call, from the raw stream events."""

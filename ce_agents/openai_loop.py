@@ -58,6 +58,7 @@ TOOLS = [
 
 class OpenAIAgent:
     name = "openai"
+    dialog = True  # a simulated dialog continues the conversation
 
     async def run(self, request: AgentRequest, sink: EventSink,
                   stop: asyncio.Event) -> AgentOutcome:
@@ -108,7 +109,11 @@ class OpenAIAgent:
                                      "content": output})
                 events.turn_end()
                 if not calls:
-                    return self._end(events, AgentOutcome("finished"))
+                    nxt = await request.dialog.reply(message.content or "") \
+                        if request.dialog is not None else None
+                    if nxt is None:
+                        return self._end(events, AgentOutcome("finished"))
+                    messages.append({"role": "user", "content": nxt})
         except asyncio.CancelledError:
             raise
         except Exception as exc:

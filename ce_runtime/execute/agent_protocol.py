@@ -44,6 +44,9 @@ class AgentRequest:
     # (the scripted model server of `ce run --scripted-model`, or the real credentials)
     model_endpoint: dict[str, Any] | None = None
     tools: dict[str, str] = attrs.field(factory=dict)  # agent CLI name -> its binary
+    # a simulated dialog (execute.dialog.Dialog): `await dialog.reply(text)` after each
+    # reply gives the user's next message, or None when the dialog is over
+    dialog: Any = None
 
 
 @attrs.frozen

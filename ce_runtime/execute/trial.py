@@ -227,18 +227,40 @@ def model_endpoint(trial: Trial, agent_name: str, ctx: RunContext, sandbox, note
     return {"base_url": server.url, "api_key": "scripted-no-key", "scripted": True}, server
 
 
+def simulator_endpoint(endpoint: dict[str, Any] | None) -> dict[str, Any]:
+    """The simulated user talks Messages API: the scripted server (it speaks it too), or
+    Anthropic with ce's credentials."""
+    if endpoint and endpoint.get("scripted"):
+        return endpoint
+    from ce_runtime.execute import credentials
+
+    return credentials.real_endpoint("claude-code") or {}
+
+
 async def _agent_phase(agent, trial: Trial, sandbox, agent_name: str, sink: TrialSink,
                        stop: asyncio.Event, notes: dict[str, Any], trusted,
-                       endpoint: dict[str, Any] | None = None
+                       endpoint: dict[str, Any] | None = None, checker=None
                        ) -> tuple[AgentOutcome, str | None]:
     """The agent, then the end of its phase: what it left running is killed, and the files
     the grader trusts are checked (an error when the agent changed one)."""
     from ce_runtime.execute import integrity
 
+    request = _request(trial, sandbox, agent_name, endpoint)
+    sim = trial.plan.simulation
+    if sim is not None and sim.enabled:
+        if not getattr(agent, "dialog", False):
+            return AgentOutcome("error", f"the {agent_name} agent cannot hold a simulated "
+                                "dialog (claude-code and openai can)"), None
+        from ce_runtime.execute.dialog import Dialog
+
+        dialog = Dialog(sim, simulator_endpoint(endpoint), request.prompt or "", sink,
+                        checker)
+        dialog.user_said(request.prompt or "")
+        request = attrs.evolve(request, dialog=dialog)
+        notes["dialog"] = dialog
     await sandbox.agent_starts(trusted=bool(getattr(agent, "trusted", False)))
     try:
-        outcome = await _run_agent(agent, _request(trial, sandbox, agent_name, endpoint), sink,
-                                   stop, trial.plan.run_limits)
+        outcome = await _run_agent(agent, request, sink, stop, trial.plan.run_limits)
     except BaseException:  # interrupted: end the phase, but let the interruption through
         with contextlib.suppress(Exception):
             await sandbox.agent_ended()
@@ -255,6 +277,25 @@ async def _agent_phase(agent, trial: Trial, sandbox, agent_name: str, sink: Tria
         return outcome, (f"integrity: {changed[0]}" + (f" (and {len(changed) - 1} more)"
                          if len(changed) > 1 else "") + "; not graded")
     return outcome, None
+
+
+def _checker(trial: Trial, sandbox, sink: TrialSink, registry):
+    """Grades the trial as it stands (a dialog's per-turn check): True when it passes."""
+    async def check() -> bool:
+        from ce_runtime.execute.sandbox.runner import SandboxRunner
+        from ce_runtime.grade.grading import host_for
+        from ce_runtime.grade.interpreter import Grader
+        from ce_runtime.grade.judge import judge_from_env
+
+        plan = trial.plan
+        host = host_for(plan, sandbox.workspace, trial.task_dir, sink.view.view,
+                        judge_from_env(), SandboxRunner(sandbox, asyncio.get_running_loop()))
+        try:
+            graded = await asyncio.to_thread(Grader(plan, registry).grade, host, False, ())
+        except InfrastructureError:
+            return False
+        return graded.success
+    return check
 
 
 async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
@@ -296,26 +337,21 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         sink.emit(T.RunHeader(0.0, T.SCHEMA_VERSION, trial.trial_id, plan.task_id,
                               trial.plan_hash, agent_name, plan.agent.model, time.time()))
         cancel_setup = threading.Event()
-        if plan.simulation is not None and plan.simulation.enabled:
-            error = ("simulated dialogs (`simulation.enabled: true`) are not run by this "
-                     "build yet; the task compiles, but a single-shot run would not be the "
-                     "dialog it asks for")
+        try:
+            sandbox = open_sandbox(plan.sandbox.driver, sandbox_spec(trial, ctx, scratch,
+                                                                    agent_name))
+            await sandbox.start()
+            notes["sandbox"] = sandbox.enforcement.as_record()
+            setup = await sandbox.prepare(plan, cancel_setup)
+        except asyncio.CancelledError:  # interrupted: the worker's command dies now
+            cancel_setup.set()
+            raise
+        except (SandboxError, UnknownDriver) as exc:
+            error = f"sandbox: {exc}"
         else:
-            try:
-                sandbox = open_sandbox(plan.sandbox.driver, sandbox_spec(trial, ctx, scratch,
-                                                                        agent_name))
-                await sandbox.start()
-                notes["sandbox"] = sandbox.enforcement.as_record()
-                setup = await sandbox.prepare(plan, cancel_setup)
-            except asyncio.CancelledError:  # interrupted: the worker's command dies now
-                cancel_setup.set()
-                raise
-            except (SandboxError, UnknownDriver) as exc:
-                error = f"sandbox: {exc}"
-            else:
-                notes["setup"] = setup.log
-                if not setup.ok:
-                    error = f"sandbox set-up failed: {setup.error}"
+            notes["setup"] = setup.log
+            if not setup.ok:
+                error = f"sandbox set-up failed: {setup.error}"
         if error is None and plan.pre_run:
             pre = await run_commands(plan.pre_run, sandbox, "pre_run")
             failed = [c for c in pre if c.failed]
@@ -340,15 +376,16 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                     error = f"scripted model: {exc}"
                 else:
                     try:
-                        outcome, error = await _agent_phase(agent, trial, sandbox, agent_name,
-                                                            sink, stop, notes, trusted,
-                                                            endpoint)
+                        outcome, error = await _agent_phase(
+                            agent, trial, sandbox, agent_name, sink, stop, notes, trusted,
+                            endpoint, _checker(trial, sandbox, sink, registry))
                     except SandboxError as exc:  # e.g. the agent killed the sandbox's init
                         error = f"the sandbox was lost while the agent ran: {exc}"
                     finally:
                         if model_server is not None:
                             notes["model_server"]["calls"] = sum(
-                                1 for e in model_server.log if e["step"] is not None)
+                                1 for e in model_server.log if e["step"] is not None
+                                and e["api"] != "simulated-user")
                             notes["model_server"]["requests"] = len(model_server.log)
                             model_server.stop()
                 if outcome is not None and not sink.agent_ended:
@@ -438,6 +475,7 @@ def _record(trial: Trial, agent: str, status: str, error: str | None,
         "integrity": notes.get("integrity", []),
         "model_server": notes.get("model_server"),
         "judge_sessions": notes.get("judge_sessions", []),
+        "dialog": notes["dialog"].record() if notes.get("dialog") else None,
     }
 
 

@@ -29,9 +29,11 @@ from typing import Any
 from ce_runtime.model_server import wire
 from ce_runtime.model_server.script import Script, ScriptError, Step
 
-__all__ = ["ModelServer", "Script", "ScriptError", "request_text"]
+__all__ = ["SIMULATED_USER", "ModelServer", "Script", "ScriptError", "request_text"]
 request_text = wire.request_text
 SIDE_TEXT = "ok"
+# the first words of a simulated user's system prompt: such requests get `user_turns`
+SIMULATED_USER = "[ce simulated user]"
 
 
 class ModelServer:
@@ -96,7 +98,11 @@ class ModelServer:
             # -- the three APIs ------------------------------------------------------
             def _anthropic(self, body: dict[str, Any]) -> None:
                 model = str(body.get("model", "scripted"))
-                if not body.get("tools"):
+                if str(body.get("system") or "").startswith(SIMULATED_USER):
+                    position = wire.anthropic_position(body)
+                    step = Step(server.script.user_turn(position), (), dict(_usage(50, 20)))
+                    seq = server._record("simulated-user", body, position, step)
+                elif not body.get("tools"):
                     if server.judge and not body.get("stream"):
                         verdict = server.script.verdict(request_text(body))
                         step = Step(json.dumps(verdict), (), dict(_usage(10, 10)))

@@ -11,6 +11,8 @@
       weekday: [...]
     judge: [...]                 # llm_judge verdicts: {match?, score, rationale}
     agent_judge: [...]           # the steps of an agent_judge's session
+    user_turns: [...]            # what the simulated user says (`simulation:` tasks), in
+                                 # order; end one with the stop token to end the dialog
 
 A step is chosen by the conversation's position, never by a counter: the number of
 assistant turns already in the request (Anthropic Messages, OpenAI Chat Completions) or
@@ -107,6 +109,7 @@ class Script:
     judge: tuple[dict[str, Any], ...] = ()
     agent_judge: tuple[Step, ...] = ()
     workspace: str | None = None  # what `{workspace}` becomes (else read from the prompt)
+    user_turns: tuple[str, ...] = ()
 
     @classmethod
     def from_data(cls, data: Any, row: str | None = None, workspace: str | None = None,
@@ -116,10 +119,13 @@ class Script:
         if not isinstance(data, dict):
             raise ScriptError(f"{where} must be a mapping with `steps` (and `rows`, `judge`, "
                               "`agent_judge`)")
-        unknown = sorted(set(data) - {"steps", "rows", "judge", "agent_judge"})
+        unknown = sorted(set(data) - {"steps", "rows", "judge", "agent_judge", "user_turns"})
         if unknown:
             raise ScriptError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: steps, "
-                              "rows, judge, agent_judge)")
+                              "rows, judge, agent_judge, user_turns)")
+        turns = data.get("user_turns") or []
+        if not isinstance(turns, list) or not all(isinstance(u, str) for u in turns):
+            raise ScriptError(f"{where}: `user_turns` is a list of texts")
         raw = data.get("steps") or []
         rows = data.get("rows") or {}
         if not isinstance(rows, dict):
@@ -135,7 +141,14 @@ class Script:
             raise ScriptError(f"{where}: `judge` is a list of {{match?, score, rationale}}")
         return cls(tuple(check_steps(raw, f"{where}" + (f" (row {row})" if row else ""))),
                    tuple(judge), tuple(check_steps(data.get("agent_judge") or [],
-                                                   f"{where} agent_judge")), workspace)
+                                                   f"{where} agent_judge")), workspace,
+                   tuple(turns))
+
+    def user_turn(self, position: int) -> str:
+        """The simulated user's message after `position` earlier ones of its own."""
+        if position < len(self.user_turns):
+            return self.user_turns[position]
+        return "The scripted user has nothing more to say."
 
     # -- answering ------------------------------------------------------------------------
     def step(self, position: int, request_text: str, judge_session: bool = False) -> Step:
