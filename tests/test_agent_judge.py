@@ -231,3 +231,38 @@ def test_loopback_non_streaming_judge_is_unchanged():
     assert ctype == "application/json"
     reply = json.loads(raw)
     assert json.loads(reply["content"][0]["text"]) == {"score": 0.6, "rationale": "ok"}
+
+
+@pytest.mark.parametrize("model, env", [
+    ("anthropic.claude-sonnet-4-6", {}),
+    ("openai.gpt-4o-mini", {}),
+    ("gpt-4.1", {}),
+    ("anthropic.claude-sonnet-4-6", {"API_BACKEND": "bedrock", "AWS_REGION": "us-east-1",
+                                     "AWS_BEARER_TOKEN_BEDROCK": "bedrock-token-123"}),
+])
+def test_llm_judge_is_routed_by_model_and_backend(tmp_path, ws, monkeypatch, model, env):
+    """Anthropic models on the Messages API (or Bedrock's invoke with API_BACKEND=bedrock),
+    OpenAI models on Chat Completions through the openai package."""
+    from ce_runtime.grade.judge import judge_from_env
+
+    with ModelServer({"judge": [{"score": 0.9, "rationale": "routed"}]}, judge=True) as server:
+        for name in ("CE_JUDGE_URL", "API_BACKEND", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                     "ANTHROPIC_API_KEY"):
+            monkeypatch.delenv(name, raising=False)
+        if env:  # Bedrock: its own endpoint (here the loopback), a bearer token
+            for k, v in env.items():
+                monkeypatch.setenv(k, v)
+            monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", server.url)
+        elif model.startswith(("openai.", "gpt")):
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-test-123")
+            monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        else:
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        r, _ = _grade(tmp_path, f"- {{type: llm_judge, prompt: check it, model: {model}, "
+                                 "description: routed judge}", judge_from_env())
+        apis = [e["api"] for e in server.log]
+    assert r.error is None and r.score == 0.9
+    assert apis == ["chat" if "gpt" in model else "anthropic"]
+    if env:
+        assert server.requests[0]["anthropic_version"] == "bedrock-2023-05-31"

@@ -86,6 +86,9 @@ class ModelServer:
                 if path.endswith("/messages/count_tokens"):
                     self._json({"input_tokens": max(1, len(request_text(body)) // 4)})
                     return
+                if path.startswith("/model/") and path.endswith("/invoke"):  # Bedrock
+                    body.setdefault("model", path.split("/")[2])
+                    path = "/v1/messages"
                 handler = {"/v1/messages": self._anthropic,
                            "/v1/chat/completions": self._chat,
                            "/v1/responses": self._responses}.get(_normal(path))
@@ -124,6 +127,9 @@ class ModelServer:
                 if body.get("tools"):
                     position = wire.chat_position(body)
                     step = server.script.step(position, request_text(body))
+                elif server.judge:
+                    verdict = server.script.verdict(request_text(body))
+                    position, step = None, Step(json.dumps(verdict), (), _usage(10, 10))
                 else:
                     position, step = None, Step(SIDE_TEXT, (), _usage(1, 1))
                 seq = server._record("chat", body, position, step)
