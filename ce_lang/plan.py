@@ -9,6 +9,7 @@ and decidability in side tables keyed by the call's `id`, without reshaping the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from typing import Any
@@ -35,6 +36,9 @@ from ce_lang.schema.task import (
 )
 
 PLAN_VERSION = 1
+# The grading semantics' version: bumped whenever ce's own code (not a definition) would
+# score the same trace and workspace differently. Part of every plan's identity.
+SEMANTICS_VERSION = 1
 
 
 @attrs.frozen
@@ -114,6 +118,10 @@ class Plan:
     steps: list[PlanStep] = attrs.field(factory=list)
     # the user's .ce files its criteria come from (name -> text): a plan grades on its own
     criteria_sources: dict[str, str] = attrs.field(factory=dict)
+    # the standard criteria it was compiled against (sha256 of their text) and the
+    # grading semantics: an edited definition or a new semantics is a new plan
+    stdlib_digest: str = ""
+    semantics_version: int = 0
 
 
 @attrs.frozen
@@ -185,6 +193,8 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         inputs=input_digests(task, task_dir, ignore, {} if digest_cache is None else digest_cache),
         steps=steps,
         criteria_sources=criteria_sources or {},
+        stdlib_digest=stdlib_digest(),
+        semantics_version=SEMANTICS_VERSION,
     )
 
 
@@ -281,6 +291,16 @@ _encoder = msgspec.json.Encoder(order="sorted")
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
     return converter.unstructure(plan)
+
+
+@functools.cache
+def stdlib_digest() -> str:
+    from ce_lang.lang.stdlib import stdlib_texts
+
+    h = hashlib.sha256()
+    for name, text in sorted(stdlib_texts().items()):
+        h.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return h.hexdigest()
 
 
 def plan_hash(plan: Plan) -> str:

@@ -1004,7 +1004,7 @@ class FakeJudge:
         self.verdict_value = verdict if verdict is not None else {"score": 0.8,
                                                                  "rationale": "fine"}
 
-    def verdict(self, kind, rubric, files, settings, host):
+    def verdict(self, kind, rubric, files, settings, host, prompt=None):
         self.calls.append((kind, rubric))
         return self.verdict_value
 
@@ -1122,7 +1122,7 @@ def test_judge_rationale_never_stores_the_reference(tmp_path):
     from ce_runtime.grade.host import Host
 
     class Quoting:
-        def verdict(self, kind, rubric, files, settings, host):
+        def verdict(self, kind, rubric, files, settings, host, prompt=None):
             return {"score": 0.9, "rationale": "matches `return fibonacci(n - 1) + x` well"}
 
     host = Host(str(tmp_path), reference_code="def f(n):\n    return fibonacci(n - 1) + x\n",

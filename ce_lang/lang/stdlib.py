@@ -20,6 +20,35 @@ def stdlib_files() -> list[str]:
 
 
 @cache
+def stdlib_texts() -> dict[str, str]:
+    """File name -> text of the standard criteria (what a run archives)."""
+    out = {}
+    for path in stdlib_files():
+        with open(path, encoding="utf-8") as fh:
+            out[os.path.basename(path)] = fh.read()
+    return out
+
+
+@cache
+def archived_stdlib_registry(texts_key: tuple[tuple[str, str], ...]) -> Registry:
+    """The standard criteria as an archived run had them (not today's files)."""
+    from ce_lang.lang.parser import parse_module
+
+    diags = Diagnostics()
+    registry = Registry()
+    for name, text in texts_key:
+        shown = f"<archived stdlib>/{name}"
+        register_source(shown, text)
+        module = parse_module(text, shown, diags)
+        if module is not None:
+            check_module(module, registry, diags, f"stdlib {name}")
+    if diags.has_errors:
+        raise ValueError("the archived standard criteria do not compile with this ce: "
+                         + "; ".join(f"{d.span}: {d.message}" for d in diags)[:2000])
+    return registry
+
+
+@cache
 def _stdlib() -> tuple[Registry, tuple]:
     """Parsed and checked once per machine: a pickle keyed by the content of the stdlib,
     the grammar and the language's own modules (start-up stays free of Lark)."""
@@ -135,10 +164,19 @@ def load_text(text: str, name: str, registry: Registry, diags: Diagnostics) -> N
         check_module(module, registry, diags, name)
 
 
-def registry_for_sources(sources: dict[str, str]) -> Registry:
+def registry_for_sources(sources: dict[str, str],
+                         stdlib: dict[str, str] | None = None) -> Registry:
+    """The definitions a plan grades with: the standard criteria (today's, or `stdlib`,
+    an archived copy), then the plan's own `.ce` files."""
+    base = stdlib_registry() if stdlib is None else \
+        archived_stdlib_registry(tuple(sorted(stdlib.items())))
     if not sources:
-        return stdlib_registry()
-    registry = user_registry()
+        return base
+    registry = Registry()
+    registry.records = dict(base.records)
+    registry.record_defaults = dict(base.record_defaults)
+    registry.criteria = dict(base.criteria)
+    registry.origin = dict(base.origin)
     diags = Diagnostics()
     for name, text in sorted(sources.items()):
         load_text(text, name, registry, diags)

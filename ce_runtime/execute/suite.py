@@ -69,6 +69,10 @@ def interleave(trials: list[Trial]) -> list[Trial]:
 
 
 def write_plans(run_dir: str, trials: list[Trial]) -> None:
+    from ce_lang.api import stdlib_digest, stdlib_texts
+    from ce_runtime.store.archive import write_definitions
+
+    write_definitions(run_dir, stdlib_digest(), stdlib_texts())
     for t in trials:
         path = os.path.join(run_dir, "plans", f"{t.plan_hash}.json")
         if not os.path.exists(path):

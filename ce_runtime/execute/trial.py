@@ -151,22 +151,31 @@ def _request(trial: Trial, sandbox, agent_name: str,
 
 
 def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str, agent_name: str = "none"):
+    return spec_for_plan(trial.plan, trial.task_dir, scratch, trial_id=trial.trial_id,
+                         hidden=(*tuple(ctx.hidden), ctx.run_dir, ctx.work_root),
+                         uv_cache=ctx.uv_cache, agent_name=agent_name, warm=True)
+
+
+def spec_for_plan(plan, task_dir: str, scratch: str, *, trial_id: str = "regrade",
+                  hidden: tuple[str, ...] = (), uv_cache: str | None = None,
+                  agent_name: str = "none", warm: bool = False,
+                  workspace: str | None = None):
+    """The sandbox a plan asks for (a trial's, or the same again to re-grade it)."""
     from ce_runtime.execute.sandbox.base import Limits, SandboxSpec
     from ce_runtime.grade.grading import reference_paths
 
-    box = trial.plan.sandbox
+    box = plan.sandbox
     lim = box.limits
     return SandboxSpec(
-        trial_id=trial.trial_id, scratch=scratch, task_dir=trial.task_dir,
-        reference=reference_paths(trial.plan, trial.task_dir),
-        hidden=(*tuple(ctx.hidden), ctx.run_dir, ctx.work_root),
+        trial_id=trial_id, scratch=scratch, task_dir=task_dir,
+        reference=reference_paths(plan, task_dir), hidden=hidden,
         network=network_of(box, agent_name),
         limits=Limits(lim.max_memory_mb, lim.max_pids, lim.max_cpus, lim.max_disk_mb),
         env=dict(box.env), env_passthrough=tuple(box.env_passthrough),
-        docker=box.docker, uv_cache=ctx.uv_cache,
+        docker=box.docker, uv_cache=uv_cache,
         setup_network=bool((box.python is not None and box.python.env_packages)
                            or (box.node is not None and box.node.env_packages)),
-        warm=True, tools=_tool_dirs(agent_name))
+        warm=warm, tools=_tool_dirs(agent_name), workspace=workspace)
 
 
 def _tool_dirs(agent_name: str) -> tuple[str, ...]:
@@ -392,10 +401,12 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                     sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
         if error is None:
             from ce_runtime.grade.judge import judge_from_env
+            from ce_runtime.store.verdicts import VerdictStore
 
             runner = SandboxRunner(sandbox, asyncio.get_running_loop())
             host = host_for(plan, sandbox.workspace, trial.task_dir, sink.view.view,
-                            judge_from_env(), runner)
+                            judge_from_env(), runner,
+                            VerdictStore(os.path.join(ctx.run_dir, "judges")))
             grader = Grader(plan, registry)
             try:
                 graded = await asyncio.to_thread(
@@ -406,6 +417,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                 host.cancel()
                 raise
             finally:
+                notes["evidence"] = host.evidence
                 if host.judge_sessions:
                     notes["judge_sessions"] = host.judge_sessions
         if plan.post_run and error is None:
@@ -448,7 +460,8 @@ def _record(trial: Trial, agent: str, status: str, error: str | None,
     view = sink.view
     from ce_runtime.grade.interpreter import criterion_records
 
-    criteria = criterion_records(plan, graded) if graded is not None else []
+    criteria = criterion_records(plan, graded, notes.get("evidence")) \
+        if graded is not None else []
     return {
         "schema_version": 1, "trial_id": trial.trial_id, "variant_id": trial.variant_id,
         "experiment_id": trial.experiment_id, "task_id": plan.task_id,

@@ -21,7 +21,7 @@ def reference_paths(plan: Plan, task_dir: str) -> tuple[str, ...]:
 
 
 def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=None,
-             runner=None) -> Host:
+             runner=None, verdicts=None) -> Host:
     ref = plan.reference
     ref_file = ref_dir = ref_code = None
     if ref is not None:
@@ -33,22 +33,24 @@ def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=N
     return Host(workspace=workspace, task_dir=task_dir,
                 ignore_patterns=tuple(plan.ignore_patterns), reference_file=ref_file,
                 reference_code=ref_code, reference_dir=ref_dir, trace=trace_view, judge=judge,
-                runner=runner)
+                runner=runner, verdicts=verdicts)
 
 
 def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | None,
                 judge=None, stopped_early: bool = False, runner=None,
+                stdlib: dict[str, str] | None = None, verdicts=None,
                 ) -> tuple[Grader, GradeResult, Host, TraceReadResult | None]:
     """`stopped_early`: the trial was stopped by its armed criteria (from its task.json),
-    so it is gated on those only."""
+    so it is gated on those only. `stdlib`: the archived standard criteria the plan was
+    compiled against (default: today's)."""
     read = read_trace(trace_path) if trace_path else None
     view = build_view(read.events) if read is not None else None
     stopped_early = stopped_early and bool(plan.early_stop.armed)  # else: gate on all
-    grader = Grader(plan, registry_for_sources(plan.criteria_sources))
+    grader = Grader(plan, registry_for_sources(plan.criteria_sources, stdlib))
     if judge is None:
         from ce_runtime.grade.judge import judge_from_env
 
         judge = judge_from_env()
-    host = host_for(plan, workspace, task_dir, view, judge, runner)
+    host = host_for(plan, workspace, task_dir, view, judge, runner, verdicts)
     result = grader.grade(host, stopped_early=stopped_early, armed=plan.early_stop.armed)
     return grader, result, host, read

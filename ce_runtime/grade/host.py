@@ -60,6 +60,9 @@ class Host:
     runner: Any = None
     commands: list[CommandRecord] = attrs.field(factory=list)
     judge_sessions: list[dict[str, Any]] = attrs.field(factory=list)  # agent_judge runs
+    verdicts: Any = None  # store.verdicts.VerdictStore: recorded judge verdicts
+    current: str | None = None  # the criterion being graded (its evidence is filed under it)
+    evidence: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
     reads: list[str] = attrs.field(factory=list)
     _step_cache: dict = attrs.field(factory=dict)
 
@@ -225,6 +228,10 @@ class Host:
         rec = CommandRecord(command, res.exit_code, res.stdout, res.stderr, res.timed_out,
                             res.duration_ms)
         self.commands.append(rec)
+        self._file("command", {"command": command, "exit_code": rec.exit_code,
+                               "stdout": _capped(rec.stdout), "stderr": _capped(rec.stderr),
+                               "timed_out": rec.timed_out,
+                               "duration_ms": round(rec.duration_ms, 1)})
         return {"exit_code": rec.exit_code, "stdout": rec.stdout, "stderr": rec.stderr,
                 "timed_out": rec.timed_out}
 
@@ -270,11 +277,46 @@ class Host:
     def b_agent_judge(self, rubric: str, files: list[str], settings: dict[str, Any]) -> dict:
         return self._judge("agent_judge", rubric, files, settings)
 
+    def _file(self, what: str, record: dict[str, Any]) -> None:
+        if self.current is not None:
+            self.evidence.setdefault(self.current, []).append({"kind": what, **record})
+
     def _judge(self, kind: str, rubric: str, files: list[str], settings: dict) -> dict:
-        if self.judge is None:
+        from ce_runtime.grade.judge import build_prompt, workspace_digest
+        from ce_runtime.store.verdicts import request_key
+
+        prompt = build_prompt(rubric, files, settings, self)
+        request = {"kind": kind, "prompt": prompt,
+                   "settings": {k: v for k, v in settings.items()
+                                if k not in ("capture_transcript", "max_transcript_chars")}}
+        if kind == "agent_judge":  # it reads the workspace itself
+            request["workspace"] = workspace_digest(self.workspace)
+        key = request_key(request)
+        recorded = self.verdicts.get(key) if self.verdicts is not None else None
+        if recorded is not None:
+            verdict = recorded
+        elif self.verdicts is not None and self.verdicts.mode == "offline":
+            raise CriterionError(f"{kind}: no recorded verdict for this request, and judges "
+                                 "are offline")
+        elif self.judge is None:
             raise InfrastructureError(f"{kind}: no judge transport is configured (set an API "
                                       "key or a judge endpoint)")
-        verdict = self.judge.verdict(kind, rubric, files, settings, self)
+        else:
+            sessions = len(self.judge_sessions)
+            verdict = dict(self.judge.verdict(kind, rubric, files, settings, self,
+                                              prompt=prompt))
+            if len(self.judge_sessions) > sessions:  # an agent_judge's transcript and usage
+                verdict["session"] = self.judge_sessions[-1]
+            if "rationale" in verdict:
+                verdict["rationale"] = self._scrub(str(verdict["rationale"]))
+            if self.verdicts is not None and isinstance(verdict.get("score"), int | float):
+                self.verdicts.put(key, verdict)
+        self._file("judge", {"request": key, "model": settings.get("model")
+                             or (settings.get("agent") or {}).get("model"),
+                             "score": verdict.get("score"),
+                             "rationale": self._scrub(str(verdict.get("rationale", ""))),
+                             "recorded": recorded is not None,
+                             "usage": (verdict.get("session") or {}).get("usage")})
         score = verdict.get("score") if isinstance(verdict, dict) else None
         if isinstance(score, bool) or not isinstance(score, int | float) or score != score:
             raise CriterionError(f"{kind}: the verdict has no numeric score")
@@ -311,5 +353,13 @@ def _uipath_metrics(data: dict[str, Any]) -> dict[str, Any]:
 
 
 _MAX_OUTPUT = 1 << 20  # per stream, for grading
+EVIDENCE_CHARS = 4000  # of each command stream kept in a trial's results
+
+
+def _capped(text: str) -> str:
+    if len(text) <= EVIDENCE_CHARS:
+        return text
+    half = EVIDENCE_CHARS // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters not kept ...]\n{text[-half:]}"
 _CACHEABLE = frozenset({"path_exists", "glob", "read_text", "read_json", "schema_valid"})
 

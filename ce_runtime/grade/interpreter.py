@@ -145,6 +145,8 @@ class Grader:
                 passed=False, weight=call.weight, gating=False, advisory=advisory, error=None,
                 outputs={}, values={}, matched={}, duration_ms=0.0, disabled=True)
         ev = EvidenceEvaluator(host, nodes)
+        if hasattr(host, "current"):
+            host.current = call.id  # what it runs and asks is filed under this criterion
         started = time.monotonic()
         env: dict[str, Any] = dict(inst.params)
         error = None
@@ -187,8 +189,11 @@ def _with_task_defaults(plan: Plan) -> list[CriterionCall]:
     return out
 
 
-def criterion_records(plan: Plan, graded: GradeResult) -> list[dict[str, Any]]:
-    """The criteria of a trial's task.json (JSON-able; labels kept, other outputs not)."""
+def criterion_records(plan: Plan, graded: GradeResult,
+                      evidence: dict[str, list] | None = None) -> list[dict[str, Any]]:
+    """The criteria of a trial's task.json (JSON-able; labels kept, other outputs not;
+    `evidence`: the commands each ran and the verdicts its judges gave)."""
+    evidence = evidence or {}
     return [{
         "id": r.id, "type": r.type, "description": r.description, "kind": r.kind,
         "score": r.score, "pass_threshold": r.pass_threshold, "passed": r.passed,
@@ -197,6 +202,7 @@ def criterion_records(plan: Plan, graded: GradeResult) -> list[dict[str, Any]]:
         "outputs": {k: v for k, v in r.outputs.items()
                     if isinstance(v, str | int | float | bool) or v is None},
         "suite_thresholds": call.suite_thresholds,
+        "evidence": evidence.get(r.id, []),
     } for call, r in zip(plan.criteria, graded.criteria, strict=True)]
 
 

@@ -74,19 +74,19 @@ class HttpJudge:
                             f"https://bedrock-runtime.{region}.amazonaws.com").rstrip("/")
 
     def verdict(self, kind: str, rubric: str, files: list[str], settings: dict[str, Any],
-                host: Any) -> dict[str, Any]:
+                host: Any, prompt: str | None = None) -> dict[str, Any]:
         if kind == "agent_judge":
-            return self.agent_verdict(rubric, files, settings, host)
+            return self.agent_verdict(rubric, files, settings, host, prompt)
         if kind != "llm_judge":
             raise InfrastructureError(f"{kind}: no such judge")
-        prompt = build_prompt(rubric, files, settings, host)
+        prompt = prompt or build_prompt(rubric, files, settings, host)
         text = complete(self, str(settings.get("model") or "anthropic.claude-sonnet-4-6"),
                         SYSTEM, prompt, float(settings.get("temperature", 0.0)),
                         int(settings.get("max_tokens", 1000)))
         return parse_verdict(text)
 
     def agent_verdict(self, rubric: str, files: list[str], settings: dict[str, Any],
-                      host: Any) -> dict[str, Any]:
+                      host: Any, prompt: str | None = None) -> dict[str, Any]:
         """agent_judge: a Claude Code sub-agent (claude-agent-sdk) grades in a throwaway
         copy of the workspace. Hardened: no setting sources, `.claude/`, `.mcp.json` and
         `_reference` never copied (the task's reference is mounted at `_reference/` only
@@ -102,7 +102,7 @@ class HttpJudge:
         runner = getattr(host, "runner", None)
         if runner is None or not hasattr(runner, "run_agent"):
             raise InfrastructureError("agent_judge: no sandbox to run the judge agent in")
-        prompt = build_prompt(rubric, files, settings, host)
+        prompt = prompt or build_prompt(rubric, files, settings, host)
         timeout = float(settings.get("turn_timeout") or 300)
         root = tempfile.mkdtemp(prefix="sub_agent_")
         try:
@@ -216,6 +216,27 @@ def _openai(judge: HttpJudge, model: str, system: str, prompt: str, temperature:
     except openai.APIError as exc:
         raise CriterionError(f"the judge's endpoint refused the call: {exc}") from exc
     return reply.choices[0].message.content or ""
+
+
+def workspace_digest(workspace: str) -> str:
+    """The content of a workspace as an agent_judge sees it (its copy leaves out what
+    JUDGE_EXCLUDED names): part of the judge's request key."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if d not in JUDGE_EXCLUDED)
+        for name in sorted(files):
+            if name in JUDGE_EXCLUDED:
+                continue
+            path = os.path.join(root, name)
+            h.update(os.path.relpath(path, workspace).encode() + b"\0")
+            try:
+                with open(path, "rb") as fh:
+                    h.update(hashlib.sha256(fh.read()).digest())
+            except OSError:
+                h.update(b"<unreadable>")
+    return h.hexdigest()
 
 
 def parse_verdict(text: str) -> dict[str, Any]:

@@ -91,3 +91,26 @@ def write_trial_files(trial_dir: str, task: dict[str, Any], manifest: dict[str, 
 def load_json(path: str) -> Any:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def write_definitions(run_dir: str, digest: str, texts: dict[str, str]) -> None:
+    """The standard criteria a run's plans were compiled against, kept with the run:
+    `definitions/stdlib-<digest>/<file>.ce` (content-addressed, written once)."""
+    base = os.path.join(run_dir, "definitions", f"stdlib-{digest}")
+    if os.path.isdir(base):
+        return
+    os.makedirs(base + ".partial", exist_ok=True)
+    for name, text in texts.items():
+        write_bytes_atomic(os.path.join(base + ".partial", name), text.encode())
+    os.replace(base + ".partial", base)
+
+
+def load_definitions(run_dir: str, digest: str) -> dict[str, str] | None:
+    base = os.path.join(run_dir, "definitions", f"stdlib-{digest}")
+    if not os.path.isdir(base):
+        return None
+    out = {}
+    for name in sorted(os.listdir(base)):
+        with open(os.path.join(base, name), encoding="utf-8") as fh:
+            out[name] = fh.read()
+    return out

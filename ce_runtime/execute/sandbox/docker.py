@@ -244,14 +244,15 @@ class DockerSandbox(FileOps):
         await self._docker("exec", self.name, "mkdir", "-p", PIDS, "/tmp/home")
         self._base = set(await self._pids())  # its init, the keep-alive loop, its sleep
 
-    async def prepare(self, plan: Any, cancel: threading.Event | None = None):
+    async def prepare(self, plan: Any, cancel: threading.Event | None = None,
+                      sources: bool = True):
         """Template sources on the host; the venv and node packages in the container."""
         from ce_runtime.execute.sandbox.workspace import SetupResult, apply_sources
 
         started = time.monotonic()
         log: list[str] = []
         error = await asyncio.to_thread(apply_sources, plan, self.spec.task_dir,
-                                        self.workspace, log)
+                                        self.workspace, log) if sources else None
         if error is None:
             error = await self._environments(plan, log)
         if self.spec.network != "full" and self.spec.setup_network:

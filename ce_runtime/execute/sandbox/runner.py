@@ -98,13 +98,18 @@ class SandboxRunner:
 
 
 class LocalRunner:
-    """A tempdir sandbox around an existing workspace, started on the first command, with
-    a loop thread of its own (re-grading an archived trial, explaining it, tests): most
-    re-gradings run no command and pay nothing."""
+    """A sandbox around an existing workspace, started on the first command, with a loop
+    thread of its own (re-grading an archived trial, explaining it, tests): most
+    re-gradings run no command and pay nothing. Given the trial's `plan`, it is the
+    trial's own environment again: its driver, limits and variables, and its venv and
+    node packages rebuilt in the workspace (the snapshot leaves them out)."""
 
     def __init__(self, workspace: str, task_dir: str = "", reference: tuple[str, ...] = (),
-                 driver: str = "tempdir"):
+                 driver: str = "tempdir", plan: Any = None, uv_cache: str | None = None):
         self.args = (os.path.abspath(workspace), task_dir, tuple(reference), driver)
+        self.plan = plan
+        self.uv_cache = uv_cache
+        self.setup_log: list[str] = []
         self._inner: SandboxRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -121,11 +126,26 @@ class LocalRunner:
                                         daemon=True)
         self._thread.start()
         self._scratch = tempfile.mkdtemp(prefix="ce-regrade-")
-        spec = SandboxSpec(trial_id="regrade", scratch=self._scratch, task_dir=task_dir,
-                           reference=reference, workspace=workspace)
+        if self.plan is not None:
+            from ce_runtime.execute.trial import spec_for_plan
+
+            driver = self.plan.sandbox.driver
+            spec = spec_for_plan(self.plan, task_dir, self._scratch, workspace=workspace,
+                                 uv_cache=self.uv_cache)
+        else:
+            spec = SandboxSpec(trial_id="regrade", scratch=self._scratch, task_dir=task_dir,
+                               reference=reference, workspace=workspace)
         self._sandbox = open_sandbox(driver, spec)
+
+        async def up() -> None:
+            await self._sandbox.start()
+            if self.plan is not None:
+                setup = await self._sandbox.prepare(self.plan, sources=False)
+                self.setup_log = list(setup.log)
+                if not setup.ok:
+                    raise SandboxError(f"rebuilding the trial's environment: {setup.error}")
         try:
-            asyncio.run_coroutine_threadsafe(self._sandbox.start(), self._loop).result()
+            asyncio.run_coroutine_threadsafe(up(), self._loop).result()
         except SandboxError as exc:
             raise InfrastructureError(str(exc)) from None
         return SandboxRunner(self._sandbox, self._loop)
@@ -168,8 +188,9 @@ class LocalRunner:
 
 @contextlib.contextmanager
 def local_runner(workspace: str, task_dir: str = "", reference: tuple[str, ...] = (),
-                 driver: str = "tempdir") -> Iterator[LocalRunner]:
-    runner = LocalRunner(workspace, task_dir, reference, driver)
+                 driver: str = "tempdir", plan: Any = None,
+                 uv_cache: str | None = None) -> Iterator[LocalRunner]:
+    runner = LocalRunner(workspace, task_dir, reference, driver, plan, uv_cache)
     try:
         yield runner
     finally:

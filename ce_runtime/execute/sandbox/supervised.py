@@ -225,13 +225,15 @@ class SupervisedSandbox(FileOps):
     def network_note(self) -> str:
         raise NotImplementedError
 
-    async def prepare(self, plan: Any, cancel: threading.Event | None = None):
+    async def prepare(self, plan: Any, cancel: threading.Event | None = None,
+                      sources: bool = True):
         """Template sources, venv and node packages, made on the host (trusted inputs of
-        the task; a venv made here works inside, the host being visible read-only)."""
+        the task; a venv made here works inside, the host being visible read-only).
+        `sources=False`: the environments only (re-grading restores the files)."""
         from ce_runtime.execute.sandbox.workspace import prepare_workspace
 
         return await asyncio.to_thread(prepare_workspace, plan, self.spec.task_dir,
-                                       self.workspace, self.spec.uv_cache, cancel)
+                                       self.workspace, self.spec.uv_cache, cancel, sources)
 
     # -- environment --------------------------------------------------------------------
     def env(self, view: str = AGENT) -> dict[str, str]:

@@ -84,15 +84,17 @@ class SetupError(Exception):
 # -- set-up ------------------------------------------------------------------------------
 def prepare_workspace(plan: Plan, task_dir: str, workspace: str,
                       uv_cache: str | None = None,
-                      cancel: threading.Event | None = None) -> SetupResult:
+                      cancel: threading.Event | None = None,
+                      sources: bool = True) -> SetupResult:
     """Apply the plan's template sources, then build the Python venv and node packages.
 
     `cancel`, set from another thread (the trial was interrupted while this runs in a
     worker thread), kills the set-up command running then and fails the set-up at once,
-    instead of letting a clone or an install run on to its timeout."""
+    instead of letting a clone or an install run on to its timeout. `sources=False`
+    builds the environments only (re-grading: the files come from the snapshot)."""
     token = _CANCEL.set(cancel)
     try:
-        return _prepare(plan, task_dir, workspace, uv_cache)
+        return _prepare(plan, task_dir, workspace, uv_cache, sources)
     finally:
         _CANCEL.reset(token)
 
@@ -103,7 +105,8 @@ _CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar
 CANCEL_POLL_S = 0.1
 
 
-def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None) -> SetupResult:
+def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None,
+             sources: bool = True) -> SetupResult:
     started = time.monotonic()
     log: list[str] = []
 
@@ -111,9 +114,10 @@ def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None) ->
         return SetupResult(error is None, error, log, (time.monotonic() - started) * 1000)
 
     try:
-        error = apply_sources(plan, task_dir, workspace, log)
+        error = apply_sources(plan, task_dir, workspace, log) if sources else None
         if error is not None:
             return result(error)
+        os.makedirs(workspace, exist_ok=True)
         root = os.path.realpath(workspace)
         python = plan.sandbox.python
         if python is not None:
