@@ -94,13 +94,24 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
 
 
 def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
+    """Re-grade an archived trial the way it was graded: its plan, the standard criteria
+    the run kept, its own sandbox environment, the judge verdicts the run recorded (no
+    judge is asked); say so where the re-grade differs from the record."""
     import tempfile
 
-    from ce_lang.api import plan_from_json
+    from ce_runtime.cli.rescore import _uv_cache
     from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.explain import explain_json, explain_trial
     from ce_runtime.grade.grading import grade_files, reference_paths
-    from ce_runtime.store.archive import find_run_root, load_json, restore_workspace
+    from ce_runtime.grade.interpreter import criterion_records
+    from ce_runtime.grade.rescore import archived_plan, criterion_changes
+    from ce_runtime.store.archive import (
+        find_run_root,
+        load_definitions,
+        load_json,
+        restore_workspace,
+    )
+    from ce_runtime.store.verdicts import VerdictStore
 
     task_json = os.path.join(trial_dir, "task.json")
     root = find_run_root(trial_dir)
@@ -108,22 +119,45 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
         raise click.BadParameter(f"{trial_dir} is not a trial directory of a run (no task.json "
                                  "under a run with plans/ and objects/)", param_hint="TASK")
     task = load_json(task_json)
-    plan = plan_from_json(load_json(os.path.join(root, "plans", f"{task['plan_hash']}.json"))
-                          ["plan"])
+    plan = archived_plan(root, task["plan_hash"])
+    stdlib = load_definitions(root, plan.stdlib_digest) if plan.stdlib_digest else None
     manifest = load_json(os.path.join(trial_dir, "workspace.json"))
     trace = os.path.join(trial_dir, "trace.msgpack")
+    verdicts = VerdictStore(os.path.join(root, "judges"), "offline")
     with tempfile.TemporaryDirectory(prefix="ce-explain-") as ws:
         restore_workspace(manifest, os.path.join(root, "objects"), ws)
         task_dir = task.get("task_dir", "")
-        with local_runner(ws, task_dir, reference_paths(plan, task_dir)) as runner:
+        with local_runner(ws, task_dir, reference_paths(plan, task_dir), plan=plan,
+                          uv_cache=_uv_cache()) as runner:
             grader, graded, host, _ = grade_files(plan, task_dir, ws,
                                                   trace if os.path.isfile(trace) else None,
                                                   stopped_early=bool(task.get("stopped_early")),
-                                                  runner=runner)
+                                                  runner=runner, stdlib=stdlib,
+                                                  verdicts=verdicts)
+        differences = criterion_changes(task.get("criteria"),
+                                        criterion_records(plan, graded))
         if as_json:
-            click.echo(json.dumps(explain_json(plan, graded), indent=2))
+            out = explain_json(plan, graded)
+            out["recorded"] = {"status": task.get("status"),
+                               "weighted_score": task.get("weighted_score"),
+                               "differences": differences}
+            click.echo(json.dumps(out, indent=2))
         else:
             click.echo(f"trial {task.get('trial_id')} (recorded status "
-                       f"{task.get('status', '?')}); re-graded from the archive")
+                       f"{task.get('status', '?')}, weighted score "
+                       f"{_score(task.get('weighted_score'))}); re-graded from the archive")
+            if stdlib is None:
+                click.echo("note: the run kept no standard criteria: re-graded with today's")
+            if differences:
+                click.echo("NOTE: this re-grade differs from the recorded grade (recorded "
+                           f"{task.get('status')} {_score(task.get('weighted_score'))}, now "
+                           f"{'SUCCESS' if graded.success else 'FAILURE'} "
+                           f"{_score(graded.weighted_score)}):")
+                for line in differences:
+                    click.echo(f"  {line}")
             click.echo(explain_trial(plan, grader.instances, graded, host, only), nl=False)
     sys.exit(0 if graded.success else 1)
+
+
+def _score(x) -> str:
+    return f"{x:.4g}" if isinstance(x, int | float) else "-"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
+import shutil
 import sys
 
 import click
@@ -14,57 +16,80 @@ import click
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("tasks", nargs=-1, metavar="[TASKS...]")
 @click.option("-e", "--experiment", type=click.Path(dir_okay=False),
-              help="Experiment the TASKS are resolved with (as in the original run).")
+              help="Experiment the TASKS are resolved with (default: the run's own).")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
               help="Override a setting of the TASKS, as for `ce compile` (repeatable).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Where the new results go (default RUN_DIR/rescored/<time>).")
+@click.option("--today", is_flag=True,
+              help="Grade with today's standard criteria, not those the run archived.")
+@click.option("--refresh-judges", is_flag=True,
+              help="Ask the judges again instead of reusing the run's recorded verdicts.")
+@click.option("--offline", is_flag=True,
+              help="Never ask a judge: a verdict the run did not record is the "
+                   "criterion's error.")
 @click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
               help="Scripted judge verdicts (see `ce run --judge-replies`).")
-def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, judge_replies):
+def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, today, refresh_judges,
+                offline, judge_replies):
     """Re-score every trial of RUN_DIR from its trace and workspace snapshot.
 
-    Without TASKS each trial is graded with the plan it ran with (a check that grading
-    is reproducible). With TASKS (files, directories, globs) the tasks are compiled
-    again and each trial is graded with its new plan: change a criterion, fix a
-    threshold, add a check, and see what the archived runs would have scored. No agent
-    runs; commands in run_command criteria run again in a restored workspace.
+    RUN_DIR is a run directory (`runs/latest`) or one trial directory of a run.
+
+    Without TASKS each trial is graded with the plan it ran with and the standard
+    criteria the run archived: a check that its scores reproduce (a newer ce scores an
+    old run with the definitions it ran with; --today uses today's). With TASKS (files,
+    directories, globs) the tasks are compiled again, under the run's experiment unless
+    -e says otherwise, and each trial is graded with its new plan: change a criterion,
+    fix a threshold, add a check, and see what the archived runs would have scored.
+
+    No agent runs. Commands in run_command criteria run again in the trial's own
+    environment (its sandbox driver, venv and node packages, rebuilt in a restored
+    workspace). Judge verdicts the run recorded are reused, keyed by the whole request
+    (model, prompt, file contents), so re-scoring is free and deterministic; a changed
+    request asks the judge (--offline: it does not; --refresh-judges: ask every time).
+
+    Every trial whose status or score moved is marked `*`, with each criterion that
+    changed, recorded and new. The results (RUN_DIR/rescored/<time>) are a run
+    directory of their own: `ce explain` works on its trials.
 
     \b
     Examples:
       ce rescore runs/latest
+      ce rescore runs/latest/default/hello_world/00
       ce rescore runs/latest tasks/ -D success_criteria.0.pass_threshold=0.5
+      ce rescore runs/latest --offline
     """
     from ce_runtime.execute.sandbox.runner import local_runner
-    from ce_runtime.grade.rescore import rescore_trial, trial_dirs
+    from ce_runtime.grade.rescore import criterion_changes, rescore_trial, trial_dirs
+    from ce_runtime.store.archive import find_run_root
+    from ce_runtime.store.verdicts import VerdictStore
 
+    if refresh_judges and offline:
+        raise click.UsageError("--refresh-judges and --offline contradict each other")
+    only_trial = None
+    if not os.path.isdir(os.path.join(run_dir, "plans")):
+        root = find_run_root(run_dir)
+        if root is None or not os.path.isfile(os.path.join(run_dir, "task.json")):
+            raise click.BadParameter(f"{run_dir} is neither a run directory (plans/, "
+                                     "objects/) nor a trial directory of one (task.json)",
+                                     param_hint="RUN_DIR")
+        only_trial, run_dir = os.path.abspath(run_dir), root
     plans = {}
     if tasks:
-        from ce_lang.api import CompileOptions, compile_paths, render_human
-
-        result = compile_paths(tasks, CompileOptions(experiment=experiment,
-                                                     overrides=tuple(overrides)))
-        if result.errors:
-            click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
-            sys.exit(2)
-        # repeats of a task share one plan: match on variant and task, not the repeat
-        plans = {(t.variant_id, t.plan.task_id): t.plan for t in result.trials}
-    dirs = trial_dirs(run_dir)
+        plans = _compile(tasks, experiment or _run_experiment(run_dir), overrides)
+    dirs = [only_trial] if only_trial else trial_dirs(run_dir)
     if not dirs:
         raise click.BadParameter(f"{run_dir} holds no trial (no task.json)",
                                  param_hint="RUN_DIR")
-    judge = None
-    loopback = None
-    if judge_replies:
-        import yaml
-
-        from ce_runtime.grade.judge import HttpJudge
-        from ce_runtime.model_server import ModelServer
-
-        with open(judge_replies, encoding="utf-8") as fh:
-            loopback = ModelServer(yaml.safe_load(fh) or {}, judge=True).__enter__()
-        judge = HttpJudge(loopback.url, "loopback")
-    records, changed, missing = [], 0, 0
+    out = out_dir or os.path.join(run_dir, "rescored",
+                                  dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    mode = "offline" if offline else ("refresh" if refresh_judges else "use")
+    verdicts = VerdictStore(os.path.join(out, "judges"), mode,
+                            also_read=(os.path.join(run_dir, "judges"),))
+    runner_for = functools.partial(_runner, local_runner, _uv_cache())
+    judge, loopback = _judge(judge_replies)
+    records, evidences, changed, missing, used = [], [], 0, 0, {}
     try:
         for d in dirs:
             with open(os.path.join(d, "task.json"), encoding="utf-8") as fh:
@@ -74,8 +99,10 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, judge_replies):
             if tasks and plan is None:
                 missing += 1
                 continue
-            rec = rescore_trial(d, run_dir, plan, judge, local_runner)
+            rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
+                                          verdicts=verdicts, today=today, used_plans=used)
             records.append(rec)
+            evidences.append(evidence)
             before = rec["previous"]
             moved = before["status"] != rec["status"] or _differs(before["weighted_score"],
                                                                     rec["weighted_score"])
@@ -84,16 +111,65 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, judge_replies):
             click.echo(f"{mark} {trial_id:<40} {before['status']:>9} -> {rec['status']:<9} "
                        f"{_fmt(before['weighted_score'])} -> {_fmt(rec['weighted_score'])}",
                        err=True)
+            for line in criterion_changes(old.get("criteria"), rec.get("criteria") or []):
+                click.echo(f"      {line}", err=True)
+            for note in rec.get("rescore_notes", ()):
+                click.echo(f"      note: {note}", err=True)
     finally:
         if loopback is not None:
             loopback.__exit__(None, None, None)
-    out = out_dir or os.path.join(run_dir, "rescored",
-                                  dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
-    code = _write(out, records, run_dir)
+    code = _write(out, records, evidences, run_dir, used)
     note = f"; {missing} trial(s) have no task in TASKS" if missing else ""
-    click.echo(f"\n{len(records)} trial(s) re-scored, {changed} changed{note}; "
+    asked = f"; judges: {verdicts.hits} recorded verdict(s) reused, {verdicts.asked} asked" \
+        if verdicts.hits or verdicts.asked else ""
+    click.echo(f"\n{len(records)} trial(s) re-scored, {changed} changed{note}{asked}; "
                f"results: {out}", err=True)
     sys.exit(code)
+
+
+def _compile(tasks, experiment, overrides) -> dict:
+    from ce_lang.api import CompileOptions, compile_paths, render_human
+
+    result = compile_paths(tasks, CompileOptions(experiment=experiment,
+                                                 overrides=tuple(overrides)))
+    if result.errors:
+        click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
+        sys.exit(2)
+    # repeats of a task share one plan: match on variant and task, not the repeat
+    return {(t.variant_id, t.plan.task_id): t.plan for t in result.trials}
+
+
+def _run_experiment(run_dir: str) -> str | None:
+    """The experiment the run was made with (its run.json), if the file is still there."""
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            path = (json.load(fh).get("args") or {}).get("experiment")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return path if path and os.path.isfile(path) else None
+
+
+def _runner(local_runner, uv_cache, workspace, task_dir, reference, plan):
+    return local_runner(workspace, task_dir, reference, plan=plan, uv_cache=uv_cache)
+
+
+def _uv_cache() -> str:
+    from ce_runtime.cli.run import _uv_cache as cache
+
+    return cache()
+
+
+def _judge(judge_replies):
+    if not judge_replies:
+        return None, None
+    import yaml
+
+    from ce_runtime.grade.judge import HttpJudge
+    from ce_runtime.model_server import ModelServer
+
+    with open(judge_replies, encoding="utf-8") as fh:
+        loopback = ModelServer(yaml.safe_load(fh) or {}, judge=True).__enter__()
+    return HttpJudge(loopback.url, "loopback"), loopback
 
 
 def _differs(a, b) -> bool:
@@ -106,15 +182,24 @@ def _fmt(x) -> str:
     return f"{x:.3f}" if isinstance(x, int | float) else "  -  "
 
 
-def _write(out: str, records, run_dir: str) -> int:
+def _write(out: str, records, evidences, run_dir: str, plans: dict) -> int:
+    """The results as a run directory of their own: each trial's record, trace and
+    workspace manifest, the plans it was graded with, the definitions, the objects (a
+    link to the run's) and the verdicts used: `ce explain` and `ce rescore` work on it."""
     from ce_runtime import report
+    from ce_runtime.store.archive import load_json, write_trial_files
     from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
 
     os.makedirs(out, exist_ok=True)
-    for rec in records:
+    _link_run_parts(out, run_dir, plans)
+    for rec, evidence in zip(records, evidences, strict=True):
+        src = os.path.join(run_dir, rec["rescored_from"])
         tdir = os.path.join(out, rec["rescored_from"])
         os.makedirs(tdir, exist_ok=True)
-        write_json_atomic(os.path.join(tdir, "task.json"), rec)
+        if os.path.isfile(os.path.join(src, "trace.msgpack")):
+            _link_or_copy(os.path.join(src, "trace.msgpack"),
+                          os.path.join(tdir, "trace.msgpack"))
+        write_trial_files(tdir, rec, load_json(os.path.join(src, "workspace.json")), evidence)
     gates = report.suite_metrics(records)
     summary = report.summary(records, gates, os.path.basename(os.path.abspath(out)),
                              {"rescored_from": os.path.abspath(run_dir)})
@@ -125,3 +210,34 @@ def _write(out: str, records, run_dir: str) -> int:
     write_bytes_atomic(os.path.join(out, "report.md"),
                        report.render_markdown(summary, records, gates).encode())
     return int(summary.get("exit_code", 1))
+
+
+def _link_run_parts(out: str, run_dir: str, plans: dict) -> None:
+    from ce_lang.api import plan_to_json, stdlib_digest, stdlib_texts
+    from ce_runtime.store.archive import write_definitions
+    from ce_runtime.store.atomic import write_json_atomic
+
+    objects = os.path.join(out, "objects")
+    if not os.path.lexists(objects):
+        os.symlink(os.path.relpath(os.path.realpath(os.path.join(run_dir, "objects")),
+                                   os.path.realpath(out)), objects)
+    os.makedirs(os.path.join(out, "plans"), exist_ok=True)
+    for name in os.listdir(os.path.join(run_dir, "plans")):
+        _link_or_copy(os.path.join(run_dir, "plans", name), os.path.join(out, "plans", name))
+    for digest, plan in plans.items():
+        path = os.path.join(out, "plans", f"{digest}.json")
+        if not os.path.exists(path):
+            write_json_atomic(path, {"hash": digest, "plan": plan_to_json(plan)})
+    defs = os.path.join(run_dir, "definitions")
+    if os.path.isdir(defs):
+        shutil.copytree(defs, os.path.join(out, "definitions"), dirs_exist_ok=True)
+    write_definitions(out, stdlib_digest(), stdlib_texts())  # for --today and new plans
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    if os.path.exists(dst):
+        return
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)

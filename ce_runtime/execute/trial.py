@@ -336,6 +336,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     graded = None
     sandbox = None
     notes: dict[str, Any] = {}
+    evidence: dict[str, Any] | None = None  # evidence.json: what grading ran and asked
     registry = registry_for_sources(plan.criteria_sources)
     instances = instances_from_plan(plan.criteria, registry)
     monitor = LiveMonitor(plan, instances)
@@ -406,7 +407,8 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             runner = SandboxRunner(sandbox, asyncio.get_running_loop())
             host = host_for(plan, sandbox.workspace, trial.task_dir, sink.view.view,
                             judge_from_env(), runner,
-                            VerdictStore(os.path.join(ctx.run_dir, "judges")))
+                            VerdictStore(os.path.join(ctx.run_dir, "judges"),
+                                         redact=ctx.redactor.value if ctx.redactor else None))
             grader = Grader(plan, registry)
             try:
                 graded = await asyncio.to_thread(
@@ -417,7 +419,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                 host.cancel()
                 raise
             finally:
-                notes["evidence"] = host.evidence
+                evidence = {"schema_version": 1, "criteria": host.evidence}
                 if host.judge_sessions:
                     notes["judge_sessions"] = host.judge_sessions
         if plan.post_run and error is None:
@@ -442,7 +444,8 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                          started_at, time.monotonic() - started, pre, post, notes)
         if ctx.redactor:
             record = ctx.redactor.value(record)
-        write_trial_files(tdir, record, manifest)
+            evidence = ctx.redactor.value(evidence) if evidence is not None else None
+        write_trial_files(tdir, record, manifest, evidence)
         return record
     finally:
         writer.close()
@@ -460,8 +463,7 @@ def _record(trial: Trial, agent: str, status: str, error: str | None,
     view = sink.view
     from ce_runtime.grade.interpreter import criterion_records
 
-    criteria = criterion_records(plan, graded, notes.get("evidence")) \
-        if graded is not None else []
+    criteria = criterion_records(plan, graded) if graded is not None else []
     return {
         "schema_version": 1, "trial_id": trial.trial_id, "variant_id": trial.variant_id,
         "experiment_id": trial.experiment_id, "task_id": plan.task_id,

@@ -260,6 +260,17 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
     lines = [head]
     if result.error:
         lines.append(f"{INDENT}error: {result.error}")
+    for ev in (host.evidence.get(result.id, ()) if host is not None else ()):
+        if ev.get("kind") == "judge":
+            usage = ev.get("usage") or {}
+            lines.append(
+                f"{INDENT}judge{' ' + ev['model'] if ev.get('model') else ''}: score "
+                f"{ev.get('score')} ({'recorded verdict' if ev.get('recorded') else 'asked'} "
+                f"{str(ev.get('request', ''))[:12]})"
+                + (f"; {usage.get('input_tokens', 0)}+{usage.get('output_tokens', 0)} tokens"
+                   if usage else ""))
+            if ev.get("rationale"):
+                lines.append(f"{INDENT}  rationale: {ev['rationale']}")
     expr_text = call.args.get("expr", "") if call.definition == "expr" else ""
     builder = _Tree(inst, result, host, expr_text)
     tree = builder.render()

@@ -230,8 +230,7 @@ class Host:
         self.commands.append(rec)
         self._file("command", {"command": command, "exit_code": rec.exit_code,
                                "stdout": _capped(rec.stdout), "stderr": _capped(rec.stderr),
-                               "timed_out": rec.timed_out,
-                               "duration_ms": round(rec.duration_ms, 1)})
+                               "timed_out": rec.timed_out})
         return {"exit_code": rec.exit_code, "stdout": rec.stdout, "stderr": rec.stderr,
                 "timed_out": rec.timed_out}
 
@@ -303,6 +302,8 @@ class Host:
                                       "key or a judge endpoint)")
         else:
             sessions = len(self.judge_sessions)
+            if self.verdicts is not None:
+                self.verdicts.asked += 1
             verdict = dict(self.judge.verdict(kind, rubric, files, settings, self,
                                               prompt=prompt))
             if len(self.judge_sessions) > sessions:  # an agent_judge's transcript and usage

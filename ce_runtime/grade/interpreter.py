@@ -189,11 +189,9 @@ def _with_task_defaults(plan: Plan) -> list[CriterionCall]:
     return out
 
 
-def criterion_records(plan: Plan, graded: GradeResult,
-                      evidence: dict[str, list] | None = None) -> list[dict[str, Any]]:
+def criterion_records(plan: Plan, graded: GradeResult) -> list[dict[str, Any]]:
     """The criteria of a trial's task.json (JSON-able; labels kept, other outputs not;
-    `evidence`: the commands each ran and the verdicts its judges gave)."""
-    evidence = evidence or {}
+    the commands each ran and its judges' verdicts are the trial's evidence.json)."""
     return [{
         "id": r.id, "type": r.type, "description": r.description, "kind": r.kind,
         "score": r.score, "pass_threshold": r.pass_threshold, "passed": r.passed,
@@ -202,7 +200,6 @@ def criterion_records(plan: Plan, graded: GradeResult,
         "outputs": {k: v for k, v in r.outputs.items()
                     if isinstance(v, str | int | float | bool) or v is None},
         "suite_thresholds": call.suite_thresholds,
-        "evidence": evidence.get(r.id, []),
     } for call, r in zip(plan.criteria, graded.criteria, strict=True)]
 
 

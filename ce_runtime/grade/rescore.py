@@ -2,7 +2,11 @@
 trace and workspace snapshot, without running the agent again.
 
 Statuses the agent's run decided (TIMEOUT, budgets, MAX_TURNS_EXHAUSTED, an ERROR before
-grading) are kept; SUCCESS / FAILURE follow the new grade.
+grading) are kept; SUCCESS / FAILURE follow the new grade. A trial graded with its own
+plan uses the standard criteria the run archived (`definitions/`), so a newer ce scores
+it with the definitions it ran with unless told to use today's; commands run in the
+trial's own environment again (driver, venv, node packages); judge verdicts come from
+the run's `judges/` store.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ import os
 import tempfile
 from typing import Any
 
-from ce_lang.api import Plan, plan_from_json
-from ce_runtime.store.archive import load_json, restore_workspace
+import attrs
+
+from ce_lang.api import SEMANTICS_VERSION, Plan, plan_from_json, stdlib_digest
+from ce_runtime.store.archive import load_definitions, load_json, restore_workspace
 
 RUN_STATUSES = ("TIMEOUT", "MAX_TURNS_EXHAUSTED", "TOKEN_BUDGET_EXCEEDED",
                 "COST_BUDGET_EXCEEDED")
@@ -23,46 +29,77 @@ def trial_dirs(run_dir: str) -> list[str]:
     """Every trial directory of a run (those with a task.json), sorted."""
     out = []
     for root, dirs, files in os.walk(run_dir):
-        dirs[:] = sorted(d for d in dirs if d not in ("plans", "objects", "rescored") and
+        dirs[:] = sorted(d for d in dirs if d not in ("plans", "objects", "rescored",
+                                                      "judges", "definitions") and
                          not d.startswith("."))
         if "task.json" in files:
             out.append(root)
     return sorted(out)
 
 
+def archived_plan(run_dir: str, plan_hash: str) -> Plan:
+    return plan_from_json(load_json(os.path.join(run_dir, "plans", f"{plan_hash}.json"))
+                          ["plan"])
+
+
 def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
-                  judge: Any = None, runner_for: Any = None) -> dict[str, Any]:
-    """A new task.json record for one archived trial (nothing on disk is changed).
-    `runner_for(workspace, task_dir, reference)` is a context manager giving the
-    sandbox that runs the criteria's commands (the caller chooses the driver)."""
+                  judge: Any = None, runner_for: Any = None, *, verdicts: Any = None,
+                  today: bool = False, used_plans: dict[str, Plan] | None = None,
+                  ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A new task.json record for one archived trial and its evidence.json (nothing on
+    disk is changed).
+
+    `plan`: a recompiled plan (graded with today's standard criteria); without it the
+    trial's own plan and the definitions archived with it (`today`: today's instead).
+    `runner_for(workspace, task_dir, reference, plan)` is a context manager giving the
+    sandbox that runs the criteria's commands. `verdicts`: the judge verdict store.
+    `used_plans` collects the plans graded with, by hash (to archive with the results)."""
     from ce_runtime.grade.grading import grade_files, reference_paths
     from ce_runtime.grade.host import InfrastructureError
 
     old = load_json(os.path.join(trial_dir, "task.json"))
+    notes: list[str] = []
+    stdlib = None
     if plan is None:
-        plan = plan_from_json(load_json(os.path.join(run_dir, "plans",
-                                                     f"{old['plan_hash']}.json"))["plan"])
+        plan = archived_plan(run_dir, old["plan_hash"])
+        if not today:
+            stdlib = load_definitions(run_dir, plan.stdlib_digest) if plan.stdlib_digest \
+                else None
+            if stdlib is None:
+                notes.append("the run kept no standard criteria; graded with today's")
+        if stdlib is None:  # today's definitions: the plan's identity says so
+            plan = attrs.evolve(plan, stdlib_digest=stdlib_digest())
+    if used_plans is not None:
+        used_plans.setdefault(_hash(plan), plan)
+    if plan.semantics_version != SEMANTICS_VERSION:
+        notes.append(f"planned under grading semantics v{plan.semantics_version}; this ce "
+                     f"grades with v{SEMANTICS_VERSION}")
     trace = os.path.join(trial_dir, "trace.msgpack")
     manifest = load_json(os.path.join(trial_dir, "workspace.json"))
     record = dict(old)
     record["rescored_from"] = os.path.relpath(trial_dir, run_dir)
     record["previous"] = {"status": old.get("status"),
-                          "weighted_score": old.get("weighted_score")}
+                          "weighted_score": old.get("weighted_score"),
+                          "plan_hash": old.get("plan_hash")}
+    record.pop("rescore_notes", None)
+    if notes:
+        record["rescore_notes"] = notes
     with tempfile.TemporaryDirectory(prefix="ce-rescore-") as ws:
         restore_workspace(manifest, os.path.join(run_dir, "objects"), ws)
         task_dir = old.get("task_dir", "")
-        runner = runner_for(ws, task_dir, reference_paths(plan, task_dir)) if runner_for \
-            else contextlib.nullcontext()
+        runner = runner_for(ws, task_dir, reference_paths(plan, task_dir), plan) \
+            if runner_for else contextlib.nullcontext()
         try:
             with runner as commands:
-                _, graded, _, _ = grade_files(plan, task_dir, ws,
-                                              trace if os.path.isfile(trace) else None, judge,
-                                              bool(old.get("stopped_early")), commands)
+                _, graded, host, _ = grade_files(plan, task_dir, ws,
+                                                 trace if os.path.isfile(trace) else None,
+                                                 judge, bool(old.get("stopped_early")),
+                                                 commands, stdlib, verdicts)
         except InfrastructureError as exc:
             record.update(status="ERROR", error=f"grading failed: {exc}", success=False)
-            return record
+            return record, None
     if old.get("status") == "ERROR" and not old.get("criteria"):
-        return record  # it never reached grading: nothing to re-score
+        return record, None  # it never reached grading: nothing to re-score
     from ce_runtime.grade.interpreter import criterion_records
 
     record["criteria"] = criterion_records(plan, graded)
@@ -72,7 +109,32 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
         status = "SUCCESS" if graded.success else "FAILURE"
     record.update(status=status, success=status == "SUCCESS", plan_hash=_hash(plan),
                   error=None if status != "ERROR" else record.get("error"))
-    return record
+    return record, {"schema_version": 1, "criteria": host.evidence}
+
+
+def criterion_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
+    """Where a re-grade differs from the recorded grade, criterion by criterion, with
+    both results ('c1 run_command: recorded 1 pass, now 0 fail (exit 127: ...)')."""
+    before = {c["id"]: c for c in old or []}
+    out = []
+    for c in new:
+        was = before.get(c["id"])
+        if was is None:
+            out.append(f"{c['id']} {c['type']}: new criterion, {_verdict(c)}")
+            continue
+        if _verdict(was) != _verdict(c) or was.get("error") != c.get("error"):
+            why = f" ({c['error']})" if c.get("error") else ""
+            out.append(f"{c['id']} {c['type']}: recorded {_verdict(was)}, now "
+                       f"{_verdict(c)}{why}")
+    out += [f"{i} {c['type']}: no longer a criterion" for i, c in before.items()
+            if i not in {c["id"] for c in new}]
+    return out
+
+
+def _verdict(c: dict[str, Any]) -> str:
+    score = c.get("score")
+    word = "error" if c.get("error") else ("pass" if c.get("passed") else "fail")
+    return f"{score:.3g} {word}" if isinstance(score, int | float) else word
 
 
 def _hash(plan: Plan) -> str:

@@ -82,9 +82,15 @@ def find_run_root(trial_dir: str) -> str | None:
     return None
 
 
-def write_trial_files(trial_dir: str, task: dict[str, Any], manifest: dict[str, Any]) -> None:
+def write_trial_files(trial_dir: str, task: dict[str, Any], manifest: dict[str, Any],
+                      evidence: dict[str, Any] | None = None) -> None:
+    """task.json last: a trial directory with a task.json is complete. `evidence`: what
+    grading ran and asked, per criterion (evidence.json): the scores in task.json are
+    reproducible bit for bit, the commands' own output (timings, say) need not be."""
     os.makedirs(trial_dir, exist_ok=True)
     write_json_atomic(os.path.join(trial_dir, "workspace.json"), manifest)
+    if evidence is not None:
+        write_json_atomic(os.path.join(trial_dir, "evidence.json"), evidence)
     write_json_atomic(os.path.join(trial_dir, "task.json"), task)
 
 

@@ -28,21 +28,40 @@ def request_key(request: dict[str, Any]) -> str:
 
 
 class VerdictStore:
-    def __init__(self, directory: str, mode: str = "use"):
+    """`also_read`: stores consulted after this one (a re-scoring reads the original
+    run's verdicts and keeps those it uses in its own directory, so it is explainable
+    on its own)."""
+
+    def __init__(self, directory: str, mode: str = "use", also_read: tuple[str, ...] = (),
+                 redact: Any = None):
         if mode not in MODES:
             raise ValueError(f"judge cache mode must be one of {', '.join(MODES)}")
         self.directory = directory
         self.mode = mode
+        self.also_read = tuple(d for d in also_read
+                               if os.path.abspath(d) != os.path.abspath(directory))
+        self.redact = redact  # the run's secret redaction, applied to what is stored
+        self.hits = 0
+        self.asked = 0
 
     def get(self, key: str) -> dict[str, Any] | None:
         if self.mode == "refresh":
             return None
-        try:
-            with open(os.path.join(self.directory, f"{key}.json"), encoding="utf-8") as fh:
-                return json.load(fh)
-        except (OSError, json.JSONDecodeError):
-            return None
+        for n, directory in enumerate((self.directory, *self.also_read)):
+            try:
+                with open(os.path.join(directory, f"{key}.json"), encoding="utf-8") as fh:
+                    verdict = json.load(fh)
+            except (OSError, json.JSONDecodeError):
+                continue
+            if n:
+                self.put(key, verdict)
+            self.hits += 1
+            return verdict
+        return None
 
     def put(self, key: str, verdict: dict[str, Any]) -> None:
+        """A verdict just asked for (or found in `also_read`), kept under its key."""
         os.makedirs(self.directory, exist_ok=True)
+        if self.redact is not None:
+            verdict = self.redact(verdict)
         write_json_atomic(os.path.join(self.directory, f"{key}.json"), verdict)
