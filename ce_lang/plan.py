@@ -38,7 +38,7 @@ from ce_lang.schema.task import (
 PLAN_VERSION = 1
 # The grading semantics' version: bumped whenever ce's own code (not a definition) would
 # score the same trace and workspace differently. Part of every plan's identity.
-SEMANTICS_VERSION = 1
+SEMANTICS_VERSION = 2  # 2: coder_eval's weighted early-stop rules and armed gate
 
 
 @attrs.frozen
@@ -88,8 +88,17 @@ class PlanStep:
 
 @attrs.frozen
 class EarlyStop:
+    """`rule`: how the armed set stops a run. "polarity" (the guide's `stop_when`): an
+    armed fail/decided criterion decided fail, or every armed criterion decided pass.
+    "weighted" (coder_eval's `stop_early` blocks): the weighted ceiling / floor rules
+    over the armed set against `gate_threshold`, with recall deferral and
+    `decide_within` timeouts; an early-stopped run then gates on the armed set's
+    weighted pass rate reaching `gate_threshold`."""
+
     enabled: bool
     armed: tuple[str, ...]  # criterion ids
+    rule: str = "polarity"  # polarity | weighted
+    gate_threshold: float = 1.0
 
 
 @attrs.frozen
@@ -181,7 +190,9 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         sandbox=_relative_sandbox(task.sandbox, task_dir),
         ignore_patterns=ignore,
         run_limits=task.run_limits,
-        early_stop=EarlyStop(enabled and bool(armed), armed),
+        early_stop=EarlyStop(enabled and bool(armed), armed,
+                             "weighted" if legacy else "polarity",
+                             task.run_limits.stop_early_gate_threshold),
         criteria=criteria,
         reference=_relative_reference(task.reference, task_dir),
         pre_run=list(task.pre_run),

@@ -326,6 +326,27 @@ def early_stop_rules(ctx: RuleContext) -> None:
     master = t.run_limits.stop_early
     none_agent = _agent_type(t) == "none"
     sim_on = t.simulation is not None and t.simulation.enabled
+    forms = {("stop_when" if c.stop_when is not None else "stop_early"): i
+             for i, c in enumerate(t.success_criteria)
+             if c.stop_when is not None or c.stop_early is not None}
+    if len(forms) == 2 and forms["stop_when"] != forms["stop_early"]:
+        later = max(forms.values())
+        field = "stop_when" if forms["stop_when"] == later else "stop_early"
+        d.emit("CE0109", "a task arms its criteria with `stop_when` (and `run_limits.stop_early: "
+               "true`) or with coder_eval's `stop_early` blocks, not both: their stop rules "
+               "differ", ctx.key_at(("success_criteria", later, field)),
+               help="use one form for every armed criterion of the task")
+    gate_path = ("run_limits", "stop_early_gate_threshold")
+    if "stop_early" in forms and master is not False:
+        if t.run_limits.stop_early_gate_threshold <= 0:
+            d.emit("CE0104", "`stop_early_gate_threshold` must be > 0 on a task with a "
+                   "`stop_early` block (at 0 every early-stopped run would pass)",
+                   ctx.at(gate_path))
+    elif t.run_limits.stop_early_gate_threshold != 1.0:  # set, and nothing it applies to
+        d.emit("CE0214", "`stop_early_gate_threshold` has no effect: no criterion has a "
+               "`stop_early` block" + (" (`run_limits.stop_early: false` disarms them)"
+                                        if "stop_early" in forms else ""),
+               ctx.key_at(gate_path))
     for i, c in enumerate(t.success_criteria):
         here = ("success_criteria", i)
         if c.stop_when is not None and c.stop_early is not None:
@@ -370,7 +391,8 @@ def _check_legacy_block(c: C.CriterionBase, index: int, at: Span, master: bool |
     if not (d.can_pass or d.can_fail):
         ctx.diags.emit("CE0211", f"a `stop_early` block cannot arm this criterion: {c.type} "
                        f"{d.why}{_because(d)}", at)
-    elif not d.can_fail and not (c.stop_early is not None and c.stop_early.on_pass == "stop"):
+    elif not d.can_fail and not (c.stop_early is not None and (
+            c.stop_early.on_pass == "stop" or c.stop_early.decide_within is not None)):
         ctx.diags.emit("CE0214", f"the `stop_early` block can never trigger: {c.type} {d.why}"
                        f"{_because(d)}", at,
                        help="use `stop_when: pass` with `run_limits.stop_early: true`")

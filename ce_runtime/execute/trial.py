@@ -60,6 +60,7 @@ class TrialSink:
         self.turn_started: float | None = None
         self.turns = 0
         self.agent_ended = False  # the agent wrote its AgentEnd (a killed one cannot)
+        self.stop_after: str | None = None  # the call that decided a stop, still running
 
     def clock(self) -> float:
         return time.monotonic() - self.started
@@ -88,8 +89,21 @@ class TrialSink:
                 self._hit("TOKEN_BUDGET_EXCEEDED")
             elif lim.max_usd and b.cost_usd > lim.max_usd:
                 self._hit("COST_BUDGET_EXCEEDED")
-        if self.monitor.should_stop:
-            self.stop.set()
+        if self.monitor.should_stop and not self.stop.is_set():
+            self._stop_when_settled(event)
+
+    def _stop_when_settled(self, event: T.Event) -> None:
+        """A stop decided by a tool call waits for that call's result, so the command
+        that decided it is recorded completed, not killed mid-way (task and turn
+        timeouts still bound the wait, and the end of the turn ends it)."""
+        if self.stop_after is None:
+            if isinstance(event, T.ToolCall):
+                self.stop_after = event.call_id
+                return
+        elif not ((isinstance(event, T.ToolResult) and event.call_id == self.stop_after)
+                  or isinstance(event, T.TurnStart | T.TurnEnd | T.AgentEnd)):
+            return
+        self.stop.set()
 
     def _hit(self, status: str) -> None:
         if self.limit_hit is None:
@@ -455,6 +469,22 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _early_stop_record(plan, monitor: LiveMonitor, sink: TrialSink) -> dict[str, Any] | None:
+    """coder_eval's EarlyStopInfo: present iff the run was stopped early."""
+    info = monitor.stop_info
+    if info is None:
+        return None
+    call = next(c for c in plan.criteria if c.id == info.criterion)
+    max_turns = plan.run_limits.max_turns
+    return {"reason": info.reason, "deciding_criterion": info.criterion,
+            "deciding_criterion_type": call.type,
+            "deciding_criterion_description": call.description,
+            "armed_criteria": list(info.armed), "tool_call_index": info.tool_call_index,
+            "turn_index": sink.turns,
+            "turns_remaining_at_stop": max(0, max_turns - sink.turns) if max_turns else None,
+            "gate_threshold": info.gate_threshold, "rule": plan.early_stop.rule}
+
+
 def _record(trial: Trial, agent: str, status: str, error: str | None,
             outcome: AgentOutcome | None, graded, sink: TrialSink, monitor: LiveMonitor,
             started_at: str, duration: float, pre: list, post: list,
@@ -472,6 +502,7 @@ def _record(trial: Trial, agent: str, status: str, error: str | None,
         "plan_hash": trial.plan_hash, "agent": agent, "model": plan.agent.model,
         "status": status, "stopped_early": monitor.should_stop,
         "early_stop_reason": monitor.stop_reason,
+        "early_stop": _early_stop_record(plan, monitor, sink),
         "weighted_score": graded.weighted_score if graded else None,
         "success": status == "SUCCESS", "started_at": started_at,
         "duration_s": round(duration, 3),

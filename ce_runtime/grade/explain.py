@@ -283,7 +283,7 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
     return lines
 
 
-def arithmetic(result: GradeResult) -> list[str]:
+def arithmetic(result: GradeResult, weighted_gate: float | None = None) -> list[str]:
     weighted = [r for r in result.criteria if r.weight > 0 and not r.disabled]
     lines = []
     if weighted:
@@ -300,6 +300,15 @@ def arithmetic(result: GradeResult) -> list[str]:
     failed = [r for r in gating if not r.passed]
     scope = "armed criteria only (stopped early)" if result.stopped_early else \
         "every enabled criterion with weight > 0"
+    if result.stopped_early and weighted_gate is not None and gating:
+        total = sum(r.weight for r in gating)
+        passed = sum(r.weight for r in gating if r.passed)
+        terms = " + ".join(f"{r.id} {1 if r.passed else 0}×{r.weight:g}" for r in gating)
+        lines.append(f"gate (armed criteria only, stopped early; weighted): ({terms}) / "
+                     f"{total:g} = {passed / total:.4g} "
+                     f"{'>=' if result.success else '<'} stop_early_gate_threshold "
+                     f"{weighted_gate:g} -> {'SUCCESS' if result.success else 'FAILURE'}")
+        return lines
     if failed:
         why = ", ".join(f"{r.id} {r.score:.3g} < {r.pass_threshold:.3g}" if not r.error
                         else f"{r.id} error" for r in failed)
@@ -319,7 +328,8 @@ def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
         out += explain_criterion(inst, r, host, plan)
     if only is None:
         out.append("")
-        out += arithmetic(result)
+        out += arithmetic(result, plan.early_stop.gate_threshold
+                          if plan.early_stop.rule == "weighted" else None)
     return "\n".join(out) + "\n"
 
 

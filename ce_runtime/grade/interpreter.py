@@ -133,7 +133,9 @@ class Grader:
         results = [self.grade_one(call, inst, host, nodes, stopped_early, armed)
                    for call, inst, nodes in zip(self.plan.criteria, self.instances,
                                                 self._lambda_nodes, strict=True)]
-        return summarize(results, stopped_early)
+        weighted_gate = self.plan.early_stop.gate_threshold \
+            if self.plan.early_stop.rule == "weighted" else None
+        return summarize(results, stopped_early, weighted_gate)
 
     def grade_one(self, call: CriterionCall, inst: Instance, host: Host, nodes: set[int],
                   stopped_early: bool, armed: tuple[str, ...]) -> CriterionResult:
@@ -213,13 +215,22 @@ def _as_score(value: Any) -> float:
     raise CriterionError(f"the score is not a number: {value!r}")
 
 
-def summarize(results: list[CriterionResult], stopped_early: bool) -> GradeResult:
+def summarize(results: list[CriterionResult], stopped_early: bool,
+              weighted_gate: float | None = None) -> GradeResult:
     """weighted = Σ score·weight / Σ weight over gating-weight criteria; success = every
-    gating criterion passed (an early-stopped trial is gated on its armed criteria only)."""
+    gating criterion passed (an early-stopped trial is gated on its armed criteria only).
+    `weighted_gate` (coder_eval's `stop_early_gate_threshold`): an early-stopped trial
+    passes when Σ weight·passed / Σ weight over its armed criteria reaches it (each one
+    passed or not by its own pass_threshold; at 1.0 this is every one passed)."""
     weighted = [r for r in results if r.weight > 0 and not r.disabled]
     total = sum(r.weight for r in weighted)
     score = sum(r.score * r.weight for r in weighted) / total if total > 0 else 0.0
-    success = all(r.passed for r in results if r.gating)
+    gating = [r for r in results if r.gating]
+    success = all(r.passed for r in gating)
+    if stopped_early and weighted_gate is not None and gating:
+        armed_weight = sum(r.weight for r in gating)
+        rate = sum(r.weight for r in gating if r.passed) / armed_weight
+        success = rate >= weighted_gate - 1e-12
     return GradeResult(results, score, success, stopped_early)
 
 

@@ -111,6 +111,19 @@ class _TraceHost:
         raise CriterionError(f"`{name}` is graded after the run")
 
 
+@attrs.frozen
+class StopInfo:
+    """Why and where a run was stopped early (the trial's `early_stop`). `reason`:
+    criterion_passed | criterion_failed | decision_budget_exceeded."""
+
+    reason: str
+    criterion: str  # the deciding criterion's id
+    tool_call_index: int  # 1-based, the in-flight call included
+    event_index: int
+    armed: tuple[str, ...]
+    gate_threshold: float
+
+
 @attrs.define
 class _Armed:
     call_id: str
@@ -123,7 +136,17 @@ class _Armed:
     const_env: dict[str, Any]
     only_aggregates: bool = False  # the trace is read only through `aggregates`
     last_values: tuple | None = None  # aggregate values at the last (undecided) verdict
-    decided: str | None = None
+    decided: str | None = None  # the latched effective verdict: pass | fail
+    weight: float = 1.0
+    can_pass: bool = True
+    can_fail: bool = True
+    decide_within: int | None = None
+    timed_out: bool = False  # its fail is a decide_within timeout, not its own verdict
+    decided_at: int = -1  # event index
+
+    @property
+    def on_pass_stop(self) -> bool:
+        return self.polarity == "decided"
 
 
 class LiveMonitor:
@@ -133,6 +156,11 @@ class LiveMonitor:
         self.armed: list[_Armed] = []
         self.decisions: list[LiveDecision] = []
         self.stop_reason: str | None = None
+        self.stop_info: StopInfo | None = None
+        self.rule = plan.early_stop.rule
+        self.gate_threshold = plan.early_stop.gate_threshold
+        self.call_ids: list[str] = []  # tool calls in order, for decide_within steps
+        self.results: set[str] = set()  # calls whose result arrived
         if not plan.early_stop.enabled:
             return
         for call, inst in zip(plan.criteria, instances, strict=True):
@@ -146,9 +174,11 @@ class LiveMonitor:
                 if fact is not None and fact.const:
                     env[let.name] = fact.value
             aggs = [_Aggregate(n) for n in _trace_aggregates(inst, an, set(env))]
-            self.armed.append(_Armed(call.id, call.arming.polarity, call.pass_threshold, inst,
-                                     inst.score_bool, aggs, an, env,
-                                     _reads_trace_only_through(inst, aggs)))
+            self.armed.append(_Armed(
+                call.id, call.arming.polarity, call.pass_threshold, inst, inst.score_bool,
+                aggs, an, env, _reads_trace_only_through(inst, aggs), weight=call.weight,
+                can_pass=call.can_decide_pass, can_fail=call.can_decide_fail,
+                decide_within=call.arming.decide_within))
 
     @property
     def active(self) -> bool:
@@ -160,6 +190,10 @@ class LiveMonitor:
         changed = self.builder.apply(event)
         if not self.armed or self.stop_reason is not None:
             return []
+        if isinstance(event, T.ToolCall):
+            self.call_ids.append(event.call_id)
+        elif isinstance(event, T.ToolResult):
+            self.results.add(event.call_id)
         new: list[LiveDecision] = []
         for a in self.armed:
             if a.decided is not None:
@@ -175,12 +209,63 @@ class LiveMonitor:
                 a.last_values = values
             verdict = self._verdict(a)
             if verdict is not None:
-                a.decided = "pass" if verdict else "fail"
+                a.decided, a.decided_at = ("pass" if verdict else "fail"), index
                 d = LiveDecision(a.call_id, a.decided, index)
                 new.append(d)
                 self.decisions.append(d)
-        self._check_stop()
+        if self.rule == "weighted":
+            self._check_timeouts(index)
+            self._check_weighted(index)
+        else:
+            self._check_stop(index)
         return new
+
+    def _steps_done(self, n: int) -> bool:
+        """N tool-call steps are over: the Nth call's result arrived, or a later call began."""
+        return len(self.call_ids) > n or (len(self.call_ids) == n and n > 0 and
+                                          self.call_ids[n - 1] in self.results)
+
+    def _check_timeouts(self, index: int) -> None:
+        """decide_within: still undecided after N steps is an effective fail (checked after
+        the criterion's own verdict, so one deciding on that very step is not penalized);
+        inert on a criterion that can never live-pass (a distractor)."""
+        for a in self.armed:
+            if a.decided is None and a.decide_within is not None and a.can_pass \
+                    and self._steps_done(a.decide_within):
+                a.decided, a.timed_out, a.decided_at = "fail", True, index
+
+    def _check_weighted(self, index: int) -> None:
+        """coder_eval's rules. Fail-stop: some armed criterion effectively failed and the
+        armed set's ceiling (undecided and passed score 1, failed 0) is below the gate
+        threshold; deferred while a pass-capable armed criterion is undecided (recall).
+        Pass-stop: the floor of the pass-capable `on_pass: stop` subset (undecided score
+        0) meets the threshold; deferred while a pass-capable armed criterion outside the
+        subset is undecided."""
+        armed, gate, eps = self.armed, self.gate_threshold, 1e-12
+        total = sum(a.weight for a in armed)
+        failed = [a for a in armed if a.decided == "fail"]
+        waiting = [a for a in armed if a.decided is None and a.can_pass]
+        if failed and total > 0 and not waiting:
+            ceiling = sum(a.weight for a in armed if a.decided != "fail") / total
+            if ceiling < gate - eps:
+                last = max(failed, key=lambda a: a.decided_at)
+                self._stop(last, "decision_budget_exceeded" if last.timed_out
+                           else "criterion_failed", index)
+                return
+        subset = [a for a in armed if a.on_pass_stop and a.can_pass]
+        weight = sum(a.weight for a in subset)
+        if not subset or weight <= 0:
+            return
+        outside = [a for a in waiting if a not in subset]
+        floor = sum(a.weight for a in subset if a.decided == "pass") / weight
+        if floor >= gate - eps and not outside:
+            last = max((a for a in subset if a.decided == "pass"), key=lambda a: a.decided_at)
+            self._stop(last, "criterion_passed", index)
+
+    def _stop(self, a: _Armed, reason: str, index: int) -> None:
+        self.stop_reason = reason
+        self.stop_info = StopInfo(reason, a.call_id, len(self.call_ids), index,
+                                  tuple(x.call_id for x in self.armed), self.gate_threshold)
 
     def _verdict(self, a: _Armed) -> bool | None:
         overrides = {agg.node.id: agg.value() for agg in a.aggregates}
@@ -197,12 +282,14 @@ class LiveMonitor:
         bound = live.bound(a.inst.score, env, abs_env)
         return live_verdict(bound, a.threshold, a.result_bool)
 
-    def _check_stop(self) -> None:
+    def _check_stop(self, index: int) -> None:
         for a in self.armed:
             if a.decided == "fail" and a.polarity in ("fail", "decided"):
+                self._stop(a, "criterion_failed", index)
                 self.stop_reason = f"{a.call_id} decided fail"
                 return
         if all(a.decided == "pass" and a.polarity in ("pass", "decided") for a in self.armed):
+            self._stop(max(self.armed, key=lambda a: a.decided_at), "criterion_passed", index)
             self.stop_reason = "every armed criterion decided pass"
 
     @property
