@@ -69,6 +69,11 @@ _TABLE = [
      "is not a ClaudeAgentOptions field, or that ce manages itself (model, allowed_tools, "
      "permission_mode, hooks, mcp_servers, ...), is rejected; sdk_options on an agent other "
      "than claude-code is rejected."),
+    ("CE0113", "error", "coder_eval feature not implemented",
+     "The task uses a form specific to coder_eval's vendor integrations (the `antigravity` "
+     "and `delegate` agent types, the `system_one_judge` criterion) that ce does not "
+     "implement. It is not a typo, so no other name is suggested: run such a task with "
+     "coder_eval, or replace the agent or criterion with one ce provides."),
     # -- task rules ---------------------------------------------------------------------
     ("CE0201", "error", "missing prompt",
      "A task needs `initial_prompt` or `initial_prompt_file`, unless `agent.type` is `none` or "

@@ -19,7 +19,9 @@ from typing import Any, Literal, Union
 
 import attrs
 
+from ce_lang import vendor
 from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
 from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged, rule_of
 from ce_lang.spans import Path, Span, format_path
 
@@ -257,6 +259,14 @@ class Walker:
         fields = fields_of(cls)
         names = [f[0] for f in fields]
         removed: dict[str, str] = getattr(cls, REMOVED_FIELDS_ATTR, {})
+        kind = value.get("type")
+        if path == ("agent",) and isinstance(kind, str) and kind in vendor.AGENT_TYPES:
+            # its own settings would only add noise: CE0113 says it all
+            self.diags.emit("CE0113", vendor.message("agent type", kind,
+                                                     vendor.AGENT_TYPES[kind]),
+                            self.ctx.span_of((*path, "type")),
+                            help="ce's agent types: " + ", ".join(BUILTIN_AGENT_TYPES))
+            return INVALID
         for key in value:
             if key in names or key in skip:
                 continue
@@ -311,6 +321,11 @@ class Walker:
             # a user-defined criterion: common fields here, arguments against its signature
             extra = frozenset(value) - {f[0] for f in fields_of(base.USER_BASE)}
             return self.record(value, base.USER_BASE, path, partial, skip=extra)
+        if cls is None and base.KIND == "criterion type" and tag in vendor.CRITERION_TYPES:
+            self.diags.emit("CE0113", vendor.message("criterion type", tag,
+                                                     vendor.CRITERION_TYPES[tag]),
+                            self.ctx.span_of(tag_path))
+            return INVALID
         if cls is None:
             self.diags.emit("CE0108", f"unknown {base.KIND} `{tag}`", self.ctx.span_of(tag_path),
                             help=did_you_mean(tag, [*base.MEMBERS, *base.ALIASES,

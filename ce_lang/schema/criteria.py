@@ -62,8 +62,8 @@ class Criterion(Tagged):
 @frozen
 class CriterionBase:
     type: str = spec(doc="criterion type")
-    description: str | None = spec(
-        None, doc="what this criterion checks, shown in reports (default: generated)"
+    description: str = spec(
+        non_empty=True, doc="what this criterion checks, shown in reports (required)"
     )
     weight: float = spec(1.0, ge=0, doc="relative importance; 0 makes it informational")
     pass_threshold: float | None = spec(
