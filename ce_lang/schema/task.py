@@ -146,6 +146,10 @@ class SandboxConfig:
         doc="ce: workspace paths (globs) the grader trusts: hashed after set-up, a change by "
             "the agent makes the trial ERROR (integrity)")
     docker: DockerConfig | None = spec(None, doc="settings of `driver: docker`")
+    mock_path_dirs: list[str] = spec(
+        factory=list, merge="replace", path="workspace",
+        doc="workspace directories of mock executables, first on the agent's PATH (their "
+            "files made executable after the template sources)")
 
 
 # -- run limits --------------------------------------------------------------------------

@@ -189,7 +189,8 @@ def spec_for_plan(plan, task_dir: str, scratch: str, *, trial_id: str = "regrade
         docker=box.docker, uv_cache=uv_cache,
         setup_network=bool((box.python is not None and box.python.env_packages)
                            or (box.node is not None and box.node.env_packages)),
-        warm=warm, tools=_tool_dirs(agent_name), workspace=workspace)
+        warm=warm, tools=_tool_dirs(agent_name), workspace=workspace,
+        mock_path_dirs=tuple(box.mock_path_dirs))
 
 
 def _tool_dirs(agent_name: str) -> tuple[str, ...]:

@@ -82,6 +82,16 @@ class SandboxSpec:
     setup_network: bool = False  # set-up downloads packages (docker: online until pre_run)
     warm: bool = False  # may adopt an init started ahead (a run of many trials)
     tools: tuple[str, ...] = ()  # host directories commands must see read-only (agent CLIs)
+    mock_path_dirs: tuple[str, ...] = ()  # workspace dirs first on the agent's PATH
+
+
+def agent_path(spec: SandboxSpec, inner_workspace: str, path: str, view: str) -> str:
+    """PATH with the task's mock executables first, for the agent's commands only (the
+    grader sees the real tools, as in coder_eval)."""
+    if view != AGENT or not spec.mock_path_dirs:
+        return path
+    mocks = [os.path.normpath(os.path.join(inner_workspace, d)) for d in spec.mock_path_dirs]
+    return os.pathsep.join([*mocks, path])
 
 
 class SandboxError(Exception):

@@ -43,6 +43,7 @@ from ce_runtime.execute.sandbox.base import (
     FileOps,
     SandboxError,
     SandboxSpec,
+    agent_path,
     collect_output,
     grader_mounts,
     grader_reference_dir,
@@ -311,7 +312,9 @@ class DockerSandbox(FileOps):
         env = host_env_passthrough(names)
         ws = self.inner_workspace
         env.update({"HOME": "/tmp/home", "TMPDIR": "/tmp",
-                    "PATH": f"{ws}/.venv/bin:{ws}/node_modules/.bin:{BASE_PATH}"})
+                    "PATH": agent_path(self.spec, ws,
+                                       f"{ws}/.venv/bin:{ws}/node_modules/.bin:{BASE_PATH}",
+                                       view)})
         if os.path.isdir(os.path.join(self.workspace, ".venv")):
             env["VIRTUAL_ENV"] = f"{ws}/.venv"
         if view == GRADER:

@@ -29,6 +29,7 @@ from ce_runtime.execute.sandbox.base import (
     FileOps,
     SandboxError,
     SandboxSpec,
+    agent_path,
     collect_output,
     shell_argv,
 )
@@ -240,9 +241,9 @@ class SupervisedSandbox(FileOps):
         env = self.base_env(view)
         ws = self.inner_workspace
         venv = os.path.join(ws, ".venv")
-        env["PATH"] = os.pathsep.join([os.path.join(venv, "bin"),
-                                       os.path.join(ws, "node_modules", ".bin"),
-                                       env.get("PATH", "/usr/bin:/bin")])
+        env["PATH"] = agent_path(self.spec, ws, os.pathsep.join(
+            [os.path.join(venv, "bin"), os.path.join(ws, "node_modules", ".bin"),
+             env.get("PATH", "/usr/bin:/bin")]), view)
         if os.path.isdir(os.path.join(self.workspace, ".venv")):
             env["VIRTUAL_ENV"] = venv
         env.update(self.spec.env)

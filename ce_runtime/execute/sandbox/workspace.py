@@ -155,7 +155,25 @@ def apply_sources(plan: Plan, task_dir: str, workspace: str, log: list[str]) -> 
                 raise SetupError(f"unknown template source type {src.type!r}")
         except (SetupError, OSError, shutil.Error) as exc:
             return f"{label}: {_why(exc)}"
+    _mark_mocks_executable(plan, root, log)
     return None
+
+
+def _mark_mocks_executable(plan: Plan, root: str, log: list[str]) -> None:
+    """`sandbox.mock_path_dirs`: the plain files right under each directory get +x (a
+    template copy or starter file may not carry it). A directory that does not exist is
+    skipped, as in coder_eval; one that resolves outside the workspace is never touched."""
+    for rel in plan.sandbox.mock_path_dirs:
+        path = os.path.realpath(os.path.join(root, rel))
+        if not (path == root or path.startswith(root + os.sep)) or not os.path.isdir(path):
+            continue
+        marked = 0
+        for entry in os.scandir(path):
+            if entry.is_file(follow_symlinks=False):
+                mode = entry.stat(follow_symlinks=False).st_mode
+                os.chmod(entry.path, mode | 0o111)
+                marked += 1
+        log.append(f"mock_path_dirs: {rel}: {marked} executable(s)")
 
 
 def _why(exc: BaseException) -> str:
