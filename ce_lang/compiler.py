@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -75,6 +76,7 @@ class _Variant:
     variant_id: str
     layer: Layer | None
     repeats: tuple[int, str] | None  # value, layer name
+    mutations: tuple = ()  # PromptMutation, the defaults' first
 
 
 def compile_paths(paths: Iterable[str], options: CompileOptions = CompileOptions()
@@ -219,10 +221,32 @@ class _Compiler:
                 repeats = (defaults["repeats"], f"experiment {exp_id}: defaults")
             else:
                 repeats = None
-            variants.append(_Variant(vid, layer, repeats))
+            mutations = self.prompt_mutations(defaults, doc, ("defaults",)) + \
+                self.prompt_mutations(v, doc, ("variants", i))
+            for key in ("initial_prompt", "initial_prompt_file"):
+                if v.get("prompt_mutations") and key in v:
+                    self.diags.emit("CE0109", f"`prompt_mutations` and `{key}` exclude each "
+                                    "other in a variant", doc.key_span(("variants", i, key)))
+            variants.append(_Variant(vid, layer, repeats, mutations))
         if self.diags.has_errors:
             return None
         return exp_id, variants, default_layer
+
+    def prompt_mutations(self, value: dict[str, Any], doc: LocatedDoc, base: Path) -> tuple:
+        from ce_lang.schema.experiment import PromptMutation, ReplaceMutation
+
+        out = []
+        for j, raw in enumerate(value.get("prompt_mutations") or ()):
+            mutation = converter.structure(raw, PromptMutation)
+            if isinstance(mutation, ReplaceMutation) and mutation.regex:
+                try:
+                    re.compile(mutation.pattern)
+                except re.error as exc:
+                    self.diags.emit("CE0111", f"invalid regex: {exc}",
+                                    doc.span((*base, "prompt_mutations", j, "pattern")))
+                    continue
+            out.append(mutation)
+        return tuple(out)
 
     def check_experiment_doc(self, doc: LocatedDoc, explicit: bool) -> None:
         if explicit:
@@ -394,6 +418,9 @@ class _Compiler:
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)
+        if prompt is not None:
+            for mutation in variant.mutations:
+                prompt = mutation.apply(prompt)
         if self.diags.count("error") > before or len(self.row_problems) > problems_before \
                 or not emit:
             return
@@ -498,7 +525,7 @@ _EXP_TO_TASK: dict[str, Path] = {
     "template_sources": ("sandbox", "template_sources"),
     "driver": ("sandbox", "driver"),
 }
-_EXP_SKIP = {"variant_id", "description", "repeats"}
+_EXP_SKIP = {"variant_id", "description", "repeats", "prompt_mutations"}
 
 
 def _experiment_layer(name: str, value: dict[str, Any], doc: LocatedDoc, base: Path) -> Layer:

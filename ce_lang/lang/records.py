@@ -46,6 +46,9 @@ TOOL_CALL = RecordType("ToolCall", {
                          "regex search (DOTALL) over the raw command, its shell-normalized "
                          "form, or the JSON parameters for non-shell tools"),
     "mentions": MethodSig((STR,), BOOL, "const", "a string parameter contains the text"),
+    "mentions_path": MethodSig((STR,), BOOL, "const",
+                               "a string parameter contains the path, each `/` matching "
+                               "any run of `/` or `\\` (Windows and JSON-escaped forms)"),
     "param": MethodSig((STR,), JSON, "const", "one parameter (null when absent)"),
 }, "one tool call of the agent")
 

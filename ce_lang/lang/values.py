@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -86,8 +87,19 @@ class ToolCallView:
     def mentions(self, text: str) -> bool:
         return any(text in s for s in _strings(self.params))
 
+    def mentions_path(self, path: str) -> bool:
+        """Like `mentions`, with each `/` of `path` matching any run of `/` and `\\`:
+        the path as a Windows agent writes it, or JSON-escaped (`skills\\\\x\\\\`)."""
+        pattern = _path_pattern(path)
+        return any(pattern.search(s) for s in _strings(self.params))
+
     def param(self, name: str) -> Any:
         return self.params.get(name) if isinstance(self.params, dict) else None
+
+
+@functools.lru_cache(maxsize=256)
+def _path_pattern(path: str) -> re.Pattern[str]:
+    return re.compile(r"[\\/]+".join(re.escape(part) for part in path.split("/")))
 
 
 def _strings(value: Any):

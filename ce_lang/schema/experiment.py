@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import attrs
 
 from ce_lang.schema.agent import AgentConfig
-from ce_lang.schema.fields import spec
+from ce_lang.schema.fields import Tagged, register, spec
 from ce_lang.schema.task import (
     CheckerContext,
     PostRunCommand,
@@ -21,6 +23,69 @@ frozen = attrs.frozen(kw_only=True)
 ID = r"[a-z0-9]+([-_.][a-z0-9]+)*"
 
 
+class PromptMutation(Tagged):
+    """coder_eval's prompt mutations: applied in order to the resolved prompt of every
+    task a variant runs (the experiment defaults' first, then the variant's)."""
+
+    MEMBERS: ClassVar[dict[str, type]] = {}
+    KIND: ClassVar[str] = "prompt mutation type"
+
+    def apply(self, prompt: str) -> str:
+        raise NotImplementedError
+
+
+@register(PromptMutation, "prefix")
+@frozen
+class PrefixMutation(PromptMutation):
+    type: str = spec()
+    content: str = spec(non_empty=True, doc="text put before the prompt")
+    separator: str = spec("\n\n")
+
+    def apply(self, prompt: str) -> str:
+        return f"{self.content}{self.separator}{prompt}"
+
+
+@register(PromptMutation, "suffix")
+@frozen
+class SuffixMutation(PromptMutation):
+    type: str = spec()
+    content: str = spec(non_empty=True, doc="text put after the prompt")
+    separator: str = spec("\n\n")
+
+    def apply(self, prompt: str) -> str:
+        return f"{prompt}{self.separator}{self.content}"
+
+
+@register(PromptMutation, "replace")
+@frozen
+class ReplaceMutation(PromptMutation):
+    type: str = spec()
+    pattern: str = spec(non_empty=True, doc="literal text, or a regex with `regex: true`")
+    replacement: str = spec()
+    regex: bool = spec(False, doc="re.sub semantics (backreferences like \\1)")
+
+    def apply(self, prompt: str) -> str:
+        if self.regex:
+            import re
+
+            return re.sub(self.pattern, self.replacement, prompt)
+        return prompt.replace(self.pattern, self.replacement)
+
+
+@register(PromptMutation, "template")
+@frozen
+class TemplateMutation(PromptMutation):
+    type: str = spec()
+    variables: dict[str, str] = spec(non_empty=True,
+                                     doc="`{name}` -> value (plain replacement; an unknown "
+                                         "`{name}` stays as written)")
+
+    def apply(self, prompt: str) -> str:
+        for name, value in self.variables.items():
+            prompt = prompt.replace("{" + name + "}", value)
+        return prompt
+
+
 @frozen
 class ExperimentDefaults:
     repeats: int | None = spec(None, ge=1, doc="trials per task and variant")
@@ -34,6 +99,8 @@ class ExperimentDefaults:
     run_limits: RunLimits | None = spec(None)
     driver: str | None = spec(None, choices=driver_choices)
     sandbox: SandboxConfig | None = spec(None, partial=True)
+    prompt_mutations: list[PromptMutation] | None = spec(
+        None, doc="applied to every task's prompt, before a variant's own")
 
 
 @frozen
@@ -47,6 +114,8 @@ class Variant:
     template_sources: list[TemplateSource] | None = spec(None)
     initial_prompt: str | None = spec(None)
     initial_prompt_file: str | None = spec(None, path="task")
+    prompt_mutations: list[PromptMutation] | None = spec(
+        None, doc="transform the task's prompt (prefix, suffix, replace, template), in order")
     run_limits: RunLimits | None = spec(None)
     driver: str | None = spec(None, choices=driver_choices)
 

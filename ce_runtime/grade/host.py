@@ -99,9 +99,11 @@ class Host:
             return False
         return True
 
-    def _ignored(self, rel: str) -> bool:
-        parts = rel.split("/")
-        return any(fnmatch.fnmatch(part, pat) for part in parts for pat in self.ignore_patterns)
+    def _ignored(self, rel: str, named: frozenset[str] = frozenset()) -> bool:
+        """`named`: segments the glob spells literally: an opt-in (`dist/**/*.js` grades
+        dist even though `dist` is an ignore pattern)."""
+        return any(fnmatch.fnmatch(part, pat) for part in rel.split("/") if part not in named
+                   for pat in self.ignore_patterns)
 
     def matches(self, pattern: str) -> list[str]:
         """Workspace-relative matches: the literal path if it exists, else the glob's files."""
@@ -119,7 +121,9 @@ class Host:
                 if p.is_file() and self._inside(p))
         except (ValueError, NotImplementedError) as exc:
             raise CriterionError(f"invalid glob {pattern!r}: {exc}") from exc
-        return [f for f in found if not self._ignored(f)]
+        named = frozenset(seg for seg in pattern.replace(os.sep, "/").split("/")
+                          if seg and not any(ch in seg for ch in "*?["))
+        return [f for f in found if not self._ignored(f, named)]
 
     def b_path_exists(self, pattern: str) -> bool:
         return bool(self.matches(pattern))
