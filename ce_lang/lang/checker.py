@@ -509,6 +509,12 @@ def check_definition(defn: A.CriterionDef, registry: Registry, diags: Diagnostic
         if not (is_numeric(score_type) or score_type == BOOL or score_type.name == "any"):
             diags.emit("CE0603", f"the score must be a number or a boolean, found {score_type}",
                        defn.score.span)
+        elif score_type.name == "int" and defn.result in ("binary", "fraction"):
+            # `score = 1` where a float in [0, 1] is meant: almost always a slip (a count
+            # clamped to 1, an integer division); say which
+            diags.emit("CE0603", f"a {defn.result} score is a float in [0, 1] (or a boolean), "
+                       "found int", defn.score.span,
+                       help="write 1.0 / 0.0, or divide as floats: `float(n) / total`")
     outputs = {}
     output_nodes = {}
     for out in defn.outputs:
