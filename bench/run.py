@@ -65,6 +65,7 @@ sandbox:
           content: "ok\\n"
 success_criteria:
   - type: file_exists
+    description: the status file exists
     path: out/status.txt
 """
 PYTHON = {"none": "null", "venv": "{env_packages: []}"}

@@ -476,7 +476,7 @@ def _task_yaml(criteria: list[tuple[str, dict[str, Any], str | None]], stop_earl
              "agent: {type: claude-code}", f"run_limits: {{stop_early: {str(stop_early).lower()}}}",
              extra, "success_criteria:"]
     for ctype, fields, arm in criteria:
-        entry = {"type": ctype, **fields}
+        entry = {"type": ctype, "description": ctype, **fields}
         if arm is not None:
             entry["stop_when"] = arm
         for i, (k, v) in enumerate(entry.items()):

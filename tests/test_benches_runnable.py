@@ -17,6 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ["run.py", "--overhead-trials", "3", "--venv-trials", "2", "--trials", "10",
      "--jobs", "1,2", "--repeat", "1", "--drivers", "tempdir,bwrap,docker"],
     ["agents.py", "--trials", "1", "--drivers", "tempdir,bwrap"],
+    pytest.param(["rescore.py", "--trials", "40", "--repeat", "1", "--out", "{tmp}"],
+                 id="rescore"),
 ])
 def test_bench_runs(tmp_path, args):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]

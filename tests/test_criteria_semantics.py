@@ -177,11 +177,11 @@ class TestPaths:
 
     # every criterion that reads a file's content needs exactly one match
     READERS = {
-        "file_contains": "{type: file_contains, path: '%s', includes: [x]}",
-        "file_check": "{type: file_check, path: '%s', includes: [x]}",
-        "file_matches_regex": "{type: file_matches_regex, path: '%s', pattern: x}",
-        "json_check": "{type: json_check, path: '%s'}",
-        "classification_match": "{type: classification_match, path: '%s', expected_label: x,"
+        "file_contains": "{type: file_contains, description: d, path: '%s', includes: [x]}",
+        "file_check": "{type: file_check, description: d, path: '%s', includes: [x]}",
+        "file_matches_regex": "{type: file_matches_regex, description: d, path: '%s', pattern: x}",
+        "json_check": "{type: json_check, description: d, path: '%s'}",
+        "classification_match": "{type: classification_match, description: d, path: '%s', expected_label: x,"
                                 " allowed_labels: [x, y]}",
     }
 

@@ -42,7 +42,7 @@ def test_cancel_kills_the_set_up_command_and_fails_the_set_up(tmp_path, monkeypa
     monkeypatch.setattr(sandbox, "_uv_bin", lambda: str(fake_uv))
     task = tmp_path / "task.yaml"
     task.write_text("task_id: t\ndescription: d\ninitial_prompt: p\n"
-                    "success_criteria:\n  - type: file_exists\n    path: x\n")
+                    "success_criteria:\n  - type: file_exists\n    description: d\n    path: x\n")
     plan = compile_paths([str(task)]).trials[0].plan  # default sandbox: a venv
     cancel = threading.Event()
     out: list = []

@@ -353,6 +353,7 @@ def task_yaml(items: list[Entry], arming: list[str | None]) -> str:
     lines.append("success_criteria:")
     for e, polarity in zip(items, arming, strict=True):
         fields = dict(e.fields)
+        fields.setdefault("description", "d")
         if polarity is not None:
             fields["stop_when"] = polarity
         first = True
@@ -576,9 +577,9 @@ def test_fail_armed_pass_decision_does_not_stop(tmp_path):
     # a `stop_when: fail` criterion that decides pass does not stop the run, nor count
     # towards "every armed criterion decided pass"
     plan = compile_text(tmp_path, armed_task(
-        '  - type: expr\n    expr: \'count(trace.tool_calls, c -> c.tool == "Read") <= 1\'\n'
+        '  - type: expr\n    description: d\n    expr: \'count(trace.tool_calls, c -> c.tool == "Read") <= 1\'\n'
         "    stop_when: fail\n"
-        '  - type: expr\n    expr: \'exists(trace.tool_calls, c -> c.tool == "Bash")\'\n'
+        '  - type: expr\n    description: d\n    expr: \'exists(trace.tool_calls, c -> c.tool == "Bash")\'\n'
         "    stop_when: pass\n"))
     events = [bash(0), read(1), read(2)]
     m = check_run(plan, events, str(tmp_path))
@@ -607,7 +608,7 @@ def test_regression_predicate_reading_a_let_is_not_a_per_call_aggregate(tmp_path
     # false): `all` was false at the first call, so the monitor decided fail at event 0
     # and stopped the run; post-hoc, with no Read at all, the criterion passes.
     plan = compile_text(tmp_path, armed_task(
-        "  - type: no_bash_after_read\n    n: 1\n    flag: true\n    tool: Bash\n"
+        "  - type: no_bash_after_read\n    description: d\n    n: 1\n    flag: true\n    tool: Bash\n"
         "    stop_when: fail\n", files=True), LET_IN_PREDICATE)
     m = check_run(plan, events, str(tmp_path))
     assert [(d.criterion, d.verdict, d.event_index) for d in m.decisions] == decided
@@ -627,7 +628,7 @@ def test_regression_predicate_reading_a_let_is_not_a_per_call_aggregate(tmp_path
 ])
 def test_regression_predicate_reading_more_than_its_call(tmp_path, expr, events, decided):
     plan = compile_text(tmp_path, armed_task(
-        f"  - type: expr\n    expr: {json.dumps(expr)}\n    stop_when: pass\n"))
+        f"  - type: expr\n    description: d\n    expr: {json.dumps(expr)}\n    stop_when: pass\n"))
     m = check_run(plan, events, str(tmp_path))
     assert [(d.verdict, d.event_index) for d in m.decisions] == [decided]
 
@@ -647,7 +648,7 @@ SEARCH = 'search("ls", or_else(c.command, "("), 0)'  # raises but for a shell ca
 ])
 def test_regression_predicate_error_is_an_error_not_false(tmp_path, expr, arm, events):
     plan = compile_text(tmp_path, armed_task(
-        f"  - type: expr\n    expr: {json.dumps(expr)}\n    stop_when: {arm}\n"))
+        f"  - type: expr\n    description: d\n    expr: {json.dumps(expr)}\n    stop_when: {arm}\n"))
     m = check_run(plan, events, str(tmp_path))
     assert m.decisions == [] and m.stop_reason is None
 
@@ -655,7 +656,7 @@ def test_regression_predicate_error_is_an_error_not_false(tmp_path, expr, arm, e
 def test_errors_before_the_deciding_call_only(tmp_path):
     # the evaluator's scan order: an error after the first match does not raise `exists`
     plan = compile_text(tmp_path, armed_task(
-        f"  - type: expr\n    expr: 'exists(trace.tool_calls, c -> {SEARCH})'\n"
+        f"  - type: expr\n    description: d\n    expr: 'exists(trace.tool_calls, c -> {SEARCH})'\n"
         "    stop_when: pass\n"))
     m = check_run(plan, [bash(0), read(1)], str(tmp_path))
     assert [(d.verdict, d.event_index) for d in m.decisions] == [("pass", 0)]
@@ -669,7 +670,7 @@ def test_errors_before_the_deciding_call_only(tmp_path):
                    "every run passes (score 0.0 >= 0)")
 def test_known_gap_boolean_score_threshold_zero(tmp_path):
     plan = compile_text(tmp_path, armed_task(
-        "  - type: expr\n    expr: 'count(trace.tool_calls, c -> c.tool == \"Bash\") <= 1'\n"
+        "  - type: expr\n    description: d\n    expr: 'count(trace.tool_calls, c -> c.tool == \"Bash\") <= 1'\n"
         "    pass_threshold: 0\n    stop_when: fail\n"))
     check_run(plan, [bash(0), bash(1)], str(tmp_path))
 
@@ -679,7 +680,7 @@ def test_regression_numeric_score_threshold_zero(tmp_path):
     # clamped to 0 >= 0; it was decided fail. (The analysis still says it can decide
     # fail, so `stop_when: fail` compiles but never triggers.)
     plan = compile_text(tmp_path, armed_task(
-        "  - type: expr\n    expr: '0 - len(trace.tool_calls)'\n    kind: continuous\n"
+        "  - type: expr\n    description: d\n    expr: '0 - len(trace.tool_calls)'\n    kind: continuous\n"
         "    pass_threshold: 0\n    stop_when: decided\n"))
     m = check_run(plan, [bash(0), bash(1)], str(tmp_path))
     assert [(d.verdict, d.event_index) for d in m.decisions] == [("pass", 0)]
@@ -690,7 +691,7 @@ def test_regression_numeric_score_threshold_zero(tmp_path):
                    "but `count` is `up` and was decided pass before it")
 def test_known_gap_count_decided_before_a_later_call_raises(tmp_path):
     plan = compile_text(tmp_path, armed_task(
-        f"  - type: expr\n    expr: 'count(trace.tool_calls, c -> {SEARCH}) >= 1'\n"
+        f"  - type: expr\n    description: d\n    expr: 'count(trace.tool_calls, c -> {SEARCH}) >= 1'\n"
         "    stop_when: pass\n"))
     check_run(plan, [bash(0), read(1)], str(tmp_path), strict_errors=True)
 
@@ -699,6 +700,6 @@ def test_known_gap_count_decided_before_a_later_call_raises(tmp_path):
 # raised on an error after the deciding element; it now stops where the evaluator does.
 def test_grader_stops_exists_at_the_deciding_element(tmp_path):
     plan = compile_text(tmp_path, armed_task(
-        f"  - type: expr\n    expr: 'exists(trace.tool_calls, c -> {SEARCH})'\n"
+        f"  - type: expr\n    description: d\n    expr: 'exists(trace.tool_calls, c -> {SEARCH})'\n"
         "    stop_when: pass\n"))
     check_run(plan, [bash(0), read(1)], str(tmp_path), strict_errors=True)

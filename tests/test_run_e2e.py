@@ -181,24 +181,30 @@ agent:
 sandbox: {python: null}
 success_criteria:
   - type: command_executed            # c0: must run
+    description: command executed
     tool_name: Bash
     command_pattern: "cat out\\\\.txt"
     require_success: true
     min_count: 1
   - type: command_executed            # c1: must NOT run
+    description: command executed
     tool_name: Bash
     command_pattern: "\\\\brm\\\\s+-rf\\\\b"
     min_count: 0
     max_count: 0
   - type: skill_triggered             # c2: positive
+    description: skill triggered
     skill_name: date-teller
     expected_skill: date-teller
   - type: skill_triggered             # c3: negative, and it did not fire
+    description: skill triggered
     skill_name: other-skill
     expected_skill: ""
   - type: expr                        # c4: inline expression over the trace
+    description: expr
     expr: 'count(trace.tool_calls, c -> c.tool == "Write") == 1 and len(trace.tool_calls) == 3'
   - type: file_contains               # c5: the workspace
+    description: file contains
     path: out.txt
     includes: [hello]
 """
@@ -214,6 +220,7 @@ agent:
 sandbox: {python: null}
 success_criteria:
   - type: command_executed
+    description: command executed
     tool_name: Bash
     command_pattern: "\\\\brm\\\\s+-rf\\\\b"
     min_count: 0
@@ -235,11 +242,13 @@ run_limits: {stop_early: true}
 sandbox: {python: null}
 success_criteria:
   - type: command_executed
+    description: command executed
     tool_name: Bash
     command_pattern: "echo go"
     min_count: 1
     stop_when: pass
   - type: file_exists
+    description: file exists
     path: late.txt
 """
 
@@ -294,7 +303,7 @@ def test_script_agents_exercise_trace_criteria_and_early_stop(tmp_path):
 
 # -- limits: every status, each keeping its trace -----------------------------------------
 def _task(task_id: str, script: str, limits: str = "", extra: str = "",
-          criterion: str = "  - type: file_exists\n    path: never.txt\n") -> str:
+          criterion: str = "  - type: file_exists\n    description: d\n    path: never.txt\n") -> str:
     return (f"task_id: {task_id}\ndescription: {task_id}\ninitial_prompt: go\n"
             f"agent:\n  type: script\n  script:\n{script}"
             f"{f'run_limits: {limits}' + chr(10) if limits else ''}"
@@ -411,7 +420,7 @@ def test_an_unsolved_task_exits_1(tmp_path):
 
 # -- kill / interrupt, then resume ---------------------------------------------------------
 SLOWISH = _task("slowish", "    - sleep: 0.4\n    - write: done.txt\n      content: ok\n",
-                criterion="  - type: file_exists\n    path: done.txt\n")
+                criterion="  - type: file_exists\n    description: d\n    path: done.txt\n")
 REPEATS = 12
 
 
@@ -495,7 +504,7 @@ def test_ctrl_c_during_grading_does_not_wait_for_a_slow_criterion(tmp_path):
     pid_file = tmp_path / "grader.pid"
     (tmp_path / "slow_grading.yaml").write_text(_task(
         "slow_grading", "    - say: nothing to do\n",
-        criterion=f"  - type: run_command\n    command: 'echo $$ > {pid_file}; exec sleep 30'\n"
+        criterion=f"  - type: run_command\n    description: d\n    command: 'echo $$ > {pid_file}; exec sleep 30'\n"
                   "    timeout: 60\n"))
     proc = subprocess.Popen(
         [CE, "run", str(tmp_path / "slow_grading.yaml"), "--run-dir", str(tmp_path / "runs")],

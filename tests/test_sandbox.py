@@ -26,6 +26,7 @@ description: d
 initial_prompt: p
 success_criteria:
   - type: file_exists
+    description: x exists
     path: x
 """
 
