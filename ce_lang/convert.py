@@ -40,6 +40,12 @@ def _make() -> cattrs.Converter:
     conv.register_structure_hook(str | dict[str, Any] | None, lambda v, _: v)
     conv.register_structure_hook(Any, lambda v, _: v)
     conv.register_structure_hook(list[dict[str, Any]] | str | None, lambda v, _: v)
+    from ce_lang.schema.cli import FlagMatch
+
+    # a flag predicate's bare scalar is `equals`: structured as the full predicate
+    conv.register_structure_hook(
+        FlagMatch | str, lambda v, _: FlagMatch(equals=v) if isinstance(v, str)
+        else conv.structure(v, FlagMatch))
     return conv
 
 

@@ -365,6 +365,8 @@ class Walker:
             help_ = (f"YAML 1.1 reads `{value}` as a string; write it with a decimal point "
                      "and a signed exponent (e.g. 1.0e+3) or in full"
                      if "e" in value.lower() else "remove the quotes")
+        elif isinstance(value, str) and getattr(tp, "SCALAR_HELP", None):
+            help_ = tp.SCALAR_HELP.format(value=value)
         self.diags.emit("CE0103", f"`{self.name(path)}` expects {describe(tp)}, found {found}{shown}",
                         self.ctx.span_of(path), help=help_)
         return INVALID

@@ -256,6 +256,24 @@ def _canonical_label(value, allowed, case_sensitive):
     return value
 
 
+# -- CLI invocations ----------------------------------------------------------------------
+@builtin("cli_match", sig(list_of(STR), OPT_STR, T("list", (STR,), True),
+                          T("list", (STR,), True), T("map", (T("FlagMatch"),), True),
+                          list_of(STR), list_of(STR), ret=BOOL),
+         doc="cli_match(argv, verb, verb_any_of, positional, flags, value_flags, "
+             "ignore_flags): the arguments satisfy the pattern (the matcher record_cli "
+             "shims answer with; see cli_called)")
+def _cli_match(argv, verb, verb_any_of, positional, flags, value_flags, ignore_flags):
+    from ce_lang import argv_match
+
+    spec = argv_match.match_spec(verb, verb_any_of, positional, flags, value_flags,
+                                 ignore_flags)
+    try:
+        return argv_match.argv_matches(spec, list(argv))
+    except (re.error, ValueError) as exc:
+        raise CriterionError(f"cannot match {argv!r}: {exc}") from exc
+
+
 # -- JSON -----------------------------------------------------------------------------------
 @builtin("json_assert", sig(JSON, STR, STR, JSON, ret=BOOL),
          doc="json_assert(doc, jmespath, operator, expected): one json_check assertion "
@@ -349,6 +367,9 @@ declare("schema_valid", sig(JSON, STR, ret=BOOL), effect="workspace",
 declare("similarity", sig(STR, PATH, OPT_STR, ret=FLOAT), effect="workspace",
         doc="similarity(method, agent_file, reference_file): ast | token | complexity "
             "similarity in [0, 1] to the task's reference; identical code scores 1.0")
+declare("read_cli_log", sig(PATH, ret=T("CliLog")), effect="workspace",
+        doc="read_cli_log(path): the JSON Lines invocation log (one record per call with "
+            "an `argv` list); an `error` when it is missing or cannot be trusted")
 declare("run", sig(STR, INT, ret=COMMAND_RESULT), effect="exec",
         doc="run(command, timeout): a shell command in the workspace with the sandbox "
             "environment")

@@ -82,6 +82,25 @@ VERDICT = RecordType("Verdict", {
     "rationale": Field(STR, "const", "the judge's explanation"),
 }, {}, "a judge's structured verdict")
 
+CLI_CALL = RecordType("CliCall", {
+    "tool": Field(STR, "const", "the shadowed executable (empty when the record has none)"),
+    "argv": Field(list_of(STR), "const", "the arguments after the tool name"),
+    "exit": Field(T("int", (), True), "const", "the exit status the shim answered with"),
+    "rule": Field(T("int", (), True), "const",
+                  "index of the response rule that answered (null: the entry's default)"),
+    "fault": Field(T("str", (), True), "const",
+                   "the shim could not evaluate its response rules for this call"),
+    "line": Field(INT, "const", "line of the record in the log (1-based)"),
+}, {}, "one recorded invocation of a shadowed CLI")
+
+CLI_LOG = RecordType("CliLog", {
+    "error": Field(T("str", (), True), "const",
+                   "why the log cannot be trusted (missing, a write failed, unreadable "
+                   "records); null when it can"),
+    "calls": Field(list_of(T("CliCall")), "const", "the recorded invocations, in order"),
+}, {}, "a JSON Lines invocation log (sandbox.record_cli writes cli_mocks/calls.jsonl)")
+
 BUILTIN_RECORDS: dict[str, RecordType] = {
-    r.name: r for r in (TOOL_CALL, MESSAGE, TRACE, COMMAND_RESULT, JSON_FILE, VERDICT)
+    r.name: r for r in (TOOL_CALL, MESSAGE, TRACE, COMMAND_RESULT, JSON_FILE, VERDICT,
+                        CLI_CALL, CLI_LOG)
 }

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from ce_lang.schema.agent import AgentConfig
+from ce_lang.schema.cli import RECORD_CLI_LOG, FlagMatch
 from ce_lang.schema.fields import Tagged, register, spec
 
 frozen = attrs.frozen(kw_only=True, slots=False)  # judges mix two field groups
@@ -180,6 +181,24 @@ class CommandExecuted(CriterionBase, Criterion):
     min_count: int = spec(1, ge=0)
     max_count: int | None = spec(None, ge=0)
     require_success: bool = spec(False)
+
+
+@register(Criterion, "cli_called")
+@frozen
+class CliCalled(CriterionBase, Criterion):
+    """Invocations recorded in a JSON Lines log (`sandbox.record_cli`) matching a pattern."""
+
+    log: str = spec(RECORD_CLI_LOG, path="workspace", non_empty=True,
+                    doc="the invocation log (default: where record_cli writes)")
+    verb: str | None = spec(None)
+    verb_any_of: list[str] | None = spec(None)
+    tool: str | None = spec(None, non_empty=True)
+    positional: list[str] | None = spec(None)
+    flags: dict[str, FlagMatch | str] | None = spec(None)
+    value_flags: list[str] = spec(factory=lambda: ["output"])
+    ignore_flags: list[str] = spec(factory=lambda: ["output"])
+    min_count: int = spec(1, ge=0)
+    max_count: int | None = spec(None, ge=0)
 
 
 @register(Criterion, "commands_efficiency")

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from ce_lang.schema.agent import AgentConfig
+from ce_lang.schema.cli import RecordedCli
 from ce_lang.schema.criteria import Criterion
 from ce_lang.schema.fields import Tagged, register, spec
 
@@ -150,6 +151,11 @@ class SandboxConfig:
         factory=list, merge="replace", path="workspace",
         doc="workspace directories of mock executables, first on the agent's PATH (their "
             "files made executable after the template sources)")
+    record_cli: list[RecordedCli] = spec(
+        factory=list, merge="replace",
+        doc="executables shadowed by generated recording shims in cli_mocks/ (first on the "
+            "agent's PATH): each call is appended to cli_mocks/calls.jsonl and answered with "
+            "canned output (cli_called reads the log)")
 
 
 # -- run limits --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from ce_runtime.grade.host import Host, SourceText
 from ce_runtime.grade.interpreter import (
     CriterionResult,
     GradeResult,
+    cli_call_text,
     is_disabled,
     show_value,
 )
@@ -155,6 +156,12 @@ class _Tree:
                 if value.get("ok"):
                     return f"  [{where}: valid JSON]" if where else ""
                 return f"  [{value.get('error')}]"
+            if node.func == "read_cli_log" and isinstance(value, dict):
+                where = self.r.values.get(node.args[0].id)
+                calls = value.get("calls") or []
+                if value.get("error"):
+                    return f"  [{value['error']}]"
+                return f"  [{where}: {len(calls)} invocation(s) recorded]"
             if node.func == "run" and isinstance(value, dict):
                 command = self.r.values.get(node.args[0].id)
                 out = " ".join(str(value.get("stdout", "")).split())[:60]
@@ -226,6 +233,8 @@ def _item_text(item: Any, doc: Any) -> str:
             except Exception:  # the criterion's own error says why
                 pass
         return text
+    if isinstance(item, dict) and isinstance(item.get("argv"), list):  # a recorded CLI call
+        return cli_call_text(item)
     if isinstance(item, dict) and "pattern" in item:
         must = "must match" if item.get("must_match", True) else "must not match"
         flags = f", flags {item['flags']}" if item.get("flags") else ""

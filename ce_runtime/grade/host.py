@@ -171,6 +171,50 @@ class Host:
             return {"ok": False, "value": None,
                     "error": f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"}
 
+    def b_read_cli_log(self, path: str) -> dict[str, Any]:
+        """A JSON Lines invocation log (what `record_cli` shims write). A log that cannot
+        be trusted is an `error`, not a criterion error: a missing log (the shim never
+        ran or wrote elsewhere), a write the shim could not make (its `.error` sentinel),
+        or a record that is not an object with an `argv` list of strings (it might be
+        the very call a `max_count: 0` guard forbids)."""
+        text = self.b_read_text(path)
+        calls: list[dict[str, Any]] = []
+        if text is None:
+            return {"error": f"invocation log {path!r} does not exist", "calls": calls}
+        sentinel = self.matches(path + ".error") if not _has_glob(path) else []
+        if sentinel:
+            dropped = (self._root() / sentinel[0]).read_text(encoding="utf-8",
+                                                              errors="replace").splitlines()
+            return {"error": f"the recorder could not write {len(dropped)} record(s) to "
+                             f"{path!r}: the log is incomplete", "calls": calls}
+        bad: list[int] = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                bad.append(number)
+                continue
+            argv = rec.get("argv") if isinstance(rec, dict) else None
+            if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+                bad.append(number)
+                continue
+            fault = rec.get("sidecar_error") or rec.get("rule_error")
+            calls.append({
+                "tool": rec["tool"] if isinstance(rec.get("tool"), str) else "",
+                "argv": argv,
+                "exit": _int_or_none(rec.get("exit")),
+                "rule": _int_or_none(rec.get("rule")),
+                "fault": None if fault is None else str(fault),
+                "line": number})
+        error = None
+        if bad:
+            where = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
+            error = (f"{path}: {len(bad)} unusable record(s) (line {where}): not a JSON "
+                     "object with an `argv` list of strings")
+        return {"error": error, "calls": calls}
+
     def b_schema_valid(self, doc: Any, schema_path: str) -> bool:
         import jsonschema
 
@@ -339,6 +383,14 @@ class Host:
         return text
 
 
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _has_glob(path: str) -> bool:
+    return any(ch in path for ch in "*?[")
+
+
 def _uipath_metrics(data: dict[str, Any]) -> dict[str, Any]:
     runs = data.get("evaluationSetResults")
     if not runs:
@@ -366,5 +418,6 @@ def _capped(text: str) -> str:
         return text
     half = EVIDENCE_CHARS // 2
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters not kept ...]\n{text[-half:]}"
-_CACHEABLE = frozenset({"path_exists", "glob", "read_text", "read_json", "schema_valid"})
+_CACHEABLE = frozenset({"path_exists", "glob", "read_text", "read_json", "schema_valid",
+                        "read_cli_log"})
 

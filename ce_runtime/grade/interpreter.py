@@ -244,6 +244,23 @@ def is_disabled(call: CriterionCall) -> bool:
         call.args.get("enabled") is False and (call.definition or call.type) in JUDGES)
 
 
+def cli_call_text(call: dict[str, Any]) -> str:
+    """A recorded CLI invocation (`read_cli_log`) as the command line it was, with what
+    the shim answered."""
+    import shlex
+
+    line = shlex.join([call.get("tool") or "?", *call["argv"]])
+    line = line if len(line) <= 60 else line[:57] + "..."
+    facts = [f"line {call['line']}"] if call.get("line") is not None else []
+    if call.get("exit") is not None:
+        facts.append(f"exit {call['exit']}")
+    if call.get("rule") is not None:
+        facts.append(f"rule {call['rule']}")
+    if call.get("fault"):
+        facts.append(f"rule fault: {call['fault']}")
+    return f"`{line}` ({', '.join(facts)})" if facts else f"`{line}`"
+
+
 def show_value(value: Any, limit: int = 80) -> str:
     """A short, readable rendering of a value for explanations."""
     if isinstance(value, bool):
@@ -256,9 +273,16 @@ def show_value(value: Any, limit: int = 80) -> str:
         return f're"{value.pattern}"'
     if isinstance(value, ToolCallView):
         return f"call#{value.index} {value.tool}"
+    if isinstance(value, dict) and isinstance(value.get("argv"), list):
+        return cli_call_text(value)
+    if isinstance(value, dict) and isinstance(value.get("calls"), list) and "error" in value:
+        return (f"error: {value['error']}" if value["error"]
+                else f"{{{len(value['calls'])} recorded call(s)}}")
     if isinstance(value, list):
         if value and isinstance(value[0], ToolCallView):
             return f"[{len(value)} tool calls]"
+        if value and isinstance(value[0], dict) and isinstance(value[0].get("argv"), list):
+            return f"[{len(value)} recorded call(s)]"
         inner = ", ".join(show_value(v, 20) for v in value[:5])
         return f"[{inner}{', ...' if len(value) > 5 else ''}]"
     text = repr(value) if isinstance(value, str) else str(value)
