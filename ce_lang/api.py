@@ -36,6 +36,9 @@ _EXPORTS: dict[str, str] = {
     "RepoSource": "ce_lang.schema.task",
     "StarterFilesSource": "ce_lang.schema.task",
     "TemplateDirSource": "ce_lang.schema.task",
+    "RECORD_CLI_DIR": "ce_lang.schema.cli",
+    "RECORD_CLI_LOG_NAME": "ce_lang.schema.cli",
+    "argv_match": "ce_lang.argv_match",
     # the criteria language
     "ast": "ce_lang.lang.ast",
     "BUILTINS": "ce_lang.lang.builtins",
@@ -63,7 +66,7 @@ _EXPORTS: dict[str, str] = {
     "TraceView": "ce_lang.lang.values",
     "unwrap_shell": "ce_lang.lang.values",
 }
-_MODULES = {"ast"}  # exported as the module itself
+_MODULES = {"ast", "argv_match"}  # exported as the module itself
 
 __all__ = sorted(_EXPORTS)
 

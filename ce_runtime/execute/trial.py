@@ -17,7 +17,13 @@ from typing import Any
 
 import attrs
 
-from ce_lang.api import Trial, converter, instances_from_plan, registry_for_sources
+from ce_lang.api import (
+    RECORD_CLI_DIR,
+    Trial,
+    converter,
+    instances_from_plan,
+    registry_for_sources,
+)
 from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest
 from ce_runtime.grade.host import InfrastructureError
 from ce_runtime.grade.monitor import LiveMonitor
@@ -190,7 +196,8 @@ def spec_for_plan(plan, task_dir: str, scratch: str, *, trial_id: str = "regrade
         setup_network=bool((box.python is not None and box.python.env_packages)
                            or (box.node is not None and box.node.env_packages)),
         warm=warm, tools=_tool_dirs(agent_name), workspace=workspace,
-        mock_path_dirs=tuple(box.mock_path_dirs))
+        mock_path_dirs=tuple(box.mock_path_dirs),
+        record_cli=RECORD_CLI_DIR if box.record_cli else None)
 
 
 def _tool_dirs(agent_name: str) -> tuple[str, ...]:

@@ -83,14 +83,16 @@ class SandboxSpec:
     warm: bool = False  # may adopt an init started ahead (a run of many trials)
     tools: tuple[str, ...] = ()  # host directories commands must see read-only (agent CLIs)
     mock_path_dirs: tuple[str, ...] = ()  # workspace dirs first on the agent's PATH
+    record_cli: str | None = None  # the workspace dir of record_cli shims (cli_mocks)
 
 
 def agent_path(spec: SandboxSpec, inner_workspace: str, path: str, view: str) -> str:
-    """PATH with the task's mock executables first, for the agent's commands only (the
-    grader sees the real tools, as in coder_eval)."""
-    if view != AGENT or not spec.mock_path_dirs:
+    """PATH with the `record_cli` shims, then the task's mock executables first, for the
+    agent's commands only (the grader sees the real tools, as in coder_eval)."""
+    dirs = ([spec.record_cli] if spec.record_cli else []) + list(spec.mock_path_dirs)
+    if view != AGENT or not dirs:
         return path
-    mocks = [os.path.normpath(os.path.join(inner_workspace, d)) for d in spec.mock_path_dirs]
+    mocks = [os.path.normpath(os.path.join(inner_workspace, d)) for d in dirs]
     return os.pathsep.join([*mocks, path])
 
 

@@ -252,8 +252,9 @@ class DockerSandbox(FileOps):
 
         started = time.monotonic()
         log: list[str] = []
+        interpreter = await self._python3() if sources and plan.sandbox.record_cli else None
         error = await asyncio.to_thread(apply_sources, plan, self.spec.task_dir,
-                                        self.workspace, log) if sources else None
+                                        self.workspace, log, interpreter) if sources else None
         if error is None:
             error = await self._environments(plan, log)
         if self.spec.network != "full" and self.spec.setup_network:
@@ -263,6 +264,15 @@ class DockerSandbox(FileOps):
             if code != 0 and error is None:
                 error = f"cannot take the container offline after set-up: {err.strip()}"
         return SetupResult(error is None, error, log, (time.monotonic() - started) * 1000)
+
+    async def _python3(self) -> str:
+        """The image's python3 (it runs the `record_cli` shims), as an absolute path: an
+        `env python3` shebang would search the agent's PATH, mocks first."""
+        res = await self.exec(["sh", "-c", "command -v python3"], timeout=60, view=GRADER,
+                              env={"PATH": BASE_PATH, "HOME": "/tmp/home"})
+        found = res.stdout.strip()
+        return f"{found} -I" if res.exit_code == 0 and found.startswith("/") \
+            else "/usr/bin/env python3"
 
     async def _environments(self, plan: Any, log: list[str]) -> str | None:
         python = plan.sandbox.python

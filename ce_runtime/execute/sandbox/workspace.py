@@ -59,6 +59,7 @@ import attrs
 
 from ce_lang.api import Plan, RepoSource, StarterFilesSource, TemplateDirSource
 from ce_runtime.execute.sandbox.base import read_capped
+from ce_runtime.execute.sandbox.record_cli import RecorderError, write_recorders
 
 REPO_DIR = "repo"  # where a `repo` source is cloned, inside the workspace
 EXCERPT_CHARS = 2000  # of a failed set-up command's output, in the error
@@ -136,9 +137,11 @@ def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None,
     return result(None)
 
 
-def apply_sources(plan: Plan, task_dir: str, workspace: str, log: list[str]) -> str | None:
-    """The template sources, in order, into `workspace`; the error naming the source that
-    failed, or None."""
+def apply_sources(plan: Plan, task_dir: str, workspace: str, log: list[str],
+                  interpreter: str | None = None) -> str | None:
+    """The template sources, in order, into `workspace`, then the `record_cli` shims (run
+    by `interpreter`, as the sandbox sees it: by default this interpreter's real path);
+    the error naming the source that failed, or None."""
     os.makedirs(workspace, exist_ok=True)
     root = os.path.realpath(workspace)
     ignore = list(plan.ignore_patterns)
@@ -156,6 +159,11 @@ def apply_sources(plan: Plan, task_dir: str, workspace: str, log: list[str]) -> 
         except (SetupError, OSError, shutil.Error) as exc:
             return f"{label}: {_why(exc)}"
     _mark_mocks_executable(plan, root, log)
+    try:
+        write_recorders(plan, root, interpreter or os.path.realpath(sys.executable) + " -I",
+                        log)
+    except (RecorderError, OSError) as exc:
+        return f"sandbox.record_cli: {_why(exc)}"
     return None
 
 
