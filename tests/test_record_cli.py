@@ -225,3 +225,31 @@ def test_the_reference_example_task_compiles():
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "0 errors, 0 warnings" in res.stderr + res.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REFERENCE_TASK.exists(), reason="coder_eval 0.12.16 not unpacked "
+                    "at /tmp/ce_ref")
+@pytest.mark.parametrize("driver", ["tempdir", "docker"])
+def test_the_reference_example_task_passes_with_a_scripted_agent(tmp_path, driver):
+    """coder_eval's own probe, its claude-code agent swapped for a script that runs the
+    three commands its prompt asks for: every criterion, including the regexes that tie
+    each logged argv to the rule index that answered it, passes."""
+    overrides = ["-D", "agent.type=script", "-D",
+                 'agent.script=[{run: "for c in dummy1 dummy2 nope; do echo \\"## uip ixp '
+                 '$c\\"; uip ixp $c 2>&1; done > captured.txt"}]']
+    if driver == "docker":
+        need(docker_missing() or python_image())
+        overrides += ["-D", f"sandbox.docker.image={PYTHON_IMAGE}",
+                      "-D", "sandbox.docker.network=none"]
+    else:
+        overrides += ["-D", "sandbox.driver=tempdir"]
+    res = subprocess.run([*CE, "run", REFERENCE_TASK.name, "--run-dir", str(tmp_path / "runs"),
+                          *overrides], cwd=REFERENCE_TASK.parent, capture_output=True,
+                         text=True, timeout=300)
+    trial = tmp_path / "runs" / "latest" / "default" / "record_cli_responses" / "00"
+    rec = json.loads((trial / "task.json").read_text())
+    assert rec["status"] == "SUCCESS", (res.stderr[-2000:], rec.get("error"),
+                                        [(c["description"], c["score"])
+                                         for c in rec["criteria"]])
+    assert [c["score"] for c in rec["criteria"]] == [1.0] * 6
