@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "Evaluator": "ce_lang.lang.evaluate",
     "LiveEvaluator": "ce_lang.lang.live",
     "live_verdict": "ce_lang.lang.live",
+    "criterion_bound": "ce_lang.lang.live",
     "registry_for_sources": "ce_lang.lang.stdlib",
     "stdlib_texts": "ce_lang.lang.stdlib",
     "stdlib_digest": "ce_lang.plan",

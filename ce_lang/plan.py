@@ -38,7 +38,9 @@ from ce_lang.schema.task import (
 PLAN_VERSION = 1
 # The grading semantics' version: bumped whenever ce's own code (not a definition) would
 # score the same trace and workspace differently. Part of every plan's identity.
-SEMANTICS_VERSION = 2  # 2: coder_eval's weighted early-stop rules and armed gate
+SEMANTICS_VERSION = 3  # 2: coder_eval's weighted early-stop rules and armed gate;
+# 3: errors are values of the live semantics (a criterion that may still raise never
+# decides pass), booleans and threshold 0 decided on the graded score
 
 
 @attrs.frozen

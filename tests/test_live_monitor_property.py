@@ -19,8 +19,8 @@ later or never, turns, messages and usage in between. The events are fed one by 
     `fail`/`decided` criterion decided fail, or every armed criterion is armed
     `pass`/`decided` and decided pass.
 
-Known gaps outside the monitor are kept out of the properties and pinned by strict xfail
-tests at the end (see "known gaps").
+Thresholds 0 and predicates that raise are in the generators: errors are values of the
+live semantics (an error fails; a value that may still become one never passes).
 """
 
 from __future__ import annotations
@@ -239,8 +239,7 @@ def bools(draw, depth: int, scope: Scope = EMPTY) -> str:
            f"({draw(bools(d, scope))})"
 
 
-# A boolean score with `pass_threshold: 0` is a known gap (see the end of the file).
-BOOL_THRESHOLDS = st.sampled_from([None, 1.0, 0.5])
+BOOL_THRESHOLDS = st.sampled_from([None, 1.0, 0.5, 0.0])
 NUM_THRESHOLDS = st.one_of(st.none(), st.sampled_from([1.0, 0.5, 0.9, 1 / 3, 2 / 3, 0.25, 0.0]),
                            st.floats(0.0, 1.0))
 
@@ -392,11 +391,12 @@ def note(label: str) -> None:
 def first_definite(inst, threshold: float, events: list[T.Event]) -> tuple[list, int | None]:
     """The non-incremental verdict after each event (prefix events[:k+1]), and the first k
     where it is definite."""
-    _, an = analyze(inst.score, inst.lets, inst.params, threshold, result_bool=inst.score_bool)
+    _, an = analyze(inst.score, inst.lets, inst.params, threshold, result_bool=inst.score_bool,
+                    outputs=inst.outputs)
     verdicts = []
     for k in range(len(events)):
         bound = live_score(inst.score, inst.lets, inst.params, an,
-                           TraceHost(build_view(events[:k + 1])))
+                           TraceHost(build_view(events[:k + 1])), inst.outputs)
         verdicts.append(live_verdict(bound, threshold, inst.score_bool))
     first = next((k for k, v in enumerate(verdicts) if v is not None), None)
     return verdicts, first
@@ -415,13 +415,10 @@ def stop_rule(plan, decided: dict[str, str]) -> str | None:
     return None
 
 
-def check_run(plan, events: list[T.Event], workspace: str,
-              strict_errors: bool = False) -> LiveMonitor:
-    """Feed `events` to a monitor for `plan` and check (a), (b), (c).
-
-    (a) is not checked for a criterion whose post-hoc evaluation raised (a predicate
-    error, scored 0), unless `strict_errors`: the live semantics does not account for
-    errors (known gaps, at the end of the file). (b) and (c) are checked regardless."""
+def check_run(plan, events: list[T.Event], workspace: str) -> LiveMonitor:
+    """Feed `events` to a monitor for `plan` and check (a), (b), (c), also for criteria
+    whose post-hoc evaluation raised (a predicate error scores 0 and fails: errors are
+    values of the live semantics)."""
     registry = registry_for_sources(plan.criteria_sources)
     instances = instances_from_plan(plan.criteria, registry)
     monitor = LiveMonitor(plan, instances)
@@ -437,10 +434,8 @@ def check_run(plan, events: list[T.Event], workspace: str,
                                                trace=build_view(events)))
     posthoc = {r.id: ("pass" if r.passed else "fail") for r in graded.criteria}
     errors = {r.id: r.error for r in graded.criteria if r.error}
-    sound_checked = {cid for cid in plan.early_stop.armed
-                     if strict_errors or cid not in errors}
-    if len(sound_checked) < len(plan.early_stop.armed):
-        note("post-hoc error: (a) not checked")
+    if errors:
+        note("post-hoc error")
 
     # the non-incremental semantics on every prefix
     by_id = {c.id: (c, inst) for c, inst in zip(plan.criteria, instances, strict=True)}
@@ -451,7 +446,7 @@ def check_run(plan, events: list[T.Event], workspace: str,
         what = f"{cid} ({call.type} {call.args}, threshold {call.pass_threshold})"
         # (a) for the semantics itself: every definite verdict is the post-hoc one
         for j, v in enumerate(verdicts):
-            if v is not None and cid in sound_checked:
+            if v is not None:
                 assert ("pass" if v else "fail") == posthoc[cid], (
                     f"{what}: the live semantics decided {v} after event {j}, the post-hoc "
                     f"grade is {posthoc[cid]} (error {errors.get(cid)})")
@@ -474,7 +469,7 @@ def check_run(plan, events: list[T.Event], workspace: str,
     got = [(d.criterion, d.verdict, d.event_index) for d in monitor.decisions]
     # (a) for the monitor
     for cid, verdict, k in got:
-        assert verdict == posthoc[cid] or cid not in sound_checked, (
+        assert verdict == posthoc[cid], (
             f"{cid} decided {verdict} live at event {k}, post-hoc {posthoc[cid]} "
             f"(error {errors.get(cid)}); events {events}")
     assert got == expected, f"monitor decided {got}, the semantics {expected}; events {events}"
@@ -662,17 +657,21 @@ def test_errors_before_the_deciding_call_only(tmp_path):
     assert [(d.verdict, d.event_index) for d in m.decisions] == [("pass", 0)]
 
 
-# -- known gaps (outside the monitor) ---------------------------------------------------------
-# Each is a counterexample to (a) the property would find; kept out of the generators (no
-# threshold 0) or out of the check (post-hoc errors). Strict: fix the gap, drop the xfail.
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="live.py: a boolean score is "
-                   "decided on its truth; P is score >= threshold, so with pass_threshold 0 "
-                   "every run passes (score 0.0 >= 0)")
-def test_known_gap_boolean_score_threshold_zero(tmp_path):
-    plan = compile_text(tmp_path, armed_task(
-        "  - type: expr\n    description: d\n    expr: 'count(trace.tool_calls, c -> c.tool == \"Bash\") <= 1'\n"
-        "    pass_threshold: 0\n    stop_when: fail\n"))
-    check_run(plan, [bash(0), bash(1)], str(tmp_path))
+# -- former known gaps: counterexamples to (a) the property found once errors and
+# threshold 0 were in the generators ------------------------------------------------------
+def test_regression_boolean_score_threshold_zero(tmp_path):
+    # REGRESSION (live.py): a boolean score was decided on its truth, but P is
+    # score >= threshold: with pass_threshold 0 every run passes (false is 0.0 >= 0), so
+    # `stop_when: fail` can never trigger (now a compile error) ...
+    task = ("  - type: expr\n    description: d\n"
+            "    expr: 'count(trace.tool_calls, c -> c.tool == \"Bash\") <= 1'\n"
+            "    pass_threshold: 0\n    stop_when: %s\n")
+    with pytest.raises(RuntimeError, match="`stop_when: fail` can never trigger"):
+        compile_text(tmp_path, armed_task(task % "fail"))
+    # ... and the criterion is decided pass at once, though the boolean ends false
+    plan = compile_text(tmp_path, armed_task(task % "pass"))
+    m = check_run(plan, [bash(0), bash(1)], str(tmp_path))
+    assert [(d.verdict, d.event_index) for d in m.decisions] == [("pass", 0)]
 
 
 def test_regression_numeric_score_threshold_zero(tmp_path):
@@ -686,14 +685,26 @@ def test_regression_numeric_score_threshold_zero(tmp_path):
     assert [(d.verdict, d.event_index) for d in m.decisions] == [("pass", 0)]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="live.py / analysis.py: a "
-                   "predicate error on a LATER call makes the final value an error (score 0), "
-                   "but `count` is `up` and was decided pass before it")
-def test_known_gap_count_decided_before_a_later_call_raises(tmp_path):
+def test_regression_count_decided_before_a_later_call_raises(tmp_path):
+    # REGRESSION (live.py): `count` is `up`, so `count(...) >= 1` was decided pass at the
+    # first match; a predicate error on a LATER call makes the final value an error
+    # (score 0, fail). A count whose predicate may raise is never decided pass now.
     plan = compile_text(tmp_path, armed_task(
         f"  - type: expr\n    description: d\n    expr: 'count(trace.tool_calls, c -> {SEARCH}) >= 1'\n"
         "    stop_when: pass\n"))
-    check_run(plan, [bash(0), read(1)], str(tmp_path), strict_errors=True)
+    m = check_run(plan, [bash(0), read(1)], str(tmp_path))
+    assert m.decisions == []
+
+
+def test_a_total_predicate_still_decides_at_the_deciding_call(tmp_path):
+    # the same count over a predicate that cannot raise (a valid constant pattern, a
+    # null command read through or_else) decides pass at the first match, as before
+    total = 'search(or_else(c.command, \"\"), \"ls\", 0)'
+    plan = compile_text(tmp_path, armed_task(
+        f"  - type: expr\n    description: d\n    expr: 'count(trace.tool_calls, c -> {total}) >= 1'\n"
+        "    stop_when: pass\n"))
+    m = check_run(plan, [bash(0), read(1)], str(tmp_path))
+    assert [(d.verdict, d.event_index) for d in m.decisions] == [("pass", 0)]
 
 
 # REGRESSION (fixed): the evidence evaluator evaluated every element of exists/all and
@@ -702,4 +713,4 @@ def test_grader_stops_exists_at_the_deciding_element(tmp_path):
     plan = compile_text(tmp_path, armed_task(
         f"  - type: expr\n    description: d\n    expr: 'exists(trace.tool_calls, c -> {SEARCH})'\n"
         "    stop_when: pass\n"))
-    check_run(plan, [bash(0), read(1)], str(tmp_path), strict_errors=True)
+    check_run(plan, [bash(0), read(1)], str(tmp_path))

@@ -29,6 +29,7 @@ from ce_lang.lang import ast as A
 from ce_lang.lang.builtins import BUILTINS, CriterionError
 from ce_lang.lang.evaluate import Evaluator
 from ce_lang.lang.records import BUILTIN_RECORDS
+from ce_lang.lang.totality import may_raise
 from ce_lang.lang.values import Regex
 
 INF = math.inf
@@ -93,6 +94,10 @@ class Decision:
 class Analyzer:
     def __init__(self) -> None:
         self.facts: dict[int, Fact] = {}
+        # errors as values (totality.py): node id -> may raise on some trace; and whether
+        # the operator itself may, given its operands' values
+        self.raises: dict[int, bool] = {}
+        self.raises_here: dict[int, bool] = {}
         self.folded: list[str] = []
         self.evaluator = Evaluator()
 
@@ -384,7 +389,8 @@ def source_text(file: str) -> str:
 
 # -- instances ------------------------------------------------------------------------------
 def analyze(score: A.Node | None, lets: tuple[A.Let, ...], params: dict[str, Any],
-            threshold: float, result_bool: bool = False) -> tuple[Decision, Analyzer]:
+            threshold: float, result_bool: bool = False,
+            outputs: tuple[A.Let, ...] = ()) -> tuple[Decision, Analyzer]:
     an = Analyzer()
     env: dict[str, Fact] = {k: const(v) for k, v in params.items()}
     for let in lets:
@@ -394,7 +400,8 @@ def analyze(score: A.Node | None, lets: tuple[A.Let, ...], params: dict[str, Any
     if score is None:
         return Decision(False, False, "has no score", frozenset(), ()), an
     f = an.fact(score, env)
-    effects = frozenset().union(*(x.effects for x in an.facts.values()))
+    totality = may_raise(score, lets, an.facts, outputs)
+    an.raises, an.raises_here = totality.raises, totality.here
     effects = _live_effects(score, lets, an, env)
     folded = tuple(dict.fromkeys(an.folded))
     if effects & POST_HOC:
@@ -442,9 +449,14 @@ def _live_effects(score: A.Node, lets: tuple[A.Let, ...], an: Analyzer,
 
 
 def _decide(f: Fact, threshold: float, result_bool: bool) -> tuple[bool, bool]:
+    """As live decides on the graded score (a boolean is 0 or 1, a number is clamped to
+    [0, 1]): a threshold <= 0 passes whatever the value, one above 1 fails."""
     if result_bool:
-        return f.ct, f.cf
-    return f.lo >= threshold, f.hi < threshold
+        can_pass, can_fail = f.ct, f.cf
+    else:
+        can_pass, can_fail = f.lo >= threshold, f.hi < threshold
+    return (can_pass and threshold <= 1) or threshold <= 0, \
+        (can_fail and threshold > 0) or threshold > 1
 
 
 def _above(lo: float, hi: float, strict: bool) -> bool:

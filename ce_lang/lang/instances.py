@@ -117,7 +117,7 @@ def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float
         return _at_index(hit, i)
     d = defn.defn
     decision, an = analyze(d.score, d.lets, params, threshold,
-                           result_bool=defn.score_type == BOOL)
+                           result_bool=defn.score_type == BOOL, outputs=d.outputs)
     return Instance(i, d.name, d.result, params, decision, d.score, d.lets, d.outputs,
                     tuple(_effect_calls(d.score, d.lets, an)), defn.score_type == BOOL)
 

@@ -29,6 +29,7 @@ from ce_lang.api import (
     ToolCallView,
     TraceView,
     analyze,
+    criterion_bound,
     live_verdict,
 )
 from ce_lang.api import ast as A
@@ -167,7 +168,7 @@ class LiveMonitor:
             if call.id not in plan.early_stop.armed or call.arming is None:
                 continue
             _, an = analyze(inst.score, inst.lets, inst.params, call.pass_threshold,
-                            result_bool=inst.score_bool)
+                            result_bool=inst.score_bool, outputs=inst.outputs)
             env = dict(inst.params)
             for let in inst.lets:  # lets folded to constants may appear in predicates
                 fact = an.facts.get(let.expr.id)
@@ -271,15 +272,8 @@ class LiveMonitor:
         overrides = {agg.node.id: agg.value() for agg in a.aggregates}
         live = LiveEvaluator(a.analyzer, self.host)
         live.ev = _OverrideEvaluator(self.host, overrides)
-        env = dict(a.inst.params)
-        abs_env = {}
-        for let in a.inst.lets:
-            abs_env[let.name] = live.bound(let.expr, env, abs_env)
-            try:
-                env[let.name] = live.ev.eval(let.expr, env)
-            except CriterionError:
-                env[let.name] = None
-        bound = live.bound(a.inst.score, env, abs_env)
+        bound = criterion_bound(live, a.inst.score, a.inst.lets, a.inst.outputs,
+                                dict(a.inst.params))
         return live_verdict(bound, a.threshold, a.result_bool)
 
     def _check_stop(self, index: int) -> None:
