@@ -371,6 +371,25 @@ def reference_rules(ctx: RuleContext) -> None:
                            ctx.at(path))
 
 
+def constraint_rules(ctx: RuleContext) -> None:
+    """The `require` constraints of each criterion's definition, broken by its arguments:
+    reported at the first parameter the constraint reads that the task sets (the key of a
+    conflicting field, the value otherwise), or at the criterion when it sets none."""
+    for i, _c in enumerate(ctx.task.success_criteria):
+        inst = ctx.instance(i)
+        if inst is None:
+            continue
+        here = ("success_criteria", i)
+        for v in inst.violations:
+            name = next((n for n in v.names if ctx.written((*here, n))), None)
+            path = here if name is None else (*here, name)
+            span = ctx.key_at(path) if v.code == "CE0109" and name is not None else ctx.at(path)
+            if ctx.has_dataset:  # once, naming the rows whose values break it
+                ctx.row_problems.append(RowProblem(v.code, v.message, span, v.help, ctx.row_id))
+            else:
+                ctx.diags.emit(v.code, v.message, span, help=v.help)
+
+
 def criteria_rules(ctx: RuleContext) -> None:
     t, d = ctx.task, ctx.diags
     none_agent = _agent_type(t) == "none"
@@ -663,5 +682,5 @@ def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
             else label) in folded
 
 
-RULES = (prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
+RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
          early_stop_rules, simulation_rules, suite_rules)

@@ -120,6 +120,17 @@ class Let:
     span: Span
 
 
+@attrs.frozen(slots=True)
+class Require:
+    """`require [kind:] cond "message"`: a constraint on the arguments of a criterion."""
+
+    kind: str  # range | choice | conflict | empty | missing | invalid
+    cond: Node
+    message: str
+    span: Span
+    kind_span: Span | None = None
+
+
 @attrs.frozen
 class RecordDef:
     name: str
@@ -140,6 +151,7 @@ class CriterionDef:
     span: Span
     source: str  # the .ce text, for `ce criteria show`
     result_span: Span | None = None
+    requires: tuple[Require, ...] = ()
 
 
 @attrs.frozen

@@ -33,6 +33,10 @@ from ce_lang.lang.types import (
 )
 
 RESULT_KINDS = ("binary", "fraction", "continuous", "classification")
+# `require kind: ...` -> the diagnostic code a violated constraint is reported with
+REQUIRE_KINDS = {"range": "CE0104", "choice": "CE0105", "conflict": "CE0109",
+                 "empty": "CE0110", "missing": "CE0102", "invalid": "CE0111"}
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 EFFECT_ORDER = ("pure", "trace", "workspace", "exec", "model")
 
 
@@ -493,6 +497,8 @@ def check_definition(defn: A.CriterionDef, registry: Registry, diags: Diagnostic
                    defn.result_span or defn.span,
                    help=did_you_mean(defn.result, RESULT_KINDS)
                    or "one of " + ", ".join(RESULT_KINDS))
+    for req in defn.requires:
+        check_require(req, params, checker, diags)
     scope = dict(params)
     lets: dict[str, T] = {}
     for let in defn.lets:
@@ -531,6 +537,31 @@ def check_definition(defn: A.CriterionDef, registry: Registry, diags: Diagnostic
     effects = frozenset().union(*checker.tables.effects.values()) if checker.tables.effects \
         else frozenset()
     return CheckedDef(defn, params, defaults, lets, score_type, effects, checker.tables)
+
+
+def check_require(req: A.Require, params: dict[str, T], checker: Checker,
+                  diags: Diagnostics) -> None:
+    """A constraint reads the parameters only (constants when a task binds them): no
+    `let`, no trace, no effect; it is a boolean; its message names parameters."""
+    if req.kind not in REQUIRE_KINDS:
+        diags.emit("CE0607", f"unknown `require` kind `{req.kind}`", req.kind_span or req.span,
+                   help=did_you_mean(req.kind, list(REQUIRE_KINDS))
+                   or "one of " + ", ".join(REQUIRE_KINDS))
+    t = checker.check(req.cond, dict(params))
+    effects = checker.eff(req.cond)
+    if effects:
+        what = {"trace": "the trace", "workspace": "the workspace", "exec": "commands",
+                "model": "a model"}
+        diags.emit("CE0607", "a `require` condition is checked when the task compiles: it can "
+                   "read the parameters only, not "
+                   + ", ".join(what.get(e, e) for e in sorted(effects)), req.cond.span)
+    elif t != BOOL and t.name != "any":
+        diags.emit("CE0603", f"a `require` condition must be a boolean, found {t}",
+                   req.cond.span)
+    for name in PLACEHOLDER.findall(req.message):
+        if name not in params:
+            diags.emit("CE0607", f"the message of `require` shows `{{{name}}}`, which is not a "
+                       "parameter", req.span, help=did_you_mean(name, list(params)))
 
 
 def check_expression(node: A.Node, registry: Registry, diags: Diagnostics,

@@ -30,6 +30,16 @@ SpanOf = Callable[[Path], Span]
 
 
 @attrs.frozen
+class Violation:
+    """A `require` of a definition that the bound arguments break."""
+
+    code: str
+    message: str
+    names: tuple[str, ...]  # the parameters the condition reads, in source order
+    help: str | None = None
+
+
+@attrs.frozen
 class Instance:
     index: int
     definition: str
@@ -41,6 +51,7 @@ class Instance:
     outputs: tuple[A.Let, ...]
     calls: tuple[tuple[str, tuple[Any, ...]], ...]  # effectful calls left after folding
     score_bool: bool = False  # a boolean score (P is the score itself, not score >= t)
+    violations: tuple[Violation, ...] = ()  # `require` constraints these arguments break
 
     @property
     def effects(self) -> frozenset[str]:
@@ -103,6 +114,78 @@ def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
     return out
 
 
+def check_requires(defn: CheckedDef, params: dict[str, Any]) -> list[Violation]:
+    """Evaluate the definition's `require` constraints on constant arguments. A constraint
+    reading an argument that is not constant yet (a `${row.key}` not substituted) waits
+    for the row that makes it constant."""
+    from ce_lang.diagnostics import did_you_mean
+    from ce_lang.lang.checker import PLACEHOLDER, REQUIRE_KINDS
+    from ce_lang.lang.evaluate import Evaluator
+
+    out = []
+    for req in defn.defn.requires:
+        names = tuple(dict.fromkeys(_param_names(req.cond, params)))
+        if any(_pending(params[n]) for n in names):
+            continue
+        try:
+            ok = Evaluator().eval(req.cond, params) is True
+        except Exception:  # a condition that cannot be evaluated on these arguments fails
+            ok = False
+        if ok:
+            continue
+        message = PLACEHOLDER.sub(
+            lambda m: _rendered(params[m.group(1)]) if m.group(1) in params else m.group(0),
+            req.message)
+        help_ = None
+        if req.kind == "choice":
+            test = next((n for n in A.walk(req.cond) if isinstance(n, A.Binary)
+                         and n.op == "in" and isinstance(n.left, A.Name)), None)
+            if test is not None and isinstance(params.get(test.left.name), str):
+                try:
+                    allowed = Evaluator().eval(test.right, params)
+                except Exception:  # no list to suggest from
+                    allowed = None
+                if isinstance(allowed, list):
+                    help_ = did_you_mean(params[test.left.name], [str(a) for a in allowed])
+        out.append(Violation(REQUIRE_KINDS.get(req.kind, "CE0111"), message, names, help_))
+    return out
+
+
+def _param_names(node: A.Node, params: dict[str, Any], bound: frozenset[str] = frozenset()):
+    if isinstance(node, A.Name) and node.name in params and node.name not in bound:
+        yield node.name
+    inner = bound | {node.param} if isinstance(node, A.Lambda) else bound
+    for child in A.children(node):
+        yield from _param_names(child, params, inner)
+
+
+def _pending(value: Any) -> bool:
+    if isinstance(value, str):
+        return "${row." in value
+    if isinstance(value, list):
+        return any(_pending(v) for v in value)
+    if isinstance(value, dict):
+        return any(_pending(v) for v in value.values())
+    return False
+
+
+def _rendered(value: Any) -> str:
+    """An argument as the task file would spell it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Regex):
+        return repr(value.pattern)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(_rendered(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_rendered(v)}" for k, v in value.items()) + "}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
 def _at_index(inst: Instance, i: int) -> Instance:
     return inst if inst.index == i else attrs.evolve(inst, index=i)
 
@@ -119,7 +202,8 @@ def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float
     decision, an = analyze(d.score, d.lets, params, threshold,
                            result_bool=defn.score_type == BOOL, outputs=d.outputs)
     return Instance(i, d.name, d.result, params, decision, d.score, d.lets, d.outputs,
-                    tuple(_effect_calls(d.score, d.lets, an)), defn.score_type == BOOL)
+                    tuple(_effect_calls(d.score, d.lets, an)), defn.score_type == BOOL,
+                    tuple(check_requires(defn, params)))
 
 
 def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Registry,

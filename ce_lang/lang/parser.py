@@ -280,6 +280,13 @@ class _ToAst(Transformer):
         return ("output", A.Let(str(items[0]), items[1], self.span(meta)))
 
     @v_args(meta=True)
+    def require_stmt(self, meta, items):
+        kind, cond, message = items
+        return ("require", A.Require(str(kind) if kind is not None else "invalid", cond,
+                                     _unquote(str(message)), self.span(meta),
+                                     self.span(kind) if kind is not None else None))
+
+    @v_args(meta=True)
     def record_def(self, meta, items):
         name, *rest = items
         doc = rest[-1]
@@ -359,11 +366,13 @@ def _criterion(builder: _ToAst, tree, text: str) -> A.CriterionDef:
     lets = tuple(s for kind, s in stmts if kind == "let")
     scores = [s for kind, s in stmts if kind == "score"]
     outputs = tuple(s for kind, s in stmts if kind == "output")
+    requires = tuple(s for kind, s in stmts if kind == "require")
     meta = tree.meta
     source = text[meta.start_pos:meta.end_pos]
     return A.CriterionDef(
         name, tuple(params), str(result), doc, lets,
-        scores[0].expr if scores else None, outputs, builder.span(meta), source, result_span)
+        scores[0].expr if scores else None, outputs, builder.span(meta), source, result_span,
+        requires)
 
 
 def _syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, locate: Locator,
