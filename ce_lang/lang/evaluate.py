@@ -1,13 +1,18 @@
 """Evaluate checked expressions. Pure builtins run here; effects go through a `Host`.
 
 The same evaluator folds constants in the compiler and grades trials in the runtime (which
-supplies a host that reads the workspace, runs commands and calls judges).
+supplies a host that reads the workspace, runs commands and calls judges). Given a link
+table (a `Program`'s, `ce_lang.lang.program`), calls and methods run what the table says
+each node resolved to when the program was built; without one (constant folding at
+compile time) they are found by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+
+import attrs
 
 from ce_lang.lang import ast as A
 from ce_lang.lang.builtins import BUILTINS, CriterionError
@@ -29,11 +34,28 @@ class NoHost:
         raise CriterionError(f"`{name}` is not available here")
 
 
+@attrs.frozen(slots=True)
+class Link:
+    """What a Call or Method node runs, resolved once. A call: the builtin's `impl` (None:
+    an effectful builtin, which the host performs by `name`). A method: `impl` is the
+    record class's method for receivers of class `receiver` (arguments at `regex_args`
+    given as strings become regexes); with no `receiver` (a receiver the checker typed
+    `any`) the method is found on the value."""
+
+    name: str
+    impl: Callable[..., Any] | None
+    overload: Any = None  # the checker's resolved overload (calls)
+    receiver: type | None = None
+    regex_args: tuple[int, ...] = ()
+
+
 class Evaluator:
     def __init__(self, host: Host | None = None,
-                 on_value: Callable[[A.Node, Any], None] | None = None):
+                 on_value: Callable[[A.Node, Any], None] | None = None,
+                 links: Mapping[int, Link] | None = None):
         self.host = host or NoHost()
         self.on_value = on_value  # evidence hook: every evaluated node and its value
+        self.links = links  # node id -> Link (a program's); None: dispatch by name
 
     def eval(self, node: A.Node, env: dict[str, Any]) -> Any:
         value = self._eval(node, env)
@@ -84,6 +106,13 @@ class Evaluator:
         if isinstance(node, A.Method):
             obj = self.eval(node.obj, env)
             args = [self.eval(a, env) for a in node.args]
+            if self.links is not None:
+                link = self.links[node.id]
+                if link.receiver is not None and type(obj) is link.receiver:
+                    for i in link.regex_args:
+                        if isinstance(args[i], str):
+                            args[i] = Regex(args[i])
+                    return link.impl(obj, *args)
             if node.name == "matches" and args and isinstance(args[0], str):
                 args[0] = Regex(args[0])
             return getattr(obj, node.name)(*args)
@@ -131,15 +160,16 @@ class Evaluator:
         raise CriterionError(f"unknown operator {op}")
 
     def call(self, node: A.Call, env: dict[str, Any]) -> Any:
-        fn = BUILTINS[node.func]
+        impl = self.links[node.id].impl if self.links is not None \
+            else BUILTINS[node.func].impl
         args: list[Any] = []
         for a in node.args:
             if isinstance(a, A.Lambda):
                 args.append(self.closure(a, env))
             else:
                 args.append(self.eval(a, env))
-        if fn.impl is not None:
-            return fn.impl(*args)
+        if impl is not None:
+            return impl(*args)
         return self.host.call(node.func, args)
 
     def closure(self, lam: A.Lambda, env: dict[str, Any]) -> Callable[[Any], Any]:

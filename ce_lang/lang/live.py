@@ -16,6 +16,7 @@ the full trace.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -23,7 +24,7 @@ import attrs
 from ce_lang.lang import ast as A
 from ce_lang.lang.analysis import Analyzer
 from ce_lang.lang.builtins import CriterionError
-from ce_lang.lang.evaluate import Evaluator, Host
+from ce_lang.lang.evaluate import Evaluator, Host, Link
 
 INF = math.inf
 
@@ -81,11 +82,15 @@ def _settled(node: A.Node, now: Any) -> bool:
 
 
 class LiveEvaluator:
-    def __init__(self, analyzer: Analyzer, host: Host):
+    """`analyzer`: an `Analyzer`, or a program's read-only `Analysis` of the instance
+    (anything with its `facts`, `raises` and `raises_here`); `links`: the program's link
+    table for the instance's nodes (None: calls found by name)."""
+
+    def __init__(self, analyzer: Analyzer, host: Host, links: Mapping[int, Link] | None = None):
         self.facts = analyzer.facts
         self.raises = analyzer.raises
         self.raises_here = analyzer.raises_here
-        self.ev = Evaluator(host)
+        self.ev = Evaluator(host, links=links)
 
     def may_raise(self, node: A.Node) -> bool:
         return self.raises.get(node.id, True)

@@ -21,8 +21,7 @@ from ce_lang.api import (
     RECORD_CLI_DIR,
     Trial,
     converter,
-    instances_from_plan,
-    registry_for_sources,
+    program_for,
 )
 from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest
 from ce_runtime.grade.host import InfrastructureError
@@ -310,7 +309,7 @@ async def _agent_phase(agent, trial: Trial, sandbox, agent_name: str, sink: Tria
     return outcome, None
 
 
-def _checker(trial: Trial, sandbox, sink: TrialSink, registry):
+def _checker(trial: Trial, sandbox, sink: TrialSink, program):
     """Grades the trial as it stands (a dialog's per-turn check): True when it passes."""
     async def check() -> bool:
         from ce_runtime.execute.sandbox.runner import SandboxRunner
@@ -322,7 +321,8 @@ def _checker(trial: Trial, sandbox, sink: TrialSink, registry):
         host = host_for(plan, sandbox.workspace, trial.task_dir, sink.view.view,
                         judge_from_env(), SandboxRunner(sandbox, asyncio.get_running_loop()))
         try:
-            graded = await asyncio.to_thread(Grader(plan, registry).grade, host, False, ())
+            graded = await asyncio.to_thread(Grader(plan, program=program).grade, host, False,
+                                             ())
         except InfrastructureError:
             return False
         return graded.success
@@ -359,9 +359,10 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     sandbox = None
     notes: dict[str, Any] = {}
     evidence: dict[str, Any] | None = None  # evidence.json: what grading ran and asked
-    registry = registry_for_sources(plan.criteria_sources)
-    instances = instances_from_plan(plan.criteria, registry)
-    monitor = LiveMonitor(plan, instances)
+    # checked, analyzed and linked once per plan in this process: the monitor, the
+    # dialog's per-turn check and the grader share it
+    program = program_for(plan, plan_hash=trial.plan_hash)
+    monitor = LiveMonitor(plan, program)
     stop = asyncio.Event()
     writer = T.TraceWriter(os.path.join(tdir, "trace.msgpack"))
     sink = TrialSink(writer, monitor, plan.run_limits, stop, started, ctx.redactor)
@@ -410,7 +411,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                     try:
                         outcome, error = await _agent_phase(
                             agent, trial, sandbox, agent_name, sink, stop, notes, trusted,
-                            endpoint, _checker(trial, sandbox, sink, registry))
+                            endpoint, _checker(trial, sandbox, sink, program))
                     except SandboxError as exc:  # e.g. the agent killed the sandbox's init
                         error = f"the sandbox was lost while the agent ran: {exc}"
                     finally:
@@ -431,7 +432,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                             judge_from_env(), runner,
                             VerdictStore(os.path.join(ctx.run_dir, "judges"),
                                          redact=ctx.redactor.value if ctx.redactor else None))
-            grader = Grader(plan, registry)
+            grader = Grader(plan, program=program)
             try:
                 graded = await asyncio.to_thread(
                     grader.grade, host, monitor.should_stop, plan.early_stop.armed)

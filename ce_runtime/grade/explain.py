@@ -17,6 +17,7 @@ from ce_lang.api import (
     Regex,
     Registry,
     ToolCallView,
+    program_for,
     registry_for_sources,
     source_text,
     unwrap_shell,
@@ -345,10 +346,14 @@ def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
 def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
     out = [f"task {plan.task_id}" + (f"  (trial {trial_id})" if trial_id else "")]
     es = plan.early_stop
+    registry: Registry | None
     try:
-        registry = registry_for_sources(plan.criteria_sources)
-    except ValueError:
-        registry = None
+        registry = program_for(plan).registry
+    except ValueError:  # a criterion that does not bind: the definitions may still load
+        try:
+            registry = registry_for_sources(plan.criteria_sources)
+        except ValueError:
+            registry = None
     out.append("early stop: " + (f"on, armed {', '.join(es.armed)}" if es.enabled else "off"))
     for c in plan.criteria:
         out.append("")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ce_lang.api import Plan, registry_for_sources
+from ce_lang.api import Plan, program_for
 from ce_runtime.grade.host import Host
 from ce_runtime.grade.interpreter import Grader, GradeResult
 from ce_runtime.trace.events import TraceReadResult, read_trace
@@ -42,11 +42,12 @@ def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | Non
                 ) -> tuple[Grader, GradeResult, Host, TraceReadResult | None]:
     """`stopped_early`: the trial was stopped by its armed criteria (from its task.json),
     so it is gated on those only. `stdlib`: the archived standard criteria the plan was
-    compiled against (default: today's)."""
+    compiled against (default: today's). The plan's program is built once per process:
+    re-grading N trials of one plan checks its criteria once."""
     read = read_trace(trace_path) if trace_path else None
     view = build_view(read.events) if read is not None else None
     stopped_early = stopped_early and bool(plan.early_stop.armed)  # else: gate on all
-    grader = Grader(plan, registry_for_sources(plan.criteria_sources, stdlib))
+    grader = Grader(plan, program=program_for(plan, stdlib))
     if judge is None:
         from ce_runtime.grade.judge import judge_from_env
 

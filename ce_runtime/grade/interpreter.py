@@ -20,10 +20,11 @@ from ce_lang.api import (
     Evaluator,
     Instance,
     Plan,
+    Program,
     Regex,
     Registry,
     ToolCallView,
-    instances_from_plan,
+    program_for,
 )
 from ce_lang.api import ast as A
 from ce_runtime.grade.host import Host, InfrastructureError
@@ -63,8 +64,8 @@ class GradeResult:
 class EvidenceEvaluator(Evaluator):
     """Records the value of every node outside lambdas, and what each comprehension kept."""
 
-    def __init__(self, host: Host, lambda_nodes: set[int]):
-        super().__init__(host)
+    def __init__(self, host: Host, lambda_nodes: set[int] | frozenset[int], links=None):
+        super().__init__(host, links=links)
         self.values: dict[int, Any] = {}
         self.matched: dict[int, list[int]] = {}
         self._inside = lambda_nodes
@@ -104,41 +105,36 @@ class EvidenceEvaluator(Evaluator):
         return super().call(node, env)
 
 
-def lambda_nodes(node: A.Node) -> set[int]:
-    out: set[int] = set()
-    for n in A.walk(node):
-        if isinstance(n, A.Lambda):
-            out.update(x.id for x in A.walk(n.body))
-            out.add(n.id)
-    return out
-
-
 class Grader:
-    """Grades trials of one plan; build once, grade many (rescoring, benchmarks)."""
+    """Grades trials of one plan; build once, grade many (rescoring, benchmarks).
 
-    def __init__(self, plan: Plan, registry: Registry):
+    The criteria come from the plan's `Program` (checked, analyzed and linked once per
+    plan per process): `program` when given, else built against `registry` when given,
+    else the cached program of the plan (`program_for`)."""
+
+    def __init__(self, plan: Plan, registry: Registry | None = None, *,
+                 program: Program | None = None):
         self.plan = plan
-        self.instances: list[Instance] = instances_from_plan(_with_task_defaults(plan),
-                                                             registry)
-        self._lambda_nodes = []
-        for inst in self.instances:
-            nodes: set[int] = set()
-            for root in (inst.score, *(let.expr for let in inst.lets),
-                         *(o.expr for o in inst.outputs)):
-                nodes |= lambda_nodes(root)
-            self._lambda_nodes.append(nodes)
+        if program is None:
+            program = Program.build(plan, registry) if registry is not None \
+                else program_for(plan)
+        self.program = program
+        self.instances: list[Instance] = program.instances
+        self._lambda_nodes = [c.lambda_nodes for c in program.criteria]
+        self._links = [c.links for c in program.criteria]
 
     def grade(self, host: Host, stopped_early: bool = False,
               armed: tuple[str, ...] = ()) -> GradeResult:
-        results = [self.grade_one(call, inst, host, nodes, stopped_early, armed)
-                   for call, inst, nodes in zip(self.plan.criteria, self.instances,
-                                                self._lambda_nodes, strict=True)]
+        results = [self.grade_one(call, inst, host, nodes, stopped_early, armed, links)
+                   for call, inst, nodes, links in zip(self.plan.criteria, self.instances,
+                                                       self._lambda_nodes, self._links,
+                                                       strict=True)]
         weighted_gate = self.plan.early_stop.gate_threshold \
             if self.plan.early_stop.rule == "weighted" else None
         return summarize(results, stopped_early, weighted_gate)
 
     def grade_one(self, call: CriterionCall, inst: Instance, host: Host, nodes: set[int],
-                  stopped_early: bool, armed: tuple[str, ...]) -> CriterionResult:
+                  stopped_early: bool, armed: tuple[str, ...], links=None) -> CriterionResult:
         advisory = stopped_early and call.id not in armed
         if is_disabled(call):  # never call the model: excluded from the score and the gate
             return CriterionResult(
@@ -146,7 +142,7 @@ class Grader:
                 kind=inst.result_kind, score=0.0, pass_threshold=call.pass_threshold,
                 passed=False, weight=call.weight, gating=False, advisory=advisory, error=None,
                 outputs={}, values={}, matched={}, duration_ms=0.0, disabled=True)
-        ev = EvidenceEvaluator(host, nodes)
+        ev = EvidenceEvaluator(host, nodes, links)
         if hasattr(host, "current"):
             host.current = call.id  # what it runs and asks is filed under this criterion
         started = time.monotonic()
@@ -174,21 +170,6 @@ class Grader:
             gating=call.gating and not advisory, advisory=advisory, error=error,
             outputs=outputs, values=ev.values, matched=ev.matched,
             duration_ms=(time.monotonic() - started) * 1000, env=env)
-
-
-def _with_task_defaults(plan: Plan) -> list[CriterionCall]:
-    """The plan's calls with task-level defaults the lowering leaves out of `args`:
-    commands_efficiency's expected_commands falls back to the task's expected_commands
-    (compile time checked one of them is set)."""
-    out = []
-    for call in plan.criteria:
-        if (call.definition or call.type) == "commands_efficiency" \
-                and call.args.get("expected_commands") is None \
-                and plan.expected_commands is not None:
-            call = attrs.evolve(call, args={**call.args,
-                                            "expected_commands": plan.expected_commands})
-        out.append(call)
-    return out
 
 
 def criterion_records(plan: Plan, graded: GradeResult) -> list[dict[str, Any]]:

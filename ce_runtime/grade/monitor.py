@@ -26,6 +26,7 @@ from ce_lang.api import (
     Instance,
     LiveEvaluator,
     Plan,
+    Program,
     ToolCallView,
     TraceView,
     analyze,
@@ -91,8 +92,8 @@ class _Aggregate:
 
 
 class _OverrideEvaluator(Evaluator):
-    def __init__(self, host: Any, overrides: dict[int, Any]):
-        super().__init__(host)
+    def __init__(self, host: Any, overrides: dict[int, Any], links: Any = None):
+        super().__init__(host, links=links)
         self.overrides = overrides
 
     def eval(self, node: A.Node, env: dict[str, Any]) -> Any:
@@ -135,6 +136,7 @@ class _Armed:
     aggregates: list[_Aggregate]
     analyzer: Any
     const_env: dict[str, Any]
+    links: Any = None  # the program's link table for the instance (None: by name)
     only_aggregates: bool = False  # the trace is read only through `aggregates`
     last_values: tuple | None = None  # aggregate values at the last (undecided) verdict
     decided: str | None = None  # the latched effective verdict: pass | fail
@@ -151,7 +153,10 @@ class _Armed:
 
 
 class LiveMonitor:
-    def __init__(self, plan: Plan, instances: list[Instance]):
+    """`program`: the plan's `Program` (its analyses and link tables are used as they
+    are), or the plan's instances (each armed one is analyzed here)."""
+
+    def __init__(self, plan: Plan, program: Program | list[Instance]):
         self.builder = ViewBuilder()
         self.host = _TraceHost(self.builder.view)
         self.armed: list[_Armed] = []
@@ -164,11 +169,17 @@ class LiveMonitor:
         self.results: set[str] = set()  # calls whose result arrived
         if not plan.early_stop.enabled:
             return
-        for call, inst in zip(plan.criteria, instances, strict=True):
+        compiled = program.criteria if isinstance(program, Program) else None
+        instances = program.instances if compiled is not None else program
+        for i, (call, inst) in enumerate(zip(plan.criteria, instances, strict=True)):
             if call.id not in plan.early_stop.armed or call.arming is None:
                 continue
-            _, an = analyze(inst.score, inst.lets, inst.params, call.pass_threshold,
-                            result_bool=inst.score_bool, outputs=inst.outputs)
+            if compiled is not None:
+                an, links = compiled[i].analysis, compiled[i].links
+            else:
+                _, an = analyze(inst.score, inst.lets, inst.params, call.pass_threshold,
+                                result_bool=inst.score_bool, outputs=inst.outputs)
+                links = None
             env = dict(inst.params)
             for let in inst.lets:  # lets folded to constants may appear in predicates
                 fact = an.facts.get(let.expr.id)
@@ -177,7 +188,7 @@ class LiveMonitor:
             aggs = [_Aggregate(n) for n in _trace_aggregates(inst, an, set(env))]
             self.armed.append(_Armed(
                 call.id, call.arming.polarity, call.pass_threshold, inst, inst.score_bool,
-                aggs, an, env, _reads_trace_only_through(inst, aggs), weight=call.weight,
+                aggs, an, env, links, _reads_trace_only_through(inst, aggs), weight=call.weight,
                 can_pass=call.can_decide_pass, can_fail=call.can_decide_fail,
                 decide_within=call.arming.decide_within))
 
@@ -200,7 +211,7 @@ class LiveMonitor:
             if a.decided is not None:
                 continue
             if changed is not None:
-                ev = Evaluator(self.host)
+                ev = Evaluator(self.host, links=a.links)
                 for agg in a.aggregates:
                     agg.update(changed, ev, a.const_env)
             if a.only_aggregates:  # nothing it reads moved: the verdict cannot have either
@@ -270,8 +281,8 @@ class LiveMonitor:
 
     def _verdict(self, a: _Armed) -> bool | None:
         overrides = {agg.node.id: agg.value() for agg in a.aggregates}
-        live = LiveEvaluator(a.analyzer, self.host)
-        live.ev = _OverrideEvaluator(self.host, overrides)
+        live = LiveEvaluator(a.analyzer, self.host, a.links)
+        live.ev = _OverrideEvaluator(self.host, overrides, a.links)
         bound = criterion_bound(live, a.inst.score, a.inst.lets, a.inst.outputs,
                                 dict(a.inst.params))
         return live_verdict(bound, a.threshold, a.result_bool)
