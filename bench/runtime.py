@@ -24,6 +24,8 @@
     `ce_runtime.grade.grading.grade_files` does minus reading the trace file): trace criteria
     plus file_exists / file_contains on a small prepared workspace, a different trace per
     trial (20-120 events): trials/s, and the split between building the view and grading.
+    Then a trial's criteria set-up (live monitor + grader): the first trial of a plan
+    builds its program, later ones reuse it.
 
 Every measurement runs in a FRESH subprocess (--repeat times, interleaved; the median
 is reported, min alongside), with cached bytecode like bench/compile.py. The table goes
@@ -502,8 +504,7 @@ def _compile(text: str, directory: str):
 def _monitor(a: dict[str, Any]) -> dict[str, Any]:
     import gc
 
-    from ce_lang.lang.instances import instances_from_plan
-    from ce_lang.lang.stdlib import registry_for_sources
+    from ce_lang.lang.program import program_for
     from ce_runtime.grade.monitor import LiveMonitor
 
     armed = a["armed"]
@@ -514,8 +515,7 @@ def _monitor(a: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         plan = _compile(_task_yaml(criteria, stop_early=armed > 0), tmp)
     assert len(plan.early_stop.armed) == armed, plan.early_stop
-    monitor = LiveMonitor(plan, instances_from_plan(plan.criteria,
-                                                    registry_for_sources(plan.criteria_sources)))
+    monitor = LiveMonitor(plan, program_for(plan))  # as `ce run`: the plan's program
     events = realistic_events(a["n"], a["seed"])
     on_event = monitor.on_event
     marks = [len(events) * i // 10 for i in range(11)]
@@ -560,7 +560,6 @@ WORKSPACE = {
 def _grade(a: dict[str, Any]) -> dict[str, Any]:
     import gc
 
-    from ce_lang.lang.stdlib import registry_for_sources
     from ce_runtime.grade.grading import host_for
     from ce_runtime.grade.interpreter import Grader
     from ce_runtime.trace.view import build_view
@@ -578,7 +577,7 @@ def _grade(a: dict[str, Any]) -> dict[str, Any]:
         rng = random.Random(a["seed"])
         traces = [realistic_events(rng.randint(20, 120), seed=i) for i in range(trials)]
         n_events = sum(map(len, traces))
-        grader = Grader(plan, registry_for_sources(plan.criteria_sources))
+        grader = Grader(plan)  # the plan's program, as `ce run`
         gc.collect()
         view_s = grade_s = 0.0
         passed = 0
@@ -599,6 +598,41 @@ def _grade(a: dict[str, Any]) -> dict[str, Any]:
             "criteria": len(plan.criteria), "trials_per_s": trials / seconds,
             "ms_per_trial": seconds / trials * 1000, "view_seconds": view_s,
             "grade_seconds": grade_s, "passed": passed}
+
+
+@measure("setup")
+def _setup(a: dict[str, Any]) -> dict[str, Any]:
+    """A trial's criteria set-up (live monitor + grader) for a plan of 16 armed and 7
+    graded criteria: the first trial of the plan in a process builds its program (check,
+    analyze, link); later trials find it in the per-process cache."""
+    from ce_lang.lang.program import clear_programs, program_for
+    from ce_runtime.grade.interpreter import Grader
+    from ce_runtime.grade.monitor import LiveMonitor
+
+    criteria = [(t, f, arm) for t, f, arm in ARMED[:16]] + \
+        [(t, f, None) for t, f in GRADE_CRITERIA]
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = _compile(_task_yaml(criteria, stop_early=True), tmp)
+
+    def trial() -> None:
+        program = program_for(plan)
+        LiveMonitor(plan, program)
+        Grader(plan, program=program)
+
+    trial()  # warm: the stdlib registry, imports
+    n = a["n"]
+    t0 = time.perf_counter()
+    for _ in range(n):
+        clear_programs()
+        trial()
+    first = (time.perf_counter() - t0) / n
+    t0 = time.perf_counter()
+    for _ in range(n):
+        trial()
+    later = (time.perf_counter() - t0) / n
+    return {"seconds": first + later, "criteria": len(plan.criteria),
+            "armed": len(plan.early_stop.armed), "first_ms": first * 1000,
+            "later_ms": later * 1000}
 
 
 # ======================================================================================
@@ -720,6 +754,7 @@ def main() -> None:
         results["grade"] = summarize([run_child("grade", {"trials": args.trials,
                                                           "seed": args.seed}, env)
                                       for _ in range(rep)])
+        results["setup"] = summarize([run_child("setup", {"n": 20}, env) for _ in range(rep)])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     rev_end = _git_rev()
@@ -822,6 +857,11 @@ def render(r: dict[str, Any]) -> str:
             f" best), {g['ms_per_trial']:.3f} ms/trial: view {g['view_seconds']:.2f} s, "
             f"grade {g['grade_seconds']:.2f} s; {g['passed']:,} trials passed; peak RSS "
             f"{g['peak_rss_mib']:.0f} MiB"]
+    su = r.get("setup")
+    if su is not None:
+        out += [f"    per-trial set-up (monitor + grader), {su['criteria']} criteria, "
+                f"{su['armed']} armed: first trial of the plan {su['first_ms']:.1f} ms (builds "
+                f"the program), later trials {su['later_ms']:.2f} ms (cached)"]
     return "\n".join(out)
 
 
