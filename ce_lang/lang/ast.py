@@ -122,13 +122,14 @@ class Let:
 
 @attrs.frozen(slots=True)
 class Require:
-    """`require [kind:] cond "message"`: a constraint on the arguments of a criterion."""
+    """`require [kind:] cond "message" ["help"]`: a constraint on a criterion's arguments."""
 
     kind: str  # range | choice | conflict | empty | missing | invalid
     cond: Node
     message: str
     span: Span
     kind_span: Span | None = None
+    help: str | None = None
 
 
 @attrs.frozen

@@ -36,7 +36,9 @@ RESULT_KINDS = ("binary", "fraction", "continuous", "classification")
 # `require kind: ...` -> the diagnostic code a violated constraint is reported with
 REQUIRE_KINDS = {"range": "CE0104", "choice": "CE0105", "conflict": "CE0109",
                  "empty": "CE0110", "missing": "CE0102", "invalid": "CE0111"}
+# in a `require` message: `{param}` its value, `{@param}` the field as the task spells it
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+FIELD_PLACEHOLDER = re.compile(r"\{@([A-Za-z_][A-Za-z0-9_]*)\}")
 EFFECT_ORDER = ("pure", "trace", "workspace", "exec", "model")
 
 
@@ -558,7 +560,8 @@ def check_require(req: A.Require, params: dict[str, T], checker: Checker,
     elif t != BOOL and t.name != "any":
         diags.emit("CE0603", f"a `require` condition must be a boolean, found {t}",
                    req.cond.span)
-    for name in PLACEHOLDER.findall(req.message):
+    text = req.message + (req.help or "")
+    for name in PLACEHOLDER.findall(text) + FIELD_PLACEHOLDER.findall(text):
         if name not in params:
             diags.emit("CE0607", f"the message of `require` shows `{{{name}}}`, which is not a "
                        "parameter", req.span, help=did_you_mean(name, list(params)))

@@ -133,10 +133,12 @@ def check_requires(defn: CheckedDef, params: dict[str, Any]) -> list[Violation]:
             ok = False
         if ok:
             continue
-        message = PLACEHOLDER.sub(
-            lambda m: _rendered(params[m.group(1)]) if m.group(1) in params else m.group(0),
-            req.message)
-        help_ = None
+        def fill(text: str) -> str:
+            return PLACEHOLDER.sub(lambda m: _rendered(params[m.group(1)])
+                                   if m.group(1) in params else m.group(0), text)
+
+        message = fill(req.message)
+        help_ = fill(req.help) if req.help is not None else None
         if req.kind == "choice":
             test = next((n for n in A.walk(req.cond) if isinstance(n, A.Binary)
                          and n.op == "in" and isinstance(n.left, A.Name)), None)
@@ -145,7 +147,7 @@ def check_requires(defn: CheckedDef, params: dict[str, Any]) -> list[Violation]:
                     allowed = Evaluator().eval(test.right, params)
                 except Exception:  # no list to suggest from
                     allowed = None
-                if isinstance(allowed, list):
+                if isinstance(allowed, list) and help_ is None:
                     help_ = did_you_mean(params[test.left.name], [str(a) for a in allowed])
         out.append(Violation(REQUIRE_KINDS.get(req.kind, "CE0111"), message, names, help_))
     return out

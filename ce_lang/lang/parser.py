@@ -281,10 +281,11 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def require_stmt(self, meta, items):
-        kind, cond, message = items
+        kind, cond, message, help_ = items
         return ("require", A.Require(str(kind) if kind is not None else "invalid", cond,
                                      _unquote(str(message)), self.span(meta),
-                                     self.span(kind) if kind is not None else None))
+                                     self.span(kind) if kind is not None else None,
+                                     _unquote(str(help_)) if help_ is not None else None))
 
     @v_args(meta=True)
     def record_def(self, meta, items):

@@ -86,14 +86,14 @@ class CriterionBase:
 class FileExists(CriterionBase, Criterion):
     """1 if the path (or glob) matches at least one file or directory."""
 
-    path: str = spec(path="workspace", non_empty=True, doc="file, directory or glob")
+    path: str = spec(path="workspace", doc="file, directory or glob")
 
 
 @register(Criterion, "file_contains")
 @frozen
 class FileContains(CriterionBase, Criterion):
     RESULT = "fraction"
-    path: str = spec(path="workspace", non_empty=True)
+    path: str = spec(path="workspace")
     includes: list[str] = spec(factory=list, doc="strings that must be present")
     excludes: list[str] | None = spec(None, doc="strings that must not be present")
 
@@ -109,7 +109,7 @@ class RegexPattern:
 @frozen
 class FileCheck(CriterionBase, Criterion):
     RESULT = "fraction"
-    path: str = spec(path="workspace", non_empty=True)
+    path: str = spec(path="workspace")
     includes: list[str] = spec(factory=list)
     excludes: list[str] = spec(factory=list)
     patterns: list[RegexPattern] = spec(factory=list)
@@ -131,7 +131,7 @@ class JmesAssertion:
 @frozen
 class JsonCheck(CriterionBase, Criterion):
     RESULT = "fraction"
-    path: str = spec(path="workspace", non_empty=True)
+    path: str = spec(path="workspace")
     json_schema: str | None = spec(None, doc="JSON Schema file (workspace, or $TASK_DIR/...)")
     assertions: list[JmesAssertion] = spec(factory=list)
 
@@ -139,11 +139,11 @@ class JsonCheck(CriterionBase, Criterion):
 @register(Criterion, "run_command")
 @frozen
 class RunCommand(CriterionBase, Criterion):
-    command: str = spec(non_empty=True, doc="shell command run in the workspace")
-    timeout: int = spec(30, gt=0, doc="seconds")
+    command: str = spec(doc="shell command run in the workspace")
+    timeout: int = spec(30, doc="seconds")
     expected_exit_code: int = spec(0)
     expected_stdout: str | None = spec(None)
-    stdout_match: Literal["exact", "contains", "regex"] = spec("exact")
+    stdout_match: str = spec("exact")
     score_from_stdout: bool = spec(False, doc="score = first stdout line as a float in [0, 1]")
     read_only: bool = spec(False, doc="the command does not modify the workspace")
 
@@ -151,10 +151,10 @@ class RunCommand(CriterionBase, Criterion):
 @register(Criterion, "file_matches_regex")
 @frozen
 class FileMatchesRegex(CriterionBase, Criterion):
-    path: str = spec(path="workspace", non_empty=True)
-    pattern: str = spec(non_empty=True)
+    path: str = spec(path="workspace")
+    pattern: str = spec()
     must_match: bool = spec(True)
-    flags: int = spec(0, ge=0)
+    flags: int = spec(0)
 
 
 @register(Criterion, "reference_comparison")
@@ -162,12 +162,12 @@ class FileMatchesRegex(CriterionBase, Criterion):
 class ReferenceComparison(CriterionBase, Criterion):
     RESULT = "continuous"
     READS_TRACE = True  # the guide and coder_eval reject it on agentless tasks
-    agent_file: str = spec(path="workspace", non_empty=True)
+    agent_file: str = spec(path="workspace")
     reference_file: str | None = spec(
         None, doc="file inside reference.directory (needed when the reference is a directory)"
     )
-    comparison_method: Literal["ast", "token", "complexity"] = spec("ast")
-    similarity_threshold: float = spec(0.8, ge=0, le=1, doc="also the pass threshold")
+    comparison_method: str = spec("ast")
+    similarity_threshold: float = spec(0.8, doc="also the pass threshold")
 
 
 @register(Criterion, "command_executed")
@@ -178,8 +178,8 @@ class CommandExecuted(CriterionBase, Criterion):
     tool_name: str | None = spec(None, doc="exact tool name; null = any tool")
     command_pattern: str | None = spec(None, doc="regex over the command / JSON parameters")
     exclude_pattern: str | None = spec(None, doc="regex that must not match")
-    min_count: int = spec(1, ge=0)
-    max_count: int | None = spec(None, ge=0)
+    min_count: int = spec(1)
+    max_count: int | None = spec(None)
     require_success: bool = spec(False)
 
 
@@ -188,17 +188,17 @@ class CommandExecuted(CriterionBase, Criterion):
 class CliCalled(CriterionBase, Criterion):
     """Invocations recorded in a JSON Lines log (`sandbox.record_cli`) matching a pattern."""
 
-    log: str = spec(RECORD_CLI_LOG, path="workspace", non_empty=True,
+    log: str = spec(RECORD_CLI_LOG, path="workspace",
                     doc="the invocation log (default: where record_cli writes)")
     verb: str | None = spec(None)
     verb_any_of: list[str] | None = spec(None)
-    tool: str | None = spec(None, non_empty=True)
+    tool: str | None = spec(None)
     positional: list[str] | None = spec(None)
     flags: dict[str, FlagMatch | str] | None = spec(None)
     value_flags: list[str] = spec(factory=lambda: ["output"])
     ignore_flags: list[str] = spec(factory=lambda: ["output"])
-    min_count: int = spec(1, ge=0)
-    max_count: int | None = spec(None, ge=0)
+    min_count: int = spec(1)
+    max_count: int | None = spec(None)
 
 
 @register(Criterion, "commands_efficiency")
@@ -207,7 +207,7 @@ class CommandsEfficiency(CriterionBase, Criterion):
     RESULT = "continuous"
     READS_TRACE = True
     expected_commands: int | None = spec(
-        None, ge=1, doc="expected tool calls (defaults to the task's expected_commands)"
+        None, doc="expected tool calls (defaults to the task's expected_commands)"
     )
 
 
@@ -215,18 +215,18 @@ class CommandsEfficiency(CriterionBase, Criterion):
 @frozen
 class UipathEval(CriterionBase, Criterion):
     RESULT = "fraction"
-    agent_name: str = spec(non_empty=True)
-    eval_set: str = spec(non_empty=True)
-    thresholds: dict[str, float] = spec(non_empty=True, doc="metric -> minimum")
+    agent_name: str = spec()
+    eval_set: str = spec()
+    thresholds: dict[str, float] = spec(doc="metric -> minimum")
 
 
 @register(Criterion, "classification_match")
 @frozen
 class ClassificationMatch(CriterionBase, Criterion):
     RESULT = "classification"
-    path: str = spec(path="workspace", non_empty=True)
+    path: str = spec(path="workspace")
     expected_label: str = spec()
-    allowed_labels: list[str] = spec(non_empty=True)
+    allowed_labels: list[str] = spec()
     case_sensitive: bool = spec(False)
 
 
@@ -235,23 +235,23 @@ class ClassificationMatch(CriterionBase, Criterion):
 class SkillTriggered(CriterionBase, Criterion):
     RESULT = "classification"
     READS_TRACE = True
-    skill_name: str = spec(non_empty=True)
+    skill_name: str = spec()
     expected_skill: str = spec(doc="the row's true skill; empty string for negative rows")
 
 
 @frozen
 class JudgeCommon:
     enabled: bool = spec(True, doc="false excludes the judge from score and gate")
-    prompt: str = spec(non_empty=True, doc="grading instructions")
+    prompt: str = spec(doc="grading instructions")
     files: list[str] = spec(factory=list, doc="workspace paths, or $TASK_DIR/... host paths")
     include_reference: bool = spec(False)
     include_agent_output: bool = spec(False)
     include_tool_calls: bool = spec(False)
     include_dialog: bool = spec(False)
-    max_dialog_chars: int = spec(80_000, gt=0)
-    max_file_chars: int = spec(20_000, gt=0)
+    max_dialog_chars: int = spec(80_000)
+    max_file_chars: int = spec(20_000)
     capture_transcript: bool = spec(True)
-    max_transcript_chars: int = spec(100_000, gt=0)
+    max_transcript_chars: int = spec(100_000)
 
 
 @register(Criterion, "llm_judge")
@@ -260,8 +260,8 @@ class LlmJudge(CriterionBase, JudgeCommon, Criterion):
     RESULT = "continuous"
     DEFAULT_PASS_THRESHOLD = 0.7
     model: str = spec(JUDGE_DEFAULT_MODEL)
-    temperature: float = spec(0.0, ge=0, le=2)
-    max_tokens: int = spec(1000, gt=0)
+    temperature: float = spec(0.0)
+    max_tokens: int = spec(1000)
 
 
 @register(Criterion, "agent_judge")
@@ -269,8 +269,8 @@ class LlmJudge(CriterionBase, JudgeCommon, Criterion):
 class AgentJudge(CriterionBase, JudgeCommon, Criterion):
     RESULT = "continuous"
     DEFAULT_PASS_THRESHOLD = 0.7
-    max_turns: int = spec(50, gt=0)
-    turn_timeout: int = spec(300, gt=0)
+    max_turns: int = spec(50)
+    turn_timeout: int = spec(300)
     agent: AgentConfig | None = spec(
         None, partial=True, doc="judge agent settings (hardened defaults for missing fields)"
     )
