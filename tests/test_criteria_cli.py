@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from ce_lang.lang.evaluate import Evaluator
 from ce_lang.lang.stdlib import stdlib_registry
-from ce_lang.schema.criteria import COMMON_FIELDS, Criterion
+from ce_lang.schema.criteria import COMMON_FIELDS, GENERATED, Criterion
 from ce_runtime.cli import main
 
 STDLIB = sorted(stdlib_registry().criteria)
@@ -52,6 +52,19 @@ def test_definition_signature_matches_the_task_schema(name):
             assert field.default is attrs.NOTHING or (optional and field.default is None), \
                 (name, pname)
         assert t.optional == optional or pname == "agent", (name, pname)
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_generated_schema_class_is_the_definition(name):
+    """A generated class carries the .ce signature: docs, path rules and result kind."""
+    cls = Criterion.MEMBERS[name]
+    checked = stdlib_registry().criteria[name]
+    assert cls.__name__ == GENERATED[name] and checked.defn.result == cls.RESULT
+    fields = {f.name: f for f in attrs.fields(cls)}
+    for p in checked.defn.params:
+        rule = fields[p.name].metadata["rule"]
+        assert rule.doc == p.doc
+        assert (rule.path == "workspace") == (checked.params[p.name].name == "path")
 
 
 def test_list_and_unknown_name():

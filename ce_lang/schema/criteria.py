@@ -1,6 +1,8 @@
 """The success criteria of the task format, one frozen class per `type:`.
 
-These classes describe what a task file may say about a criterion. What a criterion
+These classes describe what a task file may say about a criterion; most are generated
+at import from the standard library's `.ce` signatures (`GENERATED`), the others are
+hand-written for what a signature cannot express yet (see below). What a criterion
 *computes* (its predicate, effects and decidability) belongs to the criteria language;
 the plan lowers each instance into a call of that definition with these fields as
 arguments.
@@ -81,23 +83,6 @@ class CriterionBase:
     )
 
 
-@register(Criterion, "file_exists")
-@frozen
-class FileExists(CriterionBase, Criterion):
-    """1 if the path (or glob) matches at least one file or directory."""
-
-    path: str = spec(path="workspace", doc="file, directory or glob")
-
-
-@register(Criterion, "file_contains")
-@frozen
-class FileContains(CriterionBase, Criterion):
-    RESULT = "fraction"
-    path: str = spec(path="workspace")
-    includes: list[str] = spec(factory=list, doc="strings that must be present")
-    excludes: list[str] | None = spec(None, doc="strings that must not be present")
-
-
 @frozen
 class RegexPattern:
     pattern: str = spec(non_empty=True, doc="Python regular expression")
@@ -136,53 +121,6 @@ class JsonCheck(CriterionBase, Criterion):
     assertions: list[JmesAssertion] = spec(factory=list)
 
 
-@register(Criterion, "run_command")
-@frozen
-class RunCommand(CriterionBase, Criterion):
-    command: str = spec(doc="shell command run in the workspace")
-    timeout: int = spec(30, doc="seconds")
-    expected_exit_code: int = spec(0)
-    expected_stdout: str | None = spec(None)
-    stdout_match: str = spec("exact")
-    score_from_stdout: bool = spec(False, doc="score = first stdout line as a float in [0, 1]")
-    read_only: bool = spec(False, doc="the command does not modify the workspace")
-
-
-@register(Criterion, "file_matches_regex")
-@frozen
-class FileMatchesRegex(CriterionBase, Criterion):
-    path: str = spec(path="workspace")
-    pattern: str = spec()
-    must_match: bool = spec(True)
-    flags: int = spec(0)
-
-
-@register(Criterion, "reference_comparison")
-@frozen
-class ReferenceComparison(CriterionBase, Criterion):
-    RESULT = "continuous"
-    READS_TRACE = True  # the guide and coder_eval reject it on agentless tasks
-    agent_file: str = spec(path="workspace")
-    reference_file: str | None = spec(
-        None, doc="file inside reference.directory (needed when the reference is a directory)"
-    )
-    comparison_method: str = spec("ast")
-    similarity_threshold: float = spec(0.8, doc="also the pass threshold")
-
-
-@register(Criterion, "command_executed")
-@frozen
-class CommandExecuted(CriterionBase, Criterion):
-    RESULT = "fraction"
-    READS_TRACE = True
-    tool_name: str | None = spec(None, doc="exact tool name; null = any tool")
-    command_pattern: str | None = spec(None, doc="regex over the command / JSON parameters")
-    exclude_pattern: str | None = spec(None, doc="regex that must not match")
-    min_count: int = spec(1)
-    max_count: int | None = spec(None)
-    require_success: bool = spec(False)
-
-
 @register(Criterion, "cli_called")
 @frozen
 class CliCalled(CriterionBase, Criterion):
@@ -201,42 +139,6 @@ class CliCalled(CriterionBase, Criterion):
     max_count: int | None = spec(None)
 
 
-@register(Criterion, "commands_efficiency")
-@frozen
-class CommandsEfficiency(CriterionBase, Criterion):
-    RESULT = "continuous"
-    READS_TRACE = True
-    expected_commands: int | None = spec(
-        None, doc="expected tool calls (defaults to the task's expected_commands)"
-    )
-
-
-@register(Criterion, "uipath_eval")
-@frozen
-class UipathEval(CriterionBase, Criterion):
-    RESULT = "fraction"
-    agent_name: str = spec()
-    eval_set: str = spec()
-    thresholds: dict[str, float] = spec(doc="metric -> minimum")
-
-
-@register(Criterion, "classification_match")
-@frozen
-class ClassificationMatch(CriterionBase, Criterion):
-    RESULT = "classification"
-    path: str = spec(path="workspace")
-    expected_label: str = spec()
-    allowed_labels: list[str] = spec()
-    case_sensitive: bool = spec(False)
-
-
-@register(Criterion, "skill_triggered")
-@frozen
-class SkillTriggered(CriterionBase, Criterion):
-    RESULT = "classification"
-    READS_TRACE = True
-    skill_name: str = spec()
-    expected_skill: str = spec(doc="the row's true skill; empty string for negative rows")
 
 
 @frozen
@@ -253,15 +155,6 @@ class JudgeCommon:
     capture_transcript: bool = spec(True)
     max_transcript_chars: int = spec(100_000)
 
-
-@register(Criterion, "llm_judge")
-@frozen
-class LlmJudge(CriterionBase, JudgeCommon, Criterion):
-    RESULT = "continuous"
-    DEFAULT_PASS_THRESHOLD = 0.7
-    model: str = spec(JUDGE_DEFAULT_MODEL)
-    temperature: float = spec(0.0)
-    max_tokens: int = spec(1000)
 
 
 @register(Criterion, "agent_judge")
@@ -298,3 +191,81 @@ class UserCall(CriterionBase, Criterion):
 
 
 Criterion.USER_BASE = CriterionBase
+
+
+# -- classes generated from the standard library's .ce signatures -------------------------
+# Field names, types, defaults, docs and the result kind come from the definition (its
+# `require` constraints are checked when the arguments are bound); only what a signature
+# does not say is here. The criteria above stay hand-written for what their signatures
+# cannot express yet: record fields with constraints (file_check's patterns, json_check's
+# assertions), cli_called's `flags` (a predicate or a bare string) and agent_judge's
+# `agent` (an AgentConfig merged over hardened defaults).
+GENERATED = {
+    "file_exists": "FileExists", "file_contains": "FileContains",
+    "file_matches_regex": "FileMatchesRegex", "run_command": "RunCommand",
+    "uipath_eval": "UipathEval", "reference_comparison": "ReferenceComparison",
+    "command_executed": "CommandExecuted", "commands_efficiency": "CommandsEfficiency",
+    "skill_triggered": "SkillTriggered", "classification_match": "ClassificationMatch",
+    "llm_judge": "LlmJudge",
+}
+_DEFAULT_PASS_THRESHOLD = {"llm_judge": 0.7}
+
+
+def _python_type(t) -> Any:
+    scalar = {"bool": bool, "int": int, "float": float, "str": str, "path": str, "regex": str,
+              "json": Any}
+    if t.name in scalar:
+        tp = scalar[t.name]
+    elif t.name == "list":
+        tp = list[_python_type(t.elem)]
+    elif t.name == "map":
+        tp = dict[str, _python_type(t.elem)]
+    else:
+        raise TypeError(f"no schema type for .ce type {t}")
+    return tp | None if t.optional and tp is not Any else tp
+
+
+def _generate(tag: str, class_name: str) -> type:
+    import copy
+
+    from ce_lang.lang.evaluate import Evaluator
+    from ce_lang.lang.stdlib import stdlib_registry
+
+    checked = stdlib_registry().criteria[tag]
+    annotations: dict[str, Any] = {}
+    namespace: dict[str, Any] = {
+        "__module__": __name__, "__qualname__": class_name,
+        "__doc__": checked.defn.doc.split("\n\n")[0],
+        "RESULT": checked.defn.result,
+        "DEFAULT_PASS_THRESHOLD": _DEFAULT_PASS_THRESHOLD.get(tag, 0.9),
+    }
+    for p in checked.defn.params:
+        t = checked.params[p.name]
+        annotations[p.name] = _python_type(t)
+        rule: dict[str, Any] = {"doc": p.doc}
+        if t.name == "path":
+            rule["path"] = "workspace"
+        if p.name in checked.defaults:
+            value = Evaluator().eval(checked.defaults[p.name], {})
+            namespace[p.name] = spec(factory=lambda v=value: copy.deepcopy(v), **rule) \
+                if isinstance(value, list | dict) else spec(value, **rule)
+        else:
+            namespace[p.name] = spec(None, **rule) if t.optional else spec(**rule)
+    namespace["__annotations__"] = annotations
+    return register(Criterion, tag)(frozen(type(class_name, (CriterionBase, Criterion),
+                                                namespace)))
+
+
+for _tag, _name in GENERATED.items():
+    globals()[_name] = _generate(_tag, _name)
+FileExists: type
+FileContains: type
+FileMatchesRegex: type
+RunCommand: type
+UipathEval: type
+ReferenceComparison: type
+CommandExecuted: type
+CommandsEfficiency: type
+SkillTriggered: type
+ClassificationMatch: type
+LlmJudge: type
