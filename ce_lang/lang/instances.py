@@ -200,12 +200,17 @@ def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float
         if hit is None:
             hit = cache[key] = _instance(i, defn, params, threshold)
         return _at_index(hit, i)
+    return _analyzed_instance(i, defn, params, threshold)[0]
+
+
+def _analyzed_instance(i: int, defn: CheckedDef, params: dict[str, Any],
+                       threshold: float) -> tuple[Instance, Analyzer]:
     d = defn.defn
     decision, an = analyze(d.score, d.lets, params, threshold,
                            result_bool=defn.score_type == BOOL, outputs=d.outputs)
     return Instance(i, d.name, d.result, params, decision, d.score, d.lets, d.outputs,
                     tuple(_effect_calls(d.score, d.lets, an)), defn.score_type == BOOL,
-                    tuple(check_requires(defn, params)))
+                    tuple(check_requires(defn, params))), an
 
 
 def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Registry,
@@ -322,7 +327,14 @@ def plan_steps(instances: list[Instance | None], read_only: dict[int, bool]) -> 
 def instances_from_plan(criteria: list[Any], registry: Registry) -> list[Instance]:
     """Rebuild checked instances from a plan's criterion calls (a plan is self-contained:
     its calls name their definitions and carry their bound arguments)."""
-    out = []
+    return [inst for inst, _ in analyzed_instances_from_plan(criteria, registry)]
+
+
+def analyzed_instances_from_plan(criteria: list[Any], registry: Registry
+                                 ) -> list[tuple[Instance, Analyzer]]:
+    """As `instances_from_plan`, with the analysis each instance was checked with (the
+    program keeps it instead of analyzing again)."""
+    out: list[tuple[Instance, Analyzer]] = []
     for i, call in enumerate(criteria):
         diags = Diagnostics()
         if call.definition == "expr":
@@ -334,8 +346,8 @@ def instances_from_plan(criteria: list[Any], registry: Registry) -> list[Instanc
                 raise ValueError(f"{call.id}: {diags[0].message}")
             t, _ = check_expression(node, registry, diags)
             decision, an = analyze(node, (), {}, call.pass_threshold, result_bool=t == BOOL)
-            out.append(Instance(i, "expr", call.result_kind, {}, decision, node, (), (),
-                                tuple(_effect_calls(node, (), an)), t == BOOL))
+            out.append((Instance(i, "expr", call.result_kind, {}, decision, node, (), (),
+                                 tuple(_effect_calls(node, (), an)), t == BOOL), an))
             continue
         defn = registry.criteria.get(call.definition or call.type)
         if defn is None:
@@ -345,5 +357,5 @@ def instances_from_plan(criteria: list[Any], registry: Registry) -> list[Instanc
         params = bind(defn, dict(call.args), registry, diags, at, at, (), strict=False)
         if params is None:
             raise ValueError(f"{call.id}: {diags[0].message}")
-        out.append(_instance(i, defn, params, call.pass_threshold))
+        out.append(_analyzed_instance(i, defn, params, call.pass_threshold))
     return out

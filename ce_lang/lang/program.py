@@ -27,11 +27,11 @@ import attrs
 
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.lang import ast as A
-from ce_lang.lang.analysis import Decision, Fact, analyze
+from ce_lang.lang.analysis import Decision, Fact
 from ce_lang.lang.builtins import BUILTINS, Overload
 from ce_lang.lang.checker import Registry, Tables, check_expression
 from ce_lang.lang.evaluate import Link
-from ce_lang.lang.instances import Instance, instances_from_plan
+from ce_lang.lang.instances import Instance, analyzed_instances_from_plan
 from ce_lang.lang.records import BUILTIN_RECORDS
 from ce_lang.lang.values import MessageView, ToolCallView, TraceView
 
@@ -79,12 +79,10 @@ class Program:
         ValueError when a criterion does not bind, as `instances_from_plan`)."""
         global _BUILDS
         calls = with_task_defaults(plan)
-        instances = instances_from_plan(calls, registry)
         criteria = []
-        for call, inst in zip(calls, instances, strict=True):
-            decision, an = analyze(inst.score, inst.lets, inst.params, call.pass_threshold,
-                                   result_bool=inst.score_bool, outputs=inst.outputs)
-            analysis = Analysis(decision, MappingProxyType(dict(an.facts)),
+        for call, (inst, an) in zip(calls, analyzed_instances_from_plan(calls, registry),
+                                    strict=True):
+            analysis = Analysis(inst.decision, MappingProxyType(dict(an.facts)),
                                 MappingProxyType(dict(an.raises)),
                                 MappingProxyType(dict(an.raises_here)),
                                 tuple(dict.fromkeys(an.folded)))
