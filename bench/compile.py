@@ -51,6 +51,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchlib import git_rev
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEFAULT_DATA = os.path.join(HERE, ".data")
@@ -1016,25 +1018,6 @@ def _importtime_once(one_file: str, top: int) -> dict[str, Any]:
 # Report
 # ======================================================================================
 
-def _git_rev() -> str | None:
-    """HEAD, plus `+dirty` and a short hash of the uncommitted diff of the compiler's
-    sources (so a run that spans a change to them can tell)."""
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, cwd=ROOT, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, cwd=ROOT).stdout.strip()
-        diff = subprocess.run(["git", "diff", "HEAD", "--", "ce_lang", "ce_runtime",
-                               "stdlib_criteria", "grammar"], capture_output=True, cwd=ROOT
-                              ).stdout
-        if diff:
-            import hashlib
-
-            return f"{rev}+dirty({hashlib.sha1(diff).hexdigest()[:7]})"
-        return rev + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):  # e.g. a `git archive` snapshot
-        return os.environ.get("CE_BENCH_REV")
-
 
 def render(r: dict[str, Any]) -> str:
     g, fe, cli = r["generated"], r["phases"]["frontend"], r["cli"]
@@ -1186,7 +1169,7 @@ def main() -> None:
         tasks_dir = os.path.join(tmp, "tasks")
 
     log = sys.stderr
-    git_start = _git_rev()
+    git_start = git_rev()
     try:
         print(f"generating {args.tasks} task files in {tasks_dir} ...", file=log)
         generated = generate(args.tasks, tasks_dir, args.seed)
@@ -1244,7 +1227,7 @@ def main() -> None:
         "meta": {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "seed": args.seed,
                  "repeat": args.repeat, "python": platform.python_version(),
                  "platform": platform.platform(terse=True), "cpus": os.cpu_count(),
-                 "git": git_start, "git_end": _git_rev()},
+                 "git": git_start, "git_end": git_rev()},
         "generated": generated,
         "phases": phases,
         "cli": cli,

@@ -50,6 +50,8 @@ import tempfile
 import time
 from typing import Any
 
+from benchlib import git_rev
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEFAULT_DATA = os.path.join(HERE, ".data")
@@ -270,21 +272,6 @@ def run_all(args: argparse.Namespace, env: dict[str, str], say) -> dict[str, Any
     return results
 
 
-def _git_rev() -> str | None:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, cwd=ROOT, check=True).stdout.strip()
-        diff = subprocess.run(["git", "diff", "HEAD", "--", "ce_lang", "ce_runtime",
-                               "stdlib_criteria"], capture_output=True, cwd=ROOT).stdout
-        if diff:
-            import hashlib
-
-            return f"{rev}+dirty({hashlib.sha1(diff).hexdigest()[:7]})"
-        return rev
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("CE_BENCH_REV")
-
-
 def render(r: dict[str, Any]) -> str:
     m, v = r["meta"], r["variants"]
     lines = [f"ce rescore benchmark: {m['trials']:,} archived trials (6 trace+file criteria), "
@@ -330,7 +317,7 @@ def main() -> None:
     data_dir = os.path.abspath(args.out) if args.out else DEFAULT_DATA
     os.makedirs(data_dir, exist_ok=True)
     env = bench_env(data_dir)
-    rev = _git_rev()
+    rev = git_rev()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
     def say(msg: str) -> None:
@@ -342,7 +329,7 @@ def main() -> None:
     report = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "trials": args.trials,
                        "repeat": args.repeat, "python": platform.python_version(),
                        "platform": platform.platform(terse=True), "cpus": os.cpu_count(),
-                       "loadavg": load, "git": rev, "git_end": _git_rev()},
+                       "loadavg": load, "git": rev, "git_end": git_rev()},
               "variants": variants,
               "ratio_cached_uncached": b["marginal_ms_per_trial"]
               / max(c["marginal_ms_per_trial"], 1e-9),

@@ -48,6 +48,8 @@ import tempfile
 import time
 from typing import Any
 
+from benchlib import git_rev
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DATA = os.path.join(HERE, ".data")
@@ -210,7 +212,7 @@ def run_all(args: argparse.Namespace, say) -> dict[str, Any]:
     out: dict[str, Any] = {
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(), "loadavg_at_start": list(os.getloadavg())},
-        "git": _git_rev(), "overhead": {}, "drivers": {}, "throughput": [], "cli": None}
+        "git": git_rev(), "overhead": {}, "drivers": {}, "throughput": [], "cli": None}
     # warm-up: the uv cache, bytecode, the page cache
     in_subprocess(["venv", "2", "1"])
     in_subprocess(["none", "5", "1"])
@@ -246,14 +248,6 @@ def run_all(args: argparse.Namespace, say) -> dict[str, Any]:
     out["cli"] = median_run([in_subprocess(["cli", str(args.trials), str(jobs)])
                              for _ in range(args.repeat)])
     return out
-
-
-def _git_rev() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def render(r: dict[str, Any]) -> str:

@@ -48,6 +48,7 @@ import time
 from typing import Any
 
 import msgspec
+from benchlib import git_rev
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -668,21 +669,6 @@ def summarize(runs: list[dict[str, Any]], key: str = "seconds") -> dict[str, Any
     return best
 
 
-def _git_rev() -> str | None:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, cwd=ROOT, check=True).stdout.strip()
-        diff = subprocess.run(["git", "diff", "HEAD", "--", "ce_lang", "ce_runtime",
-                               "stdlib_criteria"], capture_output=True, cwd=ROOT).stdout
-        if diff:
-            import hashlib
-
-            return f"{rev}+dirty({hashlib.sha1(diff).hexdigest()[:7]})"
-        return rev
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("CE_BENCH_REV")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -709,7 +695,7 @@ def main() -> None:
     os.makedirs(data_dir, exist_ok=True)
     env = bench_env(data_dir)
     log = sys.stderr
-    rev_start = _git_rev()
+    rev_start = git_rev()
     tmp = tempfile.mkdtemp(prefix="ce-bench-runtime-")
     base = {"seed": args.seed, "trace": os.path.join(tmp, "trace.bin"),
             "events": args.events, "writer_events": args.writer_events}
@@ -757,7 +743,7 @@ def main() -> None:
         results["setup"] = summarize([run_child("setup", {"n": 20}, env) for _ in range(rep)])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    rev_end = _git_rev()
+    rev_end = git_rev()
     report = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "seed": args.seed,
                        "repeat": rep, "python": platform.python_version(),
                        "platform": platform.platform(terse=True), "cpus": os.cpu_count(),
