@@ -32,6 +32,7 @@ import os
 import re
 from typing import Any
 
+from ce_agents.cli_agent import TurnEvents
 from ce_runtime.execute.agent_protocol import AGENT, AgentOutcome, AgentRequest, EventSink
 from ce_runtime.trace import events as T
 
@@ -196,14 +197,12 @@ def _host_port(url: str) -> tuple[str, int]:
     return parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
 
 
-class _Session:
+class _Session(TurnEvents):
     """Maps the SDK's messages to trace events as they arrive."""
 
     def __init__(self, request: AgentRequest, sink: EventSink):
-        self.sink = sink
+        super().__init__(sink)
         self.stderr: list[str] = []
-        self.turn = 0
-        self.open = False
         self.result: Any = None
         self.session_id: str | None = None
         self.stopped = False
@@ -211,20 +210,6 @@ class _Session:
         self.usage: dict[str, dict[str, int]] = {}  # message id -> its usage so far
         self.last_text = ""  # the agent's last words (what a simulated user answers)
         self.cost = 0.0  # the session's cost reported so far (results are cumulative)
-
-    def emit(self, cls: type, *args: Any, **kw: Any) -> None:
-        self.sink.emit(cls(self.sink.clock(), *args, **kw))
-
-    def turn_start(self) -> None:
-        if not self.open:
-            self.turn += 1
-            self.open = True
-            self.emit(T.TurnStart, self.turn)
-
-    def turn_end(self) -> None:
-        if self.open:
-            self.open = False
-            self.emit(T.TurnEnd, self.turn)
 
     def on(self, sdk: Any, message: Any) -> None:
         if isinstance(message, sdk.StreamEvent):

@@ -18,17 +18,14 @@ from ce_runtime.trace import events as T
 STDERR_KEPT = 4000
 
 
-class Events:
-    """Helpers for an agent's event mapping: emits with the sink's clock, numbers turns,
-    sums usage, remembers how the run ended."""
+class TurnEvents:
+    """What every agent's event mapping does: emit with the sink's clock, and open and
+    close numbered turns (each at most once)."""
 
     def __init__(self, sink: EventSink):
         self.sink = sink
         self.turn = 0
         self.open = False
-        self.error: str | None = None
-        self.session: str | None = None
-        self.calls: dict[str, str] = {}  # call id -> tool (results are matched to calls)
 
     def emit(self, cls: type, *args: Any, **kw: Any) -> None:
         self.sink.emit(cls(self.sink.clock(), *args, **kw))
@@ -43,6 +40,17 @@ class Events:
         if self.open:
             self.open = False
             self.emit(T.TurnEnd, self.turn)
+
+
+class Events(TurnEvents):
+    """Helpers for a CLI agent's event mapping: turns, tool calls matched to their
+    results, usage, how the run ended."""
+
+    def __init__(self, sink: EventSink):
+        super().__init__(sink)
+        self.error: str | None = None
+        self.session: str | None = None
+        self.calls: dict[str, str] = {}  # call id -> tool (results are matched to calls)
 
     def call(self, call_id: str, raw: str, params: dict[str, Any]) -> None:
         """A tool call; shell tools become `Bash` with the command unwrapped."""
