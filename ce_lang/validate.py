@@ -294,7 +294,27 @@ class Walker:
         for name in skip:  # passed through unchecked: another pass owns them
             if name in value:
                 out[name] = value[name]
+        record = getattr(cls, "__ce_record__", None)
+        if record is not None and record.requires and complete and not partial \
+                and not self._record_ok(record, cls, value, out, path):
+            return INVALID  # a broken constraint drops the record, as a bad field does
         return out if complete or partial else INVALID
+
+    def _record_ok(self, record: Any, cls: type, value: dict[str, Any], out: dict[str, Any],
+                   path: Path) -> bool:
+        """The `require` constraints of the `.ce` record a generated class stands for."""
+        from ce_lang.lang.bind import report_record
+
+        values = {}
+        for f in attrs.fields(cls):
+            if f.name in out:
+                values[f.name] = out[f.name]
+            elif isinstance(f.default, attrs.Factory):  # type: ignore[arg-type]
+                values[f.name] = f.default.factory()
+            elif f.default is not attrs.NOTHING:
+                values[f.name] = f.default
+        return report_record(record, values, frozenset(value), path, self.diags,
+                             self.ctx.span_of, self.ctx.key_span_of)
 
     def tagged(self, value: Any, base: type[Tagged], path: Path, partial: bool) -> Any:
         if not isinstance(value, dict):

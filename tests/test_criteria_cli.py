@@ -89,3 +89,72 @@ def test_user_file(tmp_path):
     res = CliRunner().invoke(main, ["criteria", "show", "used_bash", "-f", str(f)])
     assert res.exit_code == 0, res.output
     assert "Bash was used." in res.output and "Effects: trace" in res.output
+
+
+BOUND = """\
+task_id: t
+description: d
+initial_prompt: p
+success_criteria:
+  - type: file_check
+    path: main.py
+    includes: [def main]
+    patterns:
+      - {pattern: "def main"}
+      - {pattern: "class \\\\w+", must_match: false, flags: 2}
+    description: fc
+  - type: json_check
+    path: report.json
+    assertions:
+      - {expression: status, expected: ok}
+      - {expression: "length(items)", operator: gte, expected: 1}
+      - {expression: meta, operator: exists}
+    description: jc
+"""
+
+
+def test_generated_record_fields_bind_as_the_hand_written_classes_did(tmp_path):
+    """file_check and json_check are generated from files.ce / json.ce: the list-of-record
+    arguments bind to the same values (defaults filled in, declaration order) as before."""
+    from ce_lang.compiler import compile_paths
+    from ce_lang.schema import criteria as C
+
+    (tmp_path / "t.yaml").write_text(BOUND)
+    result = compile_paths([str(tmp_path / "t.yaml")])
+    assert not result.diagnostics, [d.message for d in result.diagnostics]
+    calls = result.trials[0].plan.criteria
+    assert calls[0].args == {
+        "path": "main.py", "includes": ["def main"], "excludes": [],
+        "patterns": [{"pattern": "def main", "must_match": True, "flags": 0},
+                     {"pattern": "class \\w+", "must_match": False, "flags": 2}]}
+    assert calls[1].args == {
+        "path": "report.json", "json_schema": None,
+        "assertions": [{"expression": "status", "operator": "equals", "expected": "ok"},
+                       {"expression": "length(items)", "operator": "gte", "expected": 1},
+                       {"expression": "meta", "operator": "exists", "expected": None}]}
+    assert [f.name for f in attrs.fields(C.RegexPattern)] == ["pattern", "must_match", "flags"]
+    assert [f.name for f in attrs.fields(C.JmesAssertion)] == ["expression", "operator",
+                                                               "expected"]
+    for cls, record in ((C.RegexPattern, "RegexPattern"), (C.JmesAssertion, "Assertion")):
+        assert cls.__ce_record__ is stdlib_registry().records[record]
+        assert cls.__ce_record__.requires  # the constraints live in the .ce declaration
+
+
+def test_show_prints_the_records_a_criterion_takes():
+    res = CliRunner().invoke(main, ["criteria", "show", "file_check"])
+    assert res.exit_code == 0, res.output
+    assert "record RegexPattern(" in res.output
+    assert 'require range: flags >= 0' in res.output
+    res = CliRunner().invoke(main, ["criteria", "show", "json_check"])
+    assert "record Assertion(" in res.output and "require choice: operator in" in res.output
+
+
+def test_show_user_record_with_require(tmp_path):
+    f = tmp_path / "mine.ce"
+    f.write_text('record Span(lo: int = 0 "low", hi: int = 1 "high")\n"""A span."""\n'
+                 '  require lo <= hi "lo > hi"\n'
+                 'criterion spans(s: list[Span] "spans") -> binary\n"""Spans."""\n'
+                 '  score = len(s) > 0\nend\n')
+    res = CliRunner().invoke(main, ["criteria", "show", "spans", "-f", str(f)])
+    assert res.exit_code == 0, res.output
+    assert 'record Span(' in res.output and 'require lo <= hi "lo > hi"' in res.output

@@ -122,7 +122,8 @@ class Let:
 
 @attrs.frozen(slots=True)
 class Require:
-    """`require [kind:] cond "message" ["help"]`: a constraint on a criterion's arguments."""
+    """`require [kind:] cond "message" ["help"]`: a constraint on a criterion's arguments
+    or a record's fields."""
 
     kind: str  # range | choice | conflict | empty | missing | invalid
     cond: Node
@@ -138,6 +139,8 @@ class RecordDef:
     fields: tuple[Param, ...]
     doc: str
     span: Span
+    requires: tuple[Require, ...] = ()
+    source: str = ""  # the .ce text, for `ce criteria show`
 
 
 @attrs.frozen

@@ -11,9 +11,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.lang import ast as A
 from ce_lang.lang.checker import CheckedDef, Registry
 from ce_lang.lang.evaluate import Evaluator
+from ce_lang.lang.records import RecordType
 from ce_lang.lang.types import T
 from ce_lang.lang.values import Regex
 from ce_lang.spans import Path, Span
@@ -121,6 +125,7 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
                            (key_at or at)((*path, key)),
                            help=did_you_mean(key, list(record.fields)))
         defaults = registry.record_defaults.get(kind, {})
+        before = len(diags)
         for fname, field in record.fields.items():
             if fname in value:
                 out[fname] = convert(value[fname], field.type, registry, diags, at,
@@ -131,9 +136,56 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
                 out[fname] = None
             else:
                 diags.emit("CE0102", f"missing field `{fname}` in {kind}", at(path))
+        if record.requires and len(diags) == before:
+            report_record(record, out, frozenset(value), path, diags, at, key_at or at)
         return out
     wrong(str(t))
     return None
+
+
+@attrs.frozen
+class _Requires:
+    """What `instances.check_requires` reads of a definition: its `require` statements."""
+
+    requires: tuple[A.Require, ...]
+
+
+@attrs.frozen
+class _Holder:
+    defn: _Requires
+
+
+def record_violations(record: RecordType, values: dict[str, Any]) -> list:
+    """The `require` constraints of a record declaration that a bound value breaks (the
+    same evaluation as a criterion's: a field still holding `${row.key}` waits)."""
+    from ce_lang.lang.instances import check_requires
+
+    if not record.requires:
+        return []
+    return check_requires(_Holder(_Requires(tuple(record.requires))), values)
+
+
+def report_record(record: RecordType, values: dict[str, Any], written: frozenset[str],
+                  path: Path, diags: Diagnostics, at: SpanOf, key_at: SpanOf) -> bool:
+    """Report the record's broken constraints at the first field each reads that the
+    mapping sets (its key for conflicts), else at the record; one per field. `{@field}`
+    in a message is the field's full path (`success_criteria[0].patterns[1].flags`).
+    True when the value breaks none."""
+    from ce_lang.lang.checker import FIELD_PLACEHOLDER
+    from ce_lang.spans import format_path
+
+    blamed: set[Path] = set()
+    for v in record_violations(record, values):
+        field = next((n for n in v.names if n in written), None)
+        where = path if field is None else (*path, field)
+        if where in blamed:
+            continue
+        blamed.add(where)
+        span = key_at(where) if v.code == "CE0109" and field is not None else at(where)
+        message, help_ = (None if t is None else FIELD_PLACEHOLDER.sub(
+            lambda m: format_path((*path, m.group(1))), t) for t in (v.message, v.help))
+        diags.emit(v.code, message, span, help=help_)
+    return not blamed
 
 
 def _kind(value: Any) -> str:

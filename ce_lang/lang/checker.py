@@ -451,7 +451,12 @@ def check_module(module: A.Module, registry: Registry, diags: Diagnostics, origi
             fields[p.name] = Field(registry.resolve_type(p.type, diags), "const", p.doc)
             if p.default is not None:
                 defaults[p.name] = p.default
-        registry.records[rec.name] = RecordType(rec.name, fields, {}, rec.doc)
+        checker = Checker(registry, diags)
+        types = {name: f.type for name, f in fields.items()}
+        for req in rec.requires:
+            check_require(req, types, checker, diags, what="field")
+        registry.records[rec.name] = RecordType(rec.name, fields, {}, rec.doc, rec.requires,
+                                                rec.source)
         registry.record_defaults[rec.name] = defaults
     out = []
     from ce_lang.schema.criteria import Criterion
@@ -542,9 +547,10 @@ def check_definition(defn: A.CriterionDef, registry: Registry, diags: Diagnostic
 
 
 def check_require(req: A.Require, params: dict[str, T], checker: Checker,
-                  diags: Diagnostics) -> None:
+                  diags: Diagnostics, what: str = "parameter") -> None:
     """A constraint reads the parameters only (constants when a task binds them): no
-    `let`, no trace, no effect; it is a boolean; its message names parameters."""
+    `let`, no trace, no effect; it is a boolean; its message names parameters. In a
+    `record` declaration (`what="field"`) it reads the record's fields only."""
     if req.kind not in REQUIRE_KINDS:
         diags.emit("CE0607", f"unknown `require` kind `{req.kind}`", req.kind_span or req.span,
                    help=did_you_mean(req.kind, list(REQUIRE_KINDS))
@@ -552,11 +558,11 @@ def check_require(req: A.Require, params: dict[str, T], checker: Checker,
     t = checker.check(req.cond, dict(params))
     effects = checker.eff(req.cond)
     if effects:
-        what = {"trace": "the trace", "workspace": "the workspace", "exec": "commands",
-                "model": "a model"}
+        shown = {"trace": "the trace", "workspace": "the workspace", "exec": "commands",
+                 "model": "a model"}
         diags.emit("CE0607", "a `require` condition is checked when the task compiles: it can "
-                   "read the parameters only, not "
-                   + ", ".join(what.get(e, e) for e in sorted(effects)), req.cond.span)
+                   f"read the {what}s only, not "
+                   + ", ".join(shown.get(e, e) for e in sorted(effects)), req.cond.span)
     elif t != BOOL and t.name != "any":
         diags.emit("CE0603", f"a `require` condition must be a boolean, found {t}",
                    req.cond.span)
@@ -564,7 +570,7 @@ def check_require(req: A.Require, params: dict[str, T], checker: Checker,
     for name in PLACEHOLDER.findall(text) + FIELD_PLACEHOLDER.findall(text):
         if name not in params:
             diags.emit("CE0607", f"the message of `require` shows `{{{name}}}`, which is not a "
-                       "parameter", req.span, help=did_you_mean(name, list(params)))
+                       f"{what}", req.span, help=did_you_mean(name, list(params)))
 
 
 def check_expression(node: A.Node, registry: Registry, diags: Diagnostics,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 
+import attrs
 import lark
 from lark import Lark, Token, Transformer, v_args
 
@@ -290,9 +291,11 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def record_def(self, meta, items):
         name, *rest = items
-        doc = rest[-1]
-        params = tuple(p for p in rest[:-1] if isinstance(p, A.Param))
-        return A.RecordDef(str(name), params, _doc(doc), self.span(meta))
+        params = tuple(p for p in rest if isinstance(p, A.Param))
+        doc = next((t for t in rest if isinstance(t, Token) and t.type == "DOC"), None)
+        requires = tuple(r for kind, r in (x for x in rest if isinstance(x, tuple))
+                         if kind == "require")
+        return A.RecordDef(str(name), params, _doc(doc), self.span(meta), requires)
 
 
 def _join(a: Span, b: Span) -> Span:
@@ -343,7 +346,9 @@ def parse_module(text: str, file: str, diags: Diagnostics) -> A.Module | None:
     records, criteria = [], []
     for item in tree.children:
         if item.data == "record_def":
-            records.append(builder.transform(item))
+            meta = item.meta
+            records.append(attrs.evolve(builder.transform(item),
+                                        source=text[meta.start_pos:meta.end_pos]))
         else:
             criteria.append(_criterion(builder, item, text))
     return A.Module(file, tuple(records), tuple(criteria))

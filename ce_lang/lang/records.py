@@ -29,6 +29,10 @@ class RecordType:
     fields: dict[str, Field]
     methods: dict[str, MethodSig]
     doc: str
+    # a `record` declaration's `require` constraints (ast.Require), checked when a value of
+    # the record is bound from YAML, and its .ce text (`ce criteria show`)
+    requires: tuple = ()
+    source: str = ""
 
 
 TOOL_CALL = RecordType("ToolCall", {

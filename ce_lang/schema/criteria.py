@@ -1,11 +1,20 @@
 """The success criteria of the task format, one frozen class per `type:`.
 
-These classes describe what a task file may say about a criterion; most are generated
-at import from the standard library's `.ce` signatures (`GENERATED`), the others are
-hand-written for what a signature cannot express yet (see below). What a criterion
+These classes describe what a task file may say about a criterion; 13 of the 15
+standard criteria are generated at import from their `.ce` signatures (`GENERATED`), with
+the records their arguments take (`GENERATED_RECORDS`: RegexPattern, Assertion, whose
+`require` constraints the schema walker checks on every bound entry). What a criterion
 *computes* (its predicate, effects and decidability) belongs to the criteria language;
 the plan lowers each instance into a call of that definition with these fields as
 arguments.
+
+Still hand-written: `cli_called`, because the language has no union types, so its
+`flags: map[FlagMatch]?` cannot say that a flag's predicate may also be a bare string
+(meaning `equals`) and binds as it was written (lowering the string to `{equals: s}`
+would change the bound values and the plans); and `agent_judge`, whose `agent` is typed
+`json` in the language: it has no record for AgentConfig (a layered, partially-given
+mapping merged over hardened defaults, with its own schema rules). `expr`, user calls and
+the common fields are the task format's own, not a definition's.
 """
 
 from __future__ import annotations
@@ -83,44 +92,6 @@ class CriterionBase:
     )
 
 
-@frozen
-class RegexPattern:
-    pattern: str = spec(non_empty=True, doc="Python regular expression")
-    must_match: bool = spec(True, doc="false: the pattern must NOT match")
-    flags: int = spec(0, ge=0, doc="Python re flags (IGNORECASE=2, MULTILINE=8, DOTALL=16)")
-
-
-@register(Criterion, "file_check")
-@frozen
-class FileCheck(CriterionBase, Criterion):
-    RESULT = "fraction"
-    path: str = spec(path="workspace")
-    includes: list[str] = spec(factory=list)
-    excludes: list[str] = spec(factory=list)
-    patterns: list[RegexPattern] = spec(factory=list)
-
-
-JsonOperator = Literal[
-    "equals", "not_equals", "contains", "gt", "gte", "lt", "lte", "type", "regex", "exists"
-]
-
-
-@frozen
-class JmesAssertion:
-    expression: str = spec(non_empty=True, doc="JMESPath expression")
-    operator: JsonOperator = spec("equals")
-    expected: Any = spec(None, doc="required for every operator except exists")
-
-
-@register(Criterion, "json_check")
-@frozen
-class JsonCheck(CriterionBase, Criterion):
-    RESULT = "fraction"
-    path: str = spec(path="workspace")
-    json_schema: str | None = spec(None, doc="JSON Schema file (workspace, or $TASK_DIR/...)")
-    assertions: list[JmesAssertion] = spec(factory=list)
-
-
 @register(Criterion, "cli_called")
 @frozen
 class CliCalled(CriterionBase, Criterion):
@@ -196,12 +167,10 @@ Criterion.USER_BASE = CriterionBase
 # -- classes generated from the standard library's .ce signatures -------------------------
 # Field names, types, defaults, docs and the result kind come from the definition (its
 # `require` constraints are checked when the arguments are bound); only what a signature
-# does not say is here. The criteria above stay hand-written for what their signatures
-# cannot express yet: record fields with constraints (file_check's patterns, json_check's
-# assertions), cli_called's `flags` (a predicate or a bare string) and agent_judge's
-# `agent` (an AgentConfig merged over hardened defaults).
+# does not say is here. The criteria above stay hand-written (see the module docstring).
 GENERATED = {
-    "file_exists": "FileExists", "file_contains": "FileContains",
+    "file_exists": "FileExists", "file_contains": "FileContains", "file_check": "FileCheck",
+    "json_check": "JsonCheck",
     "file_matches_regex": "FileMatchesRegex", "run_command": "RunCommand",
     "uipath_eval": "UipathEval", "reference_comparison": "ReferenceComparison",
     "command_executed": "CommandExecuted", "commands_efficiency": "CommandsEfficiency",
@@ -209,6 +178,11 @@ GENERATED = {
     "llm_judge": "LlmJudge",
 }
 _DEFAULT_PASS_THRESHOLD = {"llm_judge": 0.7}
+# .ce records the generated criteria take (list[RegexPattern], list[Assertion]) -> the
+# Python class generated for each; its `__ce_record__` carries the record's `require`
+# constraints, which the schema walker checks on every bound value
+GENERATED_RECORDS = {"RegexPattern": "RegexPattern", "Assertion": "JmesAssertion"}
+_record_classes: dict[str, type] = {}
 
 
 def _python_type(t) -> Any:
@@ -220,15 +194,53 @@ def _python_type(t) -> Any:
         tp = list[_python_type(t.elem)]
     elif t.name == "map":
         tp = dict[str, _python_type(t.elem)]
+    elif t.name in _record_classes:
+        tp = _record_classes[t.name]
     else:
         raise TypeError(f"no schema type for .ce type {t}")
     return tp | None if t.optional and tp is not Any else tp
 
 
-def _generate(tag: str, class_name: str) -> type:
+def _fields(docs: dict[str, str], types: dict[str, Any], defaults: dict[str, Any],
+            annotations: dict, namespace: dict) -> None:
+    """One attrs field per .ce parameter (or record field), in declaration order: type,
+    default, doc, path rule."""
     import copy
 
     from ce_lang.lang.evaluate import Evaluator
+
+    for name, doc in docs.items():
+        t = types[name]
+        annotations[name] = _python_type(t)
+        rule: dict[str, Any] = {"doc": doc}
+        if t.name == "path":
+            rule["path"] = "workspace"
+        if name in defaults:
+            value = Evaluator().eval(defaults[name], {})
+            namespace[name] = spec(factory=lambda v=value: copy.deepcopy(v), **rule) \
+                if isinstance(value, list | dict) else spec(value, **rule)
+        else:
+            namespace[name] = spec(None, **rule) if t.optional else spec(**rule)
+
+
+def _generate_record(name: str, class_name: str) -> type:
+    from ce_lang.lang.stdlib import stdlib_registry
+
+    registry = stdlib_registry()
+    record = registry.records[name]
+    annotations: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"__module__": __name__, "__qualname__": class_name,
+                                 "__doc__": record.doc, "__ce_record__": record}
+    _fields({n: f.doc for n, f in record.fields.items()},
+            {n: f.type for n, f in record.fields.items()},
+            registry.record_defaults.get(name, {}), annotations, namespace)
+    namespace["__annotations__"] = annotations
+    cls = frozen(type(class_name, (), namespace))
+    _record_classes[name] = cls
+    return cls
+
+
+def _generate(tag: str, class_name: str) -> type:
     from ce_lang.lang.stdlib import stdlib_registry
 
     checked = stdlib_registry().criteria[tag]
@@ -239,27 +251,23 @@ def _generate(tag: str, class_name: str) -> type:
         "RESULT": checked.defn.result,
         "DEFAULT_PASS_THRESHOLD": _DEFAULT_PASS_THRESHOLD.get(tag, 0.9),
     }
-    for p in checked.defn.params:
-        t = checked.params[p.name]
-        annotations[p.name] = _python_type(t)
-        rule: dict[str, Any] = {"doc": p.doc}
-        if t.name == "path":
-            rule["path"] = "workspace"
-        if p.name in checked.defaults:
-            value = Evaluator().eval(checked.defaults[p.name], {})
-            namespace[p.name] = spec(factory=lambda v=value: copy.deepcopy(v), **rule) \
-                if isinstance(value, list | dict) else spec(value, **rule)
-        else:
-            namespace[p.name] = spec(None, **rule) if t.optional else spec(**rule)
+    _fields({p.name: p.doc for p in checked.defn.params}, checked.params, checked.defaults,
+            annotations, namespace)
     namespace["__annotations__"] = annotations
     return register(Criterion, tag)(frozen(type(class_name, (CriterionBase, Criterion),
                                                 namespace)))
 
 
+for _record, _name in GENERATED_RECORDS.items():
+    globals()[_name] = _generate_record(_record, _name)
 for _tag, _name in GENERATED.items():
     globals()[_name] = _generate(_tag, _name)
+RegexPattern: type
+JmesAssertion: type
 FileExists: type
 FileContains: type
+FileCheck: type
+JsonCheck: type
 FileMatchesRegex: type
 RunCommand: type
 UipathEval: type

@@ -73,10 +73,28 @@ def show_cmd(name: str, files: tuple[str, ...]) -> None:
         hint = did_you_mean(name, list(registry.criteria))
         raise click.BadParameter(f"no criterion {name!r}" + (f"; {hint}" if hint else ""),
                                  param_hint="NAME")
-    click.echo(render_definition(checked, registry.origin[name]))
+    click.echo(render_definition(checked, registry.origin[name], registry))
 
 
-def render_definition(checked, origin: str) -> str:
+def _records_used(checked, registry) -> list:
+    """The declared records the parameters take (and the records those take), in order."""
+    seen: dict[str, object] = {}
+
+    def visit(t) -> None:
+        for arg in t.args:
+            visit(arg)
+        record = registry.records.get(t.name)
+        if record is not None and record.source and t.name not in seen:
+            seen[t.name] = record
+            for field in record.fields.values():
+                visit(field.type)
+
+    for t in checked.params.values():
+        visit(t)
+    return list(seen.values())
+
+
+def render_definition(checked, origin: str, registry=None) -> str:
     d = checked.defn
     lines = [f"{d.name}  ({d.result}; defined in {origin})", ""]
     if d.doc:
@@ -95,6 +113,11 @@ def render_definition(checked, origin: str) -> str:
     lines.append(_early_stop_line(checked))
     lines.append(_offline_line(checked))
     lines += ["", "Definition:", "", d.source.rstrip()]
+    records = _records_used(checked, registry) if registry is not None else []
+    if records:  # their fields' docs and `require` constraints bind with the arguments
+        lines += ["", "Records:"]
+        for record in records:
+            lines += ["", record.source.rstrip()]
     return "\n".join(lines)
 
 
