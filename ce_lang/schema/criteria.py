@@ -1,20 +1,21 @@
 """The success criteria of the task format, one frozen class per `type:`.
 
-These classes describe what a task file may say about a criterion; 13 of the 15
+These classes describe what a task file may say about a criterion; 14 of the 15
 standard criteria are generated at import from their `.ce` signatures (`GENERATED`), with
 the records their arguments take (`GENERATED_RECORDS`: RegexPattern, Assertion, whose
-`require` constraints the schema walker checks on every bound entry). What a criterion
-*computes* (its predicate, effects and decidability) belongs to the criteria language;
-the plan lowers each instance into a call of that definition with these fields as
-arguments.
+`require` constraints the schema walker checks on every bound entry). One parameter the
+language types as `json` keeps a schema type of the task format (`_SCHEMA_FIELDS`:
+agent_judge's `agent`, a partial AgentConfig merged over the judge's hardened defaults).
+What a criterion *computes* (its predicate, effects and decidability) belongs to the
+criteria language; the plan lowers each instance into a call of that definition with
+these fields as arguments.
 
-Still hand-written: `cli_called`, because the language has no union types, so its
+Still hand-written: `cli_called`. The language has no union types, so its
 `flags: map[FlagMatch]?` cannot say that a flag's predicate may also be a bare string
-(meaning `equals`) and binds as it was written (lowering the string to `{equals: s}`
-would change the bound values and the plans); and `agent_judge`, whose `agent` is typed
-`json` in the language: it has no record for AgentConfig (a layered, partially-given
-mapping merged over hardened defaults, with its own schema rules). `expr`, user calls and
-the common fields are the task format's own, not a definition's.
+(meaning `equals`), which the task format accepts and binds as written; lowering the
+string to `{equals: s}` before binding would change the bound values (and the plans) of
+existing tasks. `expr`, user calls and the common fields belong to the task format, not
+to a definition.
 """
 
 from __future__ import annotations
@@ -112,34 +113,6 @@ class CliCalled(CriterionBase, Criterion):
 
 
 
-@frozen
-class JudgeCommon:
-    enabled: bool = spec(True, doc="false excludes the judge from score and gate")
-    prompt: str = spec(doc="grading instructions")
-    files: list[str] = spec(factory=list, doc="workspace paths, or $TASK_DIR/... host paths")
-    include_reference: bool = spec(False)
-    include_agent_output: bool = spec(False)
-    include_tool_calls: bool = spec(False)
-    include_dialog: bool = spec(False)
-    max_dialog_chars: int = spec(80_000)
-    max_file_chars: int = spec(20_000)
-    capture_transcript: bool = spec(True)
-    max_transcript_chars: int = spec(100_000)
-
-
-
-@register(Criterion, "agent_judge")
-@frozen
-class AgentJudge(CriterionBase, JudgeCommon, Criterion):
-    RESULT = "continuous"
-    DEFAULT_PASS_THRESHOLD = 0.7
-    max_turns: int = spec(50)
-    turn_timeout: int = spec(300)
-    agent: AgentConfig | None = spec(
-        None, partial=True, doc="judge agent settings (hardened defaults for missing fields)"
-    )
-
-
 @register(Criterion, "expr")
 @frozen
 class ExprCriterion(CriterionBase, Criterion):
@@ -175,9 +148,13 @@ GENERATED = {
     "uipath_eval": "UipathEval", "reference_comparison": "ReferenceComparison",
     "command_executed": "CommandExecuted", "commands_efficiency": "CommandsEfficiency",
     "skill_triggered": "SkillTriggered", "classification_match": "ClassificationMatch",
-    "llm_judge": "LlmJudge",
+    "llm_judge": "LlmJudge", "agent_judge": "AgentJudge",
 }
-_DEFAULT_PASS_THRESHOLD = {"llm_judge": 0.7}
+_DEFAULT_PASS_THRESHOLD = {"llm_judge": 0.7, "agent_judge": 0.7}
+# parameters the language types as `json` that the task format validates with a schema
+# of its own: agent_judge's `agent` is a partial AgentConfig (the task's agent schema),
+# merged over the judge's hardened defaults
+_SCHEMA_FIELDS = {("agent_judge", "agent"): (AgentConfig | None, {"partial": True})}
 # .ce records the generated criteria take (list[RegexPattern], list[Assertion]) -> the
 # Python class generated for each; its `__ce_record__` carries the record's `require`
 # constraints, which the schema walker checks on every bound value
@@ -202,7 +179,7 @@ def _python_type(t) -> Any:
 
 
 def _fields(docs: dict[str, str], types: dict[str, Any], defaults: dict[str, Any],
-            annotations: dict, namespace: dict) -> None:
+            annotations: dict, namespace: dict, owner: str = "") -> None:
     """One attrs field per .ce parameter (or record field), in declaration order: type,
     default, doc, path rule."""
     import copy
@@ -213,6 +190,9 @@ def _fields(docs: dict[str, str], types: dict[str, Any], defaults: dict[str, Any
         t = types[name]
         annotations[name] = _python_type(t)
         rule: dict[str, Any] = {"doc": doc}
+        if (owner, name) in _SCHEMA_FIELDS:
+            annotations[name], extra = _SCHEMA_FIELDS[owner, name]
+            rule.update(extra)
         if t.name == "path":
             rule["path"] = "workspace"
         if name in defaults:
@@ -252,7 +232,7 @@ def _generate(tag: str, class_name: str) -> type:
         "DEFAULT_PASS_THRESHOLD": _DEFAULT_PASS_THRESHOLD.get(tag, 0.9),
     }
     _fields({p.name: p.doc for p in checked.defn.params}, checked.params, checked.defaults,
-            annotations, namespace)
+            annotations, namespace, tag)
     namespace["__annotations__"] = annotations
     return register(Criterion, tag)(frozen(type(class_name, (CriterionBase, Criterion),
                                                 namespace)))
@@ -277,3 +257,4 @@ CommandsEfficiency: type
 SkillTriggered: type
 ClassificationMatch: type
 LlmJudge: type
+AgentJudge: type
