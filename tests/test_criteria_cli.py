@@ -158,3 +158,15 @@ def test_show_user_record_with_require(tmp_path):
     res = CliRunner().invoke(main, ["criteria", "show", "spans", "-f", str(f)])
     assert res.exit_code == 0, res.output
     assert 'record Span(' in res.output and 'require lo <= hi "lo > hi"' in res.output
+
+
+def test_agent_judge_agent_keeps_the_task_formats_agent_schema():
+    """`agent` is `json` in judges.ce; the generated class validates it as a partial
+    AgentConfig (merged over the judge's hardened defaults), as the hand-written one did."""
+    from ce_lang.schema.agent import AgentConfig
+    from ce_lang.schema.criteria import AgentJudge
+
+    field = attrs.fields_dict(AgentJudge)["agent"]
+    assert typing.get_type_hints(AgentJudge)["agent"] == AgentConfig | None
+    assert field.default is None and field.metadata["rule"].partial
+    assert AgentJudge.DEFAULT_PASS_THRESHOLD == 0.7 and AgentJudge.RESULT == "continuous"

@@ -28,7 +28,7 @@ from ce_lang.schema.agent import AgentConfig
 from ce_lang.schema.cli import RECORD_CLI_LOG, FlagMatch
 from ce_lang.schema.fields import Tagged, register, spec
 
-frozen = attrs.frozen(kw_only=True, slots=False)  # judges mix two field groups
+frozen = attrs.frozen(kw_only=True, slots=False)  # generated classes extend CriterionBase
 
 StopWhen = Literal["pass", "fail", "decided"]
 JUDGE_DEFAULT_MODEL = "anthropic.claude-sonnet-4-6"
