@@ -11,10 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from ce_lang.diagnostics import Diagnostics, did_you_mean
-from ce_lang.lang import ast as A
 from ce_lang.lang.checker import CheckedDef, Registry
 from ce_lang.lang.evaluate import Evaluator
 from ce_lang.lang.records import RecordType
@@ -143,18 +140,6 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
     return None
 
 
-@attrs.frozen
-class _Requires:
-    """What `instances.check_requires` reads of a definition: its `require` statements."""
-
-    requires: tuple[A.Require, ...]
-
-
-@attrs.frozen
-class _Holder:
-    defn: _Requires
-
-
 def record_violations(record: RecordType, values: dict[str, Any]) -> list:
     """The `require` constraints of a record declaration that a bound value breaks (the
     same evaluation as a criterion's: a field still holding `${row.key}` waits)."""
@@ -162,7 +147,7 @@ def record_violations(record: RecordType, values: dict[str, Any]) -> list:
 
     if not record.requires:
         return []
-    return check_requires(_Holder(_Requires(tuple(record.requires))), values)
+    return check_requires(tuple(record.requires), values)
 
 
 def report_record(record: RecordType, values: dict[str, Any], written: frozenset[str],

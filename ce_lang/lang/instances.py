@@ -114,16 +114,16 @@ def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
     return out
 
 
-def check_requires(defn: CheckedDef, params: dict[str, Any]) -> list[Violation]:
-    """Evaluate the definition's `require` constraints on constant arguments. A constraint
-    reading an argument that is not constant yet (a `${row.key}` not substituted) waits
-    for the row that makes it constant."""
+def check_requires(requires: tuple[A.Require, ...], params: dict[str, Any]) -> list[Violation]:
+    """Evaluate `require` constraints (a criterion's or a record's) on constant arguments.
+    A constraint reading an argument that is not constant yet (a `${row.key}` not
+    substituted) waits for the row that makes it constant."""
     from ce_lang.diagnostics import did_you_mean
     from ce_lang.lang.checker import PLACEHOLDER, REQUIRE_KINDS
     from ce_lang.lang.evaluate import Evaluator
 
     out = []
-    for req in defn.defn.requires:
+    for req in requires:
         names = tuple(dict.fromkeys(_param_names(req.cond, params)))
         if any(_pending(params[n]) for n in names):
             continue
@@ -210,7 +210,7 @@ def _analyzed_instance(i: int, defn: CheckedDef, params: dict[str, Any],
                            result_bool=defn.score_type == BOOL, outputs=d.outputs)
     return Instance(i, d.name, d.result, params, decision, d.score, d.lets, d.outputs,
                     tuple(_effect_calls(d.score, d.lets, an)), defn.score_type == BOOL,
-                    tuple(check_requires(defn, params))), an
+                    tuple(check_requires(d.requires, params))), an
 
 
 def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Registry,
