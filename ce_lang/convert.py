@@ -40,13 +40,34 @@ def _make() -> cattrs.Converter:
     conv.register_structure_hook(str | dict[str, Any] | None, lambda v, _: v)
     conv.register_structure_hook(Any, lambda v, _: v)
     conv.register_structure_hook(list[dict[str, Any]] | str | None, lambda v, _: v)
-    from ce_lang.schema.cli import FlagMatch
-
-    # a flag predicate's bare scalar is `equals`: structured as the full predicate
-    conv.register_structure_hook(
-        FlagMatch | str, lambda v, _: FlagMatch(equals=v) if isinstance(v, str)
-        else conv.structure(v, FlagMatch))
+    # a record's shorthand (`Record | str`, e.g. FlagMatch's `output: json`): the bare
+    # string is the full record with that field set
+    conv.register_structure_hook_factory(_shorthand_union,
+                                         lambda t: _structure_shorthand(conv, t))
     return conv
+
+
+def _shorthand_record(t: Any) -> type | None:
+    args = getattr(t, "__args__", ())
+    if len(args) != 2 or str not in args:
+        return None
+    cls = next(a for a in args if a is not str)
+    record = getattr(cls, "__ce_record__", None)
+    return cls if record is not None and record.shorthand is not None else None
+
+
+def _shorthand_union(t: Any) -> bool:
+    return _shorthand_record(t) is not None
+
+
+def _structure_shorthand(conv: Any, t: Any):
+    cls = _shorthand_record(t)
+    field = cls.__ce_record__.shorthand
+
+    def structure(v: Any, _: Any) -> Any:
+        return cls(**{field: v}) if isinstance(v, str) else conv.structure(v, cls)
+
+    return structure
 
 
 converter = _make()

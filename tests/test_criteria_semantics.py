@@ -1188,3 +1188,41 @@ def test_uipath_eval_without_the_cli_is_a_criterion_error(fx):
     """)
     assert g.scores == [0.0]
     assert "not installed in the sandbox" in g.result.criteria[0].error
+
+
+class TestRecordShorthand:
+    """`record Check(...) shorthand text`: a bare string where a Check is expected is
+    {text: ...} with the other fields' defaults; a mapping is still the whole record."""
+
+    CE = '''
+record Check(
+    text: str "the text",
+    times: int = 1 "at least this many times",
+) shorthand text
+
+criterion notes_mention(checks: list[Check] "what the notes must mention") -> fraction
+  let notes = or_else(read_text("notes.md"), "")
+  score = float(count(checks, c -> c.text in notes and c.times >= 1)) / len(checks)
+end
+'''
+
+    def test_a_bare_string_is_the_record_with_defaults(self, fx):
+        fx.task_file("checks.ce", self.CE)
+        fx.files({"notes.md": "alpha and gamma"})
+        extra = "criteria_files: [checks.ce]\n"
+        trial = fx.trials("- {type: notes_mention, description: d, checks: "
+                          "[alpha, {text: beta, times: 2}, {text: gamma, times: 0}]}",
+                          extra)[0]
+        assert trial.plan.criteria[0].args["checks"] == [
+            "alpha", {"text": "beta", "times": 2}, {"text": "gamma", "times": 0}]
+        g = fx.grade_plan(trial)
+        # alpha (times 1 by default) holds; beta is missing; gamma's times 0 fails c.times >= 1
+        assert g.scores == [pytest.approx(1 / 3)]
+        assert g.errors == [None]
+
+    def test_cli_called_flags_take_a_bare_string(self, fx):
+        trial = fx.trials("- {type: cli_called, description: d, verb: 'ixp list', "
+                          "flags: {name: json, yes: {present: true}}}")[0]
+        flags = trial.plan.criteria[0].args["flags"]
+        assert flags["name"]["equals"] == "json" and flags["name"]["present"] is False
+        assert flags["yes"]["present"] is True and flags["yes"]["equals"] is None

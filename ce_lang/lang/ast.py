@@ -141,6 +141,8 @@ class RecordDef:
     span: Span
     requires: tuple[Require, ...] = ()
     source: str = ""  # the .ce text, for `ce criteria show`
+    shorthand: str | None = None  # a bare string where the record is expected: this field
+    shorthand_span: Span | None = None
 
 
 @attrs.frozen

@@ -113,8 +113,10 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
                 for k, v in value.items()}
     record = registry.records.get(kind)
     if record is not None:
+        if isinstance(value, str) and record.shorthand is not None:
+            value = {record.shorthand: value}  # the record's declared shorthand
         if not isinstance(value, dict):
-            return wrong(f"a {kind} mapping")
+            return wrong(f"a {kind} mapping" + (" or a string" if record.shorthand else ""))
         out = {}
         for key in value:
             if key not in record.fields:

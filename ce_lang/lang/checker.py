@@ -455,8 +455,17 @@ def check_module(module: A.Module, registry: Registry, diags: Diagnostics, origi
         types = {name: f.type for name, f in fields.items()}
         for req in rec.requires:
             check_require(req, types, checker, diags, what="field")
+        shorthand = rec.shorthand
+        if shorthand is not None and (shorthand not in types or types[shorthand].name != "str"):
+            what = "not a field" if shorthand not in types else f"of type {types[shorthand]}"
+            diags.emit("CE0607", f"`shorthand {shorthand}`: `{shorthand}` is {what}; a "
+                       "record's shorthand names one of its string fields",
+                       rec.shorthand_span or rec.span,
+                       help=did_you_mean(shorthand, [n for n, t in types.items()
+                                                     if t.name == "str"]))
+            shorthand = None
         registry.records[rec.name] = RecordType(rec.name, fields, {}, rec.doc, rec.requires,
-                                                rec.source)
+                                                rec.source, shorthand)
         registry.record_defaults[rec.name] = defaults
     out = []
     from ce_lang.schema.criteria import Criterion

@@ -295,7 +295,14 @@ class _ToAst(Transformer):
         doc = next((t for t in rest if isinstance(t, Token) and t.type == "DOC"), None)
         requires = tuple(r for kind, r in (x for x in rest if isinstance(x, tuple))
                          if kind == "require")
-        return A.RecordDef(str(name), params, _doc(doc), self.span(meta), requires)
+        short = next((r for kind, r in (x for x in rest if isinstance(x, tuple))
+                      if kind == "shorthand"), None)
+        return A.RecordDef(str(name), params, _doc(doc), self.span(meta), requires,
+                           shorthand=str(short) if short is not None else None,
+                           shorthand_span=self.span(short) if short is not None else None)
+
+    def shorthand(self, items):
+        return ("shorthand", items[0])
 
 
 def _join(a: Span, b: Span) -> Span:

@@ -33,6 +33,7 @@ class RecordType:
     # the record is bound from YAML, and its .ce text (`ce criteria show`)
     requires: tuple = ()
     source: str = ""
+    shorthand: str | None = None  # a bare string where the record is expected: this field
 
 
 TOOL_CALL = RecordType("ToolCall", {

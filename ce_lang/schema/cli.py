@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import attrs
 
+from ce_lang.schema.criteria import FlagMatch  # generated from stdlib cli.ce
 from ce_lang.schema.fields import spec
 
 frozen = attrs.frozen(kw_only=True)
@@ -19,22 +20,6 @@ RECORD_CLI_LOG = f"{RECORD_CLI_DIR}/{RECORD_CLI_LOG_NAME}"
 RECORD_CLI_RESERVED = frozenset(
     {"python", "python3", "py", "env", "sh", "bash", "zsh", "cmd", "node", "uv", "git"})
 TOOL_PATTERN = r"[A-Za-z0-9._+-]+"
-
-
-@frozen
-class FlagMatch:
-    """A predicate on one flag: exactly one of equals, contains, matches_regex, any_of,
-    present, absent. In YAML a bare scalar means `equals`."""
-
-    equals: str | None = spec(None, doc="the value equals this string")
-    contains: str | None = spec(None, doc="the value contains this substring")
-    matches_regex: str | None = spec(None, doc="the value matches this regex (search)")
-    any_of: list[str] | None = spec(None, doc="the value equals one of these")
-    present: bool = spec(False, doc="the flag was passed, whatever its value (a switch)")
-    absent: bool = spec(False, doc="the flag was not passed at all")
-    aliases: list[str] = spec(factory=list, doc="other names of the same flag (y for yes)")
-    flags: int = spec(0, ge=0, doc="Python re flags for matches_regex (IGNORECASE=2, "
-                                   "MULTILINE=8, DOTALL=16)")
 
 
 @frozen

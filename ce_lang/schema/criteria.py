@@ -1,21 +1,16 @@
 """The success criteria of the task format, one frozen class per `type:`.
 
-These classes describe what a task file may say about a criterion; 14 of the 15
-standard criteria are generated at import from their `.ce` signatures (`GENERATED`), with
-the records their arguments take (`GENERATED_RECORDS`: RegexPattern, Assertion, whose
-`require` constraints the schema walker checks on every bound entry). One parameter the
-language types as `json` keeps a schema type of the task format (`_SCHEMA_FIELDS`:
-agent_judge's `agent`, a partial AgentConfig merged over the judge's hardened defaults).
-What a criterion *computes* (its predicate, effects and decidability) belongs to the
-criteria language; the plan lowers each instance into a call of that definition with
-these fields as arguments.
-
-Still hand-written: `cli_called`. The language has no union types, so its
-`flags: map[FlagMatch]?` cannot say that a flag's predicate may also be a bare string
-(meaning `equals`), which the task format accepts and binds as written; lowering the
-string to `{equals: s}` before binding would change the bound values (and the plans) of
-existing tasks. `expr`, user calls and the common fields belong to the task format, not
-to a definition.
+These classes describe what a task file may say about a criterion; every standard
+criterion's class is generated at import from its `.ce` signature (`GENERATED`), with
+the records its arguments take (`GENERATED_RECORDS`: RegexPattern, Assertion, FlagMatch,
+whose `require` constraints the schema walker checks on every bound entry; a record's
+`shorthand` field makes a bare string stand for it, FlagMatch's `output: json`). One
+parameter the language types as `json` keeps a schema type of the task format
+(`_SCHEMA_FIELDS`: agent_judge's `agent`, a partial AgentConfig merged over the judge's
+hardened defaults). What a criterion *computes* (its predicate, effects and
+decidability) belongs to the criteria language; the plan lowers each instance into a
+call of that definition with these fields as arguments. Hand-written here: `expr`, user
+calls and the common fields, which belong to the task format, not to a definition.
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from ce_lang.schema.agent import AgentConfig
-from ce_lang.schema.cli import RECORD_CLI_LOG, FlagMatch
 from ce_lang.schema.fields import Tagged, register, spec
 
 frozen = attrs.frozen(kw_only=True, slots=False)  # generated classes extend CriterionBase
@@ -93,26 +87,6 @@ class CriterionBase:
     )
 
 
-@register(Criterion, "cli_called")
-@frozen
-class CliCalled(CriterionBase, Criterion):
-    """Invocations recorded in a JSON Lines log (`sandbox.record_cli`) matching a pattern."""
-
-    log: str = spec(RECORD_CLI_LOG, path="workspace",
-                    doc="the invocation log (default: where record_cli writes)")
-    verb: str | None = spec(None)
-    verb_any_of: list[str] | None = spec(None)
-    tool: str | None = spec(None)
-    positional: list[str] | None = spec(None)
-    flags: dict[str, FlagMatch | str] | None = spec(None)
-    value_flags: list[str] = spec(factory=lambda: ["output"])
-    ignore_flags: list[str] = spec(factory=lambda: ["output"])
-    min_count: int = spec(1)
-    max_count: int | None = spec(None)
-
-
-
-
 @register(Criterion, "expr")
 @frozen
 class ExprCriterion(CriterionBase, Criterion):
@@ -140,7 +114,7 @@ Criterion.USER_BASE = CriterionBase
 # -- classes generated from the standard library's .ce signatures -------------------------
 # Field names, types, defaults, docs and the result kind come from the definition (its
 # `require` constraints are checked when the arguments are bound); only what a signature
-# does not say is here. The criteria above stay hand-written (see the module docstring).
+# does not say is here.
 GENERATED = {
     "file_exists": "FileExists", "file_contains": "FileContains", "file_check": "FileCheck",
     "json_check": "JsonCheck",
@@ -148,7 +122,7 @@ GENERATED = {
     "uipath_eval": "UipathEval", "reference_comparison": "ReferenceComparison",
     "command_executed": "CommandExecuted", "commands_efficiency": "CommandsEfficiency",
     "skill_triggered": "SkillTriggered", "classification_match": "ClassificationMatch",
-    "llm_judge": "LlmJudge", "agent_judge": "AgentJudge",
+    "llm_judge": "LlmJudge", "agent_judge": "AgentJudge", "cli_called": "CliCalled",
 }
 _DEFAULT_PASS_THRESHOLD = {"llm_judge": 0.7, "agent_judge": 0.7}
 # parameters the language types as `json` that the task format validates with a schema
@@ -158,7 +132,8 @@ _SCHEMA_FIELDS = {("agent_judge", "agent"): (AgentConfig | None, {"partial": Tru
 # .ce records the generated criteria take (list[RegexPattern], list[Assertion]) -> the
 # Python class generated for each; its `__ce_record__` carries the record's `require`
 # constraints, which the schema walker checks on every bound value
-GENERATED_RECORDS = {"RegexPattern": "RegexPattern", "Assertion": "JmesAssertion"}
+GENERATED_RECORDS = {"RegexPattern": "RegexPattern", "Assertion": "JmesAssertion",
+                     "FlagMatch": "FlagMatch"}
 _record_classes: dict[str, type] = {}
 
 
@@ -173,6 +148,8 @@ def _python_type(t) -> Any:
         tp = dict[str, _python_type(t.elem)]
     elif t.name in _record_classes:
         tp = _record_classes[t.name]
+        if tp.__ce_record__.shorthand is not None:  # a bare string means that field
+            tp = tp | str
     else:
         raise TypeError(f"no schema type for .ce type {t}")
     return tp | None if t.optional and tp is not Any else tp
@@ -244,6 +221,7 @@ for _tag, _name in GENERATED.items():
     globals()[_name] = _generate(_tag, _name)
 RegexPattern: type
 JmesAssertion: type
+FlagMatch: type
 FileExists: type
 FileContains: type
 FileCheck: type
@@ -258,3 +236,4 @@ SkillTriggered: type
 ClassificationMatch: type
 LlmJudge: type
 AgentJudge: type
+CliCalled: type
