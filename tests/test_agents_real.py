@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ce_runtime.trace.events import read_trace
+from tests.processes import processes_marked
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "tasks"
@@ -43,20 +44,6 @@ def trial(tmp: Path, task: str) -> tuple[dict, list]:
     run_dir = next(p for p in (tmp / "runs").iterdir() if p.name != "latest")
     d = run_dir / "default" / task / "00"
     return json.loads((d / "task.json").read_text()), read_trace(str(d / "trace.msgpack")).events
-
-
-def live(mark: str) -> list[str]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            env = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace")
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if (mark in cmd or mark in env) and state != "Z" and int(pid) != os.getpid():
-            found.append(cmd)
-    return found
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -117,7 +104,7 @@ def test_early_stop_and_turn_timeout_end_each_cli(agent, tmp_path):
     assert calls[0] == "echo decided" and len(calls) <= 2
     hangs, _ = trial(tmp_path, "hangs")
     assert hangs["status"] == "TIMEOUT", hangs["agent_outcome"]
-    assert live(mark) == []  # every process of both trials, the CLIs included, is gone
+    assert processes_marked(mark) == {}  # every process of both trials, the CLIs included, is gone
 
 
 def test_an_experiment_with_a_variant_per_agent_compares_them(tmp_path):

@@ -19,6 +19,7 @@ import yaml
 
 from ce_runtime.trace.events import read_trace
 from tests.engines import bwrap_missing, need
+from tests.processes import processes_marked
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "tasks"
@@ -188,23 +189,8 @@ def test_a_turn_timeout_kills_the_cli_and_its_children(tmp_path):
     assert took < 60
     # the command, its child and the CLI (every process of the trial has the mark in its
     # environment) are gone
-    assert _processes(mark) == {}
+    assert processes_marked(mark) == {}
     assert "AgentEnd" in kinds(events)
-
-
-def _processes(mark: str) -> dict[int, str]:
-    """Live processes with `mark` in their command line or environment."""
-    found = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            env = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace")
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if (mark in cmd or mark in env) and state != "Z" and int(pid) != os.getpid():
-            found[int(pid)] = cmd
-    return found
 
 
 def test_a_missing_session_or_key_is_said_before_any_trial(tmp_path):
