@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast as pyast
 import bisect
+import hashlib
 import os
 import re
 from collections.abc import Callable
@@ -16,9 +17,12 @@ from functools import cache
 import attrs
 import lark
 from lark import Lark, Token, Transformer, v_args
+from lark.grammar import Rule
+from lark.lexer import TerminalDef
 
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.lang import ast as A
+from ce_lang.lang import safecache
 from ce_lang.resources import grammar_dir
 from ce_lang.spans import Span
 
@@ -30,15 +34,22 @@ def _parser() -> Lark:
     path = os.path.join(grammar_dir(), "criteria.lark")
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    cache_dir = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    cache_file: str | bool = True
-    try:
-        os.makedirs(os.path.join(cache_dir, "ce"), exist_ok=True)
-        cache_file = os.path.join(cache_dir, "ce", "criteria-lark.cache")
-    except OSError:
-        pass
-    return Lark(text, parser="lalr", start=["file", "expr"], propagate_positions=True,
-                maybe_placeholders=True, cache=cache_file)
+    options = {"parser": "lalr", "start": ["file", "expr"], "propagate_positions": True,
+               "maybe_placeholders": True}
+    key = hashlib.sha256(f"{lark.__version__}\0{sorted(options.items())}\0{text}".encode())
+    name = f"criteria-lark-{key.hexdigest()[:24]}.pickle"
+    # Lark's saved tables are plain data: loaded with no global allowed, never Lark's own
+    # `cache=`, which unpickles whatever the file holds
+    cached = safecache.load(name, safecache.no_globals)
+    if isinstance(cached, dict) and {"data", "memo"} <= cached.keys():
+        try:
+            return Lark._load_from_dict(cached["data"], cached["memo"])
+        except Exception:
+            pass
+    parser = Lark(text, **options)
+    data, memo = parser.memo_serialize([TerminalDef, Rule])
+    safecache.store(name, {"data": data, "memo": memo})
+    return parser
 
 
 # -- locating -----------------------------------------------------------------------------

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
-import tempfile
 from functools import cache
 
 from ce_lang.diagnostics import Diagnostics
+from ce_lang.lang import safecache
 from ce_lang.lang.analysis import register_source
 from ce_lang.lang.checker import Registry, check_module
 from ce_lang.resources import grammar_dir, stdlib_dir
@@ -50,21 +49,19 @@ def archived_stdlib_registry(texts_key: tuple[tuple[str, str], ...]) -> Registry
 
 @cache
 def _stdlib() -> tuple[Registry, tuple]:
-    """Parsed and checked once per machine: a pickle keyed by the content of the stdlib,
-    the grammar and the language's own modules (start-up stays free of Lark)."""
+    """Parsed and checked once per machine: cached (`safecache`: data only, checked) under
+    a key of the stdlib's content, the grammar and the language's own modules (start-up
+    stays free of Lark)."""
     files = stdlib_files()
     texts = {}
     for path in files:
         with open(path, encoding="utf-8") as fh:
             texts[path] = fh.read()
         register_source(path, texts[path])
-    key = _cache_key(texts)
-    cache_path = os.path.join(_cache_dir(), f"stdlib-{key}.pickle")
-    try:
-        with open(cache_path, "rb") as fh:
-            return pickle.load(fh), ()
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-        pass
+    cache_name = f"stdlib-{_cache_key(texts)}.pickle"
+    cached = safecache.load(cache_name, safecache.ce_lang_classes)
+    if isinstance(cached, Registry):
+        return cached, ()
     from ce_lang.lang.parser import parse_module
 
     diags = Diagnostics()
@@ -74,7 +71,7 @@ def _stdlib() -> tuple[Registry, tuple]:
         if module is not None:
             check_module(module, registry, diags, f"stdlib {os.path.basename(path)}")
     if not diags:
-        _write_cache(cache_path, registry)
+        safecache.store(cache_name, registry)
     return registry, tuple(diags)
 
 
@@ -92,20 +89,6 @@ def _cache_key(texts: dict[str, str]) -> str:
     return h.hexdigest()[:24]
 
 
-def _cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ce")
-
-
-def _write_cache(path: str, registry: Registry) -> None:
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".stdlib-")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(registry, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home: parse each time
 
 
 def stdlib_registry() -> Registry:

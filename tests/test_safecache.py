@@ -1,0 +1,89 @@
+"""ce's per-user cache runs no code: a planted pickle is a miss, never executed."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CE = [sys.executable, "-m", "ce_runtime.cli"]
+
+
+class _Planted:
+    """Unpickling this runs `touch MARKER` (what a replaced cache file could do)."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _compile(cache: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    return subprocess.run([str(ROOT / ".venv" / "bin" / "ce"), "compile",
+                           str(ROOT / "tasks" / "hello_world.yaml")],
+                          env=env, capture_output=True, text=True, cwd=str(ROOT))
+
+
+def _cache_files(cache: Path) -> dict[str, Path]:
+    files = sorted((cache / "ce").iterdir())
+    return {("lark" if p.name.startswith("criteria-lark-") else "stdlib"): p for p in files
+            if not p.name.startswith(".")}
+
+
+def test_cache_files_are_private_data(tmp_path):
+    res = _compile(tmp_path)
+    assert res.returncode == 0, res.stderr
+    files = _cache_files(tmp_path)
+    assert set(files) == {"lark", "stdlib"}
+    assert stat.S_IMODE((tmp_path / "ce").stat().st_mode) == 0o700
+    for path in files.values():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # the grammar's tables hold no global at all: plain data
+    import pickletools
+
+    ops = {op.name for op, _, _ in pickletools.genops(files["lark"].read_bytes())}
+    assert not ops & {"GLOBAL", "STACK_GLOBAL", "REDUCE", "INST", "OBJ"}
+
+
+def test_a_planted_pickle_is_never_run(tmp_path):
+    assert _compile(tmp_path).returncode == 0
+    for kind in ("stdlib", "lark"):
+        files = _cache_files(tmp_path)
+        path = files[kind]
+        marker = tmp_path / f"pwned-{kind}"
+        path.write_bytes(pickle.dumps(_Planted(str(marker))))
+        os.chmod(path, 0o600)
+        if kind == "lark":  # the grammar is loaded only when the stdlib is not cached
+            files["stdlib"].unlink()
+        res = _compile(tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert not marker.exists(), f"the {kind} cache ran code"
+        # the miss rebuilt it: data again, and the next compile uses it
+        assert b"system" not in path.read_bytes()
+
+
+def test_a_cache_file_others_may_write_is_not_trusted(tmp_path):
+    assert _compile(tmp_path).returncode == 0
+    path = _cache_files(tmp_path)["stdlib"]
+    os.chmod(path, 0o666)
+    before = path.stat().st_ino
+    assert _compile(tmp_path).returncode == 0
+    # not loaded: rebuilt and replaced by a private file
+    assert path.stat().st_ino != before
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_only_ce_lang_classes_resolve():
+    from ce_lang.lang import safecache
+
+    assert safecache.ce_lang_classes("ce_lang.lang.checker", "Registry")
+    assert not safecache.ce_lang_classes("ce_lang.lang.stdlib", "os")  # an imported module
+    assert not safecache.ce_lang_classes("ce_lang.lang.stdlib", "stdlib_files")  # a function
+    assert not safecache.ce_lang_classes("os", "system")
+    assert not safecache.ce_lang_classes("ce_lang.lang.checker", "Registry.__init__")
