@@ -334,19 +334,50 @@ def _num_eq(a: Any, b: Any) -> bool:
     return _is_num(a) and _is_num(b) and a == b
 
 
-_REGEX_CACHE: dict[tuple[str, int], re.Pattern] = {}
+# Patterns come from task files and run on text the agent wrote: `^(a|aa)+$` on a short
+# line backtracks for minutes. Every search has a time budget (the `regex` engine's,
+# which also backtracks less); running out is a criterion error, never a hang.
+REGEX_BUDGET_S = 2.0
+_REGEX_CACHE: dict[tuple[str, int], Any] = {}
 
 
-def _compiled(pattern: str, flags: int) -> re.Pattern:
+class _Budgeted:
+    """A compiled pattern whose `search` keeps to the budget (and says so when it can't)."""
+
+    __slots__ = ("compiled", "pattern")
+
+    def __init__(self, pattern: str, compiled: Any):
+        self.pattern, self.compiled = pattern, compiled
+
+    def search(self, text: str) -> Any:
+        try:
+            return self.compiled.search(text, timeout=REGEX_BUDGET_S)
+        except TimeoutError:
+            raise CriterionError(
+                f"regular expression {self.pattern!r} ran out of its {REGEX_BUDGET_S:g} s "
+                f"budget on {len(text)} characters (catastrophic backtracking?)") from None
+
+
+def _compiled(pattern: str, flags: int) -> _Budgeted:
     key = (pattern, flags)
     hit = _REGEX_CACHE.get(key)
     if hit is None:
+        import regex
+
         try:
-            hit = re.compile(pattern, flags)
-        except (re.error, ValueError, OverflowError) as exc:
+            re.compile(pattern, flags)  # the language's regex syntax is Python's `re`
+            hit = _Budgeted(pattern, regex.compile(pattern, flags | regex.VERSION0))
+        except (re.error, regex.error, ValueError, OverflowError, RecursionError) as exc:
             raise CriterionError(f"invalid regular expression {pattern!r}: {exc}") from exc
+        if len(_REGEX_CACHE) > 4096:
+            _REGEX_CACHE.clear()
         _REGEX_CACHE[key] = hit
     return hit
+
+
+def regex_search(pattern: str, flags: int, text: str) -> bool:
+    """A budgeted regex search (Regex values and every builtin use it)."""
+    return _compiled(pattern, flags).search(text) is not None
 
 
 # -- effects: declared here, implemented by the runtime --------------------------------------

@@ -19,7 +19,9 @@ class Regex:
     flags: int = re.DOTALL
 
     def search(self, text: str) -> bool:
-        return re.search(self.pattern, text, self.flags) is not None
+        from ce_lang.lang.builtins import regex_search
+
+        return regex_search(self.pattern, self.flags, text)
 
 
 def unwrap_shell(command: str) -> str:
