@@ -168,6 +168,10 @@ _TABLE = [
      "all, filter and map."),
     ("CE0610", "error", "invalid literal",
      "A regex literal (`re\"...\"`) that does not compile, or a malformed number or string."),
+    ("CE0612", "error", "expression too large",
+     "An expression nests deeper than the language allows (parentheses, `not`, `-`, chains "
+     "of operators: 200 levels), or a number literal has more than 4000 digits. Such text "
+     "is not something a person writes; split it with `let`."),
     ("CE0611", "error", "cannot load criteria file",
      "A `criteria_files` entry does not exist, is not UTF-8, or its definitions have errors."),
     ("CE0501", "error", "invalid -D override",

@@ -487,6 +487,9 @@ def _check_regex(pattern: str | None, flags: int, path: Path, ctx: RuleContext,
         span = ctx.at(path)
         ctx.diags.emit("CE0111", f"invalid regular expression: {exc.msg}"
                        + (f" at position {exc.pos}" if exc.pos is not None else ""), span)
+    except RecursionError:
+        ctx.diags.emit("CE0111", "invalid regular expression: nested too deeply to compile",
+                       ctx.at(path))
     except (ValueError, OverflowError) as exc:
         ctx.diags.emit("CE0111", f"invalid regex flags {flags}: {exc}",
                        ctx.at(flags_path or path))

@@ -160,6 +160,8 @@ class _Builder:
                 continue
             tmp_path = (*path, f"<<{i}")
             value = self.build(source, tmp_path)
+            if value is None:  # a mapping merging itself: reported as a recursive alias
+                continue
             entries.extend((k, v, (*tmp_path, k)) for k, v in value.items())
         return entries
 

@@ -7,11 +7,11 @@ fields (did-you-mean), missing ones and wrong types reported at the YAML value's
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.lang.builtins import regex_error
 from ce_lang.lang.checker import CheckedDef, Registry
 from ce_lang.lang.evaluate import Evaluator
 from ce_lang.lang.records import RecordType
@@ -93,12 +93,9 @@ def convert(value: Any, t: T, registry: Registry, diags: Diagnostics, at: SpanOf
         if not isinstance(value, str):
             return wrong("a regular expression (string)")
         if "${row." not in value:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                diags.emit("CE0111", f"invalid regular expression: {exc.msg}"
-                           + (f" at position {exc.pos}" if exc.pos is not None else ""),
-                           at(path))
+            problem = regex_error(value)
+            if problem is not None:
+                diags.emit("CE0111", f"invalid regular expression: {problem}", at(path))
                 return None
         return Regex(value)
     if kind == "list":

@@ -375,6 +375,19 @@ def _compiled(pattern: str, flags: int) -> _Budgeted:
     return hit
 
 
+def regex_error(pattern: str, flags: int = 0) -> str | None:
+    """Why `pattern` does not compile (a message with its position), or None."""
+    try:
+        re.compile(pattern, flags)
+    except re.error as exc:
+        return exc.msg + (f" at position {exc.pos}" if exc.pos is not None else "")
+    except RecursionError:
+        return "nested too deeply to compile"
+    except (ValueError, OverflowError) as exc:
+        return str(exc)
+    return None
+
+
 def regex_search(pattern: str, flags: int, text: str) -> bool:
     """A budgeted regex search (Regex values and every builtin use it)."""
     return _compiled(pattern, flags).search(text) is not None

@@ -12,7 +12,7 @@ import attrs
 
 from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.lang import ast as A
-from ce_lang.lang.builtins import BUILTINS, GLOBALS, Fn, Overload
+from ce_lang.lang.builtins import BUILTINS, GLOBALS, Fn, Overload, regex_error
 from ce_lang.lang.records import BUILTIN_RECORDS, Field, RecordType
 from ce_lang.lang.types import (
     ANY,
@@ -109,10 +109,9 @@ class Checker:
         none: frozenset[str] = frozenset()
         if isinstance(node, A.Lit):
             if node.kind == "regex":
-                try:
-                    re.compile(node.value)
-                except re.error as exc:
-                    self.diags.emit("CE0610", f"invalid regex literal: {exc.msg}", node.span)
+                problem = regex_error(node.value)
+                if problem is not None:
+                    self.diags.emit("CE0610", f"invalid regex literal: {problem}", node.span)
                 return REGEX, none
             return {"int": INT, "float": FLOAT, "str": STR, "bool": BOOL,
                     "null": NULL}[node.kind], none
@@ -352,10 +351,9 @@ class Checker:
         (compiled here) and a literal workspace path (checked here)."""
         if want.name == "regex" and got.name == "str" and not got.optional \
                 and isinstance(arg, A.Lit):
-            try:
-                re.compile(arg.value)
-            except re.error as exc:
-                self.diags.emit("CE0610", f"invalid regular expression: {exc.msg}", arg.span)
+            problem = regex_error(arg.value)
+            if problem is not None:
+                self.diags.emit("CE0610", f"invalid regular expression: {problem}", arg.span)
             return True
         if want.name == "path" and isinstance(arg, A.Lit) and isinstance(arg.value, str):
             from ce_lang.validate import check_workspace_path

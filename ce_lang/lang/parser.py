@@ -13,12 +13,14 @@ import os
 import re
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import attrs
 import lark
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, v_args
 from lark.grammar import Rule
 from lark.lexer import TerminalDef
+from lark.visitors import Transformer_NonRecursive
 
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.lang import ast as A
@@ -130,7 +132,7 @@ def scalar_locator(value: str, scalar: Span, source: str | None) -> Locator:
 
 
 # -- parse tree -> AST ------------------------------------------------------------------------
-class _ToAst(Transformer):
+class _ToAst(Transformer_NonRecursive):
     def __init__(self, locate: Locator):
         super().__init__()
         self.locate = locate
@@ -150,6 +152,8 @@ class _ToAst(Transformer):
     def number(self, meta, items):
         text = str(items[0])
         if re.fullmatch(r"\d+", text):
+            if len(text) > MAX_DIGITS:
+                raise _TooLong(self.span(meta))
             return A.Lit(self.nid(), self.span(meta), int(text), "int")
         return A.Lit(self.nid(), self.span(meta), float(text), "float")
 
@@ -344,13 +348,67 @@ setattr(_ToAst, "lambda", _ToAst.lambda_)
 
 
 # -- entry points ---------------------------------------------------------------------------
+MAX_DEPTH = 200  # nesting levels of one expression (CE0612)
+MAX_DIGITS = 4000  # digits of a number literal (Python's int() refuses past 4300)
+
+
 def parse_expression(text: str, locate: Locator, diags: Diagnostics) -> A.Node | None:
     try:
         tree = _parser().parse(text, start="expr")
     except lark.exceptions.UnexpectedInput as exc:
         _syntax_error(exc, text, locate, diags)
         return None
-    return _ToAst(locate).transform(tree)
+    return _bounded(lambda: _ToAst(locate).transform(tree), locate(0, len(text)), diags)
+
+
+def _bounded(build: Callable[[], Any], whole: Span, diags: Diagnostics) -> Any:
+    """Build an AST from a parse tree, within the limits every later pass (checker,
+    analysis, evaluator: all recursive) relies on; past them, CE0612 and no AST."""
+    try:
+        node = build()
+    except RecursionError:
+        node = None
+    except lark.exceptions.VisitError as exc:
+        if not isinstance(exc.orig_exc, RecursionError | _TooLong):
+            raise
+        if isinstance(exc.orig_exc, _TooLong):
+            diags.emit("CE0612", f"a number literal with more than {MAX_DIGITS} digits",
+                       exc.orig_exc.span)
+            return None
+        node = None
+    if node is None or _too_deep(node):
+        diags.emit("CE0612", f"this expression nests more than {MAX_DEPTH} levels deep",
+                   whole, help="split it into `let`s")
+        return None
+    return node
+
+
+class _TooLong(Exception):
+    def __init__(self, span: Span):
+        self.span = span
+
+
+def _too_deep(root: Any) -> bool:
+    """Deeper than MAX_DEPTH, measured without recursion (a module's criteria too)."""
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        if isinstance(node, A.Node):
+            stack.extend((c, depth + 1) for c in A.children(node))
+        elif isinstance(node, A.Module):
+            for d in (*node.records, *node.criteria):
+                stack.append((d, depth))
+        elif isinstance(node, A.CriterionDef):
+            roots = [node.score, *(x.expr for x in (*node.lets, *node.outputs)),
+                     *(r.cond for r in node.requires),
+                     *(p.default for p in node.params if p.default is not None)]
+            stack.extend((r, depth) for r in roots if r is not None)
+        elif isinstance(node, A.RecordDef):
+            stack.extend((r.cond, depth) for r in node.requires)
+            stack.extend((p.default, depth) for p in node.fields if p.default is not None)
+    return False
 
 
 def parse_module(text: str, file: str, diags: Diagnostics) -> A.Module | None:
@@ -361,15 +419,19 @@ def parse_module(text: str, file: str, diags: Diagnostics) -> A.Module | None:
         _syntax_error(exc, text, locate, diags)
         return None
     builder = _ToAst(locate)
-    records, criteria = [], []
-    for item in tree.children:
-        if item.data == "record_def":
-            meta = item.meta
-            records.append(attrs.evolve(builder.transform(item),
-                                        source=text[meta.start_pos:meta.end_pos]))
-        else:
-            criteria.append(_criterion(builder, item, text))
-    return A.Module(file, tuple(records), tuple(criteria))
+
+    def build() -> A.Module:
+        records, criteria = [], []
+        for item in tree.children:
+            if item.data == "record_def":
+                meta = item.meta
+                records.append(attrs.evolve(builder.transform(item),
+                                            source=text[meta.start_pos:meta.end_pos]))
+            else:
+                criteria.append(_criterion(builder, item, text))
+        return A.Module(file, tuple(records), tuple(criteria))
+
+    return _bounded(build, locate(0, min(len(text), 1)), diags)
 
 
 def _criterion(builder: _ToAst, tree, text: str) -> A.CriterionDef:
