@@ -114,6 +114,10 @@ def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any
         except json.JSONDecodeError as exc:
             diags.emit("CE0301", f"invalid JSON line: {exc.msg}",
                        attrs.evolve(line_span, col=exc.colno, end_col=exc.colno + 1))
+        except RecursionError:
+            diags.emit("CE0301", "invalid JSON line: nested too deeply", line_span)
+        except ValueError:  # e.g. an integer past Python's 4300-digit conversion limit
+            diags.emit("CE0301", "invalid JSON line: a number too long to read", line_span)
 
 
 def sample_rows(rows: list[Row], dataset: dict[str, Any], flat_sample: int | None) -> list[Row]:

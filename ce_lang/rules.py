@@ -460,6 +460,9 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
             ctx.diags.emit("CE0111", f"invalid JMESPath expression {a.expression!r}: {what}"
                            + (f" at position {pos}" if pos is not None else ""),
                            ctx.at((*at, "expression")))
+        except RecursionError:
+            ctx.diags.emit("CE0111", "invalid JMESPath expression: nested too deeply to "
+                           "compile", ctx.at((*at, "expression")))
         if a.operator != "exists" and a.expected is None and not ctx.written((*at, "expected")):
             ctx.diags.emit("CE0102", f"assertion with operator `{a.operator}` needs `expected`",
                            ctx.at(at))

@@ -68,6 +68,8 @@ class Registry:
         self.record_defaults: dict[str, dict[str, A.Node]] = {}
         self.criteria: dict[str, CheckedDef] = {}
         self.origin: dict[str, str] = {}  # name -> "stdlib" | file
+        # definitions whose check failed: known (a call is no "unknown type"), never run
+        self.broken: set[str] = set()
 
     def resolve_type(self, texpr: A.TypeExpr, diags: Diagnostics) -> T:
         args = tuple(self.resolve_type(a, diags) for a in texpr.args)
@@ -474,6 +476,7 @@ def check_module(module: A.Module, registry: Registry, diags: Diagnostics, origi
             diags.emit("CE0606", f"`{defn.name}` is reserved by the task format (it could never "
                        "be called)", defn.span)
             continue
+        errors_before = sum(d.severity == "error" for d in diags)
         checked = check_definition(defn, registry, diags)
         if defn.name in registry.criteria:
             prev = registry.origin[defn.name]
@@ -482,6 +485,8 @@ def check_module(module: A.Module, registry: Registry, diags: Diagnostics, origi
             continue
         registry.criteria[defn.name] = checked
         registry.origin[defn.name] = origin
+        if sum(d.severity == "error" for d in diags) > errors_before:
+            registry.broken.add(defn.name)
         out.append(checked)
     return out
 
