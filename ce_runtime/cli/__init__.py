@@ -50,7 +50,7 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort,
-                SystemExit, KeyboardInterrupt):
+                SystemExit, KeyboardInterrupt, BrokenPipeError):
             raise
         except Exception as exc:
             if os.environ.get("CE_DEBUG"):
@@ -58,6 +58,21 @@ class LazyGroup(click.Group):
             click.echo(f"ce: internal error ({type(exc).__name__}: {exc}); this is a bug in "
                        "ce. Re-run with CE_DEBUG=1 for the traceback.", err=True)
             sys.exit(3)
+
+    def main(self, *args, **kwargs):
+        """A reader that stops early (`ce criteria list | head -1`) ends ce quietly: no
+        traceback, no exit 3, exit 1 as Python does on EPIPE (see the Python docs' "Note
+        on SIGPIPE"). stdout is flushed here, so a pipe that closed after the last write
+        is caught too, not at interpreter exit."""
+        try:
+            try:
+                return super().main(*args, **kwargs)
+            finally:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # the final flush at exit writes nowhere
+            sys.exit(1)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = _COMMANDS.get(name)

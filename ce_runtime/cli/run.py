@@ -60,9 +60,7 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
               help="Grade judge criteria with scripted verdicts from this YAML file (a local "
                    "loopback server; for demos and tests, no API key needed).")
-def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
-            tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
-            judge_replies):
+def run_cmd(**params):
     """Run the agent on every trial of PATHS and grade it.
 
     PATHS are task files, directories or globs, as for `ce compile`. Every task is
@@ -81,6 +79,17 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
       ce run tasks/hello_world.yaml -e exp.yaml --repeats 3
       ce run --resume runs/latest              finish an interrupted run
     """
+    state: dict = {}
+    try:
+        _run(state, **params)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # a write failed: read-only run directory, no space ...
+        _write_failed(exc, state.get("run_dir"))
+
+
+def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
+         tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model, judge_replies):
     from ce_lang.api import CompileOptions, compile_paths, render_human
     from ce_runtime.execute import suite as R
     if resume_dir:
@@ -101,6 +110,8 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
         if judge_replies and not os.path.isfile(judge_replies):
             raise click.UsageError(f"--judge-replies file {judge_replies!r} not found")
         run_dir = resume_dir
+        lock = _lock(run_dir)
+        state["run_dir"] = run_dir  # before anything is written
     elif not paths:
         raise click.UsageError("give at least one task file, directory or glob")
     # --agent replaces the agent at run time (recorded in each task.json), except on
@@ -124,6 +135,8 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
     if not resume_dir:
         os.makedirs(runs_root, exist_ok=True)
         run_dir = R.new_run_dir(runs_root)
+        state["run_dir"] = run_dir
+        lock = _lock(run_dir)
     run_id = os.path.basename(os.path.abspath(run_dir))
     # absolute paths: `--resume` may run from another directory
     config = {"paths": [os.path.abspath(p) for p in paths],
@@ -150,6 +163,7 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
         with open(judge_replies, encoding="utf-8") as fh:
             loopback = ModelServer(yaml.safe_load(fh) or {}, judge=True).__enter__()
         os.environ["CE_JUDGE_URL"] = loopback.url
+    stopped_by = _signals_as_ctrl_c()
     try:
         asyncio.run(R.execute(todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type,
                                                           uv_cache=_uv_cache(),
@@ -157,7 +171,8 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
                               progress.start, progress.done))
     except KeyboardInterrupt:
         interrupted = True
-        click.echo("\ninterrupted: finished trials are kept; resume with "
+        how = f"{stopped_by[0]} received" if stopped_by else "interrupted"
+        click.echo(f"\n{how}: finished trials are kept; resume with "
                    f"`ce run --resume {run_dir}`", err=True)
     finally:
         progress.close()
@@ -165,7 +180,66 @@ def run_cmd(paths, experiment, overrides, agent_type, model, driver, jobs, repea
             loopback.__exit__(None, None, None)
     records = R.collect(run_dir, trials)
     code = _finish(run_dir, run_id, config, records, len(trials), interrupted, junit_xml)
+    os.close(lock)  # unlocked only once everything is written
     sys.exit(1 if interrupted else code)
+
+
+def _write_failed(exc: OSError, run_dir: str | None) -> None:
+    """A write failure ends the run with exit 1, naming the path; run.json says so too
+    when it can still be written (else the message says it could not)."""
+    from ce_runtime.execute import suite as R
+
+    path = exc.filename or "?"
+    if exc.filename2:
+        path = f"{path} -> {exc.filename2}"
+    click.echo(f"ce run: cannot write {path}: {exc.strerror or exc}", err=True)
+    if run_dir is None or not os.path.isfile(os.path.join(run_dir, "run.json")):
+        where = run_dir or "the run directory"
+        click.echo(f"ce run: no run.json in {where} was marked (none was written yet)",
+                   err=True)
+        sys.exit(1)
+    try:
+        meta = R.load_json(os.path.join(run_dir, "run.json"))
+        meta["status"] = "failed"
+        meta["error"] = f"cannot write {path}: {exc.strerror or exc}"
+        R.write_run_json(run_dir, meta)
+    except (OSError, ValueError, TypeError, AttributeError) as again:
+        click.echo(f"ce run: {os.path.join(run_dir, 'run.json')} could not be marked "
+                   f"failed either: {again}", err=True)
+    else:
+        click.echo(f"ce run: {os.path.join(run_dir, 'run.json')} marked failed; finished "
+                   f"trials are kept (`ce run --resume {run_dir}` once the cause is fixed)",
+                   err=True)
+    sys.exit(1)
+
+
+def _lock(run_dir: str) -> int:
+    """The run directory's lock, held until ce exits; exit 1 if another run holds it."""
+    from ce_runtime.execute import suite as R
+
+    try:
+        return R.lock_run_dir(run_dir)
+    except R.RunDirBusy as exc:
+        click.echo(f"ce run: {exc}; nothing was changed", err=True)
+        sys.exit(1)
+
+
+def _signals_as_ctrl_c() -> list[str]:
+    """SIGTERM and SIGHUP (a `kill`, a closed terminal, a CI job cancelled) end the run as
+    Ctrl-C does: each is turned into SIGINT, which asyncio turns into cancelling the
+    trials (their processes killed, their scratch removed) then KeyboardInterrupt. The
+    list returned names the signal received, once one is."""
+    import signal
+
+    received: list[str] = []
+
+    def as_sigint(signum, _frame) -> None:
+        received.append(signal.Signals(signum).name)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, as_sigint)
+    return received
 
 
 def _preflight(trials) -> None:

@@ -53,6 +53,44 @@ def new_run_dir(root: str) -> str:
     return run_dir
 
 
+LOCK_FILE = "run.lock"
+
+
+class RunDirBusy(Exception):
+    """Another `ce run` holds the run directory's lock; the message says who."""
+
+
+def lock_run_dir(run_dir: str) -> int:
+    """Lock the run directory for this process's lifetime (a `ce run` or `--resume`
+    writing it): an flock on run.lock, which the kernel releases when the process ends,
+    however it ends, so a dead holder never blocks. run.lock says who holds it (pid, host,
+    started at). Returns the descriptor (kept open; closing it unlocks); raises RunDirBusy
+    naming the holder, having written nothing."""
+    import fcntl
+    import socket
+
+    path = os.path.join(run_dir, LOCK_FILE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            who = (f"pid {holder['pid']} on {holder['host']}, started at "
+                   f"{holder['started_at']}")
+        except (ValueError, KeyError, TypeError, OSError):
+            who = "another process (run.lock does not say which)"
+        os.close(fd)
+        raise RunDirBusy(f"{run_dir} is being written by another `ce run`: {who}") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                              "started_at": now_iso()}).encode() + b"\n", 0)
+    return fd
+
+
 def interleave(trials: list[Trial]) -> list[Trial]:
     """Round-robin across tasks, so a slow task's repeats don't queue up together."""
     by_task: dict[str, list[Trial]] = {}

@@ -130,6 +130,12 @@ async def launch_init(argv: list[str], env: dict[str, str], driver: str,
         line = await asyncio.wait_for(init.stdout.readline(), READY_TIMEOUT_S)
     except TimeoutError:
         line = b""
+    except asyncio.CancelledError:  # the run was interrupted: this init must not outlive it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(init.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(init.wait(), 10.0)
+        raise
     if line.strip() != b"ready":
         rest = b""
         with contextlib.suppress(TimeoutError, Exception):

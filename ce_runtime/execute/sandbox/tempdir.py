@@ -70,8 +70,11 @@ class _WarmInits:
         self.ready.append((init, ctl_dir))
 
     async def close(self) -> None:
-        for task in list(self.filling):
+        filling = list(self.filling)
+        for task in filling:
             task.cancel()
+        # an init that became ready as it was cancelled lands in `ready`: wait for them all
+        await asyncio.gather(*filling, return_exceptions=True)
         for init, ctl_dir in self.ready:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(init.pid, signal.SIGKILL)
