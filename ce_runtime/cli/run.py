@@ -189,10 +189,12 @@ def _write_failed(exc: OSError, run_dir: str | None) -> None:
     when it can still be written (else the message says it could not)."""
     from ce_runtime.execute import suite as R
 
-    path = exc.filename or "?"
-    if exc.filename2:
-        path = f"{path} -> {exc.filename2}"
-    click.echo(f"ce run: cannot write {path}: {exc.strerror or exc}", err=True)
+    if exc.filename:
+        path = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
+        what = f"cannot write {path}: {exc.strerror or exc}"
+    else:  # an OS error that names no file (a sandbox that could not start, ...)
+        what = f"operating system error: {exc.strerror or exc}"
+    click.echo(f"ce run: {what}", err=True)
     if run_dir is None or not os.path.isfile(os.path.join(run_dir, "run.json")):
         where = run_dir or "the run directory"
         click.echo(f"ce run: no run.json in {where} was marked (none was written yet)",
@@ -201,7 +203,7 @@ def _write_failed(exc: OSError, run_dir: str | None) -> None:
     try:
         meta = R.load_json(os.path.join(run_dir, "run.json"))
         meta["status"] = "failed"
-        meta["error"] = f"cannot write {path}: {exc.strerror or exc}"
+        meta["error"] = what
         R.write_run_json(run_dir, meta)
     except (OSError, ValueError, TypeError, AttributeError) as again:
         click.echo(f"ce run: {os.path.join(run_dir, 'run.json')} could not be marked "
