@@ -83,9 +83,11 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
         click.echo(f"ce: cannot grade: {exc} (the trial would be ERROR)", err=True)
         sys.exit(1)
     if read is not None and (read.truncated or read.corrupt_at is not None):
-        where = "truncated" if read.truncated else f"corrupt at byte {read.corrupt_at}"
-        click.echo(f"warning: the trace is {where}; graded on its first {len(read.events)} "
-                   "events", err=True)
+        where = f"truncated at byte {read.bytes_read}" if read.truncated \
+            else f"corrupt at byte {read.corrupt_at}"
+        click.echo(f"warning: {trace_path}: the trace is {where}; graded on its first "
+                   f"{len(read.events)} events, {read.ignored_bytes} byte(s) ignored",
+                   err=True)
     if as_json:
         click.echo(json.dumps(explain_json(trial.plan, graded), indent=2))
     else:
@@ -106,34 +108,41 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
     from ce_runtime.grade.interpreter import criterion_records
     from ce_runtime.grade.rescore import archived_plan, criterion_changes
     from ce_runtime.store.archive import (
+        DamagedArchive,
         find_run_root,
         load_definitions,
-        load_json,
         restore_workspace,
+        verified_trial,
     )
     from ce_runtime.store.verdicts import VerdictStore
+    from ce_runtime.trace.events import TraceDamaged
 
     task_json = os.path.join(trial_dir, "task.json")
     root = find_run_root(trial_dir)
     if not os.path.isfile(task_json) or root is None:
         raise click.BadParameter(f"{trial_dir} is not a trial directory of a run (no task.json "
                                  "under a run with plans/ and objects/)", param_hint="TASK")
-    task = load_json(task_json)
-    plan = archived_plan(root, task["plan_hash"])
-    stdlib = load_definitions(root, plan.stdlib_digest) if plan.stdlib_digest else None
-    manifest = load_json(os.path.join(trial_dir, "workspace.json"))
-    trace = os.path.join(trial_dir, "trace.msgpack")
     verdicts = VerdictStore(os.path.join(root, "judges"), "offline")
     with tempfile.TemporaryDirectory(prefix="ce-explain-") as ws:
-        restore_workspace(manifest, os.path.join(root, "objects"), ws)
-        task_dir = task.get("task_dir", "")
-        with local_runner(ws, task_dir, reference_paths(plan, task_dir), plan=plan,
-                          uv_cache=_uv_cache()) as runner:
-            grader, graded, host, _ = grade_files(plan, task_dir, ws,
-                                                  trace if os.path.isfile(trace) else None,
-                                                  stopped_early=bool(task.get("stopped_early")),
-                                                  runner=runner, stdlib=stdlib,
-                                                  verdicts=verdicts)
+        try:  # every archived part is checked: a damaged one is said, not believed
+            task, manifest, trace = verified_trial(trial_dir)
+            plan = archived_plan(root, task["plan_hash"])
+            stdlib = load_definitions(root, plan.stdlib_digest) if plan.stdlib_digest \
+                else None
+            restore_workspace(manifest, os.path.join(root, "objects"), ws)
+            task_dir = task.get("task_dir", "")
+            with local_runner(ws, task_dir, reference_paths(plan, task_dir), plan=plan,
+                              uv_cache=_uv_cache()) as runner:
+                grader, graded, host, _ = grade_files(
+                    plan, task_dir, ws, trace, stopped_early=bool(task.get("stopped_early")),
+                    runner=runner, stdlib=stdlib, verdicts=verdicts, strict_trace=True)
+        except TraceDamaged as exc:
+            click.echo(f"ce: damaged archive: {exc.path}: {exc.why} at byte {exc.offset}",
+                       err=True)
+            sys.exit(1)
+        except DamagedArchive as exc:
+            click.echo(f"ce: {exc}", err=True)
+            sys.exit(1)
         differences = criterion_changes(task.get("criteria"),
                                         criterion_records(plan, graded))
         if as_json:

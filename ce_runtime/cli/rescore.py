@@ -62,7 +62,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, today, refresh_j
     """
     from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.rescore import criterion_changes, rescore_trial, trial_dirs
-    from ce_runtime.store.archive import find_run_root
+    from ce_runtime.store.archive import DamagedArchive, find_run_root, load_task_record
     from ce_runtime.store.verdicts import VerdictStore
 
     if refresh_judges and offline:
@@ -90,17 +90,23 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, today, refresh_j
     runner_for = functools.partial(_runner, local_runner, _uv_cache())
     judge, loopback = _judge(judge_replies)
     records, evidences, changed, missing, used = [], [], 0, 0, {}
+    damaged: list[str] = []
     try:
         for d in dirs:
-            with open(os.path.join(d, "task.json"), encoding="utf-8") as fh:
-                old = json.load(fh)
-            trial_id = old["trial_id"]
-            plan = plans.get((old["variant_id"], old["task_id"])) if tasks else None
-            if tasks and plan is None:
-                missing += 1
+            try:  # a damaged trial is listed; the others are re-scored
+                old = load_task_record(d)
+                trial_id = old["trial_id"]
+                plan = plans.get((old["variant_id"], old["task_id"])) if tasks else None
+                if tasks and plan is None:
+                    missing += 1
+                    continue
+                rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
+                                              verdicts=verdicts, today=today,
+                                              used_plans=used)
+            except DamagedArchive as exc:
+                damaged.append(str(exc))
+                click.echo(f"! {os.path.relpath(d, run_dir):<40} {exc}", err=True)
                 continue
-            rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
-                                          verdicts=verdicts, today=today, used_plans=used)
             records.append(rec)
             evidences.append(evidence)
             before = rec["previous"]
@@ -120,6 +126,9 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, today, refresh_j
             loopback.__exit__(None, None, None)
     code = _write(out, records, evidences, run_dir, used)
     note = f"; {missing} trial(s) have no task in TASKS" if missing else ""
+    if damaged:
+        code = max(code, 1)
+        note += f"; {len(damaged)} trial(s) not re-scored (damaged archive)"
     asked = f"; judges: {verdicts.hits} recorded verdict(s) reused, {verdicts.asked} asked" \
         if verdicts.hits or verdicts.asked else ""
     click.echo(f"\n{len(records)} trial(s) re-scored, {changed} changed{note}{asked}; "

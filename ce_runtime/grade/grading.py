@@ -7,7 +7,7 @@ import os
 from ce_lang.api import Plan, program_for
 from ce_runtime.grade.host import Host
 from ce_runtime.grade.interpreter import Grader, GradeResult
-from ce_runtime.trace.events import TraceReadResult, read_trace
+from ce_runtime.trace.events import TraceReadResult, load_trace, read_trace
 from ce_runtime.trace.view import build_view
 
 
@@ -38,13 +38,16 @@ def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=N
 
 def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | None,
                 judge=None, stopped_early: bool = False, runner=None,
-                stdlib: dict[str, str] | None = None, verdicts=None,
+                stdlib: dict[str, str] | None = None, verdicts=None, *,
+                strict_trace: bool = False,
                 ) -> tuple[Grader, GradeResult, Host, TraceReadResult | None]:
     """`stopped_early`: the trial was stopped by its armed criteria (from its task.json),
     so it is gated on those only. `stdlib`: the archived standard criteria the plan was
     compiled against (default: today's). The plan's program is built once per process:
-    re-grading N trials of one plan checks its criteria once."""
-    read = read_trace(trace_path) if trace_path else None
+    re-grading N trials of one plan checks its criteria once. `strict_trace` (archived
+    trials): a damaged frame raises TraceDamaged; else the readable prefix is graded and
+    the result says what was ignored (a trace a crashed run left)."""
+    read = (load_trace if strict_trace else read_trace)(trace_path) if trace_path else None
     view = build_view(read.events) if read is not None else None
     stopped_early = stopped_early and bool(plan.early_stop.armed)  # else: gate on all
     grader = Grader(plan, program=program_for(plan, stdlib))

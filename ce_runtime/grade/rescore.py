@@ -18,8 +18,15 @@ from typing import Any
 
 import attrs
 
-from ce_lang.api import SEMANTICS_VERSION, Plan, plan_from_json, stdlib_digest
-from ce_runtime.store.archive import load_definitions, load_json, restore_workspace
+from ce_lang.api import SEMANTICS_VERSION, Plan, stdlib_digest
+from ce_runtime.store.archive import (
+    HEX64,
+    DamagedArchive,
+    load_archived_json,
+    load_definitions,
+    restore_workspace,
+    verified_trial,
+)
 
 RUN_STATUSES = ("TIMEOUT", "MAX_TURNS_EXHAUSTED", "TOKEN_BUDGET_EXCEEDED",
                 "COST_BUDGET_EXCEEDED")
@@ -37,9 +44,29 @@ def trial_dirs(run_dir: str) -> list[str]:
     return sorted(out)
 
 
+def load_plan_file(run_dir: str, plan_hash: str) -> Plan:
+    """plans/<hash>.json, checked: it must parse as a plan whose hash is its name."""
+    from ce_lang.api import plan_from_json
+    from ce_lang.api import plan_hash as hash_of
+
+    path = os.path.join(run_dir, "plans", f"{plan_hash}.json")
+    if not HEX64.fullmatch(plan_hash):
+        raise DamagedArchive(path, "not a plan hash")
+    data = load_archived_json(path)
+    if data.get("hash") != plan_hash:
+        raise DamagedArchive(path, f"records hash {data.get('hash')!r}, not its name")
+    try:
+        plan = plan_from_json(data["plan"])
+    except Exception as exc:
+        raise DamagedArchive(path, f"not a plan ({type(exc).__name__}: {exc})") from None
+    if hash_of(plan) != plan_hash:
+        raise DamagedArchive(path, "the plan does not match its hash name")
+    return plan
+
+
 def archived_plan(run_dir: str, plan_hash: str) -> Plan:
-    return plan_from_json(load_json(os.path.join(run_dir, "plans", f"{plan_hash}.json"))
-                          ["plan"])
+    """plans/<hash>.json, checked against its name (DamagedArchive if it is not)."""
+    return load_plan_file(run_dir, plan_hash)
 
 
 def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
@@ -53,12 +80,17 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     trial's own plan and the definitions archived with it (`today`: today's instead).
     `runner_for(workspace, task_dir, reference, plan)` is a context manager giving the
     sandbox that runs the criteria's commands. `verdicts`: the judge verdict store.
-    `used_plans` collects the plans graded with, by hash (to archive with the results)."""
+    `used_plans` collects the plans graded with, by hash (to archive with the results).
+    Every archived part is checked first: DamagedArchive when one is not what was written."""
     from ce_runtime.grade.grading import grade_files, reference_paths
     from ce_runtime.grade.host import InfrastructureError
+    from ce_runtime.trace.events import TraceDamaged
 
-    old = load_json(os.path.join(trial_dir, "task.json"))
+    old, manifest, trace = verified_trial(trial_dir)
     notes: list[str] = []
+    if "workspace_sha256" not in old:
+        notes.append("written by an older ce: no recorded digests, the trace and workspace "
+                     "manifest are not verified")
     stdlib = None
     if plan is None:
         plan = archived_plan(run_dir, old["plan_hash"])
@@ -74,8 +106,6 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     if plan.semantics_version != SEMANTICS_VERSION:
         notes.append(f"planned under grading semantics v{plan.semantics_version}; this ce "
                      f"grades with v{SEMANTICS_VERSION}")
-    trace = os.path.join(trial_dir, "trace.msgpack")
-    manifest = load_json(os.path.join(trial_dir, "workspace.json"))
     record = dict(old)
     record["rescored_from"] = os.path.relpath(trial_dir, run_dir)
     record["previous"] = {"status": old.get("status"),
@@ -91,10 +121,12 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
             if runner_for else contextlib.nullcontext()
         try:
             with runner as commands:
-                _, graded, host, _ = grade_files(plan, task_dir, ws,
-                                                 trace if os.path.isfile(trace) else None,
-                                                 judge, bool(old.get("stopped_early")),
-                                                 commands, stdlib, verdicts)
+                _, graded, host, _ = grade_files(plan, task_dir, ws, trace, judge,
+                                                 bool(old.get("stopped_early")),
+                                                 commands, stdlib, verdicts,
+                                                 strict_trace=True)
+        except TraceDamaged as exc:
+            raise DamagedArchive(exc.path, f"{exc.why} at byte {exc.offset}") from None
         except InfrastructureError as exc:
             record.update(status="ERROR", error=f"grading failed: {exc}", success=False)
             return record, None

@@ -5,6 +5,12 @@ trials (a file's bytes stored once under its sha256, however many trials wrote i
 trial directory holds `task.json`, `trace.msgpack` and `workspace.json` (the snapshot
 manifest: path -> digest and mode). From these a trial can be explained and re-scored
 offline, without the agent.
+
+Nothing read back from an archive is believed unchecked: a plan must hash to its file
+name, a workspace object to its digest, task.json to its own `record_sha256`, and the
+trace and workspace.json to the digests task.json recorded when the trial was written
+(`trace_sha256`, `workspace_sha256`). A restore writes only inside its target. What
+fails a check is `DamagedArchive` ("damaged archive: PATH: why").
 """
 
 from __future__ import annotations
@@ -12,13 +18,38 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
+import re
 import stat
 from typing import Any
 
 from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
 
 SNAPSHOT_VERSION = 1
+DIGEST_KEYS = ("trace_sha256", "workspace_sha256", "record_sha256")
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class DamagedArchive(Exception):
+    """An archived file that is unreadable, malformed or not what was written."""
+
+    def __init__(self, path: str, why: str):
+        super().__init__(f"damaged archive: {path}: {why}")
+        self.path, self.why = path, why
+
+
+def file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def record_digest(record: dict[str, Any]) -> str:
+    """sha256 of a task.json record's canonical JSON, its own `record_sha256` left out."""
+    body = {k: v for k, v in json.loads(json.dumps(record)).items() if k != "record_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False).encode()).hexdigest()
 
 
 def _store(objects: str, data: bytes) -> str:
@@ -57,16 +88,72 @@ def snapshot_workspace(workspace: str, objects: str, skip_dirs: tuple[str, ...] 
 
 
 def restore_workspace(manifest: dict[str, Any], objects: str, dest: str) -> None:
+    """Rebuild a snapshot in `dest`. Every object must match its digest; names must be
+    relative and stay inside `dest` (no absolute name, no `..`, no path through a link);
+    a link must point inside `dest`. Raises DamagedArchive (what was written stays)."""
+    where = "workspace.json"
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise DamagedArchive(where, "no `files` mapping")
     os.makedirs(dest, exist_ok=True)
-    for rel, entry in manifest["files"].items():
-        target = os.path.join(dest, rel)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+    root = os.path.realpath(dest)
+    for rel, entry in files.items():
+        parts = _safe_parts(rel, where)
+        if not isinstance(entry, dict):
+            raise DamagedArchive(where, f"{rel!r}: not an entry")
+        parent = root
+        for part in parts[:-1]:  # real directories only, never through a link
+            parent = os.path.join(parent, part)
+            try:
+                os.mkdir(parent)
+            except FileExistsError:
+                if os.path.islink(parent) or not os.path.isdir(parent):
+                    raise DamagedArchive(where, f"{rel!r}: goes through a link or a file "
+                                                "(outside the workspace)") from None
+        target = os.path.join(parent, parts[-1])
+        if os.path.lexists(target):
+            raise DamagedArchive(where, f"{rel!r}: named twice")
         if "link" in entry:
-            os.symlink(entry["link"], target)
+            link = entry["link"]
+            if not isinstance(link, str) or not link or "\0" in link:
+                raise DamagedArchive(where, f"{rel!r}: a link without a target")
+            resolved = os.path.normpath(os.path.join(parent, link))
+            if os.path.isabs(link) or not (resolved == root or
+                                           resolved.startswith(root + os.sep)):
+                raise DamagedArchive(where, f"{rel!r}: a link pointing out of the "
+                                            f"workspace ({link!r})")
+            os.symlink(link, target)
             continue
-        digest = entry["sha256"]
-        shutil.copyfile(os.path.join(objects, digest[:2], digest[2:]), target)
-        os.chmod(target, entry.get("mode", 0o644))
+        digest = entry.get("sha256")
+        if not isinstance(digest, str) or not HEX64.fullmatch(digest):
+            raise DamagedArchive(where, f"{rel!r}: no valid sha256")
+        obj = os.path.join(objects, digest[:2], digest[2:])
+        try:
+            with open(obj, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise DamagedArchive(obj, f"the object of {rel!r} is missing or unreadable "
+                                      f"({exc.strerror})") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise DamagedArchive(obj, f"the object of {rel!r} does not match its digest")
+        mode = entry.get("mode", 0o644)
+        if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:
+            raise DamagedArchive(where, f"{rel!r}: bad mode {mode!r}")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            os.fchmod(out.fileno(), mode & 0o777)
+
+
+def _safe_parts(rel: Any, where: str) -> list[str]:
+    if not isinstance(rel, str) or not rel or "\0" in rel or "\\" in rel:
+        raise DamagedArchive(where, f"bad file name {rel!r}")
+    if rel.startswith("/") or os.path.isabs(rel):
+        raise DamagedArchive(where, f"{rel!r}: an absolute name")
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise DamagedArchive(where, f"{rel!r}: an empty, `.` or `..` component")
+    return parts
 
 
 def find_run_root(trial_dir: str) -> str | None:
@@ -86,17 +173,95 @@ def write_trial_files(trial_dir: str, task: dict[str, Any], manifest: dict[str, 
                       evidence: dict[str, Any] | None = None) -> None:
     """task.json last: a trial directory with a task.json is complete. `evidence`: what
     grading ran and asked, per criterion (evidence.json): the scores in task.json are
-    reproducible bit for bit, the commands' own output (timings, say) need not be."""
+    reproducible bit for bit, the commands' own output (timings, say) need not be.
+    task.json records the digests of the trace (if written by now) and of workspace.json,
+    and its own (`record_sha256`), for `verified_trial` to check."""
     os.makedirs(trial_dir, exist_ok=True)
-    write_json_atomic(os.path.join(trial_dir, "workspace.json"), manifest)
+    ws_bytes = _json_bytes(manifest)
+    write_bytes_atomic(os.path.join(trial_dir, "workspace.json"), ws_bytes)
     if evidence is not None:
         write_json_atomic(os.path.join(trial_dir, "evidence.json"), evidence)
-    write_json_atomic(os.path.join(trial_dir, "task.json"), task)
+    task = {k: v for k, v in task.items() if k not in DIGEST_KEYS}
+    trace = os.path.join(trial_dir, "trace.msgpack")
+    if os.path.isfile(trace):
+        task["trace_sha256"] = file_sha256(trace)
+    task["workspace_sha256"] = hashlib.sha256(ws_bytes).hexdigest()
+    write_bytes_atomic(os.path.join(trial_dir, "task.json"), _json_bytes(task))
+
+
+def _json_bytes(value: Any) -> bytes:
+    return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
 
 
 def load_json(path: str) -> Any:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def load_archived_json(path: str) -> dict[str, Any]:
+    """A JSON object from the archive, or DamagedArchive (never a traceback)."""
+    try:
+        with open(path, "rb") as fh:
+            value = json.loads(fh.read().decode("utf-8"))
+    except OSError as exc:
+        raise DamagedArchive(path, f"unreadable ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise DamagedArchive(path, f"not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise DamagedArchive(path, "not a JSON object")
+    return value
+
+
+def load_task_record(trial_dir: str) -> dict[str, Any]:
+    """A trial's task.json, checked: its own digest (when recorded) and the fields that
+    name other files (plan_hash)."""
+    path = os.path.join(trial_dir, "task.json")
+    task = load_archived_json(path)
+    if not isinstance(task.get("plan_hash"), str) or not HEX64.fullmatch(task["plan_hash"]):
+        raise DamagedArchive(path, f"bad plan_hash {task.get('plan_hash')!r}")
+    for key in ("trial_id", "variant_id", "task_id", "task_dir", "status"):
+        if not isinstance(task.get(key, ""), str):
+            raise DamagedArchive(path, f"bad {key} {task.get(key)!r}")
+    if not isinstance(task.get("trial_id"), str):
+        raise DamagedArchive(path, "no trial_id")
+    score = task.get("weighted_score")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+        raise DamagedArchive(path, f"bad weighted_score {score!r}")
+    criteria = task.get("criteria") or []
+    if not isinstance(criteria, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("id"), str)
+            and isinstance(c.get("type"), str) for c in criteria):
+        raise DamagedArchive(path, "bad criteria")
+    return task
+
+
+def verified_trial(trial_dir: str) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """(task.json record, workspace manifest, trace path or None), each checked against
+    the digests task.json recorded. A trial written by an older ce records none: then
+    only the parts' form is checked (the record says so: no `record_sha256`)."""
+    task = load_task_record(trial_dir)
+    trace = os.path.join(trial_dir, "trace.msgpack")
+    has_trace = os.path.isfile(trace)
+    want = task.get("trace_sha256")
+    if want is not None:
+        if not has_trace:
+            raise DamagedArchive(trace, "the recorded trace is missing")
+        if file_sha256(trace) != want:
+            raise DamagedArchive(trace, "the trace does not match its recorded digest")
+    ws_path = os.path.join(trial_dir, "workspace.json")
+    want = task.get("workspace_sha256")
+    if want is not None:
+        try:
+            ok = file_sha256(ws_path) == want
+        except OSError as exc:
+            raise DamagedArchive(ws_path, f"unreadable ({exc.strerror})") from None
+        if not ok:
+            raise DamagedArchive(ws_path, "the workspace manifest does not match its "
+                                          "recorded digest")
+    manifest = load_archived_json(ws_path)
+    if not isinstance(manifest.get("files"), dict):
+        raise DamagedArchive(ws_path, "no `files` mapping")
+    return task, manifest, trace if has_trace else None
 
 
 def write_definitions(run_dir: str, digest: str, texts: dict[str, str]) -> None:

@@ -1,8 +1,10 @@
 """The trace: every event of a trial, as msgspec structs in one tagged union.
 
 The file is append-only: each event is one frame (4-byte little-endian length, then the
-msgpack body), so a crash leaves a readable prefix. A truncated or corrupt tail is
-reported by the reader and skipped, never fatal.
+msgpack body), so a crash leaves a readable prefix. Two readers: `load_trace` (strict,
+for archived trials) raises TraceDamaged naming the file and the byte offset of a
+truncated or undecodable frame; `read_trace` (tolerant, explicitly for a trace a crashed
+run was still writing) returns the readable prefix and says how many bytes it ignored.
 """
 
 from __future__ import annotations
@@ -147,6 +149,23 @@ class TraceReadResult(msgspec.Struct):
     truncated: bool = False  # the file ended inside a frame (a crash while writing)
     corrupt_at: int | None = None  # byte offset of an undecodable frame
     bytes_read: int = 0
+    size: int = 0  # the file's length: size - bytes_read bytes were ignored
+
+    @property
+    def ignored_bytes(self) -> int:
+        return max(0, self.size - self.bytes_read)
+
+    @property
+    def damaged(self) -> bool:
+        return self.truncated or self.corrupt_at is not None
+
+
+class TraceDamaged(ValueError):
+    """A truncated or undecodable frame in a trace read strictly."""
+
+    def __init__(self, path: str, offset: int, why: str):
+        super().__init__(f"{path}: {why} at byte {offset}")
+        self.path, self.offset, self.why = path, offset, why
 
 
 def decode_frames(data: bytes) -> TraceReadResult:
@@ -169,21 +188,34 @@ def _decode_frames(data: bytes) -> TraceReadResult:
     pos, end = 0, len(data)
     while pos < end:
         if end - pos < 4:
-            return TraceReadResult(events, truncated=True, bytes_read=pos)
+            return TraceReadResult(events, truncated=True, bytes_read=pos, size=end)
         (n,) = unpack(data, pos)
         if pos + 4 + n > end:
-            return TraceReadResult(events, truncated=True, bytes_read=pos)
+            return TraceReadResult(events, truncated=True, bytes_read=pos, size=end)
         try:
             append(decode(view[pos + 4:pos + 4 + n]))
-        except msgspec.DecodeError:
-            return TraceReadResult(events, corrupt_at=pos, bytes_read=pos)
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
+            return TraceReadResult(events, corrupt_at=pos, bytes_read=pos, size=end)
         pos += 4 + n
-    return TraceReadResult(events, bytes_read=pos)
+    return TraceReadResult(events, bytes_read=pos, size=end)
 
 
 def read_trace(path: str) -> TraceReadResult:
+    """Tolerant: the readable prefix of a trace a crashed run may have left half-written;
+    `truncated` / `corrupt_at` / `ignored_bytes` say what was not read."""
     with open(path, "rb") as fh:
         return decode_frames(fh.read())
+
+
+def load_trace(path: str) -> TraceReadResult:
+    """Strict: every byte of the trace is a whole, decodable frame, or TraceDamaged."""
+    result = read_trace(path)
+    if result.truncated:
+        raise TraceDamaged(path, result.bytes_read, f"truncated frame ({result.ignored_bytes} "
+                                                    "byte(s) after the last whole frame)")
+    if result.corrupt_at is not None:
+        raise TraceDamaged(path, result.corrupt_at, "undecodable frame")
+    return result
 
 
 def write_trace(path: str, events: Iterable[Event]) -> None:
