@@ -488,8 +488,14 @@ def test_a_killed_run_resumes_with_every_trial_exactly_once(tmp_path):
 
 def test_ctrl_c_stops_with_exit_1_and_resume_finishes(tmp_path):
     proc, run_dir, err = _start_and_stop(tmp_path, signal.SIGINT)
+    check_interrupted_then_resumed(tmp_path, proc, run_dir, err)
+
+
+def check_interrupted_then_resumed(tmp_path, proc, run_dir: str, err: str) -> None:
+    """An interrupted run: exit 1 with the resume command, some trials done, run.json
+    "interrupted", report.md written, no scratch left; the resume finishes the rest."""
     assert proc.returncode == 1, err
-    assert "--resume" in err
+    assert f"ce run --resume {run_dir}" in err
     done_before = task_jsons(run_dir)
     assert 3 <= len(done_before) < REPEATS
     meta = load_run_json(run_dir)

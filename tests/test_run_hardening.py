@@ -22,10 +22,10 @@ from tests.test_run_e2e import (
     _resume_and_check,
     _start_and_stop,
     ce,
+    check_interrupted_then_resumed,
     env_for,
     load_run_json,
     run_dir_in,
-    scratch_left,
     task_jsons,
 )
 
@@ -36,18 +36,9 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_stop_like_ctrl_c_and_resume_finishes(tmp_path, sig):
     proc, run_dir, err = _start_and_stop(tmp_path, sig)  # sent to ce alone, not its group
-    assert proc.returncode == 1, err
     assert f"{signal.Signals(sig).name} received" in err
-    assert f"ce run --resume {run_dir}" in err
     assert "Traceback" not in err and "internal error" not in err, err
-    done_before = task_jsons(run_dir)
-    assert 3 <= len(done_before) < REPEATS
-    meta = load_run_json(run_dir)
-    assert meta["status"] == "interrupted"
-    assert meta["trials_planned"] == REPEATS
-    assert os.path.exists(os.path.join(run_dir, "report.md"))
-    assert scratch_left(str(tmp_path)) == []  # the running trials' workspaces were removed
-    _resume_and_check(tmp_path, run_dir, done_before)
+    check_interrupted_then_resumed(tmp_path, proc, run_dir, err)
 
 
 # -- the run directory's lock --------------------------------------------------------------
