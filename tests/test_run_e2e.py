@@ -424,15 +424,19 @@ SLOWISH = _task("slowish", "    - sleep: 0.4\n    - write: done.txt\n      conte
 REPEATS = 12
 
 
-def _start_and_stop(tmp_path, sig: int) -> tuple[subprocess.Popen, str, str]:
-    """Start 12 trials at -j 2, send `sig` once a few have finished; (proc, run dir, err)."""
+def _start_and_stop(tmp_path, sig: int, sigint_ignored: bool = False
+                    ) -> tuple[subprocess.Popen, str, str]:
+    """Start 12 trials at -j 2, send `sig` once a few have finished; (proc, run dir, err).
+    `sigint_ignored`: ce starts with SIGINT ignored, as a script's background job does."""
     (tmp_path / "slowish.yaml").write_text(SLOWISH)
     runs = tmp_path / "runs"
     proc = subprocess.Popen(  # a relative task path: --resume runs from elsewhere
         [CE, "run", "slowish.yaml", "--repeats", str(REPEATS), "-j", "2",
          "--run-dir", str(runs)], cwd=str(tmp_path), env=env_for(str(tmp_path)),
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if sigint_ignored else None)
     try:
         deadline = time.monotonic() + 60
         done = 0

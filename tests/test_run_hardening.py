@@ -33,9 +33,14 @@ pytestmark = pytest.mark.slow
 
 
 # -- SIGTERM / SIGHUP ----------------------------------------------------------------------
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_sigterm_and_sighup_stop_like_ctrl_c_and_resume_finishes(tmp_path, sig):
-    proc, run_dir, err = _start_and_stop(tmp_path, sig)  # sent to ce alone, not its group
+@pytest.mark.parametrize(("sig", "sigint_ignored"), [
+    (signal.SIGTERM, False), (signal.SIGHUP, False),
+    (signal.SIGTERM, True),  # a background job of a script: SIGINT is ignored there
+], ids=["SIGTERM", "SIGHUP", "SIGTERM-in-a-background-job"])
+def test_sigterm_and_sighup_stop_like_ctrl_c_and_resume_finishes(tmp_path, sig,
+                                                                 sigint_ignored):
+    # sent to ce alone, not its group
+    proc, run_dir, err = _start_and_stop(tmp_path, sig, sigint_ignored)
     assert f"{signal.Signals(sig).name} received" in err
     assert "Traceback" not in err and "internal error" not in err, err
     check_interrupted_then_resumed(tmp_path, proc, run_dir, err)

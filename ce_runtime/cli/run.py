@@ -163,17 +163,15 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
         with open(judge_replies, encoding="utf-8") as fh:
             loopback = ModelServer(yaml.safe_load(fh) or {}, judge=True).__enter__()
         os.environ["CE_JUDGE_URL"] = loopback.url
-    stopped_by = _signals_as_ctrl_c()
     try:
-        asyncio.run(R.execute(todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type,
-                                                          uv_cache=_uv_cache(),
-                                                          scripted_model=scripted_model),
-                              progress.start, progress.done))
-    except KeyboardInterrupt:
-        interrupted = True
-        how = f"{stopped_by[0]} received" if stopped_by else "interrupted"
-        click.echo(f"\n{how}: finished trials are kept; resume with "
-                   f"`ce run --resume {run_dir}`", err=True)
+        stopped_by = _run_until_stopped(R.execute(
+            todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type, uv_cache=_uv_cache(),
+                                        scripted_model=scripted_model),
+            progress.start, progress.done))
+        if stopped_by is not None:
+            interrupted = True
+            click.echo(f"\n{stopped_by}: finished trials are kept; resume with "
+                       f"`ce run --resume {run_dir}`", err=True)
     finally:
         progress.close()
         if loopback is not None:
@@ -226,22 +224,45 @@ def _lock(run_dir: str) -> int:
         sys.exit(1)
 
 
-def _signals_as_ctrl_c() -> list[str]:
-    """SIGTERM and SIGHUP (a `kill`, a closed terminal, a CI job cancelled) end the run as
-    Ctrl-C does: each is turned into SIGINT, which asyncio turns into cancelling the
-    trials (their processes killed, their scratch removed) then KeyboardInterrupt. The
-    list returned names the signal received, once one is."""
+def _run_until_stopped(work) -> str | None:
+    """Run the trials' coroutine; what stopped it early ("interrupted" for Ctrl-C,
+    "SIGTERM received", ...) or None when it finished.
+
+    SIGTERM and SIGHUP (a `kill`, a closed terminal, a CI job cancelled) end the run as
+    Ctrl-C does: the trials are cancelled (their processes killed, their scratch
+    removed). Their handler cancels the main task itself rather than raising SIGINT, so
+    they work where SIGINT is ignored (a script's background job, nohup). A second signal
+    while the run directory is being finished is noted and does not cut the writes."""
     import signal
 
     received: list[str] = []
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task]] = []
 
-    def as_sigint(signum, _frame) -> None:
-        received.append(signal.Signals(signum).name)
-        os.kill(os.getpid(), signal.SIGINT)
+    def on_signal(signum: int, _frame) -> None:
+        first = not received
+        received.append(f"{signal.Signals(signum).name} received")
+        if first and running and not running[0][0].is_closed():
+            loop, task = running[0]
+            loop.call_soon_threadsafe(task.cancel)  # also wakes the loop's select()
+
+    async def main():
+        running.append((asyncio.get_running_loop(), asyncio.current_task()))
+        if received:  # stopped while the loop was starting
+            work.close()
+            raise asyncio.CancelledError
+        return await work
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, as_sigint)
-    return received
+        signal.signal(sig, on_signal)  # kept until ce exits: the finishing writes finish
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        return received[0] if received else "interrupted"
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        return received[0]
+    return received[0] if received else None
 
 
 def _preflight(trials) -> None:

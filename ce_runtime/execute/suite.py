@@ -185,8 +185,18 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
             if on_done:
                 on_done(trial, record)
 
+    tasks = [asyncio.ensure_future(one(t)) for t in interleave(trials)]
     try:
-        await asyncio.gather(*(one(t) for t in interleave(trials)))
+        await asyncio.gather(*tasks)
+    except BaseException:
+        # gather gives up at the first trial cancelled or failed while the others still
+        # run; each must finish its own clean-up (processes killed and reaped, scratch
+        # removed) before the run ends, or the loop's shutdown cuts it short
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        raise
     finally:
         import shutil
 
