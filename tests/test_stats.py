@@ -115,8 +115,11 @@ def test_paired_comparison_over_a_trials_frame():
         # t1: A mean (1.0 + 0.5)/2 = 0.75, B 1.0 -> +0.25
         trial("A", "t1", 0, score=1.0), trial("A", "t1", 1, score=0.5),
         trial("B", "t1", 0, score=1.0),
-        # t2: A 1.0, B errored before grading (no score): counts 0.0 -> -1.0
-        trial("A", "t2", score=1.0), trial("B", "t2", score=None, status="ERROR"),
+        # t2: A 1.0, B 0.0 -> -1.0
+        trial("A", "t2", score=1.0), trial("B", "t2", score=0.0),
+        # t6: B errored before grading (no score): not in the score pairing, a pass-rate
+        # loss (1 -> 0)
+        trial("A", "t6", score=1.0), trial("B", "t6", score=None, status="ERROR"),
         # t3: equal
         trial("A", "t3", score=0.5), trial("B", "t3", score=0.5),
         # t4 only in A, t5 ungraded in B: not paired
@@ -140,8 +143,10 @@ def test_paired_comparison_over_a_trials_frame():
     assert c.ci_low <= c.mean_diff <= c.ci_high
 
     rate = paired_comparison(frame, "A", "B", metric="pass_rate")
-    # pass rates: t1 A 1/2 B 1; t2 A 1 B 0; t3 0 0; ds 0 1
-    assert rate.mean_diff == pytest.approx((0.5 - 1 + 0 + 1) / 4)
+    # pass rates: t1 A 1/2 B 1; t2 A 1 B 0; t3 0 0; t6 1 0; ds 0 1
+    assert rate.n_tasks == 5
+    assert rate.mean_diff == pytest.approx((0.5 - 1 + 0 - 1 + 1) / 5)
+    assert (rate.wins, rate.losses, rate.ties) == (2, 2, 1)
     assert per_task_scores(frame, "A", "pass_rate")[("t1", "")] == 0.5
 
     d = c.to_dict()

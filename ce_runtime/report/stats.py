@@ -21,9 +21,10 @@ graded repeats, or its pass rate) and reports, for the differences d = b - a:
 
 The per-task reduction is done by Polars (imported inside the functions so `ce --help`
 stays fast); the resampling is pure Python (no numpy or scipy dependency).
-A graded trial that has no weighted score (an ERROR before grading) counts 0.0 in the
-score metric here, so that a variant that errors on a task loses it instead of having the
-task silently dropped from the pairing.
+The per-task values follow the run's definitions (`ce_runtime.report`): the score is the
+mean weighted_score over the task's graded trials that have one, so a task whose trials
+all ended in ERROR before grading has no score and is left out of the score pairing (its
+pass rate, 0, still counts in the pass-rate pairing).
 """
 
 from __future__ import annotations
@@ -93,19 +94,20 @@ class PairedComparison:
 def per_task_scores(trials: pl.DataFrame | pl.LazyFrame, variant: str,
                     metric: Metric = "score") -> dict[tuple[str, str], float]:
     """{(task_id, row_id or ""): value} for one variant's graded trials; value is the mean
-    weighted score (null counted as 0.0) or the pass rate over the task's repeats."""
+    weighted score over those that have one, or the pass rate, over the task's repeats.
+    A task with no score at all is absent from the score metric."""
     import polars as pl
 
     lf = trials.lazy() if isinstance(trials, pl.DataFrame) else trials
     value = (pl.col("success").cast(pl.Float64) if metric == "pass_rate"
-             else pl.col("weighted_score").fill_null(0.0))
+             else pl.col("weighted_score"))
     if metric not in ("score", "pass_rate"):
         raise ValueError(f"metric must be 'score' or 'pass_rate', not {metric!r}")
     out = (lf.filter(pl.col("graded") & (pl.col("variant_id") == variant))
            .with_columns(pl.col("row_id").fill_null(""))
            .group_by("task_id", "row_id").agg(value.mean().alias("v"))
            .collect())
-    return {(t, r): v for t, r, v in out.iter_rows()}
+    return {(t, r): v for t, r, v in out.iter_rows() if v is not None}
 
 
 def paired_comparison(trials: pl.DataFrame | pl.LazyFrame, variant_a: str, variant_b: str,
