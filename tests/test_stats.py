@@ -172,3 +172,16 @@ def test_pass_rate_differences_stay_exact_for_many_tasks():
     assert sign_flip_p_value(diffs, random.Random(0), 10)[0] == pytest.approx(
         float(brute_force_p([Fraction(2, 3), Fraction(-1, 3), Fraction(1, 3),
                              Fraction(2, 3), Fraction(-2, 3), Fraction(1, 3)])))
+
+
+def test_report_golden_pass_rate_p_by_hand():
+    # tests/golden/report.md's paired pass rates (with-skill vs baseline): four routing
+    # rows +1 or -1 (r2, r3, r5 up, r4 down), fix-bug +1/3, write-docs +1, four ties.
+    # In thirds the magnitudes are 3,3,3,3,3,1 (total 16) and the observed sum is 10;
+    # an assignment flipping magnitudes summing to t has |16 - 2t| >= 10 iff t <= 3 or
+    # t >= 13: t in {0, 1, 3} in 1 + 1 + 5 ways, and as many above: p = 14 / 64
+    diffs = [0, 1, 1, -1, 1, 0, 0, 0, 1 / 3, 1]
+    c = paired_stats([(f"t{i}", 0.0, d) for i, d in enumerate(diffs)], "a", "b")
+    assert c.p_value == 14 / 64
+    assert (c.wins, c.losses, c.ties) == (5, 1, 4)
+    assert c.mean_diff == pytest.approx(1 / 3)

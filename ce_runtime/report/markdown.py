@@ -208,6 +208,7 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
               f"{fmt_signed(c['mean_score_diff'], False)} | "
               f"{c['better']} / {c['worse']} / {c['same']} |")
         w("")
+        _render_paired_stats(w, comparison, records)
         early = sum(c.get("stopped_early_tasks") or 0 for c in comparison)
         if early:
             w(f"> **NOTE:** {early} paired task(s) include an early-stopped trial: its score "
@@ -304,4 +305,63 @@ def _render_classification_gate(w, g: SuiteGate) -> None:
         w("|---|" + "---:|" * len(g.labels))
         for lab, row in zip(g.labels, g.confusion, strict=True):
             w(f"| **{_cell(lab)}** | " + " | ".join(str(n) for n in row) + " |")
+        w("")
+
+
+# ---------------------------------------------------------------------------- A/B statistics
+
+
+def _fmt_p(p: float | None) -> str:
+    if p is None:
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _render_paired_stats(w, comparison: Sequence[dict[str, Any]],
+                         records: Sequence[dict[str, Any]]) -> None:
+    """Each variant against the baseline (ce_runtime/report/stats.py): the paired mean
+    difference with its bootstrap interval, the sign-flip test's p-value, wins / losses
+    / ties and the most divergent tasks."""
+    from ce_runtime.report.frames import trials_frame
+    from ce_runtime.report.stats import RESAMPLES, paired_comparison
+
+    trials = trials_frame(records)
+    rows = []
+    for c in comparison:
+        for metric in ("pass_rate", "score"):
+            rows.append(paired_comparison(trials, c["baseline"], c["variant"], metric=metric))
+    if not any(r.n_tasks for r in rows):
+        return
+    w("### Paired statistics")
+    w("")
+    w(f"Per task, the pass rate or the mean score over its repeats; Δ = variant − "
+      f"{_code(comparison[0]['baseline'])} over the tasks both graded, with a 95% paired "
+      f"bootstrap interval ({RESAMPLES} resamples, seed 0); p: two-sided sign-flip "
+      "permutation test (exact; *MC*: Monte Carlo); wins / losses / ties: tasks where the "
+      "variant is above / below / level with the baseline.")
+    w("")
+    w("| Variant | Metric | Tasks | Baseline → variant | Δ | 95% CI | p | "
+      "Wins / losses / ties |")
+    w("|---|---|---:|---|---:|---|---:|---|")
+    for r in rows:
+        pct = r.metric == "pass_rate"
+        fmt = fmt_pct if pct else fmt_score
+        if not r.n_tasks:
+            w(f"| {_code(r.variant_b)} | {r.metric.replace('_', ' ')} | 0 | — | — | — | — "
+              "| — |")
+            continue
+        p = _fmt_p(r.p_value) + (" *MC*" if r.test == "monte-carlo" else "")
+        w(f"| {_code(r.variant_b)} | {r.metric.replace('_', ' ')} | {r.n_tasks} | "
+          f"{fmt(r.mean_a)} → {fmt(r.mean_b)} | {fmt_signed(r.mean_diff, pct)} | "
+          f"{fmt_signed(r.ci_low, pct)} to {fmt_signed(r.ci_high, pct)} | {p} | "
+          f"{r.wins} / {r.losses} / {r.ties} |")
+    w("")
+    divergent = [r for r in rows if r.metric == "score" and r.most_divergent]
+    if divergent:
+        w("Most divergent tasks (mean score, baseline → variant):")
+        w("")
+        for r in divergent:
+            w(f"- {_code(r.variant_b)}: " + "; ".join(
+                f"{_code(task)} {fmt_score(a)} → {fmt_score(b)} ({fmt_signed(b - a, False)})"
+                for task, a, b in r.most_divergent))
         w("")
