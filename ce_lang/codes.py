@@ -33,6 +33,10 @@ _TABLE = [
      "oversized alias expansions are rejected."),
     ("CE0006", "error", "no task files matched",
      "A path, directory or glob given to `ce compile`/`ce run` matched no .yaml/.yml file."),
+    ("CE0007", "error", "file too large",
+     "A task or experiment file over 2 MiB is refused before it is parsed: parsing YAML "
+     "takes about 40 times the file's size in memory. Large data belongs in a dataset "
+     "file (rows are read one at a time) or in a prompt file the task names."),
     # -- schema -------------------------------------------------------------------------
     ("CE0101", "error", "unknown field",
      "The key is not a field of this mapping. ce is strict at every level (the top level "

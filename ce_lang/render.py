@@ -10,36 +10,64 @@ from typing import Any
 from ce_lang.codes import CODES
 from ce_lang.diagnostics import Diagnostic
 
+ECHO_WIDTH = 160  # characters of a source line shown under a diagnostic, at most
+
 
 def render_human(diags: Sequence[Diagnostic], sources: dict[str, str], color: bool = False
                  ) -> str:
-    return "".join(_one(d, sources, color) for d in diags)
+    """Each file is split into lines once, however many diagnostics point into it (20,000
+    diagnostics in one file render in linear time)."""
+    lines_of: dict[str, list[str]] = {}
+
+    def source_lines(file: str) -> list[str] | None:
+        if file not in lines_of:
+            text = sources.get(file)
+            if text is None:
+                return None
+            lines_of[file] = text.split("\n")
+        return lines_of[file]
+
+    return "".join(_one(d, source_lines, color) for d in diags)
 
 
 def _style(text: str, code: str, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if color else text
 
 
-def _one(d: Diagnostic, sources: dict[str, str], color: bool) -> str:
+def echo_window(src: str, col: int, width: int) -> tuple[str, int, int]:
+    """The part of a source line shown, with the caret's column and width in it: a long
+    line (minified JSON, a 100 KB flow list) is cut around the span to ECHO_WIDTH
+    characters, marked with `...` where it was cut."""
+    if len(src) <= ECHO_WIDTH:
+        return src, col, width
+    start = max(0, min(col - 1 - ECHO_WIDTH // 3, len(src) - ECHO_WIDTH))
+    shown = src[start:start + ECHO_WIDTH]
+    head = "..." if start > 0 else ""
+    tail = "..." if start + ECHO_WIDTH < len(src) else ""
+    col_in = col - start + len(head)
+    width = max(1, min(width, len(shown) - (col - 1 - start)))
+    return head + shown + tail, col_in, width
+
+
+def _one(d: Diagnostic, source_lines, color: bool) -> str:
     sev_color = "1;31" if d.severity == "error" else "1;33"
     head = f"{_style(d.severity + '[' + d.code + ']', sev_color, color)}: {d.message}"
     lines = []
     if d.span is not None:
         lines.append(f"{_style(str(d.span), '1', color)}: {head}")
-        text = sources.get(d.span.file)
-        if text is not None:
-            src_lines = text.split("\n")
-            if 1 <= d.span.line <= len(src_lines):
-                src = src_lines[d.span.line - 1].rstrip("\r").expandtabs(1)
-                gutter = str(d.span.line)
-                pad = " " * len(gutter)
-                width = (d.span.end_col - d.span.col) if d.span.end_line == d.span.line else \
-                    max(1, len(src.rstrip()) - d.span.col + 1)
-                width = max(1, min(width, max(1, len(src) - d.span.col + 1)))
-                lines.append(f"{pad} |")
-                lines.append(f"{gutter} | {src}")
-                caret = " " * (d.span.col - 1) + "^" * width
-                lines.append(f"{pad} | {_style(caret, sev_color, color)}")
+        src_lines = source_lines(d.span.file)
+        if src_lines is not None and 1 <= d.span.line <= len(src_lines):
+            src = src_lines[d.span.line - 1].rstrip("\r").expandtabs(1)
+            gutter = str(d.span.line)
+            pad = " " * len(gutter)
+            width = (d.span.end_col - d.span.col) if d.span.end_line == d.span.line else \
+                max(1, len(src.rstrip()) - d.span.col + 1)
+            width = max(1, min(width, max(1, len(src) - d.span.col + 1)))
+            src, col, width = echo_window(src, d.span.col, width)
+            lines.append(f"{pad} |")
+            lines.append(f"{gutter} | {src}")
+            caret = " " * (col - 1) + "^" * width
+            lines.append(f"{pad} | {_style(caret, sev_color, color)}")
     else:
         lines.append(head)
     if d.help:

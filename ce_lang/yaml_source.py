@@ -82,12 +82,20 @@ class _Builder:
         self.constructor = SafeConstructor()
         self.nodes = 0
         self.active: set[int] = set()
+        # spans set while a `<<` source is built, so the merged keys copy theirs without
+        # scanning the tables (a merge of thousands of keys stays linear)
+        self.recording: list[list[tuple[bool, Path, _Pos]]] = []
+
+    def _set_span(self, is_key: bool, path: Path, pos: _Pos) -> None:
+        (self.key_spans if is_key else self.spans)[path] = pos
+        for rec in self.recording:
+            rec.append((is_key, path, pos))
 
     def build(self, node: Node, path: Path) -> Any:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise _TooLarge(node)
-        self.spans[path] = _pos(node)
+        self._set_span(False, path, _pos(node))
         if isinstance(node, ScalarNode):
             return self.scalar(node)
         if id(node) in self.active:
@@ -120,7 +128,7 @@ class _Builder:
     def mapping(self, node: MappingNode, path: Path) -> dict[str, Any]:
         out: dict[str, Any] = {}
         first_seen: dict[str, _Pos] = {}
-        merged: list[tuple[str, Any, Path]] = []
+        merged: list[tuple[str, Any, list[tuple[bool, Path, _Pos]]]] = []
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 merged.extend(self.merge_sources(value_node, path))
@@ -140,17 +148,20 @@ class _Builder:
                 )
                 continue
             first_seen[key] = key_pos
-            self.key_spans[(*path, key)] = key_pos
+            self._set_span(True, (*path, key), key_pos)
             out[key] = self.build(value_node, (*path, key))
-        for key, value, source_path in merged:  # explicit keys win over `<<` merges
+        for key, value, spans in merged:  # explicit keys win over `<<` merges
             if key not in out:
                 out[key] = value
-                self._copy_spans(source_path, (*path, key))
+                for is_key, rest, pos in spans:
+                    self._set_span(is_key, (*path, key, *rest), pos)
         return out
 
-    def merge_sources(self, node: Node, path: Path) -> list[tuple[str, Any, Path]]:
+    def merge_sources(self, node: Node, path: Path
+                      ) -> list[tuple[str, Any, list[tuple[bool, Path, _Pos]]]]:
+        """Each merged key with its value and the spans under it (relative paths)."""
         sources = node.value if isinstance(node, SequenceNode) else [node]
-        entries: list[tuple[str, Any, Path]] = []
+        entries: list[tuple[str, Any, list[tuple[bool, Path, _Pos]]]] = []
         for i, source in enumerate(sources):
             if not isinstance(source, MappingNode):
                 self.diags.emit(
@@ -159,17 +170,21 @@ class _Builder:
                 )
                 continue
             tmp_path = (*path, f"<<{i}")
-            value = self.build(source, tmp_path)
+            recorded: list[tuple[bool, Path, _Pos]] = []
+            self.recording.append(recorded)
+            try:
+                value = self.build(source, tmp_path)
+            finally:
+                self.recording.pop()
             if value is None:  # a mapping merging itself: reported as a recursive alias
                 continue
-            entries.extend((k, v, (*tmp_path, k)) for k, v in value.items())
+            n = len(tmp_path)
+            by_key: dict[Any, list[tuple[bool, Path, _Pos]]] = {}
+            for is_key, p, pos in recorded:
+                if len(p) > n:
+                    by_key.setdefault(p[n], []).append((is_key, p[n + 1:], pos))
+            entries.extend((k, v, by_key.get(k, [])) for k, v in value.items())
         return entries
-
-    def _copy_spans(self, src: Path, dst: Path) -> None:
-        n = len(src)
-        for table in (self.spans, self.key_spans):
-            for p, s in [(p, s) for p, s in table.items() if p[:n] == src]:
-                table[dst + p[n:]] = s
 
 
 class _TooLarge(Exception):
@@ -177,8 +192,21 @@ class _TooLarge(Exception):
         self.node = node
 
 
+MAX_FILE_BYTES = 2 * 1024 * 1024  # a task is text a person writes; data has datasets
+
+
 def parse_yaml(text: str, file: str, diags: Diagnostics) -> LocatedDoc | None:
-    """Parse one YAML document; None (with diagnostics) when it cannot be used at all."""
+    """Parse one YAML document; None (with diagnostics) when it cannot be used at all.
+    A file over MAX_FILE_BYTES is refused before parsing (a 12 MB list took 7 s and
+    500 MB to parse)."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_FILE_BYTES:
+        diags.emit("CE0007", f"the file is {size / 1048576:.1f} MiB; task and experiment "
+                   f"files are limited to {MAX_FILE_BYTES // 1048576} MiB",
+                   Span.point(file),
+                   help="move large data into a dataset file (JSONL/CSV/YAML rows) or a "
+                        "prompt file the task names")
+        return None
     try:
         loader = _Loader(text)
         try:

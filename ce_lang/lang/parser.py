@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast as pyast
 import bisect
+import functools
 import hashlib
 import os
 import re
@@ -58,8 +59,15 @@ def _parser() -> Lark:
 Locator = Callable[[int, int], Span]
 
 
+@functools.lru_cache(maxsize=8)
+def _line_starts(text: str) -> list[int]:
+    """Each line's first offset; shared by every expression of one file (a file with
+    thousands of expressions is indexed once, not once per expression)."""
+    return [0] + [m.end() for m in re.finditer("\n", text)]
+
+
 def file_locator(file: str, text: str) -> Locator:
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    starts = _line_starts(text)
 
     def at(offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(starts, offset)
@@ -89,16 +97,17 @@ def scalar_locator(value: str, scalar: Span, source: str | None) -> Locator:
     pos = scalar.offset
     wildcard_until: str | None = None  # inside a `${row.key}`: its value stands in
     token_start = scalar.offset
+    next_row = source.find("${row.", pos, end)  # kept ahead of `pos`: one scan in all
     for ch in value:
         if wildcard_until is not None:
             if ch != wildcard_until:
                 positions.append(token_start)
                 continue
             wildcard_until = None
-        if source.startswith("${row.", pos) or (
-                source.find("${row.", pos, end) >= 0
-                and source.find(ch, pos, end) > source.find("${row.", pos, end)):
-            start = source.find("${row.", pos, end)
+        if 0 <= next_row < pos:
+            next_row = source.find("${row.", pos, end)
+        if next_row >= 0 and (next_row == pos or source.find(ch, pos, end) > next_row):
+            start = next_row
             close = source.find("}", start, end)
             if close > 0:
                 token_start, pos = start, close + 1
