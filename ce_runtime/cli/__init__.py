@@ -19,6 +19,7 @@ _COMMANDS = {
     "rescore": ("ce_runtime.cli.rescore", "rescore_cmd"),
     "model-server": ("ce_runtime.cli.model_server", "model_server_cmd"),
     "agents": ("ce_runtime.cli.agents", "agents_cmd"),
+    "compare": ("ce_runtime.cli.compare", "compare_cmd"),
 }
 
 
@@ -32,6 +33,7 @@ _SHORT_HELP = {
     "trace": "Dump traces, and import foreign transcripts as traces.",
     "model-server": "Serve a scripted model session (Anthropic and OpenAI APIs), offline.",
     "agents": "List the agents ce runs; install the npm ones (codex, opencode, pi).",
+    "compare": "What regressed and improved between two runs; exit 1 on a regression.",
 }
 
 

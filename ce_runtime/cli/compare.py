@@ -1,0 +1,83 @@
+"""`ce compare`: what regressed and what improved between two runs of the same tasks."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+FORMATS = ("md", "json", "html")
+FAIL_ON = ("flips", "significant", "never")
+
+
+@click.command("compare")
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="md",
+              show_default=True, help="md, json, or one self-contained HTML page.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write to this file instead of stdout.")
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default="flips", show_default=True,
+              help="What counts as a regression (exit 1); see below.")
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+              default=0.05, show_default=True,
+              help="Significance level of the pass-rate drop.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the bootstrap intervals (the same seed, the same report).")
+def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
+    """Compare RUN_B with RUN_A (the baseline): what regressed and what improved.
+
+    RUN_A and RUN_B are run directories (`runs/<id>`, `runs/latest`; a `rescored/<time>`
+    directory too). Trials are matched by variant, task id, dataset row and repeat;
+    criterion results additionally by criterion id. The report lists the trials that
+    flipped (passed in A and fail in B: regressions; the reverse: improvements) with
+    the criteria that flipped with them, criteria that flipped in trials whose outcome
+    did not, each run's pass rate (Wilson 95% interval) and mean score, the paired
+    differences over the tasks both runs graded (per task: pass rate and mean score
+    over its repeats; mean Δ with a 95% paired bootstrap interval and a two-sided
+    sign-flip permutation test's p-value), per-task changes (Δ pass rate with
+    Newcombe's 95% interval), and the tasks present in only one run (never compared).
+
+    \b
+    Regression (exit 1), by --fail-on:
+      flips        any matched trial that passed (SUCCESS) in A and does not in B,
+                   or a significant drop (the default)
+      significant  a significant drop only: the paired mean per-task pass-rate
+                   difference B − A is negative and its sign-flip p < --alpha
+      never        never (report only)
+    A task missing from B is listed, not counted as a regression.
+
+    \b
+    Exit status: 0 no regression; 1 a regression (or the output could not be
+    written); 2 usage error (a path that is not a run directory: one line naming it).
+
+    \b
+    Examples:
+      ce compare runs/20261130-0900-ab12 runs/latest
+      ce compare runs/main runs/latest --fail-on significant -f json -o compare.json
+      ce compare runs/main runs/latest -f html -o compare.html
+    """
+    from ce_runtime.report.compare import NotARun, compare_runs
+    from ce_runtime.report.compare_render import RENDERERS, verdict
+
+    try:
+        comparison = compare_runs(run_a, run_b, seed=seed, alpha=alpha)
+    except NotARun as exc:
+        click.echo(f"ce compare: {exc}", err=True)
+        sys.exit(2)
+    text = RENDERERS[fmt](comparison, fail_on)
+    if output:
+        from ce_runtime.store.atomic import write_bytes_atomic
+
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+            write_bytes_atomic(output, text.encode())
+        except OSError as exc:
+            click.echo(f"ce compare: cannot write {output}: {exc.strerror or exc}", err=True)
+            sys.exit(1)
+    else:
+        click.echo(text, nl=False)
+    regressed, line = verdict(comparison, fail_on)
+    click.echo(f"ce compare: {line}" + (f"; report: {output}" if output else ""), err=True)
+    sys.exit(1 if regressed else 0)

@@ -1,0 +1,418 @@
+"""Two runs of the same tasks compared: what regressed and what improved (data only;
+`ce_runtime/report/compare_render.py` renders it, `ce compare` is the command).
+
+Matching: a trial of run A and one of run B are the same trial when they have the same
+variant, task id, dataset row and repeat; a criterion result additionally by criterion id.
+A task (variant, task id, row) present in one run only is listed, never compared.
+
+What is measured (B against A, differences are B - A):
+
+- flips: matched trials that succeeded in A and not in B (regressions), or the reverse
+  (improvements); matched criterion results whose `passed` went True -> False (broken)
+  or False -> True (fixed), gating or not (the gating flag is shown);
+- per run: pass rate with its Wilson 95% interval and mean score (the run's definitions,
+  `ce_runtime.report`);
+- the paired deltas over the tasks both runs graded (per task: pass rate over its
+  repeats, and mean score): mean difference, 95% paired bootstrap interval, sign-flip
+  p-value (`ce_runtime/report/stats.py`), overall and per variant;
+- per task: pass rate of each run with the difference's Newcombe 95% interval (the
+  hybrid Wilson score interval for two independent proportions, his method 10) and the
+  mean scores.
+
+Regression rule (`regressed`): `flips` (the default) -> any regression flip or a
+significant drop; `significant` -> a significant drop only; `never` -> never. A drop is
+significant when the paired mean pass-rate difference is negative and its two-sided
+sign-flip p-value is below `alpha` (0.05).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ce_runtime.report.frames import EPSILON
+from ce_runtime.report.stats import PairedComparison, paired_stats
+
+if TYPE_CHECKING:
+    import polars as pl
+
+WILSON_Z = 1.959963984540054
+FAIL_ON = ("flips", "significant", "never")
+ALPHA = 0.05
+_KEY = ("variant_id", "task_id", "row_id", "repeat")
+
+
+class NotARun(Exception):
+    """`path` is not a run directory (exit 2) or one of its files is unreadable."""
+
+    def __init__(self, path: str, why: str):
+        super().__init__(f"{path}: {why}")
+        self.path = path
+
+
+@attrs.frozen
+class RunSide:
+    path: str
+    run_id: str
+    started_at: str | None
+    trials: int
+    graded: int
+    passed: int
+    pass_rate: float | None
+    pass_rate_ci95: tuple[float, float] | None
+    mean_score: float | None
+
+
+@attrs.frozen
+class CriterionFlip:
+    criterion_id: str
+    type: str | None
+    description: str | None
+    gating: bool
+    score_a: float | None
+    score_b: float | None
+
+
+@attrs.frozen
+class TrialFlip:
+    """A matched trial whose success changed; `criteria` are its criteria that flipped the
+    same way (broken for a regression, fixed for an improvement)."""
+
+    trial_id: str
+    variant_id: str
+    task_id: str
+    repeat: int
+    status_a: str
+    status_b: str
+    score_a: float | None
+    score_b: float | None
+    criteria: tuple[CriterionFlip, ...]
+
+
+@attrs.frozen
+class CriterionChange:
+    """A criterion that flipped in a trial whose success did not (still failing, or a
+    non-gating criterion in a passing trial)."""
+
+    trial_id: str
+    criterion: CriterionFlip
+    broken: bool
+
+
+@attrs.frozen
+class TaskDelta:
+    variant_id: str
+    task_id: str
+    trials_a: int
+    trials_b: int
+    passed_a: int
+    passed_b: int
+    rate_a: float | None
+    rate_b: float | None
+    rate_diff: float | None
+    rate_diff_ci95: tuple[float, float] | None
+    score_a: float | None
+    score_b: float | None
+    score_diff: float | None
+
+
+@attrs.frozen
+class RunComparison:
+    a: RunSide
+    b: RunSide
+    matched_trials: int
+    regressions: tuple[TrialFlip, ...]
+    improvements: tuple[TrialFlip, ...]
+    criterion_changes: tuple[CriterionChange, ...]
+    pass_rate: PairedComparison
+    score: PairedComparison
+    by_variant: tuple[tuple[str, PairedComparison, PairedComparison], ...]
+    tasks: tuple[TaskDelta, ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    alpha: float = ALPHA
+
+    @property
+    def significant_drop(self) -> bool:
+        p = self.pass_rate
+        return (p.mean_diff is not None and p.mean_diff < -EPSILON
+                and p.p_value is not None and p.p_value < self.alpha)
+
+    def regressed(self, fail_on: str = "flips") -> bool:
+        if fail_on not in FAIL_ON:
+            raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
+        if fail_on == "never":
+            return False
+        if fail_on == "significant":
+            return self.significant_drop
+        return bool(self.regressions) or self.significant_drop
+
+    def reasons(self, fail_on: str = "flips") -> list[str]:
+        """Why `regressed(fail_on)` is True, one line each (empty when it is not)."""
+        out = []
+        if fail_on == "flips" and self.regressions:
+            out.append(f"{len(self.regressions)} trial(s) passed in A and fail in B")
+        if fail_on in ("flips", "significant") and self.significant_drop:
+            p = self.pass_rate
+            out.append(f"pass rate dropped {100 * -p.mean_diff:.1f} pp over {p.n_tasks} "
+                       f"paired task(s), p = {p.p_value:.3g} < {self.alpha:g}")
+        return out
+
+    def to_dict(self, fail_on: str = "flips") -> dict[str, Any]:
+        d = attrs.asdict(self, recurse=True, value_serializer=_serialize)
+        d["pass_rate"] = self.pass_rate.to_dict()
+        d["score"] = self.score.to_dict()
+        d["by_variant"] = [{"variant": v, "pass_rate": r.to_dict(), "score": s.to_dict()}
+                           for v, r, s in self.by_variant]
+        d["significant_drop"] = self.significant_drop
+        d["fail_on"] = fail_on
+        d["regressed"] = self.regressed(fail_on)
+        d["reasons"] = self.reasons(fail_on)
+        return d
+
+
+def _serialize(_inst, _field, value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
+    """(the run's side summary, trials.parquet, results.parquet). A path that is not a
+    run directory raises NotARun naming it."""
+    import polars as pl
+
+    if not os.path.isdir(path):
+        raise NotARun(path, "not a directory (expected a run directory such as runs/latest)")
+    trials_path = os.path.join(path, "trials.parquet")
+    results_path = os.path.join(path, "results.parquet")
+    if not os.path.isfile(trials_path):
+        raise NotARun(path, "not a run directory (no trials.parquet; a run directory is "
+                            "what `ce run` writes, e.g. runs/latest)")
+    try:
+        trials = pl.read_parquet(trials_path)
+        results = (pl.read_parquet(results_path) if os.path.isfile(results_path)
+                   else pl.DataFrame(schema={k: trials.schema[k] for k in ("trial_id", *_KEY)}
+                                     | {"criterion_id": pl.String, "passed": pl.Boolean}))
+    except Exception as exc:  # polars raises many types for a damaged file
+        raise NotARun(path, f"unreadable results ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:160]})") from None
+    missing = [c for c in ("trial_id", *_KEY, "status", "success", "graded", "weighted_score")
+               if c not in trials.columns]
+    if missing:
+        raise NotARun(trials_path, "not a ce results file (no column " + ", ".join(missing)
+                      + ")")
+    run_json: dict[str, Any] = {}
+    try:
+        with open(os.path.join(path, "run.json"), encoding="utf-8") as fh:
+            loaded = json.load(fh)
+        run_json = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        pass
+    return _side(path, run_json, trials), trials, results
+
+
+def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
+    import polars as pl
+
+    row = trials.select(
+        pl.len().alias("trials"), pl.col("graded").sum().alias("graded"),
+        (pl.col("success") & pl.col("graded")).sum().alias("passed"),
+        pl.col("weighted_score").filter(pl.col("graded")).mean().alias("mean_score"),
+        pl.col("started_at").min().alias("started")).row(0, named=True)
+    n, k = row["graded"] or 0, row["passed"] or 0
+    started = row["started"]
+    return RunSide(
+        path=path, run_id=str(run_json.get("run_id") or os.path.basename(
+            os.path.realpath(path))),
+        started_at=started.isoformat() if started is not None else None,
+        trials=row["trials"], graded=n, passed=k,
+        pass_rate=k / n if n else None, pass_rate_ci95=wilson(k, n),
+        mean_score=row["mean_score"])
+
+
+# ---------------------------------------------------------------------------- intervals
+
+
+def wilson(k: int, n: int, z: float = WILSON_Z) -> tuple[float, float] | None:
+    """Wilson score interval for k successes in n trials."""
+    if n <= 0:
+        return None
+    p = k / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def newcombe(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float] | None:
+    """Newcombe's hybrid score interval (method 10) for p_b - p_a."""
+    ia, ib = wilson(k_a, n_a), wilson(k_b, n_b)
+    if ia is None or ib is None:
+        return None
+    pa, pb = k_a / n_a, k_b / n_b
+    d = pb - pa
+    low = d - math.sqrt((pb - ib[0]) ** 2 + (ia[1] - pa) ** 2)
+    high = d + math.sqrt((ib[1] - pb) ** 2 + (pa - ia[0]) ** 2)
+    return max(-1.0, low), min(1.0, high)
+
+
+# ---------------------------------------------------------------------------- comparison
+
+
+def compare_runs(path_a: str, path_b: str, *, seed: int = 0, resamples: int | None = None,
+                 alpha: float = ALPHA) -> RunComparison:
+    """Load both runs and compare them (see the module docstring)."""
+    side_a, trials_a, results_a = load_frames(path_a)
+    side_b, trials_b, results_b = load_frames(path_b)
+    return compare_frames(side_a, trials_a, results_a, side_b, trials_b, results_b,
+                          seed=seed, resamples=resamples, alpha=alpha)
+
+
+def compare_frames(side_a: RunSide, trials_a: pl.DataFrame, results_a: pl.DataFrame,
+                   side_b: RunSide, trials_b: pl.DataFrame, results_b: pl.DataFrame, *,
+                   seed: int = 0, resamples: int | None = None,
+                   alpha: float = ALPHA) -> RunComparison:
+    import polars as pl
+
+    from ce_runtime.report.stats import RESAMPLES
+
+    resamples = resamples or RESAMPLES
+    cols = ["trial_id", *_KEY, "status", "success", "graded", "weighted_score"]
+    ta = _keyed(trials_a.select(cols))
+    tb = _keyed(trials_b.select(cols))
+    matched = ta.join(tb, on=list(_KEY), suffix="_b", nulls_equal=True)
+    crit = _criterion_flips(results_a, results_b)
+
+    def flips(cond: pl.Expr, broken: bool) -> tuple[TrialFlip, ...]:
+        rows = matched.filter(cond).sort(list(_KEY))
+        out = []
+        for r in rows.iter_rows(named=True):
+            key = tuple(r[k] for k in _KEY)
+            cs = tuple(c for c, b in crit.get(key, ()) if b == broken)
+            out.append(TrialFlip(r["trial_id_b"], r["variant_id"], r["task_id"],
+                                 r["repeat"], r["status"], r["status_b"],
+                                 r["weighted_score"], r["weighted_score_b"], cs))
+        return tuple(out)
+
+    regressions = flips(pl.col("success") & ~pl.col("success_b"), True)
+    improvements = flips(~pl.col("success") & pl.col("success_b"), False)
+    flipped = {(f.variant_id, f.task_id, f.repeat) for f in regressions + improvements}
+    changes = []
+    ids = {tuple(r[k] for k in _KEY): r["trial_id_b"]
+           for r in matched.select(*_KEY, "trial_id_b").iter_rows(named=True)}
+    for key, items in sorted(crit.items(), key=lambda kv: _sort_key(kv[0])):
+        if (key[0], key[1], key[3]) in flipped or key not in ids:
+            continue
+        changes += [CriterionChange(ids[key], c, b) for c, b in items]
+
+    per_a, per_b = _per_task(ta), _per_task(tb)
+    tasks_a, tasks_b = set(per_a), set(per_b)
+    shared = sorted(tasks_a & tasks_b, key=_sort_key)
+
+    def paired(keys, metric: str) -> PairedComparison:
+        rows = [(_task_label(k, True), per_a[k][metric], per_b[k][metric]) for k in keys
+                if per_a[k][metric] is not None and per_b[k][metric] is not None]
+        return paired_stats(rows, side_a.run_id, side_b.run_id, metric=metric, seed=seed,
+                            resamples=resamples)
+
+    variants = sorted({k[0] for k in shared})
+    by_variant = tuple((v, paired([k for k in shared if k[0] == v], "pass_rate"),
+                        paired([k for k in shared if k[0] == v], "score"))
+                       for v in variants) if len(variants) > 1 else ()
+    tasks = tuple(_task_delta(k, per_a[k], per_b[k]) for k in shared)
+    return RunComparison(
+        a=side_a, b=side_b, matched_trials=matched.height, regressions=regressions,
+        improvements=improvements, criterion_changes=tuple(changes),
+        pass_rate=paired(shared, "pass_rate"), score=paired(shared, "score"),
+        by_variant=by_variant, tasks=tasks,
+        only_a=tuple(_task_label(k, True) for k in sorted(tasks_a - tasks_b, key=_sort_key)),
+        only_b=tuple(_task_label(k, True) for k in sorted(tasks_b - tasks_a, key=_sort_key)),
+        alpha=alpha)
+
+
+def _keyed(frame: pl.DataFrame) -> pl.DataFrame:
+    import polars as pl
+
+    return frame.with_columns(pl.col("row_id").fill_null(""),
+                              pl.col("success").fill_null(False),
+                              pl.col("graded").fill_null(False))
+
+
+def _sort_key(key: tuple) -> tuple:
+    return tuple("" if v is None else v for v in key)
+
+
+def _task_label(key: tuple, with_variant: bool = False) -> str:
+    variant, task, row = key[0], key[1], key[2]
+    label = task if not row or task.endswith(f"/{row}") else f"{task}/{row}"
+    return f"{variant}/{label}" if with_variant else label
+
+
+def _per_task(trials: pl.DataFrame) -> dict[tuple, dict[str, Any]]:
+    """{(variant, task, row): {n, graded, passed, pass_rate, score}}: the pass rate over
+    the task's graded trials, the mean score over those with a score."""
+    import polars as pl
+
+    out = trials.group_by("variant_id", "task_id", "row_id").agg(
+        pl.len().alias("n"), pl.col("graded").sum().alias("graded"),
+        (pl.col("success") & pl.col("graded")).sum().alias("passed"),
+        pl.col("weighted_score").filter(pl.col("graded")).mean().alias("score"))
+    res = {}
+    for r in out.iter_rows(named=True):
+        g = r["graded"]
+        res[(r["variant_id"], r["task_id"], r["row_id"])] = {
+            **r, "pass_rate": r["passed"] / g if g else None}
+    return res
+
+
+def _task_delta(key: tuple, a: dict[str, Any], b: dict[str, Any]) -> TaskDelta:
+    def diff(name: str) -> float | None:
+        return None if a[name] is None or b[name] is None else b[name] - a[name]
+
+    return TaskDelta(
+        variant_id=key[0], task_id=_task_label(key), trials_a=a["n"], trials_b=b["n"],
+        passed_a=a["passed"], passed_b=b["passed"], rate_a=a["pass_rate"],
+        rate_b=b["pass_rate"], rate_diff=diff("pass_rate"),
+        rate_diff_ci95=newcombe(a["passed"], a["graded"], b["passed"], b["graded"]),
+        score_a=a["score"], score_b=b["score"], score_diff=diff("score"))
+
+
+def _criterion_flips(results_a: pl.DataFrame, results_b: pl.DataFrame,
+                     ) -> dict[tuple, list[tuple[CriterionFlip, bool]]]:
+    """{trial key: [(criterion flip, broken?)]} for matched criterion results whose
+    `passed` changed (disabled results left out)."""
+    import polars as pl
+
+    cols = [*_KEY, "criterion_id", "type", "description", "passed", "score", "gating",
+            "disabled"]
+
+    def prep(frame: pl.DataFrame) -> pl.DataFrame:
+        have = [c for c in cols if c in frame.columns]
+        f = frame.select(have)
+        for c in cols:
+            if c not in f.columns:
+                f = f.with_columns(pl.lit(None).alias(c))
+        return f.with_columns(pl.col("row_id").fill_null(""),
+                              pl.col("disabled").fill_null(False))
+
+    a, b = prep(results_a), prep(results_b)
+    if not a.height or not b.height:
+        return {}
+    joined = a.join(b, on=[*_KEY, "criterion_id"], suffix="_b", nulls_equal=True).filter(
+        ~pl.col("disabled") & ~pl.col("disabled_b")
+        & (pl.col("passed").fill_null(False) != pl.col("passed_b").fill_null(False)))
+    out: dict[tuple, list[tuple[CriterionFlip, bool]]] = {}
+    for r in joined.sort([*_KEY, "criterion_id"]).iter_rows(named=True):
+        key = tuple(r[k] for k in _KEY)
+        flip = CriterionFlip(r["criterion_id"], r["type_b"] or r["type"],
+                             r["description_b"] or r["description"],
+                             bool(r["gating_b"] if r["gating_b"] is not None else r["gating"]),
+                             r["score"], r["score_b"])
+        out.setdefault(key, []).append((flip, bool(r["passed"])))
+    return out

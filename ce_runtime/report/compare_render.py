@@ -1,0 +1,198 @@
+"""`ce compare` output: a RunComparison (ce_runtime/report/compare.py) as markdown, JSON or
+one self-contained HTML page (inline CSS, no script, nothing fetched)."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ce_runtime.report.compare import RunComparison, RunSide, TrialFlip
+from ce_runtime.report.stats import PairedComparison
+from ce_runtime.report.text import fmt_pct, fmt_score, fmt_signed
+
+COMPARE_SCHEMA_VERSION = 1
+
+# A table is a title, a header and rows of cells already formatted as text; `md` and
+# `html` render the same tables, so the two outputs cannot drift apart.
+Table = tuple[str, list[str], list[list[str]]]
+
+
+def render_json(c: RunComparison, fail_on: str) -> str:
+    doc = {"schema_version": COMPARE_SCHEMA_VERSION, **c.to_dict(fail_on)}
+    return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def _fmt_p(p: float | None) -> str:
+    if p is None:
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _delta(p: PairedComparison, pct: bool) -> str:
+    if not p.n_tasks:
+        return "— (no task graded in both)"
+    mc = ", Monte Carlo" if p.test == "monte-carlo" else ""
+    return (f"{fmt_signed(p.mean_diff, pct)} (95% CI {fmt_signed(p.ci_low, pct)} to "
+            f"{fmt_signed(p.ci_high, pct)}; p = {_fmt_p(p.p_value)}{mc}; "
+            f"{p.n_tasks} paired task(s): {p.wins} up, {p.losses} down, {p.ties} level)")
+
+
+def _rate(side: RunSide) -> str:
+    ci = side.pass_rate_ci95
+    text = f"{fmt_pct(side.pass_rate)} ({side.passed}/{side.graded})"
+    return text + (f", 95% CI {fmt_pct(ci[0])}–{fmt_pct(ci[1])}" if ci else "")
+
+
+def verdict(c: RunComparison, fail_on: str) -> tuple[bool, str]:
+    """(regressed, one line) as the page and the command's last line say it."""
+    if c.regressed(fail_on):
+        return True, "REGRESSED: " + "; ".join(c.reasons(fail_on))
+    notes = []
+    if c.regressions:
+        notes.append(f"{len(c.regressions)} trial(s) flipped to failure (not gated: "
+                     f"--fail-on {fail_on})")
+    if c.improvements:
+        notes.append(f"{len(c.improvements)} trial(s) fixed")
+    return False, "no regression" + (": " + "; ".join(notes) if notes else "")
+
+
+def _flip_rows(flips: tuple[TrialFlip, ...]) -> list[list[str]]:
+    return [[f.trial_id, f"{f.status_a} → {f.status_b}",
+             f"{fmt_score(f.score_a)} → {fmt_score(f.score_b)}",
+             ", ".join(f"{x.criterion_id} {x.type or ''}".strip() for x in f.criteria) or "—"]
+            for f in flips]
+
+
+def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[Table]]:
+    """(the summary as label/value pairs, the detail tables)."""
+    regressed, line = verdict(c, fail_on)
+    summary = [
+        ("Verdict", ("❌ " if regressed else "✅ ") + line),
+        ("Regression rule", _rule(fail_on, c.alpha)),
+        ("A", f"{c.a.run_id} ({c.a.path})"),
+        ("B", f"{c.b.run_id} ({c.b.path})"),
+        ("Trials", f"A {c.a.trials}, B {c.b.trials}; {c.matched_trials} matched (same "
+                   "variant, task, row and repeat)"),
+        ("Pass rate", f"A {_rate(c.a)}; B {_rate(c.b)}"),
+        ("Δ pass rate (B − A)", _delta(c.pass_rate, True)),
+        ("Mean score", f"A {fmt_score(c.a.mean_score)}; B {fmt_score(c.b.mean_score)}"),
+        ("Δ mean score (B − A)", _delta(c.score, False)),
+        ("Flips", f"{len(c.regressions)} trial(s) pass → fail, {len(c.improvements)} fail "
+                  f"→ pass; {len(c.criterion_changes)} other criterion flip(s)"),
+    ]
+    head = ["Trial", "Status A → B", "Score A → B", "Criteria"]
+    out: list[Table] = [
+        ("Regressions: passed in A, fail in B", head, _flip_rows(c.regressions)),
+        ("Improvements: failed in A, pass in B", head, _flip_rows(c.improvements)),
+        ("Criteria that flipped in trials whose outcome did not",
+         ["Trial", "Criterion", "Gating", "Passed A → B", "Score A → B"],
+         [[ch.trial_id, f"{ch.criterion.criterion_id} {ch.criterion.type or ''}".strip()
+           + (f": {ch.criterion.description}" if ch.criterion.description else ""),
+           "yes" if ch.criterion.gating else "no",
+           "yes → no" if ch.broken else "no → yes",
+           f"{fmt_score(ch.criterion.score_a)} → {fmt_score(ch.criterion.score_b)}"]
+          for ch in c.criterion_changes]),
+    ]
+    if c.by_variant:
+        out.append(("By variant", ["Variant", "Δ pass rate", "Δ mean score"],
+                    [[v, _delta(r, True), _delta(s, False)] for v, r, s in c.by_variant]))
+    changed = [t for t in c.tasks
+               if abs(t.rate_diff or 0.0) > 1e-9 or abs(t.score_diff or 0.0) > 1e-9]
+    rows = []
+    for t in changed:
+        ci = t.rate_diff_ci95
+        rows.append([t.variant_id, t.task_id, f"{t.trials_a} / {t.trials_b}",
+                     f"{fmt_pct(t.rate_a)} → {fmt_pct(t.rate_b)}",
+                     fmt_signed(t.rate_diff, True),
+                     f"{fmt_signed(ci[0], True)} to {fmt_signed(ci[1], True)}" if ci else "—",
+                     f"{fmt_score(t.score_a)} → {fmt_score(t.score_b)}",
+                     fmt_signed(t.score_diff, False)])
+    unchanged = len(c.tasks) - len(changed)
+    out.append((f"Tasks that changed ({unchanged} of {len(c.tasks)} shared task(s) "
+                "unchanged; Δ pass rate with Newcombe's 95% interval)",
+                ["Variant", "Task", "Trials A / B", "Pass rate A → B", "Δ", "95% CI",
+                 "Score A → B", "Δ score"], rows))
+    out.append(("Tasks only in A (not compared)", ["Task"], [[t] for t in c.only_a]))
+    out.append(("Tasks only in B (not compared)", ["Task"], [[t] for t in c.only_b]))
+    return summary, out
+
+
+def _rule(fail_on: str, alpha: float) -> str:
+    sig = (f"a significant pass-rate drop (paired over shared tasks, sign-flip p < "
+           f"{alpha:g})")
+    return {"flips": f"--fail-on flips: any trial that passed in A and fails in B, or {sig}",
+            "significant": f"--fail-on significant: {sig}",
+            "never": "--fail-on never: report only"}[fail_on]
+
+
+# ---------------------------------------------------------------------------- markdown
+
+
+def _md_cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def render_md(c: RunComparison, fail_on: str) -> str:
+    summary, detail = tables(c, fail_on)
+    out = [f"# ce compare `{c.a.run_id}` → `{c.b.run_id}`", "", "| | |", "|---|---|"]
+    out += [f"| {k} | {_md_cell(v)} |" for k, v in summary]
+    out.append("")
+    for title, head, rows in detail:
+        out += [f"## {title}", ""]
+        if not rows:
+            out += ["None.", ""]
+            continue
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "|".join("---" for _ in head) + "|")
+        out += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in rows]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------------------- html
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;
+max-width:72rem;padding:0 1rem;color:#1f2328;background:#fff}
+h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.8rem}
+table{border-collapse:collapse;width:100%;margin:.4rem 0}
+th,td{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-align:top}
+th{background:#f6f8fa}code{font-size:.92em}
+.bad{color:#b42318;font-weight:600}.good{color:#1a7f37;font-weight:600}
+.none{color:#656d76}
+@media (prefers-color-scheme:dark){body{background:#0d1117;color:#e6edf3}
+th{background:#161b22}th,td{border-color:#30363d}.none{color:#8b949e}}
+"""
+
+
+def render_html(c: RunComparison, fail_on: str) -> str:
+    esc: Callable[[Any], str] = lambda s: html.escape(str(s), quote=True)  # noqa: E731
+    summary, detail = tables(c, fail_on)
+    regressed, _ = verdict(c, fail_on)
+    parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width,initial-scale=1">',
+             f"<title>ce compare {esc(c.a.run_id)} → {esc(c.b.run_id)}</title>",
+             f"<style>{_CSS}</style></head><body>",
+             f"<h1>ce compare <code>{esc(c.a.run_id)}</code> → <code>{esc(c.b.run_id)}"
+             "</code></h1>", "<table>"]
+    for k, v in summary:
+        cls = ' class="bad"' if k == "Verdict" and regressed else \
+            ' class="good"' if k == "Verdict" else ""
+        parts.append(f"<tr><th>{esc(k)}</th><td{cls}>{esc(v)}</td></tr>")
+    parts.append("</table>")
+    for title, head, rows in detail:
+        parts.append(f"<h2>{esc(title)}</h2>")
+        if not rows:
+            parts.append('<p class="none">None.</p>')
+            continue
+        parts.append("<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
+                     + "</tr></thead><tbody>")
+        parts += ["<tr>" + "".join(f"<td>{esc(x)}</td>" for x in r) + "</tr>" for r in rows]
+        parts.append("</tbody></table>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+RENDERERS = {"md": render_md, "json": render_json, "html": render_html}

@@ -1,0 +1,167 @@
+"""`ce compare` end to end: two real runs made with the real CLI (`agent: {type: none}`
+tasks whose outcome the test controls through a file the pre_run step reads), compared
+through the real CLI in subprocesses.
+
+Between run A and run B the suite changes so that:
+- `flip-down` passes in A and fails in B (its gating criterion breaks): a regression;
+- `flip-up` fails in A and passes in B: an improvement;
+- `steady` passes in both, but its weight-0 (informational) criterion breaks in B: a
+  criterion flip in a trial whose outcome did not change;
+- `gone` is only in A, `new` only in B.
+Every task runs 2 repeats.
+
+`CE_UPDATE_GOLDENS=1 pytest tests/test_compare.py` rewrites tests/golden/compare_*; read
+the diff: it is what a person sees after `ce compare`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CE = [sys.executable, "-m", "ce_runtime.cli"]
+GOLDEN = Path(__file__).parent / "golden"
+
+pytestmark = pytest.mark.slow
+
+TASK = """\
+task_id: {task_id}
+description: compare fixture
+agent: {{type: none}}
+sandbox: {{driver: tempdir, python: null}}
+pre_run:
+  - command: "echo {value} > value.txt && echo {note} > note.txt"
+success_criteria:
+  - type: run_command
+    command: grep -qx 1 value.txt
+    description: value.txt holds 1
+  - type: file_exists
+    path: value.txt
+    description: value.txt exists
+  - type: run_command
+    command: grep -qx ok note.txt
+    description: the note is ok (informational)
+    weight: 0
+"""
+
+
+def write_suite(root: Path, values: dict[str, tuple[int, str]]) -> Path:
+    suite = root / "suite"
+    if suite.exists():
+        for f in suite.iterdir():
+            f.unlink()
+    suite.mkdir(parents=True, exist_ok=True)
+    for task_id, (value, note) in values.items():
+        (suite / f"{task_id}.yaml").write_text(TASK.format(task_id=task_id, value=value,
+                                                           note=note))
+    return suite
+
+
+def ce(*args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([*CE, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "NO_COLOR": "1"})
+
+
+def make_run(root: Path, values: dict[str, tuple[int, str]], name: str) -> Path:
+    suite = write_suite(root, values)
+    res = ce("run", str(suite), "--repeats", "2", "--run-dir", str(root / "runs"), cwd=root)
+    assert res.returncode in (0, 1), res.stderr
+    latest = (root / "runs" / "latest").resolve()
+    target = root / name
+    latest.rename(target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    a = make_run(root, {"flip-down": (1, "ok"), "flip-up": (0, "ok"), "steady": (1, "ok"),
+                        "gone": (1, "ok")}, "run-a")
+    b = make_run(root, {"flip-down": (0, "ok"), "flip-up": (1, "ok"), "steady": (1, "bad"),
+                        "new": (1, "ok")}, "run-b")
+    return root, a, b
+
+
+def normalise(text: str, root: Path, a: Path, b: Path) -> str:
+    ids = {json.loads((p / "run.json").read_text())["run_id"]: n
+           for p, n in ((a, "RUN_A"), (b, "RUN_B"))}
+    for run_id, name in ids.items():
+        text = text.replace(run_id, name)
+    text = text.replace(str(root), "ROOT")
+    return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(\+00:00)?", "TIME", text)
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("CE_UPDATE_GOLDENS") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"no {path}: run with CE_UPDATE_GOLDENS=1 and read it"
+    assert text == path.read_text(encoding="utf-8")
+
+
+def test_compare_md_golden_and_exit_1_on_a_flip(runs):
+    root, a, b = runs
+    res = ce("compare", str(a), str(b), cwd=root)
+    assert res.returncode == 1, res.stderr
+    assert "REGRESSED: 2 trial(s) passed in A and fail in B" in res.stderr
+    check_golden("compare_regressed.md", normalise(res.stdout, root, a, b))
+
+
+def test_compare_json_golden(runs):
+    root, a, b = runs
+    res = ce("compare", str(a), str(b), "--format", "json", cwd=root)
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["regressed"] is True and doc["fail_on"] == "flips"
+    assert [f["task_id"] for f in doc["regressions"]] == ["flip-down", "flip-down"]
+    assert [c["criterion_id"] for c in doc["regressions"][0]["criteria"]] == ["c0"]
+    assert [f["task_id"] for f in doc["improvements"]] == ["flip-up", "flip-up"]
+    [steady0, steady1] = doc["criterion_changes"]
+    assert steady1["trial_id"] == "default/steady/01"
+    assert steady0["trial_id"] == "default/steady/00" and steady0["broken"] is True
+    assert steady0["criterion"]["gating"] is False
+    assert doc["only_a"] == ["default/gone"] and doc["only_b"] == ["default/new"]
+    # shared tasks: flip-down 1 -> 0, flip-up 0 -> 1, steady 1 -> 1
+    assert doc["pass_rate"]["n_tasks"] == 3 and doc["pass_rate"]["mean_diff"] == 0.0
+    assert doc["pass_rate"]["p_value"] == 1.0
+    check_golden("compare_regressed.json", normalise(res.stdout, root, a, b))
+
+
+def test_compare_exit_0_when_nothing_regressed(runs):
+    root, a, b = runs
+    # a run against itself: nothing moves
+    same = ce("compare", str(a), str(a), cwd=root)
+    assert same.returncode == 0, same.stderr
+    assert "ce compare: no regression" in same.stderr
+    # a flip, but the paired drop (one task of three) is not significant
+    sig = ce("compare", str(a), str(b), "--fail-on", "significant", cwd=root)
+    assert sig.returncode == 0, sig.stderr
+    assert "not gated: --fail-on significant" in sig.stderr
+    never = ce("compare", str(a), str(b), "--fail-on", "never", "-f", "html", "-o",
+               str(root / "cmp.html"), cwd=root)
+    assert never.returncode == 0, never.stderr
+    page = (root / "cmp.html").read_text()
+    assert page.startswith("<!doctype html>") and "<style>" in page
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert "default/flip-down/00" in page
+
+
+def test_compare_usage_errors_exit_2_with_one_line(runs):
+    root, a, _ = runs
+    missing = ce("compare", str(a), str(root / "nope"), cwd=root)
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == (f"ce compare: {root / 'nope'}: not a directory "
+                                      "(expected a run directory such as runs/latest)")
+    not_run = ce("compare", str(root / "suite"), str(a), cwd=root)
+    assert not_run.returncode == 2
+    assert len(not_run.stderr.strip().splitlines()) == 1
+    assert f"{root / 'suite'}: not a run directory" in not_run.stderr
+    assert "Traceback" not in not_run.stderr
+    bad_option = ce("compare", str(a), str(a), "--fail-on", "sometimes", cwd=root)
+    assert bad_option.returncode == 2
