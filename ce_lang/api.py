@@ -43,6 +43,8 @@ _EXPORTS: dict[str, str] = {
     "ast": "ce_lang.lang.ast",
     "BUILTINS": "ce_lang.lang.builtins",
     "CriterionError": "ce_lang.lang.builtins",
+    "RegexBudgetExceeded": "ce_lang.lang.builtins",
+    "regex_budget": "ce_lang.lang.builtins",
     "Registry": "ce_lang.lang.checker",
     "effect_rank": "ce_lang.lang.checker",
     "signature_text": "ce_lang.lang.checker",

@@ -27,11 +27,13 @@ from ce_lang.api import (
     LiveEvaluator,
     Plan,
     Program,
+    RegexBudgetExceeded,
     ToolCallView,
     TraceView,
     analyze,
     criterion_bound,
     live_verdict,
+    regex_budget,
 )
 from ce_lang.api import ast as A
 from ce_runtime.trace import events as T
@@ -67,6 +69,8 @@ class _Aggregate:
         try:
             value = ev.eval(self.lam.body, {**env, self.lam.param: call}) is True
             self.errors.pop(i, None)
+        except RegexBudgetExceeded:
+            raise  # the monitor gives the criterion up (see LiveMonitor.on_event)
         except CriterionError as exc:
             value = False
             self.errors[i] = str(exc)
@@ -126,6 +130,14 @@ class StopInfo:
     gate_threshold: float
 
 
+# The monitor runs on the event loop that enforces the trial's timeouts: a search gets
+# this much there (the grader, in a worker thread, gets the full REGEX_BUDGET_S). A
+# criterion whose search runs out is given up by the monitor (it stays undecided, so it
+# never stops a run) and is graded after the run as usual: the loop is blocked at most
+# this long per armed criterion, once.
+MONITOR_REGEX_BUDGET_S = 0.25
+
+
 @attrs.define
 class _Armed:
     call_id: str
@@ -145,6 +157,7 @@ class _Armed:
     can_fail: bool = True
     decide_within: int | None = None
     timed_out: bool = False  # its fail is a decide_within timeout, not its own verdict
+    gave_up: str | None = None  # a search ran out of the monitor's budget: stays undecided
     decided_at: int = -1  # event index
 
     @property
@@ -196,6 +209,11 @@ class LiveMonitor:
     def active(self) -> bool:
         return bool(self.armed)
 
+    @property
+    def gave_up(self) -> dict[str, str]:
+        """Armed criteria the monitor stopped following (why), graded after the run."""
+        return {a.call_id: a.gave_up for a in self.armed if a.gave_up is not None}
+
     def on_event(self, event: T.Event) -> list[LiveDecision]:
         """Apply one event; return the decisions it caused (each criterion decides once)."""
         index = self.builder.events
@@ -208,18 +226,14 @@ class LiveMonitor:
             self.results.add(event.call_id)
         new: list[LiveDecision] = []
         for a in self.armed:
-            if a.decided is not None:
+            if a.decided is not None or a.gave_up is not None:
                 continue
-            if changed is not None:
-                ev = Evaluator(self.host, links=a.links)
-                for agg in a.aggregates:
-                    agg.update(changed, ev, a.const_env)
-            if a.only_aggregates:  # nothing it reads moved: the verdict cannot have either
-                values = tuple(_key(agg.value()) for agg in a.aggregates)
-                if values == a.last_values:
-                    continue
-                a.last_values = values
-            verdict = self._verdict(a)
+            try:
+                with regex_budget(MONITOR_REGEX_BUDGET_S):
+                    verdict = self._update(a, changed)
+            except RegexBudgetExceeded as exc:
+                a.gave_up = str(exc)  # undecided for good: the grader, with its own
+                continue  # budget off the loop, gives the criterion its verdict
             if verdict is not None:
                 a.decided, a.decided_at = ("pass" if verdict else "fail"), index
                 d = LiveDecision(a.call_id, a.decided, index)
@@ -278,6 +292,18 @@ class LiveMonitor:
         self.stop_reason = reason
         self.stop_info = StopInfo(reason, a.call_id, len(self.call_ids), index,
                                   tuple(x.call_id for x in self.armed), self.gate_threshold)
+
+    def _update(self, a: _Armed, changed: ToolCallView | None) -> bool | None:
+        if changed is not None:
+            ev = Evaluator(self.host, links=a.links)
+            for agg in a.aggregates:
+                agg.update(changed, ev, a.const_env)
+        if a.only_aggregates:  # nothing it reads moved: the verdict cannot have either
+            values = tuple(_key(agg.value()) for agg in a.aggregates)
+            if values == a.last_values:
+                return None
+            a.last_values = values
+        return self._verdict(a)
 
     def _verdict(self, a: _Armed) -> bool | None:
         overrides = {agg.node.id: agg.value() for agg in a.aggregates}
