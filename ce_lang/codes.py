@@ -126,6 +126,29 @@ _TABLE = [
      "enforces it yet), or a `network` restriction under `driver: tempdir`. The trial runs "
      "anyway and its task.json records what was not enforced; use bwrap or docker, or a "
      "host with delegated cgroups."),
+    ("CE0216", "error", "path outside the suite root",
+     "Every host path a task makes ce read (initial_prompt_file, agent.system_prompt_file, "
+     "reference file and directory, template_dir paths, dataset paths, criteria_files, "
+     "dockerfile_path, model_script, `$TASK_DIR/...` files in criteria, local `repo` "
+     "paths, and the entries of the directories ce copies) must resolve, symlinks "
+     "followed, inside a suite root, so a task file from elsewhere cannot copy host "
+     "secrets (`/proc/self/environ`, `~/.ssh`) into a plan or a sandbox. The suite roots "
+     "of a path written in a file are the parent of that file's directory (so "
+     "`$TASK_DIR/../shared/rubric.md` works), every directory given to `ce compile`/`ce "
+     "run` (or the fixed part of a glob), and for `-D` values the working directory; "
+     "`/`, /proc, /sys and /dev never are. `--allow-path DIR` (repeatable) allows one "
+     "more directory explicitly. The message never shows the file's content."),
+    ("CE0217", "error", "not a regular file or directory",
+     "ce reads only regular files and directories from the host: a FIFO, socket or device "
+     "(or a symlink to one, such as /dev/zero) named as a prompt file, dataset, criteria "
+     "file, or found inside a template or reference directory would block or never end. "
+     "Replace it with a regular file, or remove it from the directory."),
+    ("CE0218", "error", "invalid repo source",
+     "A `repo` source's `url` must be a repository URL (https://, http://, ssh://, "
+     "git://, or scp-like user@host:path) or a local path to a directory inside the "
+     "suite root; `file://` URLs, remote helpers (`ext::...`) and anything starting with "
+     "`-` are refused, because git would run a command or read host files. `commit` is "
+     "a commit id (7 to 40 hex digits) or a branch or tag name (not starting with `-`)."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

@@ -22,6 +22,7 @@ from ce_lang.lang.instances import check_instances
 from ce_lang.lang.stdlib import load_file, stdlib_registry, user_registry
 from ce_lang.layers import Layer, Merged, merge_layers
 from ce_lang.overrides import Override, overrides_layer_value, parse_overrides
+from ce_lang.paths import NotRegularFile, SuiteRoots, host_path_problem, read_regular_text
 from ce_lang.plan import Trial, lower, lower_criterion, plan_hash
 from ce_lang.rules import RuleContext, check_task
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
@@ -52,6 +53,8 @@ class CompileOptions:
     # what this host can enforce, per driver: {driver: {limit: how, or "" when it cannot}}
     # (probed by the runtime; the compiler only reads it, and skips the check without it)
     host_limits: dict[str, dict[str, str]] | None = None
+    # directories task paths may resolve into besides the suite roots (--allow-path)
+    allow_paths: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -101,7 +104,8 @@ class _Compiler:
     # -- driver --------------------------------------------------------------------------
     def run(self, paths: list[str]) -> CompileResult:
         usage = Diagnostics()
-        overrides = parse_overrides(list(self.opt.overrides), usage, self.sources)
+        self.roots = SuiteRoots.from_cli(paths, self.opt.allow_paths)
+        overrides = parse_overrides(list(self.opt.overrides), usage, self.sources, self.roots)
         files = self.expand(paths, usage)
         if self.opt.experiment and not os.path.isfile(self.opt.experiment):
             usage.emit("CE0001", f"experiment file {self.opt.experiment!r} not found", None)
@@ -165,8 +169,7 @@ class _Compiler:
 
     def load(self, file: str) -> LocatedDoc | None:
         try:
-            with open(file, encoding="utf-8") as fh:
-                text = fh.read()
+            text = read_regular_text(file)
         except UnicodeDecodeError as exc:
             self.diags.emit("CE0001", f"{file} is not UTF-8 ({exc.reason})", Span.point(file))
             return None
@@ -259,7 +262,8 @@ class _Compiler:
                  user_types: frozenset[str] = frozenset()) -> dict[str, Any] | None:
         """The normalized value; None on errors, unless `best_effort` and still usable."""
         before = self.diags.count("error")
-        walker = Walker(Context(self.diags, doc.span, doc.key_span, user_types=user_types))
+        walker = Walker(Context(self.diags, doc.span, doc.key_span, user_types=user_types,
+                                roots=self.roots))
         value = walker.check(doc.value, root, ())
         self.original_path = walker.original_path
         if value is INVALID:
@@ -313,8 +317,9 @@ class _Compiler:
             registry = user_registry() if key else stdlib_registry()
             loaded: set[str] = set()
             for path, shown, span in files:
-                if path in loaded or not os.path.isfile(path):
-                    continue  # a missing file is reported where the path is checked
+                if path in loaded or not os.path.isfile(path) or host_path_problem(
+                        path, path, span.file, self.roots) is not None:
+                    continue  # reported where the path is checked
                 loaded.add(path)
                 load_file(path, registry, self.diags, origin=shown, span=span)
                 self.sources.setdefault(path, _source_of(path))
@@ -392,7 +397,7 @@ class _Compiler:
             user_types = frozenset(n for n, o in self.registry.origin.items()
                                    if not o.startswith("stdlib"))
             walker = Walker(Context(self.diags, merged.span, merged.key_span,
-                                    user_types=user_types))
+                                    user_types=user_types, roots=self.roots))
             walker.check(merged.value, TaskSpec, ())
             if self.diags.count("error") > before:
                 return
@@ -414,7 +419,7 @@ class _Compiler:
                                self.agent_types(task), has_dataset,
                                row.id if row else None, self.row_problems,
                                merged.source_path, instances, merged.written,
-                               self.opt.host_limits))
+                               self.opt.host_limits, self.roots))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)
@@ -470,10 +475,13 @@ class _Compiler:
         if not os.path.isfile(path):
             return None  # reported where the path was checked
         try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
+            text = read_regular_text(path)
         except UnicodeDecodeError:
             self.diags.emit("CE0207", "initial_prompt_file is not UTF-8 text",
+                            merged.span(("initial_prompt_file",)))
+            return None
+        except NotRegularFile as exc:
+            self.diags.emit("CE0217", f"initial_prompt_file {exc.strerror}",
                             merged.span(("initial_prompt_file",)))
             return None
         except OSError as exc:
@@ -501,8 +509,7 @@ class _Compiler:
 
 def _source_of(path: str) -> str:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        return read_regular_text(path)
     except (OSError, UnicodeDecodeError):
         return ""
 

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ce_lang.diagnostics import Diagnostics
+from ce_lang.paths import NotRegularFile, read_regular_text
 from ce_lang.spans import Path, Span, offset_to_line_col
 
 ROW_REF = re.compile(r"\$\{row\.([^}]*)\}")
@@ -95,8 +96,10 @@ def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any
     if not os.path.exists(file):
         return  # reported where the path was checked
     try:
-        with open(file, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_regular_text(file)
+    except NotRegularFile as exc:
+        diags.emit("CE0217", f"dataset file {os.path.basename(file)!r} {exc.strerror}", span)
+        return
     except OSError as exc:
         diags.emit("CE0207", f"dataset file {os.path.basename(file)!r}: {exc.strerror}", span)
         return

@@ -10,12 +10,13 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import stat
 from typing import Any
 
+from ce_lang.paths import open_regular
 from ce_lang.schema.task import TaskSpec, TemplateDirSource
 
 _CHUNK = 1 << 20
-
 
 def digest_path(path: str, ignore: list[str], cache: dict[str, str]) -> str:
     key = path + "\0" + "\0".join(ignore)
@@ -26,22 +27,40 @@ def digest_path(path: str, ignore: list[str], cache: dict[str, str]) -> str:
         _feed_file(h, path)
     elif os.path.isdir(path):
         for root, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not _ignored(d, ignore))
-            for name in sorted(files):
+            links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+            dirs[:] = sorted(d for d in dirs if not _ignored(d, ignore) and d not in links)
+            for name in sorted(files + links):
                 if _ignored(name, ignore):
                     continue
                 full = os.path.join(root, name)
                 h.update(os.path.relpath(full, path).encode() + b"\0")
-                _feed_file(h, full)
+                _feed_entry(h, full)
     else:
         h.update(b"<missing>")
     cache[key] = digest = "sha256:" + h.hexdigest()
     return digest
 
 
+def _feed_entry(h: Any, path: str) -> None:
+    """A directory entry as the sandbox copy sees it: a link is its target's name (the
+    copy keeps links, never follows them), a FIFO or device only its kind (never opened:
+    it would block or never end)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        h.update(b"<unreadable>\0")
+        return
+    if stat.S_ISLNK(mode):
+        h.update(b"<link>" + os.fsencode(os.readlink(path)) + b"\0")
+    elif stat.S_ISREG(mode):
+        _feed_file(h, path)
+    else:
+        h.update(b"<special>\0")
+
+
 def _feed_file(h: Any, path: str) -> None:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             while chunk := fh.read(_CHUNK):
                 h.update(chunk)
     except OSError:

@@ -13,6 +13,7 @@ import attrs
 import yaml
 
 from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.paths import SuiteRoots
 from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged
 from ce_lang.schema.task import TaskSpec
 from ce_lang.spans import Path, Span
@@ -36,7 +37,7 @@ def _span(source: str, text: str, start: int, end: int) -> Span:
 
 
 def parse_overrides(args: list[str], diags: Diagnostics, sources: dict[str, str],
-                    ) -> list[Override]:
+                    roots: SuiteRoots | None = None) -> list[Override]:
     out = []
     for n, arg in enumerate(args, start=1):
         source = f"<-D #{n}>"
@@ -54,7 +55,8 @@ def parse_overrides(args: list[str], diags: Diagnostics, sources: dict[str, str]
         if ok:
             vspan = _span(source, arg, len(key) + 1, len(arg))
             leaf_tp, leaf_rule = ok
-            walker = Walker(Context(diags, lambda _p, s=vspan: s, lambda _p, s=vspan: s))
+            walker = Walker(Context(diags, lambda _p, s=vspan: s, lambda _p, s=vspan: s,
+                                    roots=roots))
             before = len(diags)
             value = walker.check(value, leaf_tp, path, leaf_rule, partial=True)
             if len(diags) == before:

@@ -13,7 +13,9 @@ from collections.abc import Callable
 import attrs
 
 from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.paths import SuiteRoots
 from ce_lang.rules_cli import cli_match_rules, record_cli_rules
+from ce_lang.rules_paths import host_path_rules, repo_rules
 from ce_lang.schema import criteria as C
 from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
 from ce_lang.schema.task import TAG_PATTERN, RepoSource, TaskSpec
@@ -52,6 +54,7 @@ class RuleContext:
     instances: list = attrs.field(factory=list)  # checked instances, one per criterion
     written: Callable[[Path], bool] = lambda p: True  # the key appears in its file
     host_limits: dict[str, dict[str, str]] | None = None  # CompileOptions.host_limits
+    roots: SuiteRoots | None = None  # where host paths may resolve (None: unchecked)
 
     def instance(self, i: int):
         return self.instances[i] if i < len(self.instances) else None
@@ -85,13 +88,22 @@ def prompt_rules(ctx: RuleContext) -> None:
         if sim_on:
             d.emit("CE0205", "an `agent: {type: none}` task cannot enable `simulation`",
                    ctx.key_at(("simulation", "enabled")))
-    elif t.initial_prompt is None and t.initial_prompt_file is None and not sim_on:
+    elif t.initial_prompt is None and t.initial_prompt_file is None and not sim_on \
+            and not _refused(ctx, ("initial_prompt_file",)):
         d.emit("CE0201", "the task has no prompt: set `initial_prompt` or `initial_prompt_file`",
                ctx.at(("task_id",)),
                notes=("a prompt may be omitted only with `agent: {type: none}` or an enabled "
                       "`simulation`",))
     elif t.initial_prompt is not None and not t.initial_prompt.strip():
         d.emit("CE0110", "`initial_prompt` is blank", ctx.at(("initial_prompt",)))
+
+
+def _refused(ctx: RuleContext, path: Path) -> bool:
+    """The path field was written but refused (outside the suite root, a FIFO ...): the
+    walker dropped it and reported why, so its absence is no second error."""
+    name = f"`{format_path(path)}`:"
+    return any(d.code in ("CE0216", "CE0217") and d.message.startswith(name)
+               for d in ctx.diags)
 
 
 def tag_rules(ctx: RuleContext) -> None:
@@ -517,4 +529,4 @@ def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
 
 
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
-         early_stop_rules, simulation_rules, suite_rules)
+         early_stop_rules, simulation_rules, suite_rules, host_path_rules, repo_rules)

@@ -21,6 +21,7 @@ import attrs
 
 from ce_lang import vendor
 from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.paths import SuiteRoots, host_path_problem
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
 from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged, rule_of
 from ce_lang.spans import Path, Span, format_path
@@ -45,6 +46,7 @@ class Context:
     key_span_of: Callable[[Path], Span]
     check_paths_exist: bool = True
     user_types: frozenset[str] = frozenset()  # criteria defined in the user's .ce files
+    roots: SuiteRoots | None = None  # where task paths may resolve (None: unchecked)
 
 
 @cache
@@ -361,6 +363,12 @@ class Walker:
             return value
         base = os.path.dirname(os.path.abspath(span.file))
         resolved = os.path.normpath(os.path.join(base, value))
+        if self.ctx.roots is not None and "${row." not in value:
+            problem = host_path_problem(value, resolved, span.file, self.ctx.roots)
+            if problem is not None:
+                code, message, help_ = problem
+                self.diags.emit(code, f"`{self.name(path)}`: {message}", span, help=help_)
+                return INVALID
         if self.ctx.check_paths_exist:
             want_dir = rule.path == "task_dir"
             ok = os.path.isdir(resolved) if want_dir else os.path.isfile(resolved)

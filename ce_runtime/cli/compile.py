@@ -22,6 +22,11 @@ import click
 @click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")
 @click.option("--sample", type=click.IntRange(min=1),
               help="Keep N dataset rows per task (uniform, seeded).")
+@click.option("--allow-path", "allow_paths", multiple=True, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False),
+              help="Let task paths (prompt files, templates, references ...) resolve into "
+                   "DIR, outside the suite root (repeatable; see `ce compile --explain "
+                   "CE0216`).")
 @click.option("--emit", "emit_dir", type=click.Path(file_okay=False),
               help="Write each resolved plan to DIR/plans/<hash>.json and DIR/trials.json.")
 @click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif"]),
@@ -30,7 +35,7 @@ import click
               help="Explain a diagnostic code (e.g. CE0101; `all` lists every code) and exit.")
 @click.option("-q", "--quiet", is_flag=True, help="Print errors only, and no summary line.")
 def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats, sample,
-                emit_dir, fmt, explain_code, quiet):
+                allow_paths, emit_dir, fmt, explain_code, quiet):
     """Check task files and resolve every trial they define.
 
     PATHS are task files, directories (searched recursively for *.yaml / *.yml; files
@@ -65,7 +70,8 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
 
     result = compile_paths(paths, CompileOptions(
         host_limits=host_limits(), experiment=experiment, overrides=tuple(overrides), model=model,
-        agent_type=agent_type, driver=driver, repeats=repeats, sample=sample))
+        agent_type=agent_type, driver=driver, repeats=repeats, sample=sample,
+        allow_paths=tuple(allow_paths)))
     diags = [d for d in result.diagnostics if not quiet or d.severity == "error"]
     summary = {
         "tasks": result.task_files,

@@ -22,8 +22,13 @@ import click
               help="Resolve TASK under this experiment (pick the variant with --trial).")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
               help="Override a setting, as for `ce compile` (repeatable).")
+@click.option("--allow-path", "allow_paths", multiple=True, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False),
+              help="Let task paths resolve into DIR, outside the suite root (repeatable; "
+                   "see `ce compile --explain CE0216`).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrides, as_json):
+def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrides, allow_paths,
+                as_json):
     """Explain TASK's criteria: before a run, or for a finished trial.
 
     \b
@@ -49,7 +54,8 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     from ce_lang.api import CompileOptions, compile_paths, render_human
 
     result = compile_paths([task], CompileOptions(experiment=experiment,
-                                                  overrides=tuple(overrides)))
+                                                  overrides=tuple(overrides),
+                                                  allow_paths=tuple(allow_paths)))
     if result.errors:
         click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
         sys.exit(2 if result.usage_error else 1)

@@ -19,6 +19,10 @@ import click
               help="Experiment the TASKS are resolved with (default: the run's own).")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
               help="Override a setting of the TASKS, as for `ce compile` (repeatable).")
+@click.option("--allow-path", "allow_paths", multiple=True, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False),
+              help="Let task paths resolve into DIR, outside the suite root (repeatable; "
+                   "see `ce compile --explain CE0216`).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Where the new results go (default RUN_DIR/rescored/<time>).")
 @click.option("--today", is_flag=True,
@@ -30,7 +34,7 @@ import click
                    "criterion's error.")
 @click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
               help="Scripted judge verdicts (see `ce run --judge-replies`).")
-def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, today, refresh_judges,
+def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, today, refresh_judges,
                 offline, judge_replies):
     """Re-score every trial of RUN_DIR from its trace and workspace snapshot.
 
@@ -77,7 +81,8 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, today, refresh_j
         only_trial, run_dir = os.path.abspath(run_dir), root
     plans = {}
     if tasks:
-        plans = _compile(tasks, experiment or _run_experiment(run_dir), overrides)
+        plans = _compile(tasks, experiment or _run_experiment(run_dir), overrides,
+                         allow_paths)
     dirs = [only_trial] if only_trial else trial_dirs(run_dir)
     if not dirs:
         raise click.BadParameter(f"{run_dir} holds no trial (no task.json)",
@@ -136,11 +141,12 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, out_dir, today, refresh_j
     sys.exit(code)
 
 
-def _compile(tasks, experiment, overrides) -> dict:
+def _compile(tasks, experiment, overrides, allow_paths=()) -> dict:
     from ce_lang.api import CompileOptions, compile_paths, render_human
 
     result = compile_paths(tasks, CompileOptions(experiment=experiment,
-                                                 overrides=tuple(overrides)))
+                                                 overrides=tuple(overrides),
+                                                 allow_paths=tuple(allow_paths)))
     if result.errors:
         click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
         sys.exit(2)

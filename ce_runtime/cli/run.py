@@ -44,6 +44,11 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
               help="Trials run at the same time.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")
 @click.option("--sample", type=click.IntRange(min=1), help="Keep N dataset rows per task.")
+@click.option("--allow-path", "allow_paths", multiple=True, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False),
+              help="Let task paths (prompt files, templates, references ...) resolve into "
+                   "DIR, outside the suite root (repeatable; see `ce compile --explain "
+                   "CE0216`).")
 @click.option("--tags", multiple=True, help="Only tasks with one of these tags (comma list; "
               "`smoke` also selects smoke-pass, smoke:x ...).")
 @click.option("--exclude-tags", multiple=True, help="Skip tasks with one of these tags.")
@@ -89,7 +94,8 @@ def run_cmd(**params):
 
 
 def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
-         tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model, judge_replies):
+         allow_paths, tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
+         judge_replies):
     from ce_lang.api import CompileOptions, compile_paths, render_human
     from ce_runtime.execute import suite as R
     if resume_dir:
@@ -105,6 +111,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
         agent_type, model, driver = args["agent_type"], args["model"], args["driver"]
         repeats, sample = args["repeats"], args["sample"]
         tags, exclude_tags = args["tags"], args["exclude_tags"]
+        allow_paths = (*args.get("allow_paths", ()), *allow_paths)
         judge_replies = judge_replies or args.get("judge_replies")  # grade as it began
         scripted_model = scripted_model or bool(args.get("scripted_model"))
         if judge_replies and not os.path.isfile(judge_replies):
@@ -120,7 +127,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
 
     result = compile_paths(paths, CompileOptions(
         host_limits=host_limits(), experiment=experiment, overrides=tuple(overrides), model=model,
-        driver=driver, repeats=repeats, sample=sample))
+        driver=driver, repeats=repeats, sample=sample, allow_paths=tuple(allow_paths)))
     if result.errors:
         click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
         click.echo(f"ce run: {result.errors} error(s) in the task files; nothing was run",
@@ -144,6 +151,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
               "overrides": list(overrides), "agent_type": agent_type, "model": model,
               "driver": driver, "repeats": repeats, "sample": sample, "tags": list(tags),
               "exclude_tags": list(exclude_tags),
+              "allow_paths": [os.path.abspath(p) for p in allow_paths],
               "judge_replies": os.path.abspath(judge_replies) if judge_replies else None,
               "scripted_model": scripted_model}
     R.write_plans(run_dir, trials)
@@ -177,7 +185,8 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
         if loopback is not None:
             loopback.__exit__(None, None, None)
     records = R.collect(run_dir, trials)
-    code = _finish(run_dir, run_id, config, records, len(trials), interrupted, junit_xml)
+    code = _finish(run_dir, run_id, config, records, len(trials), interrupted, junit_xml,
+                   progress.lost)
     os.close(lock)  # unlocked only once everything is written
     sys.exit(1 if interrupted else code)
 
@@ -337,6 +346,7 @@ class _Progress:
         self.total, self.count = total, done
         self.by_status: dict[str, int] = {}
         self.running: dict[str, float] = {}
+        self.lost: list[dict] = []  # trials whose directory vanished: not kept
         self._time = time.monotonic
         self.live = None
         if sys.stderr.isatty() and "CE_PLAIN" not in os.environ:
@@ -370,13 +380,20 @@ class _Progress:
         self.count += 1
         status = record["status"]
         self.by_status[status] = self.by_status.get(status, 0) + 1
+        if status == "LOST":
+            self.lost.append(record)
+            self._print(f"[{self.count}/{self.total}] LOST      {trial.trial_id}  "
+                        f"- {record['error']}")
+            return
         score = record.get("weighted_score")
         shown = f"score {score:.2f}" if isinstance(score, int | float) else ""
         early = "  (stopped early)" if record.get("stopped_early") else ""
         why = f"  - {record['error'][:120]}" if status == "ERROR" and record.get("error") \
             else ""
-        line = (f"[{self.count}/{self.total}] {status:<9} {trial.trial_id}  "
-                f"{record['duration_s']:.1f}s {shown}{early}{why}")
+        self._print(f"[{self.count}/{self.total}] {status:<9} {trial.trial_id}  "
+                    f"{record['duration_s']:.1f}s {shown}{early}{why}")
+
+    def _print(self, line: str) -> None:
         if self.live is not None:
             self.live.console.print(line, highlight=False)
             self.live.update(self._render())
@@ -407,15 +424,22 @@ def _summary_table(records) -> None:
         click.echo(f"{key:<{width}}  {n:>6}  {ok:>7}  {total / n:>10.2f}", err=True)
 
 
-def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml) -> int:
+def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
+            lost=()) -> int:
+    """run.json, parquet, report.md, JUnit and the summary table; the exit code. A lost
+    trial (its directory deleted while it ran) is listed and makes the exit 1."""
     from ce_runtime import report
     from ce_runtime.execute.suite import write_run_json
     from ce_runtime.store.atomic import write_bytes_atomic
 
     gates = report.suite_metrics(records)
     summary = report.summary(records, gates, run_id, config)
-    summary["status"] = "interrupted" if interrupted or len(records) < total else "complete"
+    summary["status"] = "interrupted" if interrupted else \
+        "incomplete" if lost or len(records) < total else "complete"
     summary["trials_planned"] = total
+    if lost:
+        summary["lost_trials"] = [{"trial_id": r["trial_id"], "error": r["error"]}
+                                  for r in lost]
     write_run_json(run_dir, summary)
     if records:
         report.write_parquet(run_dir, records)
@@ -428,4 +452,6 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml) -> 
     counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.get("by_status", {}).items()))
     click.echo(f"\n{len(records)}/{total} trial(s): {counts or 'none'}; report: "
                f"{os.path.join(run_dir, 'report.md')}", err=True)
-    return int(summary.get("exit_code", 1))
+    for r in lost:
+        click.echo(f"ce run: trial {r['trial_id']} lost: {r['error']}", err=True)
+    return 1 if lost else int(summary.get("exit_code", 1))

@@ -57,7 +57,15 @@ import time
 
 import attrs
 
-from ce_lang.api import Plan, RepoSource, StarterFilesSource, TemplateDirSource
+from ce_lang.api import (
+    Plan,
+    RepoSource,
+    StarterFilesSource,
+    TemplateDirSource,
+    commit_problem,
+    is_local_repo,
+    repo_url_problem,
+)
 from ce_runtime.execute.sandbox.base import read_capped
 from ce_runtime.execute.sandbox.record_cli import RecorderError, write_recorders
 
@@ -192,28 +200,39 @@ def _why(exc: BaseException) -> str:
 
 
 def _apply_repo(src: RepoSource, task_dir: str, root: str, log: list[str]) -> None:
+    shown = _redact(src.url)
+    # the compiler refuses these (CE0218); checked again because git must never see an
+    # option or a command transport, whatever plan reaches this point
+    why = repo_url_problem(src.url)
+    if why is None and src.commit is not None:
+        why = commit_problem(src.commit)
+    if why is not None:
+        raise SetupError(f"refused repo source {shown}: {why}")
     url = src.url
-    if _is_local_path(url) and not os.path.isabs(url):
+    local = is_local_repo(url)
+    if local and not os.path.isabs(url):
         url = os.path.normpath(os.path.join(task_dir, url))
     dest = os.path.join(root, REPO_DIR)
     if os.path.lexists(dest):
         _remove(dest)
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true",
-           "GCM_INTERACTIVE": "never"}
-    shown = _redact(src.url)
-    _run(["git", "clone", "--quiet", "--", url, dest], cwd=root, env=env,
+           "GCM_INTERACTIVE": "never", "GIT_PROTOCOL_FROM_USER": "0"}
+    # no remote helper runs a command (ext::), and the file transport serves only the
+    # local path the task named (never a file:// URL, nor a submodule's)
+    transports = ["-c", "protocol.ext.allow=never",
+                  "-c", f"protocol.file.allow={'always' if local else 'never'}"]
+    _run(["git", *transports, "clone", "--quiet", "--", url, dest], cwd=root, env=env,
          timeout=GIT_CLONE_TIMEOUT, what=f"git clone {shown}")
     if src.commit:
-        _run(["git", "-c", "advice.detachedHead=false", "checkout", "--quiet", src.commit,
-              "--"], cwd=dest, env=env, timeout=GIT_CHECKOUT_TIMEOUT,
+        # `COMMIT --`: the commit (checked above: never starting with `-`) is read as a
+        # revision, never a path (git 2.39's checkout mishandles --end-of-options)
+        _run(["git", *transports, "-c", "advice.detachedHead=false", "checkout", "--quiet",
+              src.commit, "--"], cwd=dest, env=env,
+             timeout=GIT_CHECKOUT_TIMEOUT,
              what=f"git checkout {src.commit} (in the clone of {shown})")
     head = _run(["git", "rev-parse", "HEAD"], cwd=dest, env=env, timeout=60,
                 what="git rev-parse HEAD").strip()
     log.append(f"repo: cloned {shown} into {REPO_DIR}/ at {head[:12]}")
-
-
-def _is_local_path(url: str) -> bool:
-    return "://" not in url and not re.match(r"^[\w.-]+@[^:/]+:", url)
 
 
 def _redact(url: str) -> str:

@@ -1,0 +1,255 @@
+"""Which host files a task may make ce read, and reading them without hanging.
+
+A task names host paths (prompt files, template and reference directories, datasets,
+criteria files, `$TASK_DIR/...` files). They are resolved (symlinks included) and must
+lie inside a suite root, so a task cannot put `/proc/self/environ` into a plan; and only
+regular files and directories are read, so a FIFO or `/dev/zero` is a diagnostic, never
+a hang. `repo` sources are checked here too: git must only ever see a repository URL
+or a commit, never an option or a command transport.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from typing import BinaryIO
+from urllib.parse import urlsplit
+
+import attrs
+
+# never a suite root, nor inside one unless `--allow-path` names them: kernel interfaces
+SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+DIR_SCAN_LIMIT = 3  # problems reported per named directory
+
+
+@attrs.frozen
+class SuiteRoots:
+    """The directories a task's paths may resolve into (see CE0216's explanation)."""
+
+    suite_dirs: tuple[str, ...] = ()  # directories named on the command line
+    allowed: tuple[str, ...] = ()  # --allow-path
+    cwd: str = attrs.field(factory=os.getcwd)  # where -D values are relative to
+    _scans: dict = attrs.field(factory=dict, eq=False, repr=False, alias="_scans")
+
+    @classmethod
+    def from_cli(cls, paths: list[str], allowed: tuple[str, ...] = ()) -> SuiteRoots:
+        dirs = []
+        for p in paths:
+            if not os.path.isdir(p) and any(c in p for c in "*?["):
+                p = _glob_prefix(p)  # `tasks/**/*.yaml`: the suite is `tasks`
+            if os.path.isdir(p):
+                dirs.append(_real(p))
+        return cls(tuple(d for d in dirs if not _is_system_root(d)),
+                   tuple(_real(a) for a in allowed))
+
+    def roots_for(self, source_file: str) -> list[str]:
+        """The suite roots for a path written in `source_file`."""
+        if source_file.startswith("<"):  # -D, --model ...: relative to the working dir
+            own = _real(self.cwd)
+        else:
+            task_dir = _real(os.path.dirname(os.path.abspath(source_file)))
+            parent = os.path.dirname(task_dir)  # `$TASK_DIR/../shared/...`
+            own = task_dir if _is_system_root(parent) else parent
+        roots = [] if _is_system_root(own) else [own]
+        return [*roots, *self.suite_dirs]
+
+    def outside(self, resolved: str, source_file: str) -> str | None:
+        """None when `resolved` (after symlinks) is inside a root; else a reason."""
+        real = _real(resolved)
+        if any(_within(real, a) for a in self.allowed):
+            return None
+        roots = self.roots_for(source_file)
+        if not _within_any(real, SYSTEM_DIRS) and any(_within(real, r) for r in roots):
+            return None
+        shown = f" (it resolves to {real})" if real != os.path.normpath(resolved) else ""
+        return f"is outside the suite root{shown}"
+
+    def scan_dir(self, directory: str, source_file: str) -> list[tuple[str, str, str]]:
+        """(code, entry, why) for special files and links leaving the roots under a
+        directory ce will copy or hash; cached, a directory is walked once."""
+        key = (directory, source_file)
+        if key not in self._scans:
+            self._scans[key] = _scan(directory, lambda p: self.outside(p, source_file))
+        return self._scans[key]
+
+
+def host_path_problem(value: str, resolved: str, source_file: str, roots: SuiteRoots,
+                      ) -> tuple[str, str, str | None] | None:
+    """(code, message, help) when the host path `value` (resolved against its file) may
+    not be read: outside the suite roots, a special file, or a directory holding one."""
+    kind = special_kind(resolved)  # first: /dev/zero is a device wherever it is allowed
+    if kind is not None:
+        return "CE0217", f"{value!r} is {kind}", "ce reads only regular files and directories"
+    why = roots.outside(resolved, source_file)
+    if why is not None:
+        return ("CE0216", f"{value!r} {why}",
+                "move it under the suite, or allow its directory with --allow-path DIR")
+    if os.path.isdir(resolved):
+        found = roots.scan_dir(resolved, source_file)
+        if found:
+            code, rel, why = found[0]
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            help_ = ("remove it, or allow its target with --allow-path DIR" if code == "CE0216"
+                     else "remove it: ce copies only regular files, directories and links")
+            return code, f"{value!r}: the entry {rel!r} {why}{more}", help_
+    return None
+
+
+def _scan(directory: str, outside) -> list[tuple[str, str, str]]:
+    problems: list[tuple[str, str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames.sort()
+        for name in sorted(filenames) + [d for d in dirnames
+                                          if os.path.islink(os.path.join(dirpath, d))]:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, directory)
+            try:
+                mode = os.lstat(full).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                why = outside(full)
+                if why is None and special_kind(full):
+                    problems.append(("CE0217", rel, f"links to {special_kind(full)}"))
+                elif why is not None and os.path.exists(full):
+                    problems.append(("CE0216", rel, "links " + why.removeprefix("is ")))
+            elif not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+                problems.append(("CE0217", rel, f"is {_kind_name(mode)}"))
+            if len(problems) >= DIR_SCAN_LIMIT:
+                return problems
+    return problems
+
+
+def special_kind(path: str) -> str | None:
+    """'a FIFO', 'a character device' ... when `path` (links followed) exists and is
+    neither a regular file nor a directory; None otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return _kind_name(mode)
+
+
+def _kind_name(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "not a regular file"
+
+
+class NotRegularFile(OSError):
+    """Raised by `read_regular` for a FIFO, device or socket (never opened blocking)."""
+
+
+def open_regular(path: str) -> BinaryIO:
+    """A regular file opened for reading. A FIFO, socket or device raises NotRegularFile
+    before any blocking call: opened non-blocking, checked with fstat (no race with a
+    swap between the check and the open)."""
+    kind = special_kind(path)
+    if kind:
+        raise NotRegularFile(0, f"is {kind}", path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(0, "is a directory" if stat.S_ISDIR(mode)
+                                 else f"is {_kind_name(mode)}", path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str) -> bytes:
+    """The bytes of a regular file (see `open_regular`)."""
+    with open_regular(path) as fh:
+        return fh.read()
+
+
+def read_regular_text(path: str) -> str:
+    """UTF-8 text of a regular file (UnicodeDecodeError, OSError as `open` raises them)."""
+    return read_regular(path).decode("utf-8")
+
+
+# -- repo sources ---------------------------------------------------------------------------
+_SCHEMES = ("https", "http", "ssh", "git")
+# git@host:owner/repo.git, host:path (git reads a colon before any slash as ssh)
+_SCP = re.compile(r"([A-Za-z0-9_][A-Za-z0-9._~+-]*@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?![:/])\S+")
+_HEX = re.compile(r"[0-9a-fA-F]{7,40}")
+_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/+-]*")
+
+
+def is_local_repo(url: str) -> bool:
+    """A path, not a URL: no colon before the first slash (git's own rule)."""
+    return ":" not in url.split("/", 1)[0]
+
+
+def repo_url_problem(url: str) -> str | None:
+    """Why git must not be given `url`; None for a repository URL or a local path."""
+    if not url or url != url.strip() or any(ord(c) < 32 or c == "\x7f" for c in url):
+        return "holds whitespace or control characters"
+    if url.startswith("-"):
+        return "starts with `-` (git would read it as an option)"
+    if "::" in url.split("/", 1)[0] or re.match(r"[A-Za-z][A-Za-z0-9+.-]*::", url):
+        return "uses a git remote helper (`transport::`), which runs a command"
+    if "://" in url:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in _SCHEMES:
+            return (f"uses the `{parts.scheme}://` transport; use https://, http://, "
+                    "ssh:// or git://" + (" (or a local path)" if parts.scheme == "file"
+                                           else ""))
+        host = parts.netloc.rpartition("@")[2]
+        if not host or host.startswith("-"):
+            return "has no valid host"
+        return None
+    if _SCP.fullmatch(url) or is_local_repo(url):
+        return None
+    return "is not a repository URL"
+
+
+def commit_problem(commit: str) -> str | None:
+    """Why `commit` is not a commit id or a ref name git can only read as one."""
+    if _HEX.fullmatch(commit):
+        return None
+    if commit.startswith("-"):
+        return "starts with `-` (git would read it as an option)"
+    if (not _REF.fullmatch(commit) or ".." in commit or "//" in commit
+            or commit.endswith(("/", ".", ".lock")) or "@{" in commit):
+        return "is neither a commit id (7 to 40 hex digits) nor a branch or tag name"
+    return None
+
+
+# -- helpers ------------------------------------------------------------------------------
+def _real(path: str) -> str:
+    return os.path.realpath(os.path.abspath(path))
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _within_any(path: str, roots: tuple[str, ...]) -> bool:
+    return any(_within(path, r) for r in roots)
+
+
+def _is_system_root(path: str) -> bool:
+    """`/`, or a kernel interface: too wide (or too dangerous) to be a suite root."""
+    return path == os.sep or os.path.dirname(path) == path or _within_any(path, SYSTEM_DIRS)
+
+
+def _glob_prefix(pattern: str) -> str:
+    head = []
+    for part in pattern.split(os.sep):
+        if any(c in part for c in "*?["):
+            break
+        head.append(part)
+    return os.sep.join(head) or "."

@@ -1,0 +1,119 @@
+"""Rules on the host paths and repositories a resolved task names (issue 9: a task must
+not make ce read outside its suite, block on a FIFO, or hand git a command).
+
+The schema walker already checks each path field as written; these rules check the
+resolved task again, so values that only exist after a dataset row's `${row.key}` was
+substituted, or that come from another layer, are held to the same rule.
+"""
+
+from __future__ import annotations
+
+import os
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from ce_lang.paths import (
+    commit_problem,
+    host_path_problem,
+    is_local_repo,
+    repo_url_problem,
+    special_kind,
+)
+from ce_lang.schema import criteria as C
+from ce_lang.schema.task import RepoSource
+from ce_lang.spans import Path
+
+TASK_DIR = "$TASK_DIR/"
+
+
+def host_path_rules(ctx: Any) -> None:
+    if ctx.roots is None:
+        return
+    for path, value in _task_paths(ctx.task, ()):
+        if "${row." in value:
+            continue  # the row's substituted value is what counts (checked per row)
+        span = ctx.at(path)
+        problem = host_path_problem(value, value, span.file, ctx.roots)
+        if problem is not None:
+            code, message, help_ = problem
+            _emit(ctx, code, f"`{ctx.name(path)}`: {message}", path, help_)
+    for i, c in enumerate(ctx.task.success_criteria):
+        for j, f in _task_dir_files(c):
+            at = ("success_criteria", i, *j)
+            span = ctx.at(at)
+            resolved = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(
+                span.file)), f[len(TASK_DIR):]))
+            problem = host_path_problem(f, resolved, span.file, ctx.roots)
+            if problem is not None:
+                code, message, help_ = problem
+                _emit(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
+
+
+def repo_rules(ctx: Any) -> None:
+    for i, src in enumerate(ctx.task.sandbox.template_sources):
+        if not isinstance(src, RepoSource) or not src.url.strip():
+            continue  # a blank url is reported by the schema
+        at: Path = ("sandbox", "template_sources", i)
+        why = repo_url_problem(src.url)
+        if why is not None:
+            _emit(ctx, "CE0218", f"repo url {src.url!r} {why}", (*at, "url"),
+                  "a repository URL (https://host/owner/repo.git, git@host:owner/repo.git) "
+                  "or a local path under the suite")
+        elif is_local_repo(src.url) and ctx.roots is not None:
+            span = ctx.at((*at, "url"))
+            resolved = os.path.normpath(os.path.join(
+                os.path.dirname(os.path.abspath(span.file)), src.url))
+            outside = ctx.roots.outside(resolved, span.file)
+            if outside is not None:  # git reads the repository, not a copy: no scan
+                _emit(ctx, "CE0216", f"repo url {src.url!r} {outside}", (*at, "url"),
+                      "move it under the suite, or allow its directory with --allow-path DIR")
+            elif (kind := special_kind(resolved)) is not None:
+                _emit(ctx, "CE0217", f"repo url {src.url!r} is {kind}", (*at, "url"), None)
+        if src.commit is not None and (why := commit_problem(src.commit)) is not None:
+            _emit(ctx, "CE0218", f"repo commit {src.commit!r} {why}", (*at, "commit"), None)
+
+
+def _emit(ctx: Any, code: str, message: str, path: Path, help_: str | None) -> None:
+    from ce_lang.rules import RowProblem
+
+    if ctx.has_dataset:  # once, naming the rows whose values break it
+        ctx.row_problems.append(RowProblem(code, message, ctx.at(path), help_, ctx.row_id))
+    else:
+        ctx.diags.emit(code, message, ctx.at(path), help=help_)
+
+
+def _task_paths(obj: Any, path: Path) -> Iterator[tuple[Path, str]]:
+    """(path, value) of every host path field (`path="task"` or `"task_dir"`) in `obj`."""
+    from ce_lang.validate import fields_of
+
+    if not attrs.has(type(obj)):
+        return
+    for name, tp, rule, _ in fields_of(type(obj)):
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        if rule.path in ("task", "task_dir"):
+            if isinstance(value, str):
+                yield (*path, name), value
+            elif isinstance(value, list):
+                yield from (((*path, name, i), v) for i, v in enumerate(value)
+                            if isinstance(v, str))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                yield from _task_paths(v, (*path, name, i))
+        elif attrs.has(type(value)) and typing.get_origin(tp) is not dict:
+            yield from _task_paths(value, (*path, name))
+
+
+def _task_dir_files(c: Any) -> Iterator[tuple[Path, str]]:
+    """`$TASK_DIR/...` host files a criterion reads at grading time."""
+    if isinstance(c, C.JsonCheck) and isinstance(c.json_schema, str) \
+            and c.json_schema.startswith(TASK_DIR):
+        yield ("json_schema",), c.json_schema
+    if isinstance(c, C.LlmJudge | C.AgentJudge):
+        for j, f in enumerate(c.files):
+            if f.startswith(TASK_DIR) and "${row." not in f:
+                yield ("files", j), f
