@@ -161,3 +161,57 @@ def test_piping_to_head_ends_quietly(tmp_path):
     # more than a pipe's buffer of output: ce was cut off, and says nothing about it
     code, err = _piped_to_head(["trace", "dump", trace], str(tmp_path))
     assert code == 1 and err == ""
+
+
+# -- a trial directory deleted while its trial runs ----------------------------------------
+def test_a_trial_directory_deleted_mid_run_is_reported_and_the_others_finish(tmp_path):
+    """The trial whose directory vanished is LOST (named, with the resume hint), nothing
+    of it is written back, the others finish, run.json says incomplete with the lost
+    trial, exit 1; `--resume` runs it again."""
+    import shutil
+
+    from tests.test_run_e2e import _task
+
+    (tmp_path / "slow.yaml").write_text(_task(
+        "slow", "    - write: done.txt\n      content: ok\n    - sleep: 2\n",
+        criterion="  - type: file_exists\n    description: d\n    path: done.txt\n"))
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [CE, "run", "slow.yaml", "--repeats", "3", "--run-dir", str(runs)],
+        cwd=str(tmp_path), env=env_for(str(tmp_path)), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        first = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list(runs.glob("2*/default/slow/00/trace.msgpack"))
+            if found:
+                first = found[0].parent
+                break
+            time.sleep(0.02)
+        assert first is not None and proc.poll() is None, "the first trial never started"
+        shutil.rmtree(first)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    run_dir = run_dir_in(str(runs))
+    assert proc.returncode == 1, err
+    assert "LOST      default/slow/00" in err and "Traceback" not in err
+    assert f"ce run: trial default/slow/00 lost: {first} was deleted" in err
+    assert "ce run --resume" in err
+    records = task_jsons(run_dir)
+    assert sorted(records) == ["default/slow/01", "default/slow/02"]
+    assert not (first / "task.json").exists()
+    meta = load_run_json(run_dir)
+    assert meta["status"] == "incomplete"
+    assert [t["trial_id"] for t in meta["lost_trials"]] == ["default/slow/00"]
+
+    res = ce("run", "--resume", run_dir, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert "2 already done" in res.stderr
+    assert sorted(task_jsons(run_dir)) == ["default/slow/00", "default/slow/01",
+                                           "default/slow/02"]
+    assert load_run_json(run_dir)["status"] == "complete"
+    assert "lost_trials" not in load_run_json(run_dir)

@@ -23,9 +23,12 @@ from typing import Any
 import attrs
 
 from ce_lang.api import Trial, plan_to_json
-from ce_runtime.execute.trial import RunContext, execute_trial, trial_dir_of
+from ce_runtime.execute.trial import RunContext, TrialLost, execute_trial, trial_dir_of
 from ce_runtime.store.archive import load_json
 from ce_runtime.store.atomic import write_json_atomic
+
+# A trial whose directory vanished mid-run: reported by `ce run` (exit 1), never written.
+LOST = "LOST"
 
 
 @attrs.frozen
@@ -180,7 +183,10 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
         async with sem:
             if on_start:
                 on_start(trial)
-            record = await execute_trial(trial, ctx)
+            try:
+                record = await execute_trial(trial, ctx)
+            except TrialLost as exc:  # reported; the other trials go on
+                record = {"trial_id": trial.trial_id, "status": LOST, "error": str(exc)}
             records.append(record)
             if on_done:
                 on_done(trial, record)

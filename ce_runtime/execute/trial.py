@@ -32,6 +32,10 @@ from ce_runtime.trace import events as T
 STOP_GRACE_S = 2.0
 
 
+class TrialLost(Exception):
+    """The trial's directory vanished under it: nothing of the trial can be kept."""
+
+
 @attrs.frozen
 class RunContext:
     run_dir: str
@@ -468,6 +472,10 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         if ctx.redactor:
             record = ctx.redactor.value(record)
             evidence = ctx.redactor.value(evidence) if evidence is not None else None
+        if not writer.still_in_place():
+            raise TrialLost(f"{tdir} was deleted or replaced while the trial ran: its trace "
+                            "is lost, so nothing of the trial was kept (`ce run --resume` "
+                            "runs it again)")
         write_trial_files(tdir, record, manifest, evidence)
         return record
     finally:

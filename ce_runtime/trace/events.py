@@ -122,8 +122,19 @@ class TraceWriter:
     def __init__(self, path: str, fsync: bool = False):
         self.path = path
         self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        st = os.fstat(self._fh.fileno())
+        self._identity = (st.st_dev, st.st_ino)
         self._fsync = fsync
         self.count = 0
+
+    def still_in_place(self) -> bool:
+        """The file written is still the one at `path` (its directory was not deleted,
+        moved or replaced meanwhile: the events would have gone nowhere anyone reads)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._identity
 
     def write(self, event: Event) -> int:
         """Append one event; return its index in the trace."""
