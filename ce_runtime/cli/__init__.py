@@ -20,6 +20,8 @@ _COMMANDS = {
     "model-server": ("ce_runtime.cli.model_server", "model_server_cmd"),
     "agents": ("ce_runtime.cli.agents", "agents_cmd"),
     "compare": ("ce_runtime.cli.compare", "compare_cmd"),
+    "runs": ("ce_runtime.cli.runs", "runs_cmd"),
+    "trial": ("ce_runtime.cli.trial", "trial_cmd"),
 }
 
 
@@ -34,6 +36,8 @@ _SHORT_HELP = {
     "model-server": "Serve a scripted model session (Anthropic and OpenAI APIs), offline.",
     "agents": "List the agents ce runs; install the npm ones (codex, opencode, pi).",
     "compare": "What regressed and improved between two runs; exit 1 on a regression.",
+    "runs": "List the runs under a directory, newest first.",
+    "trial": "A trial's archived workspace: list its files or restore them.",
 }
 
 

@@ -71,8 +71,9 @@ def run_cmd(**params):
     PATHS are task files, directories or globs, as for `ce compile`. Every task is
     compiled first; any error stops the run before an agent starts. Results go to
     runs/<run-id>/ (runs/latest points at the newest): run.json, trials.parquet,
-    results.parquet, report.md and one directory per trial with its task.json, trace and
-    workspace snapshot (`ce explain TRIAL_DIR` re-grades it offline).
+    results.parquet, report.md, report.html (`ce report` makes either again) and one
+    directory per trial with its task.json, trace and workspace snapshot (`ce explain
+    TRIAL_DIR` re-grades it offline).
 
     \b
     Exit status: 0 every trial succeeded and every suite gate passed; 1 otherwise (or
@@ -426,8 +427,9 @@ def _summary_table(records) -> None:
 
 def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
             lost=()) -> int:
-    """run.json, parquet, report.md, JUnit and the summary table; the exit code. A lost
-    trial (its directory deleted while it ran) is listed and makes the exit 1."""
+    """run.json, parquet, report.md and .html, JUnit and the summary table; the exit
+    code. A lost trial (its directory deleted while it ran) is listed and makes the exit
+    1."""
     from ce_runtime import report
     from ce_runtime.execute.suite import write_run_json
     from ce_runtime.store.atomic import write_bytes_atomic
@@ -445,6 +447,8 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
         report.write_parquet(run_dir, records)
     write_bytes_atomic(os.path.join(run_dir, "report.md"),
                        report.render_markdown(summary, records, gates).encode())
+    if records:
+        _write_html(run_dir)
     if junit_xml:
         os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
         write_bytes_atomic(junit_xml, report.render_junit(records, gates).encode())
@@ -455,3 +459,18 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     for r in lost:
         click.echo(f"ce run: trial {r['trial_id']} lost: {r['error']}", err=True)
     return 1 if lost else int(summary.get("exit_code", 1))
+
+
+def _write_html(run_dir: str) -> None:
+    """report.html beside report.md, made as `ce report RUN -f html` makes it (from the
+    parquet just written). A failure is said and the run goes on: the results are all
+    written by now."""
+    from ce_runtime.cli.report import render
+    from ce_runtime.report.rundir import RunDirError
+    from ce_runtime.store.atomic import write_bytes_atomic
+
+    path = os.path.join(run_dir, "report.html")
+    try:
+        write_bytes_atomic(path, render(run_dir, "html").encode())
+    except (RunDirError, OSError) as exc:
+        click.echo(f"warning: report.html not written ({exc})", err=True)

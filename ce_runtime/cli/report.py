@@ -1,0 +1,83 @@
+"""`ce report`: regenerate a run's report (markdown, JSON, JUnit, HTML) from its parquet."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+FORMATS = ("md", "json", "junit", "html")
+
+
+@click.command("report")
+@click.argument("run", metavar="RUN")
+@click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="md",
+              show_default=True, help="md: report.md; json: the run.json summary; junit: "
+                                      "JUnit XML; html: the self-contained HTML report.")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+              help="Write to this file instead of stdout.")
+def report_cmd(run, fmt, output):
+    """Regenerate a report of RUN from its results, at any time.
+
+    RUN is a run directory (`runs/latest`, or a directory of runs: its latest), also
+    the re-scored results of one (`runs/latest/rescored/<time>`). The report is computed
+    from RUN's trials.parquet and results.parquet (and run.json for the suite
+    thresholds and the run's arguments): nothing is run or graded again. The HTML
+    report also reads each trial's directory (trace, evidence, workspace snapshot) for
+    its per-trial detail.
+
+    Exits 0 when the report was written (whatever the run's verdict), 2 when RUN is not
+    a run directory, 1 when one of its files is damaged.
+
+    \b
+    Examples:
+      ce report runs/latest                      report.md on stdout
+      ce report runs/latest -f html -o run.html  one file to open in a browser
+      ce report runs/latest -f junit -o junit.xml
+      ce report runs/latest/rescored/20261201-120000 -f json
+    """
+    from ce_runtime.report.rundir import RunDirError
+
+    try:
+        text = render(run, fmt)
+    except RunDirError as exc:
+        click.echo(f"ce report: {exc}", err=True)
+        sys.exit(2 if exc.usage else 1)
+    if output:
+        from ce_runtime.store.atomic import write_bytes_atomic
+
+        parent = os.path.dirname(os.path.abspath(output))
+        try:
+            os.makedirs(parent, exist_ok=True)
+            write_bytes_atomic(output, text.encode())
+        except OSError as exc:
+            click.echo(f"ce report: cannot write {output}: {exc.strerror or exc}", err=True)
+            sys.exit(1)
+        click.echo(f"report: {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+def render(run: str, fmt: str) -> str:
+    """The report of the run directory `run` in format `fmt` (see FORMATS)."""
+    from ce_runtime import report
+    from ce_runtime.report.rundir import load_run
+
+    data = load_run(run)
+    gates = report.suite_metrics(data.records)
+    summary = report.summary(data.records, gates, data.run_id, data.run_json.get("args"))
+    for key in ("status", "trials_planned", "lost_trials"):
+        if key in data.run_json:
+            summary[key] = data.run_json[key]
+    if fmt == "md":
+        return report.render_markdown(summary, data.records, gates)
+    if fmt == "json":
+        return json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
+    if fmt == "junit":
+        return report.render_junit(data.records, gates)
+    from ce_runtime.report.html import page_data
+    from ce_runtime.report.html_page import render_html
+
+    return render_html(page_data(data, summary, gates))

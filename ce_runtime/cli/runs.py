@@ -1,0 +1,156 @@
+"""`ce runs`: the runs under a directory, newest first."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import sys
+from typing import Any
+
+import click
+
+_RUN_ID_TIME = re.compile(r"(\d{8})-(\d{6})")
+
+
+@click.command("runs")
+@click.argument("directory", default="runs", metavar="[DIR]",
+                type=click.Path(file_okay=False))
+@click.option("-f", "--format", "fmt", type=click.Choice(("text", "json")), default="text",
+              show_default=True, help="text: a table; json: a list of objects.")
+def runs_cmd(directory, fmt):
+    """List the runs under DIR (default ./runs), newest first.
+
+    A run is a subdirectory with a run.json (what `ce run` writes); `latest` and other
+    links are skipped. For each: its id, the time it started (run.json's created_at,
+    else the time in its id, else the file's time; UTC in JSON, local in the table), tasks (distinct variant/task/row,
+    from trials.parquet), trials, pass rate (passed/graded), and status: complete,
+    interrupted, failed or running (as run.json says: a run still running or killed
+    says `running`).
+
+    Exit status: 0 (also when DIR holds no run); 2 when DIR does not exist or is not
+    a directory.
+
+    \b
+    Examples:
+      ce runs                      the runs under ./runs
+      ce runs ci/runs -f json      for scripts: [{"run_id": ..., "pass_rate": ...}, ...]
+    """
+    if not os.path.isdir(directory):
+        what = "not a directory" if os.path.exists(directory) else "no such directory"
+        click.echo(f"ce runs: {directory}: {what}", err=True)
+        sys.exit(2)
+    rows = sorted((r for r in (_describe(os.path.join(directory, name))
+                               for name in os.listdir(directory)) if r is not None),
+                  key=lambda r: (r["time"] or "", r["run_id"]), reverse=True)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"no run under {directory}", err=True)
+        return
+    head = ("RUN", "STARTED", "TASKS", "TRIALS", "PASS RATE", "STATUS")
+    table = [head] + [(r["run_id"], _short_time(r["time"]), _n(r["tasks"]), _n(r["trials"]),
+                       _rate(r), r["status"] or "?") for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        click.echo("  ".join(c.ljust(w) if i in (0, 1, 5) else c.rjust(w)
+                             for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+                   .rstrip())
+
+
+def _describe(path: str) -> dict[str, Any] | None:
+    """A run's row, or None when `path` is no run (no run.json, a link, a file)."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return None
+    run_json = os.path.join(path, "run.json")
+    if not os.path.isfile(run_json):
+        return None
+    try:
+        with open(run_json, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        doc = None
+    if not isinstance(doc, dict):
+        return {"run_id": os.path.basename(path), "path": path, "time": _file_time(run_json),
+                "tasks": None, "trials": None, "graded": None, "passed": None,
+                "pass_rate": None, "status": "unreadable run.json"}
+    run_id = str(doc.get("run_id") or os.path.basename(path))
+    return {
+        "run_id": run_id, "path": path,
+        "time": _utc(doc.get("created_at")) or _id_time(run_id) or _file_time(run_json),
+        "tasks": _tasks(path), "trials": _int(doc.get("trials")),
+        "graded": _int(doc.get("graded")), "passed": _int(doc.get("passed")),
+        "pass_rate": doc.get("pass_rate") if isinstance(doc.get("pass_rate"), int | float)
+        else None,
+        "status": doc.get("status") if isinstance(doc.get("status"), str) else None,
+    }
+
+
+def _tasks(path: str) -> int | None:
+    trials = os.path.join(path, "trials.parquet")
+    if not os.path.isfile(trials):
+        return None
+    import polars as pl
+
+    try:
+        cols = ["variant_id", "task_id", "row_id"]
+        return pl.scan_parquet(trials).select(cols).unique().select(pl.len()).collect().item()
+    except Exception:  # a damaged parquet file: the listing still shows the run
+        return None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _id_time(run_id: str) -> str | None:
+    m = _RUN_ID_TIME.match(run_id)
+    if not m:
+        return None
+    try:
+        t = dt.datetime.strptime(m.group(1) + m.group(2), "%Y%m%d%H%M%S")
+    except ValueError:
+        return None
+    return _utc(t.astimezone().isoformat())
+
+
+def _utc(t: Any) -> str | None:
+    """An ISO time as UTC (`...+00:00`), so that the times sort as text."""
+    if not isinstance(t, str):
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(t)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.astimezone()
+    return parsed.astimezone(dt.UTC).isoformat(timespec="seconds")
+
+
+def _file_time(path: str) -> str | None:
+    try:
+        return dt.datetime.fromtimestamp(os.path.getmtime(path), dt.UTC) \
+            .isoformat(timespec="seconds")
+    except OSError:
+        return None
+
+
+def _short_time(t: str | None) -> str:
+    if not t:
+        return "?"
+    try:
+        return dt.datetime.fromisoformat(t).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return t
+
+
+def _n(v: int | None) -> str:
+    return "?" if v is None else str(v)
+
+
+def _rate(r: dict[str, Any]) -> str:
+    if r["pass_rate"] is None:
+        return "—"
+    return f"{100 * r['pass_rate']:.1f}% ({r['passed']}/{r['graded']})"

@@ -1,0 +1,326 @@
+// ce's HTML report: everything is drawn from the embedded JSON (no network, no framework).
+// Text always goes in through textContent, never as markup.
+"use strict";
+(function () {
+  const D = JSON.parse(document.getElementById("ce-data").textContent);
+  const COL = {};
+  D.columns.forEach((c, i) => { COL[c] = i; });
+  const SVGNS = "http://www.w3.org/2000/svg";
+
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") e.className = v;
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? "" : v);
+    }
+    for (const kid of kids.flat()) {
+      if (kid === null || kid === undefined || kid === false) continue;
+      e.appendChild(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+    }
+    return e;
+  }
+  function svg(tag, attrs, text) {
+    const e = document.createElementNS(SVGNS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  const pct = (v) => (v === null || v === undefined) ? "—" : (100 * v).toFixed(1) + "%";
+  const num = (v, d) => (v === null || v === undefined) ? "—" : Number(v).toFixed(d);
+  const cost = (v) => (v === null || v === undefined) ? "—" : "$" + Number(v).toFixed(4);
+  const signed = (v, d) => (v === null || v === undefined) ? "—" : (v >= 0 ? "+" : "") + Number(v).toFixed(d);
+  function dur(s) {
+    if (s === null || s === undefined) return "—";
+    if (s < 60) return s.toFixed(1) + "s";
+    const m = Math.floor(s / 60), r = Math.round(s % 60);
+    return m < 60 ? `${m}m ${String(r).padStart(2, "0")}s` : `${Math.floor(m / 60)}h ${String(m % 60).padStart(2, "0")}m`;
+  }
+  const status = (s) => el("span", { class: "st " + (s || "") }, s || "?");
+  const early = () => el("span", { class: "badge early", title: "stopped early: gated on its armed criteria only" }, "stopped early");
+
+  // -- header and run summary ----------------------------------------------------------
+  function header() {
+    const s = D.summary, ok = s.exit_code === 0;
+    const top = document.getElementById("top");
+    top.append(el("h1", {}, "ce run ", el("code", {}, D.run_id)),
+      el("div", {},
+        el("span", { class: "verdict " + (ok ? "pass" : "fail"), id: "verdict" }, ok ? "PASSED" : "FAILED"), " ",
+        `${s.passed}/${s.graded} graded trials succeeded — pass rate `,
+        el("b", { id: "pass-rate" }, pct(s.pass_rate)),
+        s.pass_rate_ci95 ? ` (95% Wilson interval ${pct(s.pass_rate_ci95[0])}–${pct(s.pass_rate_ci95[1])})` : "",
+        (s.experiment_ids || []).length ? ` · experiment ${s.experiment_ids.join(", ")}` : "",
+        D.status && D.status !== "complete" ? el("span", { class: "badge adv" }, D.status) : "",
+        D.rescored_from ? el("span", { class: "muted" }, ` · re-scored from ${D.rescored_from}`) : ""));
+  }
+
+  function summary() {
+    const s = D.summary, sec = document.getElementById("summary");
+    sec.append(el("h2", {}, "Run summary"));
+    if ((s.exit_reasons || []).length) sec.append(el("ul", {}, s.exit_reasons.map((r) => el("li", { class: "bad" }, r))));
+    const rows = [
+      ["Trials", `${s.trials} (` + Object.entries(s.by_status || {}).map(([k, n]) => `${n} ${k}`).join(", ") + ")"],
+      ["Pass rate", `${pct(s.pass_rate)}` + (s.pass_rate_ci95 ? ` (95% CI ${pct(s.pass_rate_ci95[0])}–${pct(s.pass_rate_ci95[1])})` : "")],
+      ["Mean score", num(s.mean_score, 2)],
+    ];
+    const pak = s.pass_at_k || {};
+    if (pak.tasks && pak.k_range && pak.k_range[1] > 1) rows.push(["pass@k", `${pak.passed}/${pak.tasks} tasks (${pct(pak.rate)}); every repeat passed: ${pak.passed_all}/${pak.tasks}`]);
+    const w = s.within_expected_turns || {};
+    if (w.budgeted) rows.push(["Within expected turns", `${w.within}/${w.budgeted} (${pct(w.share)})`]);
+    if (s.stopped_early) rows.push(["Stopped early", `${s.stopped_early} trial(s)`]);
+    const t = s.tokens || {};
+    rows.push(["Tokens", `${(t.input || 0).toLocaleString("en")} in / ${(t.output || 0).toLocaleString("en")} out`]);
+    rows.push(["Cost", cost(s.cost_usd)], ["Agent time", dur(s.duration_s) + " (sum over trials)"]);
+    if (D.trials_planned && D.trials_planned !== s.trials) rows.push(["Planned", `${D.trials_planned} trials (${s.trials} recorded)`]);
+    sec.append(el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))))));
+  }
+
+  // -- variants --------------------------------------------------------------------------
+  function intervalChart(items, opts) {
+    // items: {label, value, low, high}; a horizontal bar per item on [min, max]
+    const W = 560, L = 170, R = 60, rowH = 26, H = items.length * rowH + 30;
+    const lo = opts.min, hi = opts.max, x = (v) => L + (W - L - R) * (v - lo) / (hi - lo);
+    const g = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": opts.title, class: opts.cls || "" });
+    for (let i = 0; i <= 4; i++) {
+      const v = lo + (hi - lo) * i / 4;
+      g.append(svg("line", { x1: x(v), x2: x(v), y1: 4, y2: H - 22, stroke: "#d0d7de" }),
+        svg("text", { x: x(v), y: H - 8, "text-anchor": "middle", fill: "#57606a" }, opts.fmt(v)));
+    }
+    if (opts.zero !== undefined) g.append(svg("line", { x1: x(opts.zero), x2: x(opts.zero), y1: 4, y2: H - 22, stroke: "#57606a", "stroke-dasharray": "4 3" }));
+    items.forEach((it, i) => {
+      const y = 8 + i * rowH + rowH / 2;
+      g.append(svg("text", { x: L - 8, y: y + 4, "text-anchor": "end" }, it.label));
+      if (it.low !== null && it.low !== undefined) {
+        g.append(svg("line", { x1: x(it.low), x2: x(it.high), y1: y, y2: y, stroke: "#0969da", "stroke-width": 3 }));
+        g.append(svg("line", { x1: x(it.low), x2: x(it.low), y1: y - 6, y2: y + 6, stroke: "#0969da", "stroke-width": 2 }));
+        g.append(svg("line", { x1: x(it.high), x2: x(it.high), y1: y - 6, y2: y + 6, stroke: "#0969da", "stroke-width": 2 }));
+      }
+      if (it.value !== null && it.value !== undefined) {
+        g.append(svg("circle", { cx: x(it.value), cy: y, r: 5, fill: "#1f2328" }));
+        g.append(svg("text", { x: W - R + 6, y: y + 4 }, opts.fmt(it.value)));
+      }
+    });
+    return g;
+  }
+
+  function variants() {
+    const sec = document.getElementById("variants");
+    if (!D.variants.length) return;
+    sec.append(el("h2", {}, D.variants.length > 1 ? "Variants side by side" : "Variant"));
+    sec.append(el("table", { id: "variant-table" },
+      el("thead", {}, el("tr", {}, ["Variant", "Agent / model", "Trials", "Passed", "Pass rate", "95% CI", "Mean score", "pass@k", "Stopped early", "Cost"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, D.variants.map((v) => el("tr", {},
+        el("td", {}, el("code", {}, v.id)),
+        el("td", {}, [...(v.agents || []), ...(v.models || [])].join(" / ") || "—"),
+        el("td", { class: "num" }, v.trials), el("td", { class: "num" }, `${v.passed}/${v.graded}`),
+        el("td", { class: "num" }, pct(v.pass_rate)),
+        el("td", {}, v.pass_rate_ci95 ? `${pct(v.pass_rate_ci95[0])}–${pct(v.pass_rate_ci95[1])}` : "—"),
+        el("td", { class: "num" }, num(v.mean_score, 2)),
+        el("td", { class: "num" }, v.pass_at_k ? `${v.pass_at_k.passed}/${v.pass_at_k.tasks}` : "—"),
+        el("td", { class: "num" }, v.stopped_early || 0), el("td", { class: "num" }, cost(v.cost_usd)))))));
+    sec.append(el("div", {}, el("h3", {}, "Pass rate with its 95% Wilson interval"),
+      intervalChart(D.variants.map((v) => ({ label: v.id, value: v.pass_rate, low: v.pass_rate_ci95 && v.pass_rate_ci95[0], high: v.pass_rate_ci95 && v.pass_rate_ci95[1] })),
+        { min: 0, max: 1, fmt: pct, title: "pass rate per variant", cls: "variant-chart" })));
+    if (D.variants.length < 2) return;
+    if (D.paired_note) sec.append(el("p", { class: "note" }, D.paired_note));
+    if (!D.paired.length) return;
+    sec.append(el("h3", {}, `Paired comparison against ${D.paired[0].baseline}`));
+    sec.append(el("p", { class: "muted" }, "Over the tasks both variants ran: per task the mean weighted score (or pass rate) over its repeats; the difference is variant − baseline, with a paired bootstrap 95% interval and a two-sided sign-flip permutation test."));
+    const rows = [];
+    for (const p of D.paired) for (const m of ["score", "pass_rate"]) {
+      const c = p[m];
+      rows.push(el("tr", { class: "paired-row" },
+        el("td", {}, el("code", {}, p.variant)), el("td", {}, m === "score" ? "mean score" : "pass rate"),
+        el("td", { class: "num" }, c.n_tasks),
+        el("td", { class: "num" }, `${num(c.mean_a, 3)} → ${num(c.mean_b, 3)}`),
+        el("td", { class: "num" + (c.significant ? (c.mean_diff > 0 ? " ok" : " bad") : "") }, signed(c.mean_diff, 3)),
+        el("td", {}, c.ci_low === null ? "—" : `${signed(c.ci_low, 3)} … ${signed(c.ci_high, 3)}`),
+        el("td", { class: "num" }, c.p_value === null ? "—" : Number(c.p_value).toPrecision(3)),
+        el("td", {}, c.test),
+        el("td", { class: "num" }, `${c.wins} / ${c.losses} / ${c.ties}`)));
+    }
+    sec.append(el("table", { id: "paired-table" }, el("thead", {}, el("tr", {}, ["Variant", "Metric", "Tasks", "Baseline → variant", "Δ", "95% interval", "p", "test", "wins / losses / ties"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)));
+    const items = D.paired.map((p) => ({ label: `${p.variant} − ${p.baseline}`, value: p.score.mean_diff, low: p.score.ci_low, high: p.score.ci_high }));
+    sec.append(el("h3", {}, "Mean score difference with its bootstrap interval"),
+      intervalChart(items, { min: -1, max: 1, zero: 0, fmt: (v) => signed(v, 2), title: "paired score difference" }));
+    for (const p of D.paired) {
+      const md = p.score.most_divergent || [];
+      if (!md.length) continue;
+      sec.append(el("h3", {}, `Most divergent tasks: ${p.variant} vs ${p.baseline} (mean score)`),
+        el("table", {}, el("thead", {}, el("tr", {}, ["Task", p.baseline, p.variant, "Δ"].map((h) => el("th", {}, h)))),
+          el("tbody", {}, md.map((r) => el("tr", {}, el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); setFilter(r.task); } }, r.task)),
+            el("td", { class: "num" }, num(r.a, 2)), el("td", { class: "num" }, num(r.b, 2)), el("td", { class: "num" }, signed(r.diff, 2)))))));
+    }
+  }
+
+  // -- suite gates -------------------------------------------------------------------------
+  function heatmap(g) {
+    const n = g.labels.length, cell = 54, L = 110, T = 40, W = L + n * cell + 10, H = T + n * cell + 30;
+    const s = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "confusion", role: "img", "aria-label": "confusion matrix" });
+    let max = 1;
+    g.confusion.forEach((row) => row.forEach((v) => { max = Math.max(max, v); }));
+    s.append(svg("text", { x: L + n * cell / 2, y: 12, "text-anchor": "middle", fill: "#57606a" }, "observed →"));
+    s.append(svg("text", { x: 8, y: T - 6, fill: "#57606a" }, "expected ↓"));
+    g.labels.forEach((lab, j) => s.append(svg("text", { x: L + j * cell + cell / 2, y: T - 6, "text-anchor": "middle" }, lab)));
+    g.confusion.forEach((row, i) => {
+      s.append(svg("text", { x: L - 8, y: T + i * cell + cell / 2 + 4, "text-anchor": "end" }, g.labels[i]));
+      row.forEach((v, j) => {
+        const a = v / max, diag = i === j;
+        const fill = diag ? `rgba(26,127,55,${0.08 + 0.8 * a})` : `rgba(207,34,46,${v ? 0.08 + 0.8 * a : 0.03})`;
+        const grp = svg("g", { class: "cm-cell", "data-expected": g.labels[i], "data-observed": g.labels[j], "data-count": v });
+        grp.append(svg("rect", { x: L + j * cell, y: T + i * cell, width: cell - 2, height: cell - 2, fill, stroke: "#d0d7de" }),
+          svg("text", { x: L + j * cell + cell / 2, y: T + i * cell + cell / 2 + 4, "text-anchor": "middle", fill: a > 0.6 ? "#fff" : "#1f2328", "font-weight": 600 }, String(v)));
+        grp.append(svg("title", {}, `expected ${g.labels[i]}, observed ${g.labels[j]}: ${v}`));
+        s.append(grp);
+      });
+    });
+    return s;
+  }
+
+  function gates() {
+    const sec = document.getElementById("gates");
+    if (!D.gates.length) return;
+    sec.append(el("h2", {}, "Suite gates"));
+    const word = (g) => !Object.keys(g.thresholds || {}).length ? el("span", { class: "muted" }, "no thresholds") : g.passed ? el("span", { class: "ok" }, "✓ passed") : el("span", { class: "bad" }, "✗ failed");
+    for (const g of D.gates.filter((x) => x.kind === "classification")) {
+      const box = el("div", { class: "gate", "data-gate": `${g.variant}/${g.suite_id}/${g.criterion}` });
+      box.append(el("h3", {}, el("code", {}, g.variant), " · ", el("code", {}, g.suite_id), " · ", el("code", {}, g.criterion), " ", g.criterion_type || "", " — ", word(g)));
+      box.append(el("p", {}, (g.description ? g.description + ". " : "") + `${g.n} labelled result(s)` + (g.missing ? `; ${g.missing} graded trial(s) without labels, left out` : "") + "."));
+      const shown = ["accuracy", "macro_f1", "weighted_f1", "micro_f1", ...Object.keys(g.thresholds || {}).filter((m) => !["accuracy", "macro_f1", "weighted_f1", "micro_f1"].includes(m))];
+      const metrics = el("table", { class: "metrics" }, el("thead", {}, el("tr", {}, ["Metric", "Value", "Minimum", ""].map((h) => el("th", {}, h)))),
+        el("tbody", {}, shown.map((m) => { const lim = (g.thresholds || {})[m]; return el("tr", {}, el("td", {}, m), el("td", { class: "num" }, num(g.metrics[m], 3)), el("td", { class: "num" }, lim === undefined ? "—" : String(lim)), el("td", {}, lim === undefined ? "" : (g.failed || []).includes(m) ? el("span", { class: "bad" }, "✗ below") : el("span", { class: "ok" }, "✓"))); })));
+      const labels = el("table", { class: "per-label" }, el("thead", {}, el("tr", {}, ["Label", "Precision", "Recall", "F1", "Support"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, g.labels.map((lab) => el("tr", {}, el("td", {}, lab), ...["precision", "recall", "f1"].map((m) => el("td", { class: "num" }, num(g.metrics[`${m}.${lab}`], 3))), el("td", { class: "num" }, (g.support || {})[lab] || 0)))));
+      box.append(el("div", { class: "grid" }, el("div", {}, el("div", { class: "muted" }, "Confusion matrix (rows: expected, columns: observed)"), heatmap(g)), metrics, labels));
+      sec.append(box);
+    }
+    const score = D.gates.filter((x) => x.kind !== "classification");
+    if (score.length) {
+      sec.append(el("h3", {}, "Criteria over dataset rows"), el("table", {}, el("thead", {}, el("tr", {}, ["Variant", "Suite", "Criterion", "Results", "Pass rate", "Mean score", "Thresholds", "Gate"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, score.map((g) => el("tr", {}, el("td", {}, el("code", {}, g.variant)), el("td", {}, el("code", {}, g.suite_id)), el("td", {}, `${g.criterion} ${g.criterion_type || ""}`),
+          el("td", { class: "num" }, g.n), el("td", { class: "num" }, pct(g.metrics.pass_rate)), el("td", { class: "num" }, num(g.metrics.mean_score, 2)),
+          el("td", {}, Object.entries(g.thresholds || {}).map(([m, t]) => `${m} ≥ ${t}`).join(", ") || "—"), el("td", {}, word(g)))))));
+    }
+  }
+
+  // -- the trials table ------------------------------------------------------------------
+  const PAGE = 100;
+  const state = { q: "", status: "", variant: "", earlyOnly: false, failedOnly: false, sort: null, desc: false, page: 0, selected: -1 };
+  let view = [];
+  const SHOWN = [["trial_id", "Trial"], ["variant", "Variant"], ["task", "Task"], ["repeat", "Rep"], ["status", "Status"], ["score", "Score"], ["turns", "Turns"], ["tool_calls", "Tools"], ["tokens", "Tokens"], ["cost", "Cost"], ["duration", "Time"], ["failed", "Failed criteria"]];
+  const NUMERIC = new Set(["repeat", "score", "turns", "tool_calls", "tokens", "cost", "duration"]);
+
+  function applyView() {
+    const q = state.q.toLowerCase();
+    view = [];
+    D.trials.forEach((r, i) => {
+      if (state.status && r[COL.status] !== state.status) return;
+      if (state.variant && r[COL.variant] !== state.variant) return;
+      if (state.earlyOnly && !r[COL.early]) return;
+      if (state.failedOnly && r[COL.status] === "SUCCESS") return;
+      if (q) {
+        const hay = [r[COL.trial_id], r[COL.task], r[COL.status], r[COL.variant], (r[COL.failed] || []).join(" "), r[COL.error] || "", r[COL.suite] || ""].join(" ").toLowerCase();
+        if (!hay.includes(q)) return;
+      }
+      view.push(i);
+    });
+    if (state.sort) {
+      const c = COL[state.sort], sign = state.desc ? -1 : 1;
+      view.sort((a, b) => {
+        let x = D.trials[a][c], y = D.trials[b][c];
+        if (Array.isArray(x)) { x = x.length; y = y.length; }
+        if (x === y) return a - b;
+        if (x === null || x === undefined) return 1;
+        if (y === null || y === undefined) return -1;
+        return (x < y ? -1 : 1) * sign;
+      });
+    }
+    state.page = Math.min(state.page, Math.max(0, Math.ceil(view.length / PAGE) - 1));
+    drawTable();
+  }
+
+  function setFilter(text) {
+    const box = document.getElementById("filter");
+    box.value = text; state.q = text; state.page = 0; applyView();
+    document.getElementById("trials").scrollIntoView();
+  }
+
+  function trialsSection() {
+    const sec = document.getElementById("trials");
+    sec.append(el("h2", {}, `Trials (${D.trials.length})`));
+    const statuses = [...new Set(D.trials.map((r) => r[COL.status]))].sort();
+    const variantsSeen = [...new Set(D.trials.map((r) => r[COL.variant]))];
+    const nEarly = D.trials.filter((r) => r[COL.early]).length;
+    sec.append(el("div", { class: "controls" },
+      el("input", { type: "search", id: "filter", placeholder: "filter: trial, task, status, criterion, error…", oninput: (e) => { state.q = e.target.value; state.page = 0; applyView(); } }),
+      el("select", { id: "status-filter", onchange: (e) => { state.status = e.target.value; state.page = 0; applyView(); } }, el("option", { value: "" }, "every status"), statuses.map((s) => el("option", { value: s }, s))),
+      variantsSeen.length > 1 ? el("select", { id: "variant-filter", onchange: (e) => { state.variant = e.target.value; state.page = 0; applyView(); } }, el("option", { value: "" }, "every variant"), variantsSeen.map((s) => el("option", { value: s }, s))) : null,
+      el("label", {}, el("input", { type: "checkbox", id: "failed-only", onchange: (e) => { state.failedOnly = e.target.checked; state.page = 0; applyView(); } }), " not succeeded"),
+      nEarly ? el("label", {}, el("input", { type: "checkbox", id: "early-only", onchange: (e) => { state.earlyOnly = e.target.checked; state.page = 0; applyView(); } }), ` stopped early (${nEarly})`) : null,
+      el("span", { id: "count", class: "muted" })));
+    const head = el("tr", {}, SHOWN.map(([k, label]) => el("th", { "data-col": k, class: NUMERIC.has(k) ? "num" : "", onclick: () => { if (state.sort === k) state.desc = !state.desc; else { state.sort = k; state.desc = false; } applyView(); } }, label)));
+    sec.append(el("table", { id: "trial-table" }, el("thead", {}, head), el("tbody", {})));
+    sec.append(el("div", { class: "pager controls" },
+      el("button", { id: "prev", onclick: () => { state.page = Math.max(0, state.page - 1); drawTable(); } }, "‹ previous"),
+      el("span", { id: "page-info" }),
+      el("button", { id: "next", onclick: () => { state.page += 1; drawTable(); } }, "next ›")));
+  }
+
+  function drawTable() {
+    const pages = Math.max(1, Math.ceil(view.length / PAGE));
+    state.page = Math.min(state.page, pages - 1);
+    const body = document.querySelector("#trial-table tbody");
+    const rows = view.slice(state.page * PAGE, (state.page + 1) * PAGE).map((i) => {
+      const r = D.trials[i];
+      const failed = r[COL.failed] || [];
+      return el("tr", { "data-index": i, class: i === state.selected ? "sel" : "", onclick: () => openTrial(i) },
+        el("td", { class: "mono" }, r[COL.trial_id]), el("td", {}, r[COL.variant]), el("td", {}, r[COL.task]),
+        el("td", { class: "num" }, r[COL.repeat]),
+        el("td", {}, status(r[COL.status]), r[COL.early] ? early() : null),
+        el("td", { class: "num" }, num(r[COL.score], 2)), el("td", { class: "num" }, r[COL.turns]), el("td", { class: "num" }, r[COL.tool_calls]),
+        el("td", { class: "num" }, (r[COL.tokens] || 0).toLocaleString("en")), el("td", { class: "num" }, cost(r[COL.cost])),
+        el("td", { class: "num" }, dur(r[COL.duration])),
+        el("td", {}, failed.join(", "), r[COL.error] ? el("span", { class: "bad", title: r[COL.error] }, (failed.length ? " · " : "") + "error") : null));
+    });
+    body.replaceChildren(...rows);
+    document.getElementById("count").textContent = `${view.length} of ${D.trials.length} trials`;
+    document.getElementById("page-info").textContent = `page ${state.page + 1} of ${pages}`;
+    document.getElementById("prev").disabled = state.page === 0;
+    document.getElementById("next").disabled = state.page >= pages - 1;
+    document.querySelectorAll("#trial-table th").forEach((th) => {
+      th.classList.toggle("sorted-asc", th.dataset.col === state.sort && !state.desc);
+      th.classList.toggle("sorted-desc", th.dataset.col === state.sort && state.desc);
+    });
+  }
+
+  // -- one trial -------------------------------------------------------------------------
+  function openTrial(i) {
+    state.selected = i;
+    document.querySelectorAll("#trial-table tbody tr").forEach((tr) => tr.classList.toggle("sel", Number(tr.dataset.index) === i));
+    const aside = document.getElementById("detail");
+    aside.replaceChildren(el("button", { class: "close", title: "close (Esc)", onclick: closeTrial }, "×"));
+    const node = document.getElementById("ce-d" + i);
+    if (!node) {
+      const r = D.trials[i];
+      aside.append(el("h2", {}, r[COL.trial_id]), el("p", { class: "note" }, "This report was made without per-trial detail."));
+    } else {
+      window.CE_TRIAL.render(aside, JSON.parse(node.textContent), { el, status, early, num, pct, cost, dur });
+    }
+    aside.hidden = false;
+    aside.scrollTop = 0;
+  }
+  function closeTrial() {
+    document.getElementById("detail").hidden = true;
+    state.selected = -1;
+    document.querySelectorAll("#trial-table tbody tr.sel").forEach((tr) => tr.classList.remove("sel"));
+  }
+  document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeTrial(); });
+
+  window.CE_REPORT = { data: D, openTrial, setFilter };
+  // the trial panel's renderer is defined below (same file), then the page is drawn
+  window.addEventListener("DOMContentLoaded", () => {
+    header(); summary(); variants(); gates(); trialsSection(); applyView();
+    document.body.dataset.ready = "1";
+  });
+})();

@@ -1,0 +1,127 @@
+// One trial's panel: criteria with evidence, arithmetic, command output, timeline, files.
+"use strict";
+window.CE_TRIAL = (function () {
+  function render(root, d, h) {
+    const { el, status, early, num, cost, dur } = h;
+    const u = d.usage || {};
+    root.append(el("h2", { id: "detail-title" }, d.trial_id),
+      el("p", {}, status(d.status), d.stopped_early ? early() : null,
+        ` · score ${num(d.weighted_score, 3)} · ${u.turns ?? "?"} turn(s), ${u.tool_calls ?? "?"} tool call(s) · ` +
+        `${(u.input_tokens || 0).toLocaleString("en")} in / ${(u.output_tokens || 0).toLocaleString("en")} out tokens · ${cost(u.cost_usd)} · ${dur(d.duration_s)}`),
+      el("p", { class: "muted" }, `agent ${d.agent || "?"}` + (d.model ? `, model ${d.model}` : "") + (d.started_at ? ` · started ${d.started_at}` : "") +
+        (d.dir ? ` · the evaluation tree of every criterion: ce explain RUN/${d.dir}` : "")));
+    for (const n of d.notes || []) root.append(el("p", { class: "note" }, n));
+    if (d.error) root.append(el("h3", {}, "Trial error"), el("pre", {}, d.error));
+    const o = d.agent_outcome;
+    if (o && o.reason && o.reason !== "finished") root.append(el("p", {}, `agent ended: ${o.reason}` + (o.detail ? `: ${o.detail}` : "")));
+    if (d.stopped_early) {
+      const es = d.early_stop || {};
+      root.append(el("h3", {}, "Early stop"), el("p", { class: "early-stop" },
+        `${d.early_stop_reason || "armed criteria decided"}` +
+        (es.deciding_criterion ? `; decided by ${es.deciding_criterion} (${es.deciding_criterion_type || ""}: ${es.deciding_criterion_description || ""})` : "") +
+        (es.rule ? `; rule ${es.rule}` : "") + (es.turn_index !== undefined ? `; at turn ${es.turn_index}` : "") +
+        (es.turns_remaining_at_stop !== undefined ? `, ${es.turns_remaining_at_stop} turn(s) left` : "") +
+        ". Non-armed criteria are advisory (reported, not gated)."));
+    }
+
+    root.append(el("h3", {}, "Criteria"));
+    for (const c of d.criteria || []) {
+      const cls = c.disabled ? "off" : c.passed ? "pass" : "fail";
+      const box = el("div", { class: "crit " + cls, "data-criterion": c.id });
+      box.append(el("div", {}, el("b", {}, `${c.id} ${c.type}`), c.description ? `: ${c.description}` : "",
+        c.advisory ? el("span", { class: "badge adv" }, "advisory — not gated") : null,
+        c.disabled ? el("span", { class: "badge" }, "disabled") : null));
+      box.append(el("div", { class: "mono" }, `score ${num(c.score, 3)} (${c.kind || "?"}) vs pass threshold ${num(c.pass_threshold, 2)} -> ${c.passed ? "PASS" : "FAIL"}; weight ${c.weight ?? "?"}` + (c.gating ? "" : " (not gated)")));
+      const outs = Object.entries(c.outputs || {});
+      if (outs.length) box.append(el("div", { class: "mono" }, outs.map(([k, v]) => `${k} = ${v}`).join("; ")));
+      if (c.error) box.append(el("div", { class: "bad" }, "error: "), el("pre", {}, c.error));
+      for (const ev of c.evidence || []) box.append(evidence(ev, el));
+      root.append(box);
+    }
+    if ((d.arithmetic || []).length) root.append(el("pre", { class: "arithmetic" }, d.arithmetic.join("\n")));
+
+    if ((d.commands || []).length) {
+      root.append(el("h3", {}, "Commands (pre_run / post_run)"));
+      for (const c of d.commands) root.append(command(c, el, c.phase));
+    }
+    if ((d.setup || []).length) root.append(el("details", {}, el("summary", {}, "Set-up"), el("pre", {}, d.setup.join("\n"))));
+
+    root.append(el("h3", {}, `Timeline (${(d.timeline || []).length} events)`));
+    root.append(timeline(d.timeline || [], el, cost));
+
+    root.append(el("h3", {}, "Workspace"));
+    if (!d.files) root.append(el("p", { class: "muted" }, "no workspace snapshot"));
+    else root.append(files(d.files, el));
+  }
+
+  function command(c, el, label) {
+    const box = el("div", { class: "cmd" });
+    box.append(el("div", { class: "mono" }, `${label ? label + ": " : ""}$ ${c.command || ""}  → exit ${c.exit_code ?? "?"}` + (c.timed_out ? " (timed out)" : "")));
+    if (c.stdout) box.append(el("div", { class: "muted" }, "stdout"), el("pre", {}, c.stdout));
+    if (c.stderr) box.append(el("div", { class: "muted" }, "stderr"), el("pre", {}, c.stderr));
+    return box;
+  }
+
+  function evidence(ev, el) {
+    if (ev.kind === "command") return command(ev, el, "ran");
+    if (ev.kind === "judge") {
+      return el("div", { class: "judge" }, el("div", { class: "mono" }, `judge ${ev.model || ""}: score ${ev.score ?? "?"}` + (ev.recorded ? " (recorded verdict reused)" : "")),
+        el("div", { class: "muted" }, "rationale"), el("pre", { class: "rationale" }, ev.rationale || ev.error || "—"));
+    }
+    return el("pre", {}, JSON.stringify(ev, null, 1));
+  }
+
+  function timeline(events, el, cost) {
+    const rows = events.map((e) => {
+      let k = e.k, text = "";
+      if (e.k === "message") { k = e.role; text = e.text; }
+      else if (e.k === "tool") { k = `${e.tool}` + (e.raw_tool && e.raw_tool !== e.tool ? ` (${e.raw_tool})` : ""); text = e.params; }
+      else if (e.k === "result") text = e.output;
+      else if (e.k === "usage") text = `+${e.in} in / +${e.out} out tokens, ${cost(e.cost)} (so far ${e.total_in} / ${e.total_out}, ${cost(e.total_cost)})`;
+      else if (e.k === "decision") text = `live monitor: ${e.criterion} decided ${e.verdict} (at event ${e.event})`;
+      else if (e.k === "end") text = `agent ended: ${e.reason}` + (e.detail ? ` (${e.detail})` : "");
+      else if (e.k === "run_end") text = `run ended: ${e.status}` + (e.error ? ` (${e.error})` : "");
+      else if (e.k === "start") text = `agent ${e.agent}` + (e.model ? `, model ${e.model}` : "");
+      const cell = el("td", {}, el("div", { class: "mono" }, text));
+      if (e.k === "tool" && e.status !== undefined) {
+        cell.append(el("div", { class: e.status === "ok" ? "muted" : "bad" }, `→ ${e.status}` + (e.ms ? ` in ${e.ms} ms` : "")));
+        if (e.output) cell.append(el("pre", {}, e.output));
+      }
+      return el("tr", { class: e.k }, el("td", { class: "num" }, Number(e.t).toFixed(2) + "s"), el("td", { class: "num" }, e.turn || ""), el("td", { class: "k" }, k), cell);
+    });
+    return el("table", { class: "tl" }, el("thead", {}, el("tr", {}, ["t", "turn", "event", ""].map((x) => el("th", {}, x)))), el("tbody", {}, rows));
+  }
+
+  function diffPre(text, el) {
+    const pre = el("pre", { class: "diff" });
+    for (const line of text.split("\n")) {
+      const cls = line.startsWith("@@") ? "hunk" : line.startsWith("+") && !line.startsWith("+++") ? "add" : line.startsWith("-") && !line.startsWith("---") ? "del" : "";
+      pre.append(el("span", { class: cls }, line + "\n"));
+    }
+    return pre;
+  }
+
+  function files(list, el) {
+    const counts = {};
+    list.forEach((f) => { counts[f.status] = (counts[f.status] || 0) + 1; });
+    const wrap = el("div", {}, el("p", { class: "muted" }, Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ") + " (against the template)"));
+    const body = el("tbody", {});
+    for (const f of list) {
+      const content = f.diff ? diffPre(f.diff, el) : f.text !== undefined ? el("pre", {}, f.text) : f.binary ? el("span", { class: "muted" }, "binary or too large to show") : f.link ? el("span", { class: "mono" }, `→ ${f.link}`) : null;
+      const row = el("tr", { class: "file", "data-path": f.path },
+        el("td", { class: "mono" }, f.path), el("td", { class: "fs-" + f.status }, f.status),
+        el("td", { class: "num" }, f.size === undefined ? "" : f.size.toLocaleString("en")));
+      body.append(row);
+      if (content) {
+        const holder = el("tr", { hidden: f.status !== "modified" && f.status !== "added" }, el("td", { colspan: 3 }, content));
+        row.style.cursor = "pointer";
+        row.addEventListener("click", () => { holder.hidden = !holder.hidden; });
+        body.append(holder);
+      }
+    }
+    wrap.append(el("table", { class: "file-list" }, el("thead", {}, el("tr", {}, ["File", "Status", "Bytes"].map((x) => el("th", {}, x)))), body));
+    return wrap;
+  }
+
+  return { render };
+})();

@@ -1,0 +1,152 @@
+"""The HTML report's data: one dict for the page (summary, variants, paired comparison,
+suite gates, the trials table) and, per trial, its detail (criteria with their evidence,
+judge rationales, command output, the trace's timeline, the workspace's files and their
+diff against the template), each read from the run directory, never re-graded.
+
+`html_page.render_html` turns the dict into one self-contained file. The table is
+embedded as compact rows (10,000 trials are ~2 MB); each trial's detail is its own JSON
+element the page parses only when the trial is opened. Details are capped so that a big
+run stays openable: DETAIL_TOTAL bytes shared by all trials (between DETAIL_MIN and
+DETAIL_MAX each); long texts are cut (and say so), the timeline keeps its first events.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ce_runtime.report.gates import SuiteGate
+from ce_runtime.report.html_trial import TemplateCache, trial_detail
+from ce_runtime.report.rundir import RunData
+
+DETAIL_TOTAL = 40_000_000  # bytes of per-trial detail in one page
+DETAIL_MAX = 200_000  # per trial (a small run)
+DETAIL_MIN = 3_000  # per trial (a huge run still shows the essentials)
+
+COLUMNS = ("trial_id", "variant", "task", "row", "repeat", "status", "score", "turns",
+           "tool_calls", "tokens", "cost", "duration", "early", "early_reason", "failed",
+           "suite", "error")
+
+
+def detail_budget(n_trials: int) -> int:
+    """Bytes of detail each trial of an `n_trials` run may embed."""
+    if n_trials <= 0:
+        return DETAIL_MAX
+    return max(DETAIL_MIN, min(DETAIL_MAX, DETAIL_TOTAL // n_trials))
+
+
+def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate],
+              *, details: bool = True) -> dict[str, Any]:
+    """Everything the page shows. `details` False leaves the per-trial detail out (the
+    table and the summaries only)."""
+    from ce_lang.api import __version__
+
+    records = data.records
+    variants = list(summary.get("variants") or {})
+    paired, paired_note = _paired(data, variants)
+    budget = detail_budget(len(records))
+    out: dict[str, Any] = {
+        "ce_version": __version__,
+        "run_id": data.run_id,
+        "status": data.run_json.get("status"),
+        "trials_planned": data.run_json.get("trials_planned"),
+        "rescored_from": (data.run_json.get("args") or {}).get("rescored_from"),
+        "summary": _summary(summary),
+        "variants": [_variant(v, summary["variants"][v]) for v in variants],
+        "comparison": summary.get("comparison") or [],
+        "paired": paired,
+        "paired_note": paired_note,
+        "gates": [g.to_dict() for g in gates],
+        "columns": list(COLUMNS),
+        "trials": [_row(rec) for rec in records],
+        "detail_budget": budget,
+        "details": None,
+    }
+    if details:
+        templates = TemplateCache(data.run_dir)
+        out["details"] = [trial_detail(data.run_dir, rec, budget, templates)
+                          for rec in records]
+    return out
+
+
+def _summary(s: dict[str, Any]) -> dict[str, Any]:
+    keys = ("exit_code", "exit_reasons", "experiment_ids", "trials", "by_status", "graded",
+            "passed", "pass_rate", "pass_rate_ci95", "mean_score", "stopped_early", "tokens",
+            "cost_usd", "duration_s", "turns", "tool_calls", "within_expected_turns",
+            "pass_at_k", "suite_gates_failed")
+    return {k: s.get(k) for k in keys}
+
+
+def _variant(name: str, v: dict[str, Any]) -> dict[str, Any]:
+    keys = ("agents", "models", "trials", "by_status", "graded", "passed", "pass_rate",
+            "pass_rate_ci95", "mean_score", "stopped_early", "cost_usd", "tokens",
+            "pass_at_k", "duration_s")
+    return {"id": name, **{k: v.get(k) for k in keys}}
+
+
+def _paired(data: RunData, variants: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """Each variant against the first, paired over shared tasks (report.stats)."""
+    if len(variants) < 2:
+        return [], None
+    try:
+        from ce_runtime.report.stats import paired_comparison
+    except ImportError:  # an older checkout: the side-by-side view only
+        return [], "paired statistics are not available in this version of ce"
+    out = []
+    for v in variants[1:]:
+        score = paired_comparison(data.trials, variants[0], v, metric="score").to_dict()
+        rate = paired_comparison(data.trials, variants[0], v, metric="pass_rate").to_dict()
+        out.append({"variant": v, "baseline": variants[0], "score": score,
+                    "pass_rate": rate})
+    return out, None
+
+
+def _row(rec: dict[str, Any]) -> list[Any]:
+    usage = rec.get("usage") or {}
+    failed = [c.get("id") for c in rec.get("criteria") or ()
+              if not c.get("disabled") and not c.get("passed")
+              and (c.get("gating") or c.get("error"))]
+    score = rec.get("weighted_score")
+    return [
+        rec.get("trial_id"), rec.get("variant_id"), rec.get("task_id"), rec.get("row_id"),
+        rec.get("repeat"), rec.get("status"),
+        None if score is None else round(score, 4),
+        usage.get("turns"), usage.get("tool_calls"),
+        (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0),
+        usage.get("cost_usd"),
+        None if rec.get("duration_s") is None else round(rec["duration_s"], 3),
+        bool(rec.get("stopped_early")), rec.get("early_stop_reason"), failed,
+        rec.get("suite_id"), _short(rec.get("error"), 300),
+    ]
+
+
+def _short(text: Any, limit: int) -> str | None:
+    if text is None:
+        return None
+    s = str(text)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def dumps(value: Any) -> str:
+    """JSON safe inside a <script> element (no `<` at all, so no `</script>` or `<!--`);
+    NaN and infinities become null (JSON has none)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                          default=str)
+    except ValueError:
+        text = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"),
+                          default=str)
+    return (text.replace("<", "\\u003c").replace("\u2028", "\\u2028")
+            .replace("\u2029", "\\u2029"))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

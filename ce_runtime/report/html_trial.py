@@ -1,0 +1,400 @@
+"""One trial's detail for the HTML report, read from its trial directory: the criteria with
+their evidence (evidence.json: command runs, judge rationales), the arithmetic to the
+weighted score, set-up and pre/post-run command output, the trace as a timeline (turns,
+tool calls and results, tokens, cost, the early-stop decision) and the workspace's files
+with their diff against the template, all within a byte budget.
+
+Nothing is graded again: the evaluation tree of a criterion (`ce explain TRIAL_DIR`) needs
+a re-grade, so the page names that command instead of embedding the tree. The template is
+rebuilt from the trial's plan (its starter files and template directories, once per plan);
+a template that clones a repository is not rebuilt (no network, no git), and then the
+files are listed without a diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import tempfile
+from typing import Any
+
+MAX_FILES = 200  # files listed per trial
+TEXT_FILE_LIMIT = 1_000_000  # bytes read from a file to show it or diff it
+
+
+def _cut(text: Any, cap: int) -> str:
+    s = "" if text is None else str(text)
+    if len(s) <= cap:
+        return s
+    return s[:cap] + f"\n… [{len(s) - cap:,} more characters not embedded in this report]"
+
+
+def trial_detail(run_dir: str, rec: dict[str, Any], budget: int,
+                 templates: TemplateCache) -> str:
+    """The trial's detail as JSON text of at most about `budget` bytes: texts are cut
+    shorter until it fits (each cut says how much was left out)."""
+    from ce_runtime.report.html import dumps
+
+    raw = _read_trial(run_dir, rec, templates)
+    cap = max(200, budget // 4)
+    while True:
+        detail = _shape(rec, raw, cap, max_events=max(20, budget // 150))
+        text = dumps(detail)
+        if len(text) <= budget or cap <= 100:
+            return text
+        cap //= 2
+        budget_events = max(10, budget // 300)
+        if len(raw.get("events") or ()) > budget_events:
+            raw["events"] = raw["events"][:budget_events]
+            raw["events_cut"] = True
+
+
+def _trial_dir(run_dir: str, trial_id: str) -> str | None:
+    path = os.path.realpath(os.path.join(run_dir, *str(trial_id).split("/")))
+    root = os.path.realpath(run_dir)
+    if not path.startswith(root + os.sep) or not os.path.isdir(path):
+        return None
+    return path
+
+
+def _load_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as fh:
+            value = json.loads(fh.read().decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _read_trial(run_dir: str, rec: dict[str, Any], templates: TemplateCache
+                ) -> dict[str, Any]:
+    """Everything the detail may show, uncut."""
+    notes: list[str] = []
+    tdir = _trial_dir(run_dir, rec.get("trial_id") or "")
+    if tdir is None:
+        return {"notes": ["the trial directory is missing: only the parquet's results "
+                          "are shown"], "task": {}, "evidence": {}, "events": [],
+                "files": None}
+    task = _load_json(os.path.join(tdir, "task.json")) or {}
+    if not task:
+        notes.append("task.json is missing or unreadable")
+    evidence = (_load_json(os.path.join(tdir, "evidence.json")) or {}).get("criteria") or {}
+    events, trace_note = _timeline(os.path.join(tdir, "trace.msgpack"))
+    if trace_note:
+        notes.append(trace_note)
+    manifest = _load_json(os.path.join(tdir, "workspace.json"))
+    files = None
+    if manifest and isinstance(manifest.get("files"), dict):
+        template, why = templates.get(rec.get("plan_hash"), task.get("task_dir"))
+        if why:
+            notes.append(why)
+        files = _files(manifest["files"], template, os.path.join(run_dir, "objects"))
+    else:
+        notes.append("workspace.json is missing or unreadable: no files to show")
+    return {"notes": notes, "task": task, "evidence": evidence, "events": events,
+            "files": files, "dir": os.path.relpath(tdir, run_dir)}
+
+
+# -- the trace ---------------------------------------------------------------------------
+def _timeline(path: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The trace as entries: messages, tool calls with their results, usage, decisions,
+    the end. A damaged trace shows its readable prefix and says so."""
+    if not os.path.isfile(path):
+        return [], "no trace (trace.msgpack) in the trial directory"
+    from ce_runtime.trace import events as T
+
+    note = None
+    try:
+        read = T.load_trace(path)
+    except T.TraceDamaged as exc:
+        read = T.read_trace(path)
+        note = f"the trace is damaged ({exc.why} at byte {exc.offset}): its first " \
+               f"{len(read.events)} events are shown"
+    except OSError as exc:
+        return [], f"the trace is unreadable ({exc.strerror})"
+    out: list[dict[str, Any]] = []
+    calls: dict[str, dict[str, Any]] = {}
+    turn = 0
+    tokens_in = tokens_out = 0
+    cost = 0.0
+    for ev in read.events:
+        t = round(ev.t, 3)
+        if isinstance(ev, T.TurnStart):
+            turn = ev.turn
+        elif isinstance(ev, T.Message):
+            out.append({"t": t, "turn": turn, "k": "message", "role": ev.role,
+                        "text": ev.text})
+        elif isinstance(ev, T.ToolCall):
+            entry = {"t": t, "turn": turn, "k": "tool", "tool": ev.tool,
+                     "raw_tool": ev.raw_tool, "params": _params(ev.params)}
+            calls[ev.call_id] = entry
+            out.append(entry)
+        elif isinstance(ev, T.ToolResult):
+            entry = calls.get(ev.call_id)
+            if entry is None:
+                out.append({"t": t, "turn": turn, "k": "result", "status": ev.status,
+                            "output": ev.output})
+            else:
+                entry.update(status=ev.status, output=ev.output,
+                             ms=round(ev.duration_ms, 1))
+        elif isinstance(ev, T.Usage):
+            tokens_in += ev.input_tokens
+            tokens_out += ev.output_tokens
+            cost += ev.cost_usd
+            out.append({"t": t, "turn": turn, "k": "usage", "in": ev.input_tokens,
+                        "out": ev.output_tokens, "cost": ev.cost_usd,
+                        "total_in": tokens_in, "total_out": tokens_out,
+                        "total_cost": round(cost, 6)})
+        elif isinstance(ev, T.Decision):
+            out.append({"t": t, "turn": turn, "k": "decision", "criterion": ev.criterion,
+                        "verdict": ev.verdict, "event": ev.event_index})
+        elif isinstance(ev, T.AgentEnd):
+            out.append({"t": t, "turn": turn, "k": "end", "reason": ev.reason,
+                        "detail": ev.detail})
+        elif isinstance(ev, T.RunEnd):
+            out.append({"t": t, "turn": turn, "k": "run_end", "status": ev.status,
+                        "error": ev.error})
+        elif isinstance(ev, T.AgentStart):
+            out.append({"t": t, "turn": turn, "k": "start", "agent": ev.agent,
+                        "model": ev.model})
+    return out, note
+
+
+def _params(params: dict[str, Any]) -> str:
+    if set(params) == {"command"} or ("command" in params and len(params) <= 2):
+        return str(params.get("command"))
+    try:
+        return json.dumps(params, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return str(params)
+
+
+# -- the workspace -----------------------------------------------------------------------
+class TemplateCache:
+    """The template's files (path -> bytes, or None for a link) per plan, rebuilt once per
+    plan hash from the plan's template sources."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+        self._cache: dict[str, tuple[dict[str, bytes | None] | None, str | None]] = {}
+
+    def get(self, plan_hash: str | None, task_dir: str | None
+            ) -> tuple[dict[str, bytes | None] | None, str | None]:
+        if not plan_hash:
+            return None, "the trial names no plan: files are shown without a diff"
+        key = f"{plan_hash}\0{task_dir}"
+        if key not in self._cache:
+            self._cache[key] = self._build(plan_hash, task_dir or "")
+        return self._cache[key]
+
+    def _build(self, plan_hash: str, task_dir: str
+               ) -> tuple[dict[str, bytes | None] | None, str | None]:
+        from ce_lang.api import RepoSource
+        from ce_runtime.execute.sandbox.workspace import apply_sources
+        from ce_runtime.grade.rescore import load_plan_file
+        from ce_runtime.store.archive import DamagedArchive
+
+        try:
+            plan = load_plan_file(self.run_dir, plan_hash)
+        except DamagedArchive as exc:
+            return None, f"template not rebuilt ({exc}): files are shown without a diff"
+        if any(isinstance(s, RepoSource) for s in plan.sandbox.template_sources):
+            return None, ("the template clones a repository (not rebuilt for the report): "
+                          "files are shown without a diff")
+        ws = tempfile.mkdtemp(prefix="ce-report-template-")
+        try:
+            error = apply_sources(plan, task_dir, ws, [])
+            if error:
+                return None, f"template not rebuilt ({error}): files are shown without a " \
+                             "diff"
+            return _read_tree(ws), None
+        finally:
+            shutil.rmtree(ws, ignore_errors=True)
+
+
+def _read_tree(root: str) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in (".venv", "node_modules", ".git",
+                                                      "__pycache__"))
+        for name in sorted(names):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            if os.path.islink(full):
+                out[rel] = None
+            elif os.path.isfile(full):
+                with open(full, "rb") as fh:
+                    out[rel] = fh.read(TEXT_FILE_LIMIT + 1)
+    return out
+
+
+def _object(objects: str, digest: Any, size: int) -> bytes | None:
+    if not isinstance(digest, str) or len(digest) != 64 or size > TEXT_FILE_LIMIT:
+        return None
+    try:
+        with open(os.path.join(objects, digest[:2], digest[2:]), "rb") as fh:
+            return fh.read(TEXT_FILE_LIMIT + 1)
+    except OSError:
+        return None
+
+
+def _text(data: bytes | None) -> str | None:
+    if data is None or b"\0" in data[:8192] or len(data) > TEXT_FILE_LIMIT:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _files(entries: dict[str, Any], template: dict[str, bytes | None] | None,
+           objects: str) -> list[dict[str, Any]]:
+    """Each file of the final workspace, with its status against the template (added,
+    modified, unchanged; a template file the workspace no longer has: deleted), the text
+    of added files and the unified diff of modified ones (text files only)."""
+    import hashlib
+
+    out = []
+    for path in sorted(entries):
+        entry = entries[path] if isinstance(entries[path], dict) else {}
+        if "link" in entry:
+            out.append({"path": path, "status": "link", "link": str(entry["link"])})
+            continue
+        size = int(entry.get("size") or 0)
+        digest = entry.get("sha256")
+        item: dict[str, Any] = {"path": path, "size": size}
+        before = None if template is None else template.get(path)
+        if template is None:
+            item["status"] = "file"
+        elif path not in template:
+            item["status"] = "added"
+        elif before is not None and hashlib.sha256(before).hexdigest() == digest:
+            item["status"] = "unchanged"
+        else:
+            item["status"] = "modified"
+        if item["status"] in ("added", "modified", "file"):
+            now = _text(_object(objects, digest, size))
+            if now is None:
+                item["binary"] = True
+            elif item["status"] == "modified" and _text(before) is not None:
+                item["diff"] = "".join(difflib.unified_diff(
+                    _text(before).splitlines(keepends=True), now.splitlines(keepends=True),
+                    fromfile=f"template/{path}", tofile=f"workspace/{path}"))
+            else:
+                item["text"] = now
+        out.append(item)
+    for path in sorted(set(template or ()) - set(entries)):
+        out.append({"path": path, "status": "deleted"})
+    return out
+
+
+# -- shaping within the budget -----------------------------------------------------------
+def _shape(rec: dict[str, Any], raw: dict[str, Any], cap: int, max_events: int
+           ) -> dict[str, Any]:
+    task = raw.get("task") or {}
+    evidence = raw.get("evidence") or {}
+    criteria = []
+    for c in task.get("criteria") or rec.get("criteria") or ():
+        items = []
+        for ev in evidence.get(c.get("id"), ()) if isinstance(evidence, dict) else ():
+            if not isinstance(ev, dict):
+                continue
+            items.append({k: (_cut(v, cap) if isinstance(v, str) and k in (
+                "stdout", "stderr", "rationale", "command", "error") else v)
+                for k, v in ev.items() if k not in ("request", "usage")})
+        outputs = c.get("outputs") or {}
+        criteria.append({
+            "id": c.get("id"), "type": c.get("type"), "description": c.get("description"),
+            "kind": c.get("kind"), "score": c.get("score"),
+            "pass_threshold": c.get("pass_threshold"), "passed": c.get("passed"),
+            "weight": c.get("weight"), "gating": c.get("gating"),
+            "advisory": c.get("advisory"), "disabled": c.get("disabled"),
+            "error": _cut(c.get("error"), cap) if c.get("error") else None,
+            "outputs": {k: _cut(json.dumps(v, ensure_ascii=False, default=str), cap // 4)
+                        for k, v in outputs.items()} if isinstance(outputs, dict) else {},
+            "evidence": items})
+    events = raw.get("events") or []
+    shown = []
+    for e in events[:max_events]:
+        e = dict(e)
+        for k in ("text", "output", "params", "detail", "error"):
+            if isinstance(e.get(k), str):
+                e[k] = _cut(e[k], cap // 2)
+        shown.append(e)
+    notes = list(raw.get("notes") or ())
+    if len(events) > max_events or raw.get("events_cut"):
+        notes.append(f"the timeline shows the first {len(shown)} of its events (the "
+                     "report's size cap); `ce trace dump` prints them all")
+    files = raw.get("files")
+    shown_files = None
+    if files is not None:
+        shown_files = []
+        for f in files[:MAX_FILES]:
+            f = dict(f)
+            for k in ("text", "diff"):
+                if isinstance(f.get(k), str):
+                    f[k] = _cut(f[k], cap)
+            shown_files.append(f)
+        if len(files) > MAX_FILES:
+            notes.append(f"{len(files) - MAX_FILES} more files are not listed")
+    commands = []
+    for phase in ("pre_run", "post_run"):
+        for r in task.get(phase) or ():
+            if isinstance(r, dict):
+                commands.append({"phase": phase, "command": _cut(r.get("command"), cap // 2),
+                                 "exit_code": r.get("exit_code"),
+                                 "timed_out": r.get("timed_out"), "ok": r.get("ok"),
+                                 "stdout": _cut(r.get("stdout"), cap),
+                                 "stderr": _cut(r.get("stderr"), cap)})
+    return {
+        "trial_id": rec.get("trial_id"), "dir": raw.get("dir"),
+        "status": rec.get("status"), "weighted_score": rec.get("weighted_score"),
+        "error": _cut(rec.get("error"), cap) if rec.get("error") else None,
+        "agent": rec.get("agent"), "model": rec.get("model"),
+        "agent_outcome": task.get("agent_outcome") or rec.get("agent_outcome"),
+        "started_at": rec.get("started_at"), "duration_s": rec.get("duration_s"),
+        "usage": rec.get("usage"), "expected_turns": rec.get("expected_turns"),
+        "stopped_early": rec.get("stopped_early"),
+        "early_stop_reason": rec.get("early_stop_reason"),
+        "early_stop": task.get("early_stop"),
+        "setup": [_cut(s, 300) for s in task.get("setup") or ()][:30],
+        "sandbox": {k: (task.get("sandbox") or {}).get(k) for k in ("driver", "network")}
+        if task.get("sandbox") else None,
+        "criteria": criteria, "arithmetic": arithmetic(criteria, rec),
+        "commands": commands, "timeline": shown, "files": shown_files, "notes": notes,
+    }
+
+
+def arithmetic(criteria: list[dict[str, Any]], rec: dict[str, Any]) -> list[str]:
+    """From the criterion scores to the weighted score and the status (as `ce explain`
+    ends its tree)."""
+    weighted = [c for c in criteria if (c.get("weight") or 0) > 0 and not c.get("disabled")]
+    lines = []
+    score = rec.get("weighted_score")
+    shown = "—" if score is None else f"{score:.4g}"
+    if weighted:
+        terms = " + ".join(f"{c['id']} {c.get('score') or 0:.3g}×{c['weight']:g}"
+                           for c in weighted)
+        total = sum(c["weight"] for c in weighted)
+        lines.append(f"weighted score = ({terms}) / {total:g} = {shown}")
+    else:
+        lines.append("weighted score = 0 (no criterion with weight > 0)")
+    left_out = [f"{c['id']} ({'disabled' if c.get('disabled') else 'weight 0'})"
+                for c in criteria if c.get("disabled") or not c.get("weight")]
+    if left_out:
+        lines.append("not in the score or the gate: " + ", ".join(left_out))
+    gating = [c for c in criteria if c.get("gating")]
+    failed = [c for c in gating if not c.get("passed")]
+    scope = "armed criteria only (stopped early)" if rec.get("stopped_early") \
+        else "every enabled criterion with weight > 0"
+    if failed:
+        why = ", ".join(f"{c['id']} error" if c.get("error") else
+                        f"{c['id']} {c.get('score') or 0:.3g} < {c.get('pass_threshold') or 0:.3g}"
+                        for c in failed)
+        lines.append(f"gate ({scope}): {why} -> {rec.get('status')}")
+    else:
+        lines.append(f"gate ({scope}): {len(gating)}/{len(gating)} passed -> "
+                     f"{rec.get('status')}")
+    return lines

@@ -1,0 +1,217 @@
+"""`ce runs` and `ce trial files` through the real CLI, on runs made by `ce run` (an
+`agent: {type: none}` task whose pre_run writes the workspace the tests then read back)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ce_runtime.store.archive import write_trial_files
+
+CE = [sys.executable, "-m", "ce_runtime.cli"]
+
+pytestmark = pytest.mark.slow
+
+TASK = """\
+task_id: files
+description: writes a few files
+agent: {type: none}
+sandbox: {driver: tempdir, python: null}
+pre_run:
+  - command: >-
+      mkdir -p src/pkg && printf 'print(1)\\n' > src/pkg/main.py &&
+      printf '#!/bin/sh\\necho hi\\n' > run.sh && chmod 755 run.sh &&
+      head -c 5000 /dev/zero > blob.bin && ln -s src/pkg/main.py main-link.py
+success_criteria:
+  - type: file_exists
+    path: run.sh
+    description: run.sh exists
+  - type: file_exists
+    path: missing.txt
+    description: never there (the trial fails)
+"""
+
+EXPECTED = {"src/pkg/main.py": b"print(1)\n", "run.sh": b"#!/bin/sh\necho hi\n",
+            "blob.bin": bytes(5000)}
+
+
+def ce(*args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([*CE, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    (root / "files.yaml").write_text(TASK)
+    res = ce("run", "files.yaml", "--repeats", "2", cwd=root)
+    assert res.returncode == 1, res.stderr  # one criterion never passes
+    run = (root / "runs" / "latest").resolve()
+    return root, run, run / "default" / "files" / "00"
+
+
+def test_runs_lists_newest_first(made, tmp_path):
+    _, run, _ = made
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    new = runs / run.name
+    shutil.copytree(run, new, symlinks=True)
+    old = runs / "20250101-000000-aaaa"
+    shutil.copytree(run, old, symlinks=True)
+    doc = json.loads((old / "run.json").read_text())
+    doc.update(run_id=old.name, status="interrupted", trials=1, graded=1, passed=1,
+               pass_rate=1.0)
+    (old / "run.json").write_text(json.dumps(doc))
+    os.symlink(new.name, runs / "latest")
+    (runs / "not-a-run").mkdir()
+
+    res = ce("runs", str(runs), "--format", "json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [r["run_id"] for r in rows] == [run.name, old.name]  # `latest` is not a run
+    first = rows[0]
+    assert (first["tasks"], first["trials"], first["graded"], first["passed"]) == (1, 2, 2, 0)
+    assert first["pass_rate"] == 0.0 and first["status"] == "complete"
+    assert first["time"].endswith("+00:00")
+    assert rows[1]["time"] == "2025-01-01T00:00:00+00:00" or rows[1]["time"] < first["time"]
+
+    text = ce("runs", cwd=tmp_path)  # default: ./runs
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].split() == ["RUN", "STARTED", "TASKS", "TRIALS", "PASS", "RATE", "STATUS"]
+    assert lines[1].startswith(run.name) and "0.0% (0/2)" in lines[1]
+    assert lines[1].endswith("complete")
+    assert lines[2].startswith(old.name) and lines[2].endswith("interrupted")
+
+
+def test_runs_usage(tmp_path):
+    missing = ce("runs", str(tmp_path / "nope"), cwd=tmp_path)
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"ce runs: {tmp_path / 'nope'}: no such directory"
+    (tmp_path / "empty").mkdir()
+    empty = ce("runs", "empty", cwd=tmp_path)
+    assert empty.returncode == 0 and empty.stdout == ""
+    assert json.loads(ce("runs", "empty", "-f", "json", cwd=tmp_path).stdout) == []
+
+
+def test_trial_files_lists_the_snapshot(made):
+    root, _, trial = made
+    manifest = json.loads((trial / "workspace.json").read_text())["files"]
+    res = ce("trial", "files", str(trial), cwd=root)
+    assert res.returncode == 0, res.stderr
+    listed = {}
+    for line in res.stdout.splitlines():
+        size, rest = line.split(maxsplit=1)
+        if size == "link":
+            name, target = rest.split(" -> ")
+            listed[name] = target
+        else:
+            digest, name = rest.split(maxsplit=1)
+            listed[name] = (int(size), digest)
+    for name, data in EXPECTED.items():
+        assert listed[name] == (len(data), hashlib.sha256(data).hexdigest()[:12])
+        assert manifest[name]["sha256"].startswith(listed[name][1])
+    assert listed["main-link.py"] == "src/pkg/main.py"
+    assert sorted(listed) == sorted(manifest)
+    assert "file(s)" in res.stderr
+
+    js = json.loads(ce("trial", "files", str(trial), "-f", "json", cwd=root).stdout)
+    assert [e["path"] for e in js] == sorted(manifest)
+    assert {e["path"]: e["sha256"] for e in js if e["sha256"]} == {
+        k: v["sha256"] for k, v in manifest.items() if "sha256" in v}
+
+
+def test_trial_files_extract_restores_the_same_bytes(made, tmp_path):
+    root, run, trial = made
+    manifest = json.loads((trial / "workspace.json").read_text())["files"]
+    dest = tmp_path / "ws"
+    res = ce("trial", "files", str(trial), "--extract", str(dest), cwd=root)
+    assert res.returncode == 0, res.stderr
+    for name, entry in manifest.items():
+        path = dest / name
+        if "link" in entry:
+            assert path.is_symlink() and os.readlink(path) == entry["link"]
+            continue
+        data = path.read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"]
+        assert (path.stat().st_mode & 0o777) == entry["mode"]
+        # the object store holds the very same bytes
+        assert data == (run / "objects" / entry["sha256"][:2] / entry["sha256"][2:]) \
+            .read_bytes()
+    for name, data in EXPECTED.items():
+        assert (dest / name).read_bytes() == data
+    assert os.access(dest / "run.sh", os.X_OK)
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")
+                  if p.is_file() or p.is_symlink()) == sorted(manifest)
+
+    # into an empty directory: fine; into a non-empty one: refused, untouched
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert ce("trial", "files", str(trial), "--extract", str(empty), cwd=root).returncode == 0
+    again = ce("trial", "files", str(trial), "--extract", str(dest), cwd=root)
+    assert again.returncode == 2
+    assert again.stderr.strip() == (f"ce trial files: {dest}: not empty (--extract needs a "
+                                    "new or empty directory)")
+
+
+def forge(run: Path, tmp_path: Path, name: str, entry: dict | None = None) -> Path:
+    """A copy of `run` whose trial 00 has an extra workspace.json entry, its digest
+    re-recorded in task.json as a forger would."""
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, symlinks=True)
+    trial = copy / "default" / "files" / "00"
+    manifest = json.loads((trial / "workspace.json").read_text())
+    manifest["files"][name] = entry or dict(manifest["files"]["run.sh"])
+    task = json.loads((trial / "task.json").read_text())
+    for f in ("workspace.json", "task.json"):  # hard links may share them with `run`
+        (trial / f).unlink()
+    write_trial_files(str(trial), task, manifest)
+    return trial
+
+
+def test_trial_files_refuses_a_crafted_dotdot_name(made, tmp_path):
+    """A `../x` entry: listing and restoring refuse it, and nothing is written."""
+    trial = forge(made[1], tmp_path, "../x")
+    (tmp_path / "out").mkdir()
+    dest = tmp_path / "out" / "ws"
+    res = ce("trial", "files", str(trial), "--extract", str(dest), cwd=tmp_path)
+    assert res.returncode == 1
+    assert res.stderr.strip() == (f"ce trial files: damaged archive: {trial}/workspace.json: "
+                                  "'../x': an empty, `.` or `..` component")
+    assert not (tmp_path / "out" / "x").exists() and not dest.exists()
+    assert os.listdir(tmp_path / "out") == []  # the temporary directory is gone too
+    listing = ce("trial", "files", str(trial), cwd=tmp_path)
+    assert listing.returncode == 1 and "'../x': an empty, `.` or `..` component" in \
+        listing.stderr
+    assert listing.stdout == ""
+
+
+def test_trial_files_usage(made, tmp_path):
+    root, run, _ = made
+    res = ce("trial", "files", str(run), cwd=root)
+    assert res.returncode == 2
+    assert res.stderr.startswith(f"ce trial files: {run}: not a trial directory")
+    assert "Traceback" not in res.stderr
+
+
+def test_trial_files_extract_refuses_a_link_out_and_leaves_nothing(made, tmp_path):
+    """A link pointing out of the workspace passes the listing (it is shown with its
+    target) but the restore refuses it: the half-restored temporary directory is gone."""
+    trial = forge(made[1], tmp_path, "zz-escape", {"link": "../../../etc"})
+    listing = ce("trial", "files", str(trial), cwd=tmp_path)
+    assert listing.returncode == 0 and "zz-escape -> ../../../etc" in listing.stdout
+    (tmp_path / "out").mkdir()
+    res = ce("trial", "files", str(trial), "--extract", str(tmp_path / "out" / "ws"),
+             cwd=tmp_path)
+    assert res.returncode == 1
+    assert res.stderr.strip() == (f"ce trial files: damaged archive: {trial}/workspace.json: "
+                                  "'zz-escape': a link pointing out of the workspace "
+                                  "('../../../etc')")
+    assert os.listdir(tmp_path / "out") == []
