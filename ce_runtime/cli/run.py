@@ -57,6 +57,9 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
               help="Finish an interrupted run: only trials without a task.json are run.")
 @click.option("--junit-xml", type=click.Path(dir_okay=False), help="Also write JUnit XML here.")
+@click.option("--sarif", type=click.Path(dir_okay=False),
+              help="Also write SARIF 2.1.0 here: a result per failed criterion, located in "
+                   "its task file (GitHub code scanning's upload-sarif).")
 @click.option("--scripted-model", is_flag=True,
               help="Agents that call a model (claude-code ...) talk to a local server that "
                    "replays the task's scripted session (agent.model_script, or "
@@ -86,8 +89,15 @@ def run_cmd(**params):
       ce run --resume runs/latest              finish an interrupted run
     """
     state: dict = {}
+    sarif = params.pop("sarif")
     try:
         _run(state, **params)
+    except SystemExit as done:
+        if sarif and state.get("run_dir") and done.code in (0, 1):
+            from ce_runtime.report.sarif import sarif_after_run
+
+            sarif_after_run(state["run_dir"], sarif)
+        raise
     except BrokenPipeError:
         raise
     except OSError as exc:  # a write failed: read-only run directory, no space ...

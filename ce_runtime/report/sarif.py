@@ -1,0 +1,171 @@
+"""SARIF 2.1.0 for a run's failures: what GitHub code scanning (`upload-sarif`) and other
+SARIF viewers show as alerts on the task files.
+
+One result per failed criterion of a graded trial (the criteria report.md lists under
+Failures: gating ones that failed, and any that failed with an error), and one per trial
+that failed without a failing criterion to blame (ERROR, TIMEOUT and the other run
+limits). A rule per criterion type (`ce/run_command`, ...) plus `ce/trial-error` and
+`ce/trial-status`. level: `error` for a gating criterion and for a trial error,
+`warning` for a non-gating criterion that errored and for a run limit. The location is
+the task file (relative to `base` when it is under it, else a file:// URI) and, when the
+file still parses, the line of the criterion's entry under `success_criteria`
+(criterion ids `c<N>` are the N-th entry); line 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from collections.abc import Sequence
+from typing import Any
+
+from ce_runtime.report.text import failed_criteria, fmt_score
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_NOT_FAILED = ("SUCCESS", "NOT_GRADED")
+
+
+def _criterion_lines(task_file: str | None) -> dict[int, int]:
+    """{entry index: 1-based line} of the file's `success_criteria` list, {} if unknown."""
+    if not task_file or not os.path.isfile(task_file):
+        return {}
+    try:
+        import yaml
+
+        with open(task_file, encoding="utf-8") as fh:
+            node = yaml.compose(fh)
+    except Exception:  # a file that no longer parses: no line, the result stays
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    for key, value in node.value:
+        if getattr(key, "value", None) == "success_criteria" and \
+                isinstance(value, yaml.SequenceNode):
+            return {i: item.start_mark.line + 1 for i, item in enumerate(value.value)}
+    return {}
+
+
+def _uri(path: str | None, base: str) -> str:
+    if not path:
+        return "unknown-task-file"
+    full = os.path.abspath(path)
+    try:
+        rel = os.path.relpath(full, base)
+    except ValueError:  # another drive
+        rel = full
+    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        return pathlib.Path(full).as_uri()
+    return rel.replace(os.sep, "/")
+
+
+def _index(criterion_id: Any) -> int | None:
+    if isinstance(criterion_id, str) and criterion_id[:1] == "c" and criterion_id[1:].isdigit():
+        return int(criterion_id[1:])
+    return None
+
+
+def render_sarif(records: Sequence[dict[str, Any]], tool_version: str,
+                 base: str | None = None) -> str:
+    """The SARIF document for `records` (task.json-shaped, as `ce run` and `ce report`
+    hold them). `base`: the directory URIs are relative to (default: the current one)."""
+    base = os.path.abspath(base or os.getcwd())
+    rules: dict[str, dict[str, Any]] = {}
+    results: list[dict[str, Any]] = []
+    lines_cache: dict[str, dict[int, int]] = {}
+
+    def rule(rule_id: str, text: str) -> int:
+        if rule_id not in rules:
+            rules[rule_id] = {"id": rule_id, "shortDescription": {"text": text}}
+        return list(rules).index(rule_id)
+
+    def add(rec: dict[str, Any], rule_id: str, rule_text: str, level: str, message: str,
+            key: str, criterion_id: Any = None) -> None:
+        task_file = rec.get("task_file")
+        if task_file not in lines_cache:
+            lines_cache[task_file] = _criterion_lines(task_file)
+        idx = _index(criterion_id)
+        line = lines_cache[task_file].get(idx, 1) if idx is not None else 1
+        results.append({
+            "ruleId": rule_id, "ruleIndex": rule(rule_id, rule_text), "level": level,
+            "message": {"text": message},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": _uri(task_file, base)},
+                "region": {"startLine": line}}}],
+            "partialFingerprints": {"ceTrialCriterion/v1": key},
+            "properties": {"trial_id": rec.get("trial_id"), "variant_id": rec.get("variant_id"),
+                           "task_id": rec.get("task_id"), "status": rec.get("status"),
+                           "weighted_score": rec.get("weighted_score")},
+        })
+
+    for rec in records:
+        status = rec.get("status")
+        if status in _NOT_FAILED and not failed_criteria(rec):
+            continue
+        trial = rec.get("trial_id")
+        failures = failed_criteria(rec)
+        for c in failures:
+            ctype = c.get("type") or "criterion"
+            text = (f"{trial}: criterion {c.get('id')} {ctype}"
+                    + (f" ({c['description']})" if c.get("description") else "")
+                    + f" scored {fmt_score(c.get('score'))} < "
+                      f"{fmt_score(c.get('pass_threshold'))}")
+            if c.get("error"):
+                text += f"; error: {c['error']}"
+            add(rec, f"ce/{ctype}", f"A {ctype} criterion failed", "error"
+                if c.get("gating") else "warning", text, f"{trial}#{c.get('id')}", c.get("id"))
+        if failures or status in _NOT_FAILED:
+            continue
+        if status == "ERROR":
+            add(rec, "ce/trial-error", "A trial ended in an error", "error",
+                f"{trial}: ERROR" + (f": {rec['error']}" if rec.get("error") else ""),
+                f"{trial}#error")
+        else:
+            outcome = (rec.get("agent_outcome") or {})
+            detail = outcome.get("detail") or outcome.get("reason") or ""
+            add(rec, "ce/trial-status", "A trial stopped at a run limit or failed", "warning",
+                f"{trial}: {status}" + (f" ({detail})" if detail else ""), f"{trial}#status")
+    doc = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "ce", "version": tool_version,
+                                "rules": list(rules.values())}},
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def write_run_sarif(run_dir: str, path: str) -> int:
+    """SARIF of the run at `run_dir` (read back from its parquet) written to `path`;
+    the number of results."""
+    from ce_lang.api import __version__
+    from ce_runtime.report.rundir import load_run
+    from ce_runtime.store.atomic import write_bytes_atomic
+
+    records = load_run(run_dir).records
+    text = render_sarif(records, __version__)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_bytes_atomic(path, text.encode())
+    return len(json.loads(text)["runs"][0]["results"])
+
+
+def sarif_after_run(run_dir: str, path: str) -> None:
+    """`ce run --sarif PATH`: write it once the run is finished; a file that cannot be
+    written, or a run that cannot be read back, is one line on stderr and exit 1."""
+    import sys
+
+    import click
+
+    from ce_runtime.report.rundir import RunDirError
+
+    try:
+        n = write_run_sarif(run_dir, path)
+    except RunDirError as exc:
+        click.echo(f"ce run: no SARIF written: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        click.echo(f"ce run: cannot write {path}: {exc.strerror or exc}", err=True)
+        sys.exit(1)
+    click.echo(f"SARIF: {path} ({n} result(s))", err=True)

@@ -1,0 +1,125 @@
+"""SARIF 2.1.0 export of failed criteria (ce_runtime/report/sarif.py, `ce run --sarif`):
+the essentials a SARIF consumer (GitHub code scanning) needs: version and schema, the
+tool driver's name and rules, and results with ruleId, ruleIndex, level, message and a
+location in the task file, on the criterion's line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ce_runtime.report.sarif import render_sarif
+
+CE = [sys.executable, "-m", "ce_runtime.cli"]
+
+TASK = """\
+task_id: sarif-demo
+description: two criteria fail, one passes
+agent: {type: none}
+sandbox: {driver: tempdir, python: null}
+pre_run:
+  - command: echo hello > hello.txt
+success_criteria:
+  - type: file_exists
+    path: hello.txt
+    description: hello.txt exists
+  - type: run_command
+    command: grep -q goodbye hello.txt
+    description: says goodbye
+  - type: file_exists
+    path: missing.txt
+    description: a file nobody wrote
+    weight: 0
+"""
+
+LEVELS = {"none", "note", "warning", "error"}
+
+
+def check_essentials(doc: dict) -> list[dict]:
+    assert doc["version"] == "2.1.0"
+    assert doc["$schema"].endswith("sarif-2.1.0.json")
+    [run] = doc["runs"]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "ce" and isinstance(driver["version"], str)
+    rule_ids = [r["id"] for r in driver["rules"]]
+    assert len(rule_ids) == len(set(rule_ids))
+    for r in run["results"]:
+        assert r["ruleId"] == rule_ids[r["ruleIndex"]]
+        assert r["level"] in LEVELS
+        assert isinstance(r["message"]["text"], str) and r["message"]["text"]
+        [loc] = r["locations"]
+        phys = loc["physicalLocation"]
+        assert phys["artifactLocation"]["uri"] and "\\" not in phys["artifactLocation"]["uri"]
+        assert isinstance(phys["region"]["startLine"], int) and phys["region"]["startLine"] >= 1
+    return run["results"]
+
+
+@pytest.mark.slow
+def test_ce_run_sarif_points_at_the_failed_criteria(tmp_path):
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "demo.yaml").write_text(TASK)
+    res = subprocess.run([*CE, "run", "tasks", "--sarif", "out/ce.sarif", "--junit-xml",
+                          "out/junit.xml"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 1, res.stderr  # one gating criterion fails
+    assert "SARIF: out/ce.sarif (1 result(s))" in res.stderr
+    results = check_essentials(json.loads((tmp_path / "out" / "ce.sarif").read_text()))
+    # the failing gating criterion (c1) only: the weight-0 one failing is not a failure
+    [r] = results
+    assert (r["ruleId"], r["level"]) == ("ce/run_command", "error")
+    assert r["message"]["text"].startswith("default/sarif-demo/00: criterion c1 run_command "
+                                           "(says goodbye) scored 0.00 < 0.90")
+    phys = r["locations"][0]["physicalLocation"]
+    assert phys["artifactLocation"]["uri"] == "tasks/demo.yaml"
+    lines = TASK.splitlines()
+    assert lines[phys["region"]["startLine"] - 1] == "  - type: run_command"
+    assert (tmp_path / "out" / "junit.xml").is_file()
+
+
+def test_render_sarif_trial_errors_and_run_limits(tmp_path):
+    base = {"variant_id": "v", "task_file": str(tmp_path / "t.yaml"), "weighted_score": None}
+    records = [
+        {**base, "trial_id": "v/ok/00", "task_id": "ok", "status": "SUCCESS", "criteria": []},
+        {**base, "trial_id": "v/skip/00", "task_id": "skip", "status": "NOT_GRADED",
+         "criteria": []},
+        {**base, "trial_id": "v/err/00", "task_id": "err", "status": "ERROR",
+         "error": "sandbox lost", "criteria": []},
+        {**base, "trial_id": "v/slow/00", "task_id": "slow", "status": "TIMEOUT",
+         "agent_outcome": {"reason": "timeout", "detail": "task_timeout 600s"},
+         "criteria": []},
+        {**base, "trial_id": "v/adv/00", "task_id": "adv", "status": "SUCCESS", "criteria": [
+            {"id": "c3", "type": "llm_judge", "score": 0.0, "pass_threshold": 0.7,
+             "passed": False, "gating": False, "error": "judge unreachable"}]},
+    ]
+    doc = json.loads(render_sarif(records, "0.1.0", base=str(tmp_path)))
+    results = check_essentials(doc)
+    got = [(r["ruleId"], r["level"], r["properties"]["trial_id"]) for r in results]
+    assert got == [("ce/trial-error", "error", "v/err/00"),
+                   ("ce/trial-status", "warning", "v/slow/00"),
+                   ("ce/llm_judge", "warning", "v/adv/00")]
+    assert results[0]["message"]["text"] == "v/err/00: ERROR: sandbox lost"
+    assert results[1]["message"]["text"] == "v/slow/00: TIMEOUT (task_timeout 600s)"
+    # the task file is gone: the location is still the file, line 1
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in results} == {"t.yaml"}
+    assert {r["locations"][0]["physicalLocation"]["region"]["startLine"]
+            for r in results} == {1}
+    assert len({json.dumps(r["partialFingerprints"]) for r in results}) == 3
+
+
+def test_render_sarif_empty_run_is_valid():
+    doc = json.loads(render_sarif([], "0.1.0"))
+    assert check_essentials(doc) == []
+    assert doc["runs"][0]["tool"]["driver"]["rules"] == []
+
+
+def test_task_file_outside_base_is_a_file_uri(tmp_path):
+    rec = {"trial_id": "v/t/00", "variant_id": "v", "task_id": "t", "status": "ERROR",
+           "task_file": "/elsewhere/t.yaml", "criteria": []}
+    doc = json.loads(render_sarif([rec], "0.1.0", base=str(tmp_path)))
+    [r] = check_essentials(doc)
+    uri = r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "file:///elsewhere/t.yaml"
