@@ -110,7 +110,7 @@ def _scan(directory: str, outside) -> list[tuple[str, str, str]]:
                 continue
             if stat.S_ISLNK(mode):
                 why = outside(full)
-                if why is None and special_kind(full):
+                if special_kind(full):
                     problems.append(("CE0217", rel, f"links to {special_kind(full)}"))
                 elif why is not None and os.path.exists(full):
                     problems.append(("CE0216", rel, "links " + why.removeprefix("is ")))
