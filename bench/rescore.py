@@ -52,6 +52,8 @@ from typing import Any
 
 from benchlib import git_rev
 
+from ce_runtime.store.archive import record_digest  # the clones are signed as ce signs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEFAULT_DATA = os.path.join(HERE, ".data")
@@ -151,7 +153,8 @@ def clone_run(run: str, dest: str, n: int) -> str:
         for name in ("trace.msgpack", "workspace.json", "evidence.json"):
             os.link(os.path.join(tdir, name), os.path.join(d, name))
         with open(os.path.join(d, "task.json"), "w", encoding="utf-8") as fh:
-            json.dump({**record, "trial_id": rel, "repeat": i}, fh, indent=1)
+            clone = {**record, "trial_id": rel, "repeat": i}
+            json.dump({**clone, "record_sha256": record_digest(clone)}, fh, indent=1)
     return os.path.join(dest, f"default/{TASK_ID}/{0:0{width}d}")
 
 

@@ -279,6 +279,7 @@ def test_explain_crafted_workspace_writes_nowhere(archived_run, tmp_path):
         json.dump(manifest, fh)
     task = _load(os.path.join(trial, "task.json"))
     task.pop("workspace_sha256")
+    task.pop("record_sha256")
     # as an older ce wrote it: no digests to check
     os.unlink(os.path.join(trial, "task.json"))
     with open(os.path.join(trial, "task.json"), "w") as fh:
@@ -303,3 +304,24 @@ def test_plan_must_match_its_hash_name(archived_run, tmp_path):
         load_plan_file(run, name)
     res = _rescore(run, str(tmp_path / "out"))
     assert res.exit_code == 1 and "2 trial(s) not re-scored" in res.output
+
+
+def test_a_task_json_edited_after_the_trial_is_damaged_not_believed(archived_run, tmp_path):
+    """task.json signs itself (record_sha256): a verdict edited by hand, or by a tool
+    that does not re-sign, is a damaged archive for rescore and explain."""
+    run = str(tmp_path / "run")
+    shutil.copytree(archived_run, run, symlinks=True)
+    trial = os.path.join(run, "default", "scripted", "00")
+    path = os.path.join(trial, "task.json")
+    task = _load(path)
+    assert task["record_sha256"]
+    task["status"] = "FAILURE" if task["status"] == "SUCCESS" else "SUCCESS"
+    os.unlink(path)
+    with open(path, "w") as fh:
+        json.dump(task, fh)
+    res = _rescore(run, str(tmp_path / "out"))
+    assert res.exit_code == 1
+    assert f"damaged archive: {path}: the record does not match its own recorded " \
+           "digest" in res.output
+    ex = CliRunner().invoke(main, ["explain", trial])
+    assert ex.exit_code == 1 and "record_sha256" in ex.output, ex.output

@@ -186,6 +186,7 @@ def write_trial_files(trial_dir: str, task: dict[str, Any], manifest: dict[str, 
     if os.path.isfile(trace):
         task["trace_sha256"] = file_sha256(trace)
     task["workspace_sha256"] = hashlib.sha256(ws_bytes).hexdigest()
+    task["record_sha256"] = record_digest(task)
     write_bytes_atomic(os.path.join(trial_dir, "task.json"), _json_bytes(task))
 
 
@@ -217,6 +218,10 @@ def load_task_record(trial_dir: str) -> dict[str, Any]:
     name other files (plan_hash)."""
     path = os.path.join(trial_dir, "task.json")
     task = load_archived_json(path)
+    want = task.get("record_sha256")
+    if want is not None and want != record_digest(task):
+        raise DamagedArchive(path, "the record does not match its own recorded digest "
+                                   "(record_sha256): it was changed after the trial")
     if not isinstance(task.get("plan_hash"), str) or not HEX64.fullmatch(task["plan_hash"]):
         raise DamagedArchive(path, f"bad plan_hash {task.get('plan_hash')!r}")
     for key in ("trial_id", "variant_id", "task_id", "task_dir", "status"):
