@@ -1,0 +1,96 @@
+"""action.yml: a well-formed composite action whose inputs are all used, and whose `Run ce`
+step, executed here with bash as a runner would (its `${{ inputs.* }}` filled in, ce on
+PATH, GITHUB_OUTPUT a file), leaves JUnit, SARIF and the reports in the output directory
+and reports ce's exit status."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION = ROOT / "action.yml"
+
+TASK = """\
+task_id: action-demo
+description: passes or fails on the file pre_run writes
+agent: {type: none}
+sandbox: {driver: tempdir, python: null}
+pre_run:
+  - command: echo VALUE > v.txt
+success_criteria:
+  - type: run_command
+    command: grep -qx 1 v.txt
+    description: v.txt holds 1
+"""
+
+
+@pytest.fixture(scope="module")
+def action():
+    return yaml.safe_load(ACTION.read_text())
+
+
+def test_composite_action_shape(action):
+    assert action["runs"]["using"] == "composite"
+    steps = action["runs"]["steps"]
+    for step in steps:
+        assert ("uses" in step) != ("run" in step), step
+        if "run" in step:
+            assert step["shell"] == "bash", step["name"]
+            # inputs reach scripts through env only (no expression in the script text)
+            assert "${{" not in step["run"], step["name"]
+    uses = [s["uses"].split("@")[0] for s in steps if "uses" in s]
+    assert uses == ["actions/setup-python", "actions/upload-artifact",
+                    "github/codeql-action/upload-sarif"]
+    text = ACTION.read_text()
+    for name in action["inputs"]:
+        assert f"inputs.{name}" in text, f"input {name} is never used"
+    assert action["inputs"]["suite"]["required"] is True
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["if"] == "always()"
+
+
+def _fill(value: str, inputs: dict[str, str]) -> str:
+    return re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: inputs[m.group(1)], value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("value,code", [("1", 0), ("2", 1)])
+def test_run_step_collects_the_results(action, tmp_path, value, code):
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "demo.yaml").write_text(TASK.replace("VALUE", value))
+    inputs = {k: str(v.get("default", "")) for k, v in action["inputs"].items()}
+    inputs.update(suite="tasks", args="--repeats 2")
+    step = next(s for s in action["runs"]["steps"] if s.get("id") == "run")
+    env = {k: _fill(v, inputs) for k, v in step["env"].items()}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ce").write_text(f"#!/bin/sh\nexec {sys.executable} -m ce_runtime.cli \"$@\"\n")
+    (bin_dir / "ce").chmod(0o755)
+    out_file = tmp_path / "github_output"
+    res = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=tmp_path, capture_output=True, text=True,
+        timeout=300, env={**os.environ, **env, "GITHUB_OUTPUT": str(out_file),
+                          "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                          "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr  # the step itself never fails
+    outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines())
+    assert outputs["exit-code"] == str(code)
+    latest = (tmp_path / "runs" / "latest").resolve()
+    assert outputs["run-dir"] == str(latest)
+    out = tmp_path / "ce-results"
+    assert {p.name for p in out.iterdir()} >= {"junit.xml", "ce.sarif", "report.md",
+                                               "run.json"}
+    assert (out / "report.md").read_bytes() == (latest / "report.md").read_bytes()
+    if (latest / "report.html").exists():
+        assert (out / "report.html").read_bytes() == (latest / "report.html").read_bytes()
+    sarif = (out / "ce.sarif").read_text()
+    assert ('"ruleId": "ce/run_command"' in sarif) == (code == 1)
+    assert shutil.which("ce", path=str(bin_dir))
