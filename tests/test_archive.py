@@ -87,7 +87,13 @@ def test_resume_reruns_trials_whose_plan_changed(tmp_path):
     trial = compile_paths([os.path.join(ROOT, "tasks", "hello_world.yaml")]).trials[0]
     tdir = trial_dir_of(str(tmp_path), trial)
     os.makedirs(tdir)
-    write_json_atomic(os.path.join(tdir, "task.json"), {"plan_hash": trial.plan_hash})
+    record = {"plan_hash": trial.plan_hash, "trial_id": trial.trial_id, "status": "SUCCESS"}
+    write_json_atomic(os.path.join(tdir, "task.json"), record)
     assert finished(str(tmp_path), trial) is not None
-    write_json_atomic(os.path.join(tdir, "task.json"), {"plan_hash": "an older plan"})
+    older = {**record, "plan_hash": "0" * 64}
+    write_json_atomic(os.path.join(tdir, "task.json"), older)
+    assert finished(str(tmp_path), trial) is None
+    # a record that is not one (no trial id, a plan_hash that names no plan) is no finished
+    # trial either: the trial runs again
+    write_json_atomic(os.path.join(tdir, "task.json"), {"plan_hash": trial.plan_hash})
     assert finished(str(tmp_path), trial) is None

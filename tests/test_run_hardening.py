@@ -215,3 +215,41 @@ def test_a_trial_directory_deleted_mid_run_is_reported_and_the_others_finish(tmp
                                            "default/slow/02"]
     assert load_run_json(run_dir)["status"] == "complete"
     assert "lost_trials" not in load_run_json(run_dir)
+
+
+# -- a resume checks what it finds ---------------------------------------------------------
+def test_resume_repairs_a_damaged_plan_and_reruns_a_changed_record(tmp_path):
+    from ce_runtime.grade.rescore import load_plan_file
+    from ce_runtime.store.archive import load_task_record
+    from tests.test_run_e2e import _task
+
+    (tmp_path / "quick.yaml").write_text(_task(
+        "quick", "    - write: done.txt\n      content: ok\n",
+        criterion="  - type: file_exists\n    description: d\n    path: done.txt\n"))
+    res = ce("run", "quick.yaml", "--repeats", "3", "--run-dir", "runs", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    run_dir = run_dir_in(str(tmp_path / "runs"))
+    records = task_jsons(run_dir)
+    [plan_hash] = {r["plan_hash"] for r in records.values()}
+    plan_path = os.path.join(run_dir, "plans", f"{plan_hash}.json")
+    with open(plan_path, "r+b") as fh:  # truncated, as a full disk would leave it
+        fh.truncate(100)
+    changed = os.path.join(run_dir, "default", "quick", "01", "task.json")
+    with open(changed) as fh:
+        record = json.load(fh)
+    record["weighted_score"] = 0.5  # edited by hand
+    os.unlink(changed)
+    with open(changed, "w") as fh:
+        json.dump(record, fh)
+
+    res = ce("run", "--resume", run_dir, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert f"ce run: damaged archive: {plan_path}: not valid JSON" in res.stderr
+    assert "written again from the task file" in res.stderr
+    assert f"ce run: damaged archive: {changed}: the record does not match its own " \
+           "recorded digest (record_sha256): it was changed after the trial; the trial " \
+           "runs again" in res.stderr
+    assert "2 already done" in res.stderr
+    assert load_plan_file(run_dir, plan_hash)  # checked against its name
+    again = load_task_record(os.path.dirname(changed))  # signed again
+    assert again["weighted_score"] == 1.0

@@ -165,7 +165,12 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
               "allow_paths": [os.path.abspath(p) for p in allow_paths],
               "judge_replies": os.path.abspath(judge_replies) if judge_replies else None,
               "scripted_model": scripted_model}
-    R.write_plans(run_dir, trials)
+    for repaired in R.write_plans(run_dir, trials):
+        click.echo(f"ce run: damaged archive: {repaired}; written again from the task file",
+                   err=True)
+    if resume_dir:
+        for damaged in R.damaged_records(run_dir, trials):
+            click.echo(f"ce run: {damaged}; the trial runs again", err=True)
     todo = [t for t in trials if R.finished(run_dir, t) is None]
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running", "created_at": R.now_iso(),
                                "args": config, "trials": len(trials)})

@@ -24,7 +24,7 @@ import attrs
 
 from ce_lang.api import Trial, plan_to_json
 from ce_runtime.execute.trial import RunContext, TrialLost, execute_trial, trial_dir_of
-from ce_runtime.store.archive import load_json
+from ce_runtime.store.archive import load_json  # noqa: F401 - `ce run` reads run.json with it
 from ce_runtime.store.atomic import write_json_atomic
 
 # A trial whose directory vanished mid-run: reported by `ce run` (exit 1), never written.
@@ -109,28 +109,58 @@ def interleave(trials: list[Trial]) -> list[Trial]:
     return out
 
 
-def write_plans(run_dir: str, trials: list[Trial]) -> None:
+def write_plans(run_dir: str, trials: list[Trial]) -> list[str]:
+    """plans/<hash>.json for every trial. A plan file already there (a resumed run) is
+    checked against its name; a damaged one is written again from the task file, which
+    compiled to that very hash. Returns what was repaired ("PATH: why")."""
     from ce_lang.api import stdlib_digest, stdlib_texts
-    from ce_runtime.store.archive import write_definitions
+    from ce_runtime.grade.rescore import load_plan_file
+    from ce_runtime.store.archive import DamagedArchive, write_definitions
 
     write_definitions(run_dir, stdlib_digest(), stdlib_texts())
-    for t in trials:
-        path = os.path.join(run_dir, "plans", f"{t.plan_hash}.json")
-        if not os.path.exists(path):
-            write_json_atomic(path, {"hash": t.plan_hash, "plan": plan_to_json(t.plan)})
+    repaired: list[str] = []
+    for plan_hash, t in {t.plan_hash: t for t in trials}.items():
+        path = os.path.join(run_dir, "plans", f"{plan_hash}.json")
+        if os.path.exists(path):
+            try:
+                load_plan_file(run_dir, plan_hash)
+                continue
+            except DamagedArchive as exc:
+                repaired.append(f"{path}: {exc.why}")
+        write_json_atomic(path, {"hash": plan_hash, "plan": plan_to_json(t.plan)})
+    return repaired
 
 
 def finished(run_dir: str, trial: Trial) -> dict[str, Any] | None:
     """The trial's record if it finished with this same plan (a task edited since the
-    run started gives a new plan: that trial runs again on resume)."""
-    path = os.path.join(trial_dir_of(run_dir, trial), "task.json")
-    if os.path.isfile(path):
-        try:
-            record = load_json(path)
-        except (OSError, json.JSONDecodeError):
-            return None
-        return record if record.get("plan_hash") == trial.plan_hash else None
-    return None
+    run started gives a new plan: that trial runs again on resume). A damaged record
+    (unreadable, malformed, or changed after the trial) is not a finished trial."""
+    from ce_runtime.store.archive import DamagedArchive, load_task_record
+
+    tdir = trial_dir_of(run_dir, trial)
+    if not os.path.isfile(os.path.join(tdir, "task.json")):
+        return None
+    try:
+        record = load_task_record(tdir)
+    except DamagedArchive:
+        return None
+    return record if record.get("plan_hash") == trial.plan_hash else None
+
+
+def damaged_records(run_dir: str, trials: list[Trial]) -> list[str]:
+    """The trials whose task.json is there but damaged ("damaged archive: PATH: why"):
+    a resume says so, then runs them again."""
+    from ce_runtime.store.archive import DamagedArchive, load_task_record
+
+    out = []
+    for t in trials:
+        tdir = trial_dir_of(run_dir, t)
+        if os.path.isfile(os.path.join(tdir, "task.json")):
+            try:
+                load_task_record(tdir)
+            except DamagedArchive as exc:
+                out.append(str(exc))
+    return out
 
 
 def clean_stale_scratch() -> None:
