@@ -28,7 +28,6 @@ import pytest
 CE = [sys.executable, "-m", "ce_runtime.cli"]
 GOLDEN = Path(__file__).parent / "golden"
 
-pytestmark = pytest.mark.slow
 
 TASK = """\
 task_id: {task_id}
@@ -105,6 +104,7 @@ def check_golden(name: str, text: str) -> None:
     assert text == path.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_compare_md_golden_and_exit_1_on_a_flip(runs):
     root, a, b = runs
     res = ce("compare", str(a), str(b), cwd=root)
@@ -113,6 +113,7 @@ def test_compare_md_golden_and_exit_1_on_a_flip(runs):
     check_golden("compare_regressed.md", normalise(res.stdout, root, a, b))
 
 
+@pytest.mark.slow
 def test_compare_json_golden(runs):
     root, a, b = runs
     res = ce("compare", str(a), str(b), "--format", "json", cwd=root)
@@ -133,6 +134,7 @@ def test_compare_json_golden(runs):
     check_golden("compare_regressed.json", normalise(res.stdout, root, a, b))
 
 
+@pytest.mark.slow
 def test_compare_exit_0_when_nothing_regressed(runs):
     root, a, b = runs
     # a run against itself: nothing moves
@@ -152,12 +154,12 @@ def test_compare_exit_0_when_nothing_regressed(runs):
     assert "default/flip-down/00" in page
 
 
+@pytest.mark.slow
 def test_compare_usage_errors_exit_2_with_one_line(runs):
     root, a, _ = runs
     missing = ce("compare", str(a), str(root / "nope"), cwd=root)
     assert missing.returncode == 2
-    assert missing.stderr.strip() == (f"ce compare: {root / 'nope'}: not a directory "
-                                      "(expected a run directory such as runs/latest)")
+    assert missing.stderr.strip() == f"ce compare: {root / 'nope'}: no such file or directory"
     not_run = ce("compare", str(root / "suite"), str(a), cwd=root)
     assert not_run.returncode == 2
     assert len(not_run.stderr.strip().splitlines()) == 1
@@ -165,3 +167,62 @@ def test_compare_usage_errors_exit_2_with_one_line(runs):
     assert "Traceback" not in not_run.stderr
     bad_option = ce("compare", str(a), str(a), "--fail-on", "sometimes", cwd=root)
     assert bad_option.returncode == 2
+
+
+# ---------------------------------------------------------------------------- in process
+
+
+def _trials(run: str, outcomes: dict[str, list[bool]]):
+    from ce_runtime.report.frames import trials_frame
+
+    return trials_frame([
+        {"trial_id": f"v/{t}/{i:02d}", "variant_id": "v", "task_id": t, "row_id": None,
+         "repeat": i + (10 if run == "b" else 0),  # B's repeats never match A's
+         "status": "SUCCESS" if ok else "FAILURE", "weighted_score": float(ok),
+         "criteria": []}
+        for t, oks in outcomes.items() for i, ok in enumerate(oks)])
+
+
+def _compare(a, b, alpha=0.05):
+    import polars as pl
+
+    from ce_runtime.report.compare import RunSide, compare_frames
+
+    empty = pl.DataFrame()
+    side = RunSide("p", "r", None, 0, 0, 0, None, None, None)
+    return compare_frames(side, a, empty, side, b, empty, alpha=alpha)
+
+
+def test_a_significant_drop_without_a_matched_flip():
+    # six tasks, each passing in A and failing in B, on repeats that do not match: no
+    # flip, but every paired difference is -1: sign-flip p = 2 / 2^6 = 0.03125 < 0.05
+    tasks = [f"t{i}" for i in range(6)]
+    c = _compare(_trials("a", {t: [True] for t in tasks}),
+                 _trials("b", {t: [False] for t in tasks}))
+    assert c.matched_trials == 0 and not c.regressions
+    assert c.pass_rate.p_value == 2 / 64 and c.pass_rate.mean_diff == -1.0
+    assert c.significant_drop
+    assert c.regressed("flips") and c.regressed("significant") and not c.regressed("never")
+    assert c.reasons("significant") == [
+        "pass rate dropped 100.0 pp over 6 paired task(s), p = 0.0312 < 0.05"]
+    # five tasks are not enough: 2 / 32 = 0.0625
+    c5 = _compare(_trials("a", {t: [True] for t in tasks[:5]}),
+                  _trials("b", {t: [False] for t in tasks[:5]}))
+    assert c5.pass_rate.p_value == 2 / 32 and not c5.regressed("flips")
+    assert _compare(_trials("a", {t: [True] for t in tasks[:5]}),
+                    _trials("b", {t: [False] for t in tasks[:5]}), alpha=0.1) \
+        .regressed("significant")
+
+
+def test_wilson_and_newcombe_by_hand():
+    from ce_runtime.report.compare import newcombe, wilson
+
+    # Wilson for 2/2: z^2 = 3.8415; centre (1 + 0.9604) / 2.9207 = 0.6712,
+    # half-width 1.96 * sqrt(3.8415 / 16) / 2.9207 = 0.3288 -> [0.3424, 1]
+    low, high = wilson(2, 2)
+    assert low == pytest.approx(0.3424, abs=1e-4) and high == 1.0
+    assert wilson(0, 2) == pytest.approx((0.0, 1 - 0.3424), abs=1e-4)
+    assert wilson(0, 0) is None
+    # Newcombe for 0/2 - 2/2: d = -1, low = -1 - 0, high = -1 + sqrt(2 * 0.6576^2)
+    lo, hi = newcombe(2, 2, 0, 2)
+    assert lo == -1.0 and hi == pytest.approx(-1 + (2 * 0.6576 ** 2) ** 0.5, abs=1e-4)

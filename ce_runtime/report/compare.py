@@ -184,16 +184,19 @@ def _serialize(_inst, _field, value):
 
 def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
     """(the run's side summary, trials.parquet, results.parquet). A path that is not a
-    run directory raises NotARun naming it."""
+    run directory (nor a directory of runs with a `latest`) raises NotARun naming it."""
     import polars as pl
 
-    if not os.path.isdir(path):
-        raise NotARun(path, "not a directory (expected a run directory such as runs/latest)")
+    from ce_runtime.report.rundir import RunDirError, resolve_run_dir
+
+    try:  # a directory of runs (./runs) means its latest, as for `ce report`
+        path = resolve_run_dir(path)
+    except RunDirError as exc:
+        raise NotARun(exc.path, exc.why) from None
     trials_path = os.path.join(path, "trials.parquet")
     results_path = os.path.join(path, "results.parquet")
     if not os.path.isfile(trials_path):
-        raise NotARun(path, "not a run directory (no trials.parquet; a run directory is "
-                            "what `ce run` writes, e.g. runs/latest)")
+        raise NotARun(path, "no trials.parquet (the run graded no trial yet)")
     try:
         trials = pl.read_parquet(trials_path)
         results = (pl.read_parquet(results_path) if os.path.isfile(results_path)
