@@ -19,17 +19,18 @@ FAIL_ON = ("flips", "significant", "never")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write to this file instead of stdout.")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="flips", show_default=True,
-              help="What counts as a regression (exit 1); see below.")
+              help="What counts as a regression (exit 1); see above.")
 @click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
               default=0.05, show_default=True,
               help="Significance level of the pass-rate drop.")
 @click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the bootstrap intervals (the same seed, the same report).")
+              help="Seed of the bootstrap intervals and Monte Carlo p-values (the same "
+                   "seed, the same report).")
 def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
     """Compare RUN_B with RUN_A (the baseline): what regressed and what improved.
 
-    RUN_A and RUN_B are run directories (`runs/<id>`, `runs/latest`; a `rescored/<time>`
-    directory too). Trials are matched by variant, task id, dataset row and repeat;
+    RUN_A and RUN_B are run directories (`runs/<id>`, `runs/latest`, a directory of
+    runs meaning its latest, `<run>/rescored/<time>`). Trials are matched by variant, task id, dataset row and repeat;
     criterion results additionally by criterion id. The report lists the trials that
     flipped (passed in A and fail in B: regressions; the reverse: improvements) with
     the criteria that flipped with them, criteria that flipped in trials whose outcome
