@@ -1,0 +1,224 @@
+"""`ce report`: every report regenerated from a run directory's parquet, on a real run.
+
+The run (tests/report_run.py: two variants, a classification suite with wrong answers, an
+early stop, a failing file check) is made once by the CLI. The markdown and JSON reports
+are pinned as goldens with the run-specific values (run id, paths, times) normalised:
+`CE_UPDATE_GOLDENS=1 pytest tests/test_report_cli.py` rewrites tests/golden/report_run.*;
+read the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.report_run import CE, CONFUSION, make_run
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("CE_UPDATE_GOLDENS") == "1"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return make_run(tmp_path_factory.mktemp("report-cli"))
+
+
+def ce_report(*args, cwd=None):
+    return subprocess.run([*CE, "report", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"no golden {name}: run with CE_UPDATE_GOLDENS=1 and read it"
+    assert text == path.read_text(encoding="utf-8")
+
+
+def normalise_md(text: str, run_id: str) -> str:
+    text = text.replace(run_id, "RUN_ID")
+    return re.sub(r"\| Agent time \| [^|]+ \|", "| Agent time | T (sum over trials) |", text)
+
+
+def normalise_json(doc, run_dir: str):
+    root = os.path.dirname(os.path.dirname(run_dir))  # the tmp dir the tasks are in
+
+    def walk(v, key=None):
+        if isinstance(v, dict):
+            return {k: walk(x, k) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if key == "duration_s" and isinstance(v, int | float):
+            return 0.0
+        if key == "run_id":
+            return "RUN_ID"
+        if isinstance(v, str) and root in v:
+            return v.replace(root, "TMP")
+        return v
+
+    return walk(doc)
+
+
+def rounded(v):
+    """Floats to 9 digits: Polars' parallel group-by sums in any order (1e-16 noise)."""
+    if isinstance(v, dict):
+        return {k: rounded(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [rounded(x) for x in v]
+    return round(v, 9) if isinstance(v, float) else v
+
+
+def test_md_is_report_md(run_dir):
+    """Regenerated from the parquet, report.md comes out as `ce run` wrote it."""
+    res = ce_report(run_dir)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == Path(run_dir, "report.md").read_text(encoding="utf-8")
+
+
+def test_md_golden(run_dir):
+    res = ce_report(run_dir, "--format", "md")
+    assert res.returncode == 0, res.stderr
+    _golden("report_run.md", normalise_md(res.stdout, os.path.basename(run_dir)))
+
+
+def test_json_is_run_json(run_dir):
+    res = ce_report(run_dir, "-f", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert rounded(doc) == rounded(json.loads(Path(run_dir, "run.json").read_text("utf-8")))
+    gate = next(g for g in doc["suite_gates"] if g["variant"] == "plain")
+    cells = {(e, o): gate["confusion"][i][j] for i, e in enumerate(gate["labels"])
+             for j, o in enumerate(gate["labels"])}
+    assert cells == CONFUSION
+
+
+def test_json_golden(run_dir):
+    res = ce_report(run_dir, "-f", "json")
+    assert res.returncode == 0, res.stderr
+    doc = rounded(normalise_json(json.loads(res.stdout), run_dir))
+    _golden("report_run.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def test_junit_and_output_file(run_dir, tmp_path):
+    out = tmp_path / "deep" / "junit.xml"
+    res = ce_report(run_dir, "-f", "junit", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "" and str(out) in res.stderr
+    root = ET.parse(out).getroot()
+    assert root.get("tests") == str(16 + 2)  # 16 trials and 2 thresholded suite gates
+    assert {s.get("name") for s in root.iter("testsuite")} == {"plain", "with-notes"}
+
+
+def test_runs_directory_means_its_latest(run_dir):
+    res = ce_report(os.path.dirname(run_dir))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == Path(run_dir, "report.md").read_text(encoding="utf-8")
+
+
+def test_html_is_self_contained(run_dir, tmp_path):
+    out = tmp_path / "r.html"
+    res = ce_report(run_dir, "-f", "html", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    html = out.read_text(encoding="utf-8")
+    written = Path(run_dir, "report.html").read_text(encoding="utf-8")  # by ce run
+    assert len(re.findall(r'<script type="application/json" id="ce-d\d+">', written)) == 16
+    # nothing fetched at view time: no src/href to anything, no URL but the SVG namespace
+    assert not re.search(r"""\b(src|href)\s*=\s*["']?(https?:|//)""", html)
+    assert set(re.findall(r"https?://[^\s\"'<>)]+", html)) <= {"http://www.w3.org/2000/svg"}
+    details = re.findall(r'<script type="application/json" id="ce-d(\d+)">', html)
+    assert len(details) == 16
+
+
+def test_rescored_results(run_dir, tmp_path):
+    """The re-scored results are a run directory of their own: reported the same way."""
+    out = tmp_path / "rescored"
+    res = subprocess.run([*CE, "rescore", run_dir, "--out", str(out)], capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode in (0, 1), res.stderr
+    md = ce_report(str(out))
+    assert md.returncode == 0, md.stderr
+    assert md.stdout == (out / "report.md").read_text(encoding="utf-8")
+    html = ce_report(str(out), "-f", "html", "-o", str(tmp_path / "r.html"))
+    assert html.returncode == 0, html.stderr
+
+
+def _one_line_error(res, code: int, path: str) -> None:
+    assert res.returncode == code, (res.returncode, res.stderr)
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert lines[0].startswith("ce report: ") and path in lines[0]
+
+
+def test_not_a_run_directory(tmp_path):
+    _one_line_error(ce_report(str(tmp_path)), 2, str(tmp_path))
+    missing = str(tmp_path / "nope")
+    _one_line_error(ce_report(missing), 2, missing)
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x")
+    _one_line_error(ce_report(str(a_file)), 2, str(a_file))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "not_ce"])
+def test_damaged_parquet(run_dir, tmp_path, damage):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    target = copy / ("results.parquet" if damage == "not_ce" else "trials.parquet")
+    data = target.read_bytes()
+    if damage == "truncated":
+        target.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        target.write_bytes(b"PAR1" + os.urandom(300) + b"PAR1")
+    elif damage == "empty":
+        target.write_bytes(b"")
+    else:  # a valid parquet file that is not ce's results
+        shutil.copy(copy / "trials.parquet", target)
+    for fmt in ("md", "html"):
+        _one_line_error(ce_report(str(copy), "-f", fmt), 1, str(target))
+
+
+def test_damaged_or_missing_parts(run_dir, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    (copy / "run.json").write_text("{not json")
+    _one_line_error(ce_report(str(copy)), 1, str(copy / "run.json"))
+    (copy / "run.json").write_text("{}")
+    (copy / "results.parquet").unlink()
+    _one_line_error(ce_report(str(copy)), 1, str(copy / "results.parquet"))
+
+
+def test_damaged_trial_files_still_report(run_dir, tmp_path):
+    """The HTML's per-trial detail is best effort: a damaged trace or a missing trial
+    directory is said in that trial's panel, the report is still written."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    trace = copy / "plain" / "files" / "00" / "trace.msgpack"
+    trace.write_bytes(trace.read_bytes()[:-7])
+    shutil.rmtree(copy / "with-notes" / "early")
+    res = ce_report(str(copy), "-f", "html")
+    assert res.returncode == 0, res.stderr
+    assert "the trace is damaged" in res.stdout
+    assert "the trial directory is missing" in res.stdout
+
+
+def test_detail_is_capped(run_dir):
+    """A tiny budget: every text is cut (and says so) and the detail fits."""
+    from ce_runtime.report.html_trial import TemplateCache, trial_detail
+    from ce_runtime.report.rundir import load_run
+
+    data = load_run(run_dir)
+    rec = next(r for r in data.records if r["trial_id"] == "plain/files/00")
+    full = json.loads(trial_detail(data.run_dir, rec, 200_000, TemplateCache(data.run_dir)))
+    assert [f["status"] for f in full["files"]] == ["unchanged", "modified"]
+    assert "+status: ok" in full["files"][1]["diff"]
+    small = trial_detail(data.run_dir, rec, 2_000, TemplateCache(data.run_dir))
+    assert len(small) < len(json.dumps(full)) and len(small) < 3_000
+    assert "not embedded in this report" in small
