@@ -1,0 +1,257 @@
+"""The HTML report in a real browser: Playwright (Python) driving Debian's Chromium
+(`apt-get install chromium`; never a downloaded browser).
+
+A real run is made first (tests/report_run.py: two variants, a classification suite with
+wrong answers, an early stop, a failing file check) and `ce run`'s own report.html is
+opened from disk. Checked: no console error, a trial opens on click with its criteria,
+timeline and workspace diff, filters narrow the table, sorting, the confusion matrix's
+counts against results.parquet, early stops marked, and paging over 10,000 synthetic
+rows. Screenshots are kept under $CE_TEST_ARTIFACTS (else the test's tmp_path).
+
+Without chromium or playwright the tests skip with the reason; CI (CE_REQUIRE_ENGINES=1)
+fails instead, so they never skip unnoticed there.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.engines import need
+from tests.report_run import make_run
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+
+
+def _missing() -> str | None:
+    if not os.path.exists(CHROMIUM):
+        return f"no {CHROMIUM} (apt-get install -y chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[dev]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    need(_missing())
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    need(_missing())
+    return make_run(tmp_path_factory.mktemp("report-html"))
+
+
+@pytest.fixture
+def artifacts(tmp_path, request):
+    base = os.environ.get("CE_TEST_ARTIFACTS")
+    path = os.path.join(base, "report_html") if base else str(tmp_path)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+class Page:
+    """A page with every console error and uncaught exception collected."""
+
+    def __init__(self, browser, url: str):
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.page.on("console", lambda m: self.errors.append(m.text)
+                     if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(url)
+        self.page.wait_for_selector("body[data-ready='1']", state="attached")
+
+    def rows(self) -> list[str]:
+        return self.page.locator("#trial-table tbody tr td:first-child").all_inner_texts()
+
+    def close(self):
+        self.page.close()
+
+
+@pytest.fixture
+def page(browser, run_dir):
+    p = Page(browser, "file://" + os.path.join(run_dir, "report.html"))
+    yield p
+    p.close()
+
+
+def _trials(run_dir):
+    import polars as pl
+
+    return pl.read_parquet(os.path.join(run_dir, "trials.parquet"))
+
+
+def test_loads_without_errors(page, run_dir, artifacts):
+    p = page.page
+    assert p.locator("#verdict").inner_text() == "FAILED"
+    trials = _trials(run_dir)
+    rate = trials["success"].sum() / trials.height
+    assert p.locator("#pass-rate").inner_text() == f"{100 * rate:.1f}%"
+    assert "Wilson interval" in p.locator("#top").inner_text()
+    assert p.locator("#variant-table tbody tr").count() == 2
+    assert p.locator("svg.variant-chart circle").count() == 2
+    assert p.locator("#paired-table tbody tr").count() == 2  # score and pass rate
+    assert len(page.rows()) == trials.height
+    p.screenshot(path=os.path.join(artifacts, "report.png"), full_page=True)
+    assert page.errors == []
+    # nothing but the file itself was requested: no network at view time
+    assert all(u.startswith("file://") for u in page.requests), page.requests
+
+
+def test_trial_opens_on_click(page, artifacts):
+    p = page.page
+    assert p.locator("#detail").is_hidden()
+    p.locator("#trial-table tbody tr", has_text="plain/files/00").click()
+    assert p.locator("#detail").is_visible()
+    assert p.locator("#detail-title").inner_text() == "plain/files/00"
+    detail = p.locator("#detail")
+    assert detail.locator(".crit").count() == 3
+    assert detail.locator(".crit.fail").count() == 1  # c2: NOTES.md is missing
+    assert "the report can be shown" in detail.inner_text()
+    assert "shown" in detail.locator(".crit[data-criterion='c1'] pre").first.inner_text()
+    assert "weighted score = (c0 1×1 + c1 1×1 + c2 0×1) / 3" in \
+        detail.locator("pre.arithmetic").inner_text()
+    tl = detail.locator("table.tl").inner_text()
+    assert "Write" in tl and "cat report.txt" in tl and "agent ended: finished" in tl
+    diff = detail.locator("tr.file[data-path='report.txt'] + tr pre.diff").inner_text()
+    assert "-status: pending" in diff and "+status: ok" in diff
+    assert detail.locator("tr.file[data-path='README.md'] td.fs-unchanged").count() == 1
+    p.screenshot(path=os.path.join(artifacts, "trial.png"))
+    p.keyboard.press("Escape")
+    assert p.locator("#detail").is_hidden()
+    assert page.errors == []
+
+
+def test_early_stop_is_marked(page, run_dir):
+    p = page.page
+    early = _trials(run_dir).filter("stopped_early")
+    assert early.height == 2
+    assert p.locator("#trial-table .badge.early").count() == early.height
+    p.locator("#early-only").check()
+    assert sorted(page.rows()) == sorted(early["trial_id"].to_list())
+    p.locator("#trial-table tbody tr").first.click()
+    text = p.locator("#detail").inner_text()
+    assert "Early stop" in text and "decided by c0" in text
+    assert "live monitor: c0 decided pass" in text
+    assert "advisory — not gated" in text  # c1 file_exists was not armed
+    assert page.errors == []
+
+
+def test_filters_narrow_the_table(page, run_dir):
+    p = page.page
+    trials = _trials(run_dir)
+    p.locator("#filter").fill("files")
+    assert sorted(page.rows()) == ["plain/files/00", "with-notes/files/00"]
+    assert p.locator("#count").inner_text() == f"2 of {trials.height} trials"
+    p.locator("#filter").fill("")
+    p.locator("#status-filter").select_option("FAILURE")
+    failed = trials.filter(trials["status"] == "FAILURE")["trial_id"].to_list()
+    assert sorted(page.rows()) == sorted(failed)
+    p.locator("#variant-filter").select_option("with-notes")
+    assert sorted(page.rows()) == sorted(t for t in failed if t.startswith("with-notes/"))
+    p.locator("#filter").fill("c2")  # a failed criterion's id
+    assert page.rows() == []  # with-notes has NOTES.md: its files trial passed
+    p.locator("#variant-filter").select_option("")
+    assert page.rows() == ["plain/files/00"]
+    assert page.errors == []
+
+
+def test_sort_by_score(page):
+    p = page.page
+    p.locator("#trial-table th[data-col='score']").click()
+    scores = [float(s) for s in p.locator("#trial-table tbody tr td:nth-child(6)")
+              .all_inner_texts()]
+    assert scores == sorted(scores)
+    p.locator("#trial-table th[data-col='score']").click()
+    scores = [float(s) for s in p.locator("#trial-table tbody tr td:nth-child(6)")
+              .all_inner_texts()]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_confusion_matrix_counts(page, run_dir):
+    """Every heat-map cell against the counts computed from results.parquet."""
+    import polars as pl
+
+    results = pl.read_parquet(os.path.join(run_dir, "results.parquet"))
+    want = (results.filter(pl.col("kind") == "classification")
+            .group_by("variant_id", "suite_id", "criterion_id", "expected", "observed")
+            .len())
+    expected = {(r["variant_id"], r["expected"], r["observed"]): r["len"]
+                for r in want.iter_rows(named=True)}
+    p = page.page
+    got = {}
+    gates = p.locator("#gates .gate")
+    assert gates.count() == 2
+    for i in range(gates.count()):
+        gate = gates.nth(i)
+        variant = gate.get_attribute("data-gate").split("/")[0]
+        cells = gate.locator("svg.confusion g.cm-cell")
+        assert cells.count() == 4
+        for j in range(cells.count()):
+            c = cells.nth(j)
+            n = int(c.get_attribute("data-count"))
+            assert c.locator("text").text_content() == str(n)
+            if n:
+                got[(variant, c.get_attribute("data-expected"),
+                     c.get_attribute("data-observed"))] = n
+    assert got == expected
+    assert page.errors == []
+
+
+def test_ten_thousand_rows_page(browser, run_dir, tmp_path, artifacts):
+    """10,000 trials (synthetic rows, no detail): the table pages, filters and sorts."""
+    from ce_runtime.report.html_page import render_html
+
+    rows = []
+    for i in range(10_000):
+        status = "SUCCESS" if i % 3 else "FAILURE"
+        rows.append([f"v/task{i:05d}/00", "v", f"task{i:05d}", None, 0, status,
+                     1.0 if i % 3 else 0.25, 2, 1, 10, 0.001, 0.5, i % 97 == 0, None,
+                     [] if i % 3 else ["c0"], None, None])
+    from ce_runtime.report.html import COLUMNS
+
+    data = {"run_id": "synthetic", "summary": {"exit_code": 1, "exit_reasons": [],
+            "trials": 10_000, "by_status": {}, "graded": 10_000, "passed": 6666,
+            "pass_rate": 0.6666, "pass_rate_ci95": [0.657, 0.676], "tokens": {}},
+            "variants": [], "comparison": [], "paired": [], "paired_note": None,
+            "gates": [], "columns": list(COLUMNS), "trials": rows, "details": None}
+    path = tmp_path / "big.html"
+    path.write_text(render_html(data), encoding="utf-8")
+    page = Page(browser, f"file://{path}")
+    try:
+        assert len(page.rows()) == 100
+        assert page.page.locator("#page-info").inner_text() == "page 1 of 100"
+        page.page.locator("#next").click()
+        assert page.rows()[0] == "v/task00100/00"
+        page.page.locator("#status-filter").select_option("FAILURE")
+        assert page.page.locator("#count").inner_text() == "3334 of 10000 trials"
+        page.page.locator("#filter").fill("task0999")
+        assert page.rows() == ["v/task09990/00", "v/task09993/00", "v/task09996/00",
+                               "v/task09999/00"]
+        page.page.locator("#trial-table tbody tr").first.click()
+        assert "without per-trial detail" in page.page.locator("#detail").inner_text()
+        page.page.screenshot(path=os.path.join(artifacts, "big.png"))
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_no_chromium_means_skip_with_reason(monkeypatch):
+    """The skip names what is missing (CI turns it into a failure: CE_REQUIRE_ENGINES)."""
+    monkeypatch.setattr(os.path, "exists", lambda p: False)
+    assert "apt-get install -y chromium" in _missing()
