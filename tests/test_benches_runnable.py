@@ -19,6 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ["agents.py", "--trials", "1", "--drivers", "tempdir,bwrap"],
     pytest.param(["rescore.py", "--trials", "40", "--repeat", "1", "--out", "{tmp}"],
                  id="rescore"),
+    pytest.param(["report.py", "--trials", "40", "--repeat", "1", "--out", "{tmp}"],
+                 id="report"),
 ])
 def test_bench_runs(tmp_path, args):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
