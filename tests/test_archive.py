@@ -2,6 +2,7 @@
 explained offline."""
 
 import os
+import stat
 
 from click.testing import CliRunner
 
@@ -97,3 +98,18 @@ def test_resume_reruns_trials_whose_plan_changed(tmp_path):
     # trial either: the trial runs again
     write_json_atomic(os.path.join(tdir, "task.json"), {"plan_hash": trial.plan_hash})
     assert finished(str(tmp_path), trial) is None
+
+
+def test_atomic_writes_get_the_mode_open_gives_not_a_temp_files_0600(tmp_path):
+    """Reports and records are as readable as traces (0666 less the umask), whichever
+    of them is durable."""
+    from ce_runtime.store.atomic import FILE_MODE, write_bytes_atomic
+
+    plain = tmp_path / "plain.txt"
+    with open(plain, "w") as fh:
+        fh.write("x")
+    write_bytes_atomic(str(tmp_path / "report.md"), b"# report\n")
+    write_json_atomic(str(tmp_path / "run.json"), {"a": 1}, durable=True)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == {"plain.txt": FILE_MODE, "report.md": FILE_MODE, "run.json": FILE_MODE}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]

@@ -255,7 +255,8 @@ def collect(run_dir: str, trials: list[Trial]) -> list[dict[str, Any]]:
 def write_run_json(run_dir: str, data: dict[str, Any]) -> None:
     from ce_runtime.store.redact import Redactor
 
-    write_json_atomic(os.path.join(run_dir, "run.json"), Redactor.from_environ().value(data))
+    write_json_atomic(os.path.join(run_dir, "run.json"), Redactor.from_environ().value(data),
+                      durable=True)
 
 
 def now_iso() -> str:
