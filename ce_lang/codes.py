@@ -129,8 +129,8 @@ _TABLE = [
     ("CE0216", "error", "path outside the suite root",
      "Every host path a task makes ce read (initial_prompt_file, agent.system_prompt_file, "
      "reference file and directory, template_dir paths, dataset paths, criteria_files, "
-     "dockerfile_path, model_script, `$TASK_DIR/...` files in criteria, local `repo` "
-     "paths, and the entries of the directories ce copies) must resolve, symlinks "
+     "dockerfile_path, model_script, agent.plugins paths, `$TASK_DIR/...` files in "
+     "criteria, local `repo` paths, and the entries of the directories ce copies) must resolve, symlinks "
      "followed, inside a suite root, so a task file from elsewhere cannot copy host "
      "secrets (`/proc/self/environ`, `~/.ssh`) into a plan or a sandbox. The suite roots "
      "of a path written in a file are the parent of that file's directory (so "

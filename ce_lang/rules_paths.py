@@ -40,6 +40,7 @@ def host_path_rules(ctx: Any) -> None:
         if problem is not None:
             code, message, help_ = problem
             _emit(ctx, code, f"`{ctx.name(path)}`: {message}", path, help_)
+    _plugin_paths(ctx)
     for i, c in enumerate(ctx.task.success_criteria):
         for j, f in _task_dir_files(c):
             at = ("success_criteria", i, *j)
@@ -50,6 +51,23 @@ def host_path_rules(ctx: Any) -> None:
             if problem is not None:
                 code, message, help_ = problem
                 _emit(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
+
+
+def _plugin_paths(ctx: Any) -> None:
+    """`agent.plugins[].path`: a host directory the agent's sandbox is given (resolved
+    as the runtime does: ~ and $VARS expanded, relative to the task's directory)."""
+    task_file = ctx.at(("task_id",)).file
+    task_dir = os.path.dirname(os.path.abspath(task_file))
+    for i, plugin in enumerate(ctx.task.agent.plugins or ()):
+        raw = plugin.get("path") if isinstance(plugin, dict) else None
+        if not isinstance(raw, str) or not raw.strip() or "${row." in raw:
+            continue
+        at: Path = ("agent", "plugins", i, "path")
+        resolved = os.path.join(task_dir, os.path.expandvars(os.path.expanduser(raw)))
+        problem = host_path_problem(raw, os.path.normpath(resolved), task_file, ctx.roots)
+        if problem is not None:
+            code, message, help_ = problem
+            _emit(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
 
 
 def repo_rules(ctx: Any) -> None:

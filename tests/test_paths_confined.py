@@ -154,7 +154,8 @@ def test_override_paths_are_relative_to_the_working_directory(tmp_path, monkeypa
                                    "sandbox: {docker: {dockerfile_path: /etc/hostname}}",
                                    "agent: {model_script: /etc/hostname}",
                                    "criteria_files: [/etc/hostname]",
-                                   "dataset: {paths: [/etc/hostname]}"])
+                                   "dataset: {paths: [/etc/hostname]}",
+                                   "agent: {plugins: [{type: local, path: ~/.ssh}]}"])
 def test_every_host_path_field_is_confined(tmp_path, field):
     path = task(tmp_path / "suite" / "t", field + "\n")
     assert "CE0216" in [c for c, _ in errors_of(compile_paths([str(path)]))]
