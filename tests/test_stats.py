@@ -185,3 +185,16 @@ def test_report_golden_pass_rate_p_by_hand():
     assert c.p_value == 14 / 64
     assert (c.wins, c.losses, c.ties) == (5, 1, 4)
     assert c.mean_diff == pytest.approx(1 / 3)
+
+
+def test_resamples_shrink_for_thousands_of_tasks():
+    from ce_runtime.report.stats import effective_resamples
+
+    assert effective_resamples(5000, 10) == 5000
+    assert effective_resamples(5000, 2000) == 2500  # 5 million draws
+    assert effective_resamples(5000, 100_000) == 1000  # never below 1000
+    rng = random.Random(5)
+    rows = [(f"t{i}", rng.random(), rng.random()) for i in range(2000)]
+    c = paired_stats(rows, "a", "b")
+    assert c.resamples == 2500 and c.test == "monte-carlo"
+    assert c.ci_low < c.mean_diff < c.ci_high

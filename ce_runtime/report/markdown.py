@@ -323,7 +323,7 @@ def _render_paired_stats(w, comparison: Sequence[dict[str, Any]],
     difference with its bootstrap interval, the sign-flip test's p-value, wins / losses
     / ties and the most divergent tasks."""
     from ce_runtime.report.frames import trials_frame
-    from ce_runtime.report.stats import RESAMPLES, paired_comparison
+    from ce_runtime.report.stats import paired_comparison
 
     trials = trials_frame(records)
     rows = []
@@ -334,9 +334,10 @@ def _render_paired_stats(w, comparison: Sequence[dict[str, Any]],
         return
     w("### Paired statistics")
     w("")
+    used = " or ".join(str(n) for n in sorted({r.resamples for r in rows if r.n_tasks}))
     w(f"Per task, the pass rate or the mean score over its repeats; Δ = variant − "
       f"{_code(comparison[0]['baseline'])} over the tasks both graded, with a 95% paired "
-      f"bootstrap interval ({RESAMPLES} resamples, seed 0); p: two-sided sign-flip "
+      f"bootstrap interval ({used} resamples, seed 0); p: two-sided sign-flip "
       "permutation test (exact; *MC*: Monte Carlo); wins / losses / ties: tasks where the "
       "variant is above / below / level with the baseline.")
     w("")
