@@ -76,7 +76,7 @@ def _read_trial(run_dir: str, rec: dict[str, Any], templates: TemplateCache
     if tdir is None:
         return {"notes": ["the trial directory is missing: only the parquet's results "
                           "are shown"], "task": {}, "evidence": {}, "events": [],
-                "files": None}
+                "files": None, "plan": templates.plan_facts(rec.get("plan_hash"))}
     task = _load_json(os.path.join(tdir, "task.json")) or {}
     if not task:
         notes.append("task.json is missing or unreadable")
@@ -94,7 +94,8 @@ def _read_trial(run_dir: str, rec: dict[str, Any], templates: TemplateCache
     else:
         notes.append("workspace.json is missing or unreadable: no files to show")
     return {"notes": notes, "task": task, "evidence": evidence, "events": events,
-            "files": files, "dir": os.path.relpath(tdir, run_dir)}
+            "files": files, "dir": os.path.relpath(tdir, run_dir),
+            "plan": templates.plan_facts(rec.get("plan_hash"))}
 
 
 # -- the trace ---------------------------------------------------------------------------
@@ -179,6 +180,24 @@ class TemplateCache:
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
         self._cache: dict[str, tuple[dict[str, bytes | None] | None, str | None]] = {}
+        self._plans: dict[str, dict[str, Any]] = {}
+
+    def plan_facts(self, plan_hash: str | None) -> dict[str, Any]:
+        """The trial's prompt and each criterion's bound arguments (from
+        plans/<hash>.json; {} when it is missing or unreadable)."""
+        if not plan_hash or not isinstance(plan_hash, str) or "/" in plan_hash:
+            return {}
+        if plan_hash not in self._plans:
+            doc = _load_json(os.path.join(self.run_dir, "plans", f"{plan_hash}.json"))
+            plan = (doc or {}).get("plan")
+            facts: dict[str, Any] = {}
+            if isinstance(plan, dict):
+                facts["prompt"] = plan.get("prompt") if isinstance(plan.get("prompt"),
+                                                                  str) else None
+                facts["args"] = {c.get("id"): c.get("args") for c in plan.get("criteria") or ()
+                                 if isinstance(c, dict) and isinstance(c.get("args"), dict)}
+            self._plans[plan_hash] = facts
+        return self._plans[plan_hash]
 
     def get(self, plan_hash: str | None, task_dir: str | None
             ) -> tuple[dict[str, bytes | None] | None, str | None]:
@@ -295,6 +314,8 @@ def _shape(rec: dict[str, Any], raw: dict[str, Any], cap: int, max_events: int
            ) -> dict[str, Any]:
     task = raw.get("task") or {}
     evidence = raw.get("evidence") or {}
+    plan = raw.get("plan") or {}
+    args_of = plan.get("args") or {}
     criteria = []
     for c in task.get("criteria") or rec.get("criteria") or ():
         items = []
@@ -314,6 +335,8 @@ def _shape(rec: dict[str, Any], raw: dict[str, Any], cap: int, max_events: int
             "error": _cut(c.get("error"), cap) if c.get("error") else None,
             "outputs": {k: _cut(json.dumps(v, ensure_ascii=False, default=str), cap // 4)
                         for k, v in outputs.items()} if isinstance(outputs, dict) else {},
+            "args": {k: _cut(json.dumps(v, ensure_ascii=False, default=str), cap // 4)
+                     for k, v in (args_of.get(c.get("id")) or {}).items()},
             "evidence": items})
     events = raw.get("events") or []
     shown = []
@@ -350,6 +373,7 @@ def _shape(rec: dict[str, Any], raw: dict[str, Any], cap: int, max_events: int
                                  "stderr": _cut(r.get("stderr"), cap)})
     return {
         "trial_id": rec.get("trial_id"), "dir": raw.get("dir"),
+        "prompt": _cut(plan.get("prompt"), cap) if plan.get("prompt") else None,
         "status": rec.get("status"), "weighted_score": rec.get("weighted_score"),
         "error": _cut(rec.get("error"), cap) if rec.get("error") else None,
         "agent": rec.get("agent"), "model": rec.get("model"),

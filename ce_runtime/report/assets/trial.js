@@ -11,6 +11,7 @@ window.CE_TRIAL = (function () {
       el("p", { class: "muted" }, `agent ${d.agent || "?"}` + (d.model ? `, model ${d.model}` : "") + (d.started_at ? ` · started ${d.started_at}` : "") +
         (d.dir ? ` · the evaluation tree of every criterion: ce explain RUN/${d.dir}` : "")));
     for (const n of d.notes || []) root.append(el("p", { class: "note" }, n));
+    if (d.prompt) root.append(el("details", { class: "prompt" }, el("summary", {}, "Prompt"), el("pre", {}, d.prompt)));
     if (d.error) root.append(el("h3", {}, "Trial error"), el("pre", {}, d.error));
     const o = d.agent_outcome;
     if (o && o.reason && o.reason !== "finished") root.append(el("p", {}, `agent ended: ${o.reason}` + (o.detail ? `: ${o.detail}` : "")));
@@ -32,6 +33,8 @@ window.CE_TRIAL = (function () {
         c.advisory ? el("span", { class: "badge adv" }, "advisory — not gated") : null,
         c.disabled ? el("span", { class: "badge" }, "disabled") : null));
       box.append(el("div", { class: "mono" }, `score ${num(c.score, 3)} (${c.kind || "?"}) vs pass threshold ${num(c.pass_threshold, 2)} -> ${c.passed ? "PASS" : "FAIL"}; weight ${c.weight ?? "?"}` + (c.gating ? "" : " (not gated)")));
+      const args = Object.entries(c.args || {});
+      if (args.length) box.append(el("div", { class: "mono muted args" }, args.map(([k, v]) => `${k}: ${v}`).join("; ")));
       const outs = Object.entries(c.outputs || {});
       if (outs.length) box.append(el("div", { class: "mono" }, outs.map(([k, v]) => `${k} = ${v}`).join("; ")));
       if (c.error) box.append(el("div", { class: "bad" }, "error: "), el("pre", {}, c.error));
