@@ -222,3 +222,27 @@ def test_detail_is_capped(run_dir):
     small = trial_detail(data.run_dir, rec, 2_000, TemplateCache(data.run_dir))
     assert len(small) < len(json.dumps(full)) and len(small) < 3_000
     assert "not embedded in this report" in small
+
+
+def test_forged_manifest_reads_nothing_outside_objects(run_dir, tmp_path):
+    """workspace.json is archive data: a `sha256` that is a path (objects/../..//secret)
+    never brings a file from outside objects/ into the report."""
+    import uuid
+
+    secret = f"/tmp/ce-secret-{uuid.uuid4().hex[:8]}.txt"
+    Path(secret).write_text("TOP-SECRET-VALUE\n")
+    try:
+        forged = ".." + "/" * (63 - len(secret)) + secret.lstrip("/")
+        assert len(forged) == 64 and os.path.realpath(
+            os.path.join(run_dir, "objects", forged[:2], forged[2:])) == secret
+        copy = tmp_path / "run"
+        shutil.copytree(run_dir, copy, symlinks=True)
+        manifest = copy / "plain" / "files" / "00" / "workspace.json"
+        doc = json.loads(manifest.read_text())
+        doc["files"]["stolen.txt"] = {"sha256": forged, "size": 17, "mode": 0o644}
+        manifest.write_text(json.dumps(doc))
+        res = ce_report(str(copy), "-f", "html")
+        assert res.returncode == 0, res.stderr
+        assert "stolen.txt" in res.stdout and "TOP-SECRET-VALUE" not in res.stdout
+    finally:
+        os.unlink(secret)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import shutil
 import tempfile
 from typing import Any
 
+HEX64 = re.compile(r"[0-9a-f]{64}")
 MAX_FILES = 200  # files listed per trial
 TEXT_FILE_LIMIT = 1_000_000  # bytes read from a file to show it or diff it
 
@@ -250,8 +252,8 @@ def _read_tree(root: str) -> dict[str, bytes | None]:
 
 
 def _object(objects: str, digest: Any, size: int) -> bytes | None:
-    if not isinstance(digest, str) or len(digest) != 64 or size > TEXT_FILE_LIMIT:
-        return None
+    if not isinstance(digest, str) or not HEX64.fullmatch(digest) or size > TEXT_FILE_LIMIT:
+        return None  # a forged manifest names nothing outside objects/
     try:
         with open(os.path.join(objects, digest[:2], digest[2:]), "rb") as fh:
             return fh.read(TEXT_FILE_LIMIT + 1)
