@@ -134,9 +134,11 @@ _TABLE = [
      "followed, inside a suite root, so a task file from elsewhere cannot copy host "
      "secrets (`/proc/self/environ`, `~/.ssh`) into a plan or a sandbox. The suite roots "
      "of a path written in a file are the parent of that file's directory (so "
-     "`$TASK_DIR/../shared/rubric.md` works), every directory given to `ce compile`/`ce "
-     "run` (or the fixed part of a glob), and for `-D` values the working directory; "
-     "`/`, /proc, /sys and /dev never are. `--allow-path DIR` (repeatable) allows one "
+     "`$TASK_DIR/../shared/rubric.md` works; the file's own directory when that parent is "
+     "`/`, a top-level directory such as /tmp, or your home directory, so a task saved in "
+     "~/Downloads cannot reach ~/.ssh), every directory given to `ce compile`/`ce run` "
+     "(or the fixed part of a glob), and for `-D` values the working directory; /proc, "
+     "/sys and /dev never are. `--allow-path DIR` (repeatable) allows one "
      "more directory explicitly. The message never shows the file's content."),
     ("CE0217", "error", "not a regular file or directory",
      "ce reads only regular files and directories from the host: a FIFO, socket or device "

@@ -50,8 +50,8 @@ class SuiteRoots:
         else:
             task_dir = _real(os.path.dirname(os.path.abspath(source_file)))
             parent = os.path.dirname(task_dir)  # `$TASK_DIR/../shared/...`
-            own = task_dir if _is_system_root(parent) else parent
-        roots = [] if _is_system_root(own) else [own]
+            own = task_dir if _too_wide(parent) else parent
+        roots = [] if _too_wide(own) else [own]
         return [*roots, *self.suite_dirs]
 
     def outside(self, resolved: str, source_file: str) -> str | None:
@@ -239,6 +239,15 @@ def _within(path: str, root: str) -> bool:
 
 def _within_any(path: str, roots: tuple[str, ...]) -> bool:
     return any(_within(path, r) for r in roots)
+
+
+def _too_wide(path: str) -> bool:
+    """A directory never taken as a root implicitly: `/`, a top-level directory (/tmp,
+    /home ...), the home directory (a task saved in ~/Downloads must not reach ~/.ssh
+    through `$TASK_DIR/..`), a kernel interface. Naming it on the command line (a
+    directory argument, --allow-path) still makes it one."""
+    home = _real(os.path.expanduser("~"))
+    return _is_system_root(path) or os.path.dirname(path) == os.sep or path == home
 
 
 def _is_system_root(path: str) -> bool:

@@ -139,6 +139,21 @@ def test_climbing_above_the_parent_needs_the_directory_on_the_command_line(tmp_p
     assert not errors_of(compile_paths([str(suite / "**" / "task.yaml")]))  # a glob's prefix
 
 
+def test_a_task_in_a_home_subdirectory_cannot_climb_into_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text(SECRET)
+    monkeypatch.setenv("HOME", str(home))
+    path = task(home / "Downloads", "initial_prompt_file: ../.ssh/id_ed25519\n", prompt=False)
+    for args in ([str(path)], [str(home / "Downloads")]):
+        result = compile_paths(args)
+        assert [c for c, _ in errors_of(result)] == ["CE0216"]
+        assert all(SECRET not in text for text in result.sources.values())
+    (home / "Downloads" / "p.md").write_text("beside the task")  # its own directory is fine
+    path.write_text(path.read_text().replace("../.ssh/id_ed25519", "p.md"))
+    assert not errors_of(compile_paths([str(path)]))
+
+
 def test_override_paths_are_relative_to_the_working_directory(tmp_path, monkeypatch):
     path = task(tmp_path / "suite" / "t", "", prompt=False)
     monkeypatch.chdir(tmp_path)
