@@ -58,3 +58,28 @@ def test_rescore_same_and_changed_criteria(tmp_path):
     old = json.loads(next((tmp_path / "runs").glob("*/default/scripted/01/task.json"))
                      .read_text())
     assert old["status"] == "SUCCESS"
+
+
+@pytest.mark.slow
+def test_a_command_that_writes_the_restored_workspace_leaves_the_store_intact(tmp_path):
+    """Re-grading links the workspace to the object store (nothing copied); a command
+    that rewrites a file gets a private copy first: the archive still verifies, and a
+    second rescore gives the same result."""
+    writer = TASK.replace("    command: python hello.py\n",
+                          "    command: \"echo 'print(1)' > hello.py; chmod 600 hello.py; "
+                          "python hello.py\"\n").replace('"Hello, World!"\n    description: runs',
+                                                          '"1"\n    description: runs')
+    (tmp_path / "t.yaml").write_text(TASK)
+    assert ce("run", "t.yaml", cwd=tmp_path).returncode == 0
+    (tmp_path / "w.yaml").write_text(writer)
+    first = ce("rescore", "runs/latest", "w.yaml", "--out", "first", cwd=tmp_path)
+    assert "1 trial(s) re-scored" in first.stderr, first.stderr
+    run = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
+    objects = [p for p in (run / "objects").rglob("*") if p.is_file()]
+    import hashlib
+    for obj in objects:  # every object still holds the bytes its name promises
+        assert hashlib.sha256(obj.read_bytes()).hexdigest() == obj.parent.name + obj.name
+        assert obj.stat().st_nlink == 1  # no workspace link left behind
+    again = ce("rescore", "runs/latest", "--out", "again", cwd=tmp_path)
+    assert again.returncode == 0 and "1 trial(s) re-scored, 0 changed" in again.stderr, \
+        again.stderr

@@ -164,8 +164,9 @@ def _run_experiment(run_dir: str) -> str | None:
     return path if path and os.path.isfile(path) else None
 
 
-def _runner(local_runner, uv_cache, workspace, task_dir, reference, plan):
-    return local_runner(workspace, task_dir, reference, plan=plan, uv_cache=uv_cache)
+def _runner(local_runner, uv_cache, workspace, task_dir, reference, plan, before_start=None):
+    return local_runner(workspace, task_dir, reference, plan=plan, uv_cache=uv_cache,
+                        before_start=before_start)
 
 
 def _uv_cache() -> str:

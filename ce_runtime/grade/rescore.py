@@ -25,6 +25,7 @@ from ce_runtime.store.archive import (
     load_archived_json,
     load_definitions,
     restore_workspace,
+    unshare_objects,
     verified_trial,
 )
 
@@ -115,9 +116,12 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     if notes:
         record["rescore_notes"] = notes
     with tempfile.TemporaryDirectory(prefix="ce-rescore-") as ws:
-        restore_workspace(manifest, os.path.join(run_dir, "objects"), ws)
+        # files linked to the store, not copied: most criteria only read; the first
+        # command (which may write) gets private copies first
+        restore_workspace(manifest, os.path.join(run_dir, "objects"), ws, link_objects=True)
         task_dir = old.get("task_dir", "")
-        runner = runner_for(ws, task_dir, reference_paths(plan, task_dir), plan) \
+        runner = runner_for(ws, task_dir, reference_paths(plan, task_dir), plan,
+                            before_start=lambda: unshare_objects(manifest, ws)) \
             if runner_for else contextlib.nullcontext()
         try:
             with runner as commands:

@@ -87,10 +87,44 @@ def snapshot_workspace(workspace: str, objects: str, skip_dirs: tuple[str, ...] 
     return {"version": SNAPSHOT_VERSION, "skipped_dirs": list(skip_dirs), "files": files}
 
 
-def restore_workspace(manifest: dict[str, Any], objects: str, dest: str) -> None:
+# Objects whose bytes were checked against their digest in this process, with the
+# identity of the file checked (a replaced object is checked again).
+_VERIFIED: dict[str, tuple[int, int, int]] = {}
+
+
+def _verified_object(obj: str, digest: str, rel: str) -> bytes | None:
+    """Check an object once per process; its bytes when they were read for it."""
+    try:
+        st = os.stat(obj)
+    except OSError as exc:
+        raise DamagedArchive(obj, f"the object of {rel!r} is missing or unreadable "
+                                  f"({exc.strerror})") from None
+    identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if _VERIFIED.get(obj) == identity:
+        return None
+    try:
+        with open(obj, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise DamagedArchive(obj, f"the object of {rel!r} is missing or unreadable "
+                                  f"({exc.strerror})") from None
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise DamagedArchive(obj, f"the object of {rel!r} does not match its digest")
+    if len(_VERIFIED) > 100_000:
+        _VERIFIED.clear()
+    _VERIFIED[obj] = identity
+    return data
+
+
+def restore_workspace(manifest: dict[str, Any], objects: str, dest: str,
+                      link_objects: bool = False) -> None:
     """Rebuild a snapshot in `dest`. Every object must match its digest; names must be
     relative and stay inside `dest` (no absolute name, no `..`, no path through a link);
-    a link must point inside `dest`. Raises DamagedArchive (what was written stays)."""
+    a link must point inside `dest`. Raises DamagedArchive (what was written stays).
+
+    `link_objects`: files are hard links to the objects (no bytes copied; re-grading
+    thousands of trials reads the store in place). Only for readers: anything that may
+    write to the workspace (a command) must first call `unshare_objects`."""
     where = "workspace.json"
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict):
@@ -128,21 +162,46 @@ def restore_workspace(manifest: dict[str, Any], objects: str, dest: str) -> None
         if not isinstance(digest, str) or not HEX64.fullmatch(digest):
             raise DamagedArchive(where, f"{rel!r}: no valid sha256")
         obj = os.path.join(objects, digest[:2], digest[2:])
-        try:
-            with open(obj, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise DamagedArchive(obj, f"the object of {rel!r} is missing or unreadable "
-                                      f"({exc.strerror})") from None
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise DamagedArchive(obj, f"the object of {rel!r} does not match its digest")
+        data = _verified_object(obj, digest, rel)
         mode = entry.get("mode", 0o644)
         if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:
             raise DamagedArchive(where, f"{rel!r}: bad mode {mode!r}")
+        if link_objects:
+            try:
+                os.link(obj, target)
+                continue
+            except OSError:
+                pass  # another file system, or links not allowed: copy
+        if data is None:
+            with open(obj, "rb") as fh:
+                data = fh.read()
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise DamagedArchive(obj, f"the object of {rel!r} does not match its digest")
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             os.fchmod(out.fileno(), mode & 0o777)
+
+
+def unshare_objects(manifest: dict[str, Any], dest: str) -> None:
+    """Turn the hard links `restore_workspace(link_objects=True)` made into private
+    copies with their recorded modes, so a command writing to the workspace cannot touch
+    the run's object store."""
+    for rel, entry in manifest["files"].items():
+        if "link" in entry:
+            continue
+        path = os.path.join(dest, *rel.split("/"))
+        st = os.lstat(path)
+        if st.st_nlink < 2 or not stat.S_ISREG(st.st_mode):
+            continue
+        with open(path, "rb") as fh:
+            data = fh.read()
+        tmp = path + ".ce-unshare"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            os.fchmod(out.fileno(), entry.get("mode", 0o644) & 0o777)
+        os.replace(tmp, path)
 
 
 def _safe_parts(rel: Any, where: str) -> list[str]:

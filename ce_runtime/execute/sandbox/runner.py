@@ -105,9 +105,11 @@ class LocalRunner:
     node packages rebuilt in the workspace (the snapshot leaves them out)."""
 
     def __init__(self, workspace: str, task_dir: str = "", reference: tuple[str, ...] = (),
-                 driver: str = "tempdir", plan: Any = None, uv_cache: str | None = None):
+                 driver: str = "tempdir", plan: Any = None, uv_cache: str | None = None,
+                 before_start: Any = None):
         self.args = (os.path.abspath(workspace), task_dir, tuple(reference), driver)
         self.plan = plan
+        self.before_start = before_start  # called once, before the first command
         self.uv_cache = uv_cache
         self.setup_log: list[str] = []
         self._inner: SandboxRunner | None = None
@@ -121,6 +123,8 @@ class LocalRunner:
         from ce_runtime.execute.sandbox import open_sandbox
 
         workspace, task_dir, reference, driver = self.args
+        if self.before_start is not None:
+            self.before_start()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="ce-sandbox",
                                         daemon=True)
@@ -189,8 +193,9 @@ class LocalRunner:
 @contextlib.contextmanager
 def local_runner(workspace: str, task_dir: str = "", reference: tuple[str, ...] = (),
                  driver: str = "tempdir", plan: Any = None,
-                 uv_cache: str | None = None) -> Iterator[LocalRunner]:
-    runner = LocalRunner(workspace, task_dir, reference, driver, plan, uv_cache)
+                 uv_cache: str | None = None, before_start: Any = None
+                 ) -> Iterator[LocalRunner]:
+    runner = LocalRunner(workspace, task_dir, reference, driver, plan, uv_cache, before_start)
     try:
         yield runner
     finally:
