@@ -25,9 +25,10 @@ def render_json(c: RunComparison, fail_on: str) -> str:
 
 
 def _fmt_p(p: float | None) -> str:
+    """`p = 0.031`, `p < 0.001`."""
     if p is None:
-        return "—"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+        return "p = —"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
 def _delta(p: PairedComparison, pct: bool) -> str:
@@ -35,7 +36,7 @@ def _delta(p: PairedComparison, pct: bool) -> str:
         return "— (no task graded in both)"
     mc = ", Monte Carlo" if p.test == "monte-carlo" else ""
     return (f"{fmt_signed(p.mean_diff, pct)} (95% CI {fmt_signed(p.ci_low, pct)} to "
-            f"{fmt_signed(p.ci_high, pct)}; p = {_fmt_p(p.p_value)}{mc}; "
+            f"{fmt_signed(p.ci_high, pct)}; {_fmt_p(p.p_value)}{mc}; "
             f"{p.n_tasks} paired task(s): {p.wins} up, {p.losses} down, {p.ties} level)")
 
 
