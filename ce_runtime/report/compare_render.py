@@ -68,9 +68,9 @@ def _flip_rows(flips: tuple[TrialFlip, ...]) -> list[list[str]]:
 
 def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[Table]]:
     """(the summary as label/value pairs, the detail tables)."""
-    regressed, line = verdict(c, fail_on)
+    _, line = verdict(c, fail_on)
     summary = [
-        ("Verdict", ("❌ " if regressed else "✅ ") + line),
+        ("Verdict", line),
         ("Regression rule", _rule(fail_on, c.alpha)),
         ("A", f"{c.a.run_id} ({c.a.path})"),
         ("B", f"{c.b.run_id} ({c.b.path})"),
@@ -138,7 +138,9 @@ def _md_cell(text: str) -> str:
 def render_md(c: RunComparison, fail_on: str) -> str:
     summary, detail = tables(c, fail_on)
     out = [f"# ce compare `{c.a.run_id}` → `{c.b.run_id}`", "", "| | |", "|---|---|"]
-    out += [f"| {k} | {_md_cell(v)} |" for k, v in summary]
+    regressed, _ = verdict(c, fail_on)
+    mark = {"Verdict": "❌ " if regressed else "✅ "}
+    out += [f"| {k} | {mark.get(k, '')}{_md_cell(v)} |" for k, v in summary]
     out.append("")
     for title, head, rows in detail:
         out += [f"## {title}", ""]
@@ -181,7 +183,8 @@ def render_html(c: RunComparison, fail_on: str) -> str:
     for k, v in summary:
         cls = ' class="bad"' if k == "Verdict" and regressed else \
             ' class="good"' if k == "Verdict" else ""
-        parts.append(f"<tr><th>{esc(k)}</th><td{cls}>{esc(v)}</td></tr>")
+        mark = ("✗ " if regressed else "✓ ") if k == "Verdict" else ""
+        parts.append(f"<tr><th>{esc(k)}</th><td{cls}>{mark}{esc(v)}</td></tr>")
     parts.append("</table>")
     for title, head, rows in detail:
         parts.append(f"<h2>{esc(title)}</h2>")
