@@ -172,6 +172,31 @@ def test_filters_narrow_the_table(page, run_dir):
     assert page.errors == []
 
 
+def test_tasks_table(page, run_dir):
+    """Per task, each variant's passes over its trials; sortable; a click filters the
+    trials to that task."""
+    import polars as pl
+
+    p = page.page
+    trials = _trials(run_dir)
+    per = trials.group_by("task_id").agg(pl.col("success").mean().alias("rate"))
+    assert p.locator("#task-table tbody tr").count() == per.height
+    files = p.locator("#task-table tbody tr[data-task='files']")
+    assert files.locator("td").all_inner_texts()[1:5] == ["2", "50.0%", "0/1 · 0.67",
+                                                          "1/1 · 1.00"]
+    p.locator("#task-table th[data-col='rate']").click()
+    rates = [float(t.rstrip("%")) for t in
+             p.locator("#task-table tbody tr td:nth-child(3)").all_inner_texts()]
+    assert rates == sorted(rates)
+    assert rates == sorted(round(100 * r, 1) for r in per["rate"].to_list())
+    p.locator("#task-filter").fill("classify")
+    assert p.locator("#task-table tbody tr").count() == 6
+    p.locator("#task-filter").fill("files")
+    p.locator("#task-table tbody tr[data-task='files']").click()
+    assert sorted(page.rows()) == ["plain/files/00", "with-notes/files/00"]
+    assert page.errors == []
+
+
 def test_sort_by_score(page):
     p = page.page
     p.locator("#trial-table th[data-col='score']").click()

@@ -246,6 +246,66 @@
     document.getElementById("trials").scrollIntoView();
   }
 
+  // -- the tasks table: per task (dataset row included), each variant's pass count and
+  //    mean score over its repeats; a click filters the trials to that task
+  const tstate = { q: "", sort: "task", desc: false, page: 0 };
+  let taskRows = [], taskView = [];
+  function buildTasks() {
+    const vs = [...new Set(D.trials.map((r) => r[COL.variant]))];
+    const byTask = new Map();
+    for (const r of D.trials) {
+      const t = r[COL.task];
+      if (!byTask.has(t)) byTask.set(t, { task: t, suite: r[COL.suite], early: 0, cells: {} });
+      const row = byTask.get(t);
+      const c = row.cells[r[COL.variant]] || (row.cells[r[COL.variant]] = { n: 0, ok: 0, score: 0, scored: 0 });
+      c.n += 1; c.ok += r[COL.status] === "SUCCESS" ? 1 : 0;
+      if (r[COL.score] !== null && r[COL.score] !== undefined) { c.score += r[COL.score]; c.scored += 1; }
+      if (r[COL.early]) row.early += 1;
+    }
+    taskRows = [...byTask.values()].map((row) => {
+      let n = 0, ok = 0;
+      for (const c of Object.values(row.cells)) { n += c.n; ok += c.ok; }
+      return { ...row, n, rate: n ? ok / n : null };
+    });
+    return vs;
+  }
+  function tasksSection() {
+    const vs = buildTasks();
+    const sec = document.getElementById("tasks");
+    sec.append(el("h2", {}, `Tasks (${taskRows.length})`));
+    sec.append(el("div", { class: "controls" },
+      el("input", { type: "search", id: "task-filter", placeholder: "filter tasks…", oninput: (e) => { tstate.q = e.target.value.toLowerCase(); tstate.page = 0; drawTasks(vs); } }),
+      el("span", { id: "task-count", class: "muted" })));
+    const cols = [["task", "Task"], ["n", "Trials"], ["rate", "Pass rate"], ...vs.map((v) => ["v:" + v, v]), ["early", "Stopped early"]];
+    sec.append(el("table", { id: "task-table" }, el("thead", {}, el("tr", {}, cols.map(([k, label]) => el("th", { "data-col": k, onclick: () => { if (tstate.sort === k) tstate.desc = !tstate.desc; else { tstate.sort = k; tstate.desc = false; } drawTasks(vs); } }, label)))), el("tbody", {})));
+    sec.append(el("div", { class: "pager controls" },
+      el("button", { id: "task-prev", onclick: () => { tstate.page = Math.max(0, tstate.page - 1); drawTasks(vs); } }, "‹ previous"),
+      el("span", { id: "task-page-info" }),
+      el("button", { id: "task-next", onclick: () => { tstate.page += 1; drawTasks(vs); } }, "next ›")));
+    drawTasks(vs);
+  }
+  function drawTasks(vs) {
+    const key = (r) => tstate.sort.startsWith("v:") ? (r.cells[tstate.sort.slice(2)] ? r.cells[tstate.sort.slice(2)].ok / r.cells[tstate.sort.slice(2)].n : null) : r[tstate.sort];
+    taskView = taskRows.filter((r) => !tstate.q || r.task.toLowerCase().includes(tstate.q) || (r.suite || "").toLowerCase().includes(tstate.q));
+    const sign = tstate.desc ? -1 : 1;
+    taskView.sort((a, b) => { const x = key(a), y = key(b); if (x === y) return a.task < b.task ? -1 : 1; if (x === null) return 1; if (y === null) return -1; return (x < y ? -1 : 1) * sign; });
+    const pages = Math.max(1, Math.ceil(taskView.length / PAGE));
+    tstate.page = Math.min(tstate.page, pages - 1);
+    const rows = taskView.slice(tstate.page * PAGE, (tstate.page + 1) * PAGE).map((r) => el("tr", { "data-task": r.task, onclick: () => setFilter(r.task) },
+      el("td", { class: "mono" }, r.task), el("td", { class: "num" }, r.n), el("td", { class: "num" }, pct(r.rate)),
+      vs.map((v) => { const c = r.cells[v]; return el("td", { class: "num" + (c ? (c.ok === c.n ? " ok" : c.ok ? "" : " bad") : "") }, c ? `${c.ok}/${c.n}` + (c.scored ? ` · ${num(c.score / c.scored, 2)}` : "") : "—"); }),
+      el("td", { class: "num" }, r.early ? el("span", { class: "badge early" }, String(r.early)) : "")));
+    document.querySelector("#task-table tbody").replaceChildren(...rows);
+    document.getElementById("task-count").textContent = `${taskView.length} of ${taskRows.length} tasks; a click shows its trials`;
+    document.getElementById("task-page-info").textContent = `page ${tstate.page + 1} of ${pages}`;
+    document.getElementById("task-prev").disabled = tstate.page === 0;
+    document.getElementById("task-next").disabled = tstate.page >= pages - 1;
+    document.querySelectorAll("#task-table th").forEach((th) => {
+      th.classList.toggle("sorted-asc", th.dataset.col === tstate.sort && !tstate.desc);
+      th.classList.toggle("sorted-desc", th.dataset.col === tstate.sort && tstate.desc);
+    });
+  }
+
   function trialsSection() {
     const sec = document.getElementById("trials");
     sec.append(el("h2", {}, `Trials (${D.trials.length})`));
@@ -320,7 +380,7 @@
   window.CE_REPORT = { data: D, openTrial, setFilter };
   // the trial panel's renderer is defined below (same file), then the page is drawn
   window.addEventListener("DOMContentLoaded", () => {
-    header(); summary(); variants(); gates(); trialsSection(); applyView();
+    header(); summary(); variants(); gates(); tasksSection(); trialsSection(); applyView();
     document.body.dataset.ready = "1";
   });
 })();
