@@ -191,14 +191,27 @@ def clear_programs() -> None:
         _CACHE.clear()
 
 
+_STDLIB_KEYS: dict[int, tuple[dict[str, str], tuple, str]] = {}  # id -> (it, items, key)
+
+
 def stdlib_key(stdlib: dict[str, str] | None) -> str:
-    """Which standard criteria: today's, or an archived copy (by content)."""
+    """Which standard criteria: today's, or an archived copy (by content). The same
+    mapping passed again (a rescore passes one per plan for every trial) is hashed once;
+    its items are compared, so a mapping changed in place is hashed again."""
     if stdlib is None:
         return "today"
+    items = tuple(sorted(stdlib.items()))
+    hit = _STDLIB_KEYS.get(id(stdlib))
+    if hit is not None and hit[0] is stdlib and hit[1] == items:
+        return hit[2]
     h = hashlib.sha256()
-    for name, text in sorted(stdlib.items()):
+    for name, text in items:
         h.update(name.encode() + b"\0" + text.encode() + b"\0")
-    return "archived:" + h.hexdigest()
+    key = "archived:" + h.hexdigest()
+    if len(_STDLIB_KEYS) > 64:
+        _STDLIB_KEYS.clear()
+    _STDLIB_KEYS[id(stdlib)] = (stdlib, items, key)
+    return key
 
 
 def program_for(plan: Any, stdlib: dict[str, str] | None = None,

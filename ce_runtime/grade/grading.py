@@ -39,7 +39,7 @@ def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=N
 def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | None,
                 judge=None, stopped_early: bool = False, runner=None,
                 stdlib: dict[str, str] | None = None, verdicts=None, *,
-                strict_trace: bool = False,
+                strict_trace: bool = False, plan_hash: str | None = None,
                 ) -> tuple[Grader, GradeResult, Host, TraceReadResult | None]:
     """`stopped_early`: the trial was stopped by its armed criteria (from its task.json),
     so it is gated on those only. `stdlib`: the archived standard criteria the plan was
@@ -50,7 +50,7 @@ def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | Non
     read = (load_trace if strict_trace else read_trace)(trace_path) if trace_path else None
     view = build_view(read.events) if read is not None else None
     stopped_early = stopped_early and bool(plan.early_stop.armed)  # else: gate on all
-    grader = Grader(plan, program=program_for(plan, stdlib))
+    grader = Grader(plan, program=program_for(plan, stdlib, plan_hash=plan_hash))
     if judge is None:
         from ce_runtime.grade.judge import judge_from_env
 

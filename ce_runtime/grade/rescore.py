@@ -92,18 +92,13 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     if "workspace_sha256" not in old:
         notes.append("written by an older ce: no recorded digests, the trace and workspace "
                      "manifest are not verified")
-    stdlib = None
     if plan is None:
-        plan = archived_plan(run_dir, old["plan_hash"])
-        if not today:
-            stdlib = load_definitions(run_dir, plan.stdlib_digest) if plan.stdlib_digest \
-                else None
-            if stdlib is None:
-                notes.append("the run kept no standard criteria; graded with today's")
-        if stdlib is None:  # today's definitions: the plan's identity says so
-            plan = attrs.evolve(plan, stdlib_digest=stdlib_digest())
+        plan, stdlib, graded_hash, more = _archived_grading(run_dir, old["plan_hash"], today)
+        notes.extend(more)
+    else:
+        stdlib, graded_hash = None, _hash(plan)
     if used_plans is not None:
-        used_plans.setdefault(_hash(plan), plan)
+        used_plans.setdefault(graded_hash, plan)
     if plan.semantics_version != SEMANTICS_VERSION:
         notes.append(f"planned under grading semantics v{plan.semantics_version}; this ce "
                      f"grades with v{SEMANTICS_VERSION}")
@@ -128,7 +123,7 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
                 _, graded, host, _ = grade_files(plan, task_dir, ws, trace, judge,
                                                  bool(old.get("stopped_early")),
                                                  commands, stdlib, verdicts,
-                                                 strict_trace=True)
+                                                 strict_trace=True, plan_hash=graded_hash)
         except TraceDamaged as exc:
             raise DamagedArchive(exc.path, f"{exc.why} at byte {exc.offset}") from None
         except InfrastructureError as exc:
@@ -143,9 +138,43 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     status = old.get("status")
     if status not in RUN_STATUSES:
         status = "SUCCESS" if graded.success else "FAILURE"
-    record.update(status=status, success=status == "SUCCESS", plan_hash=_hash(plan),
+    record.update(status=status, success=status == "SUCCESS", plan_hash=graded_hash,
                   error=None if status != "ERROR" else record.get("error"))
     return record, {"schema_version": 1, "criteria": host.evidence}
+
+
+_ARCHIVED: dict[tuple, tuple] = {}  # (run, plan hash, today, plan file identity) -> below
+
+
+def _archived_grading(run_dir: str, plan_hash: str, today: bool
+                      ) -> tuple[Plan, dict[str, str] | None, str, list[str]]:
+    """A trial's archived plan, the definitions to grade it with, the hash it is graded
+    under, and what to say about them: loaded and checked once per plan in a process
+    (a run of 10,000 trials has a handful of plans)."""
+    path = os.path.join(run_dir, "plans", f"{plan_hash}.json")
+    try:
+        st = os.stat(path)
+        identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        identity = None  # archived_plan says what is wrong
+    key = (os.path.abspath(run_dir), plan_hash, today, identity)
+    hit = _ARCHIVED.get(key)
+    if hit is not None:
+        return hit
+    plan = archived_plan(run_dir, plan_hash)
+    stdlib, notes = None, []
+    if not today:
+        stdlib = load_definitions(run_dir, plan.stdlib_digest) if plan.stdlib_digest \
+            else None
+        if stdlib is None:
+            notes.append("the run kept no standard criteria; graded with today's")
+    if stdlib is None:  # today's definitions: the plan's identity says so
+        plan = attrs.evolve(plan, stdlib_digest=stdlib_digest())
+    hit = (plan, stdlib, _hash(plan), notes)
+    if len(_ARCHIVED) > 256:
+        _ARCHIVED.clear()
+    _ARCHIVED[key] = hit
+    return hit
 
 
 def criterion_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
