@@ -42,6 +42,13 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
                    "(namespaces; recommended for real agents), docker.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Trials run at the same time.")
+@click.option("--executor", type=click.Choice(["local", "ray"]),
+              help="What runs the trials: local (an asyncio pool in this process; the "
+                   "default) or ray (Ray tasks; pip install 'ce[ray]'). --resume keeps the "
+                   "run's executor unless given.")
+@click.option("--ray-address", metavar="ADDR",
+              help="With --executor ray: the cluster to join (`auto`, or HOST:PORT); by "
+                   "default a local Ray instance is started for the run.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")
 @click.option("--sample", type=click.IntRange(min=1), help="Keep N dataset rows per task.")
 @click.option("--allow-path", "allow_paths", multiple=True, metavar="DIR",
@@ -106,7 +113,7 @@ def run_cmd(**params):
 
 def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
          allow_paths, tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
-         judge_replies):
+         judge_replies, executor=None, ray_address=None):
     from ce_lang.api import CompileOptions, compile_paths, render_human
     from ce_runtime.execute import suite as R
     if resume_dir:
@@ -125,6 +132,9 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
         allow_paths = (*args.get("allow_paths", ()), *allow_paths)
         judge_replies = judge_replies or args.get("judge_replies")  # grade as it began
         scripted_model = scripted_model or bool(args.get("scripted_model"))
+        if executor is None:  # the run's executor (and cluster) unless told otherwise
+            executor = args.get("executor")
+            ray_address = ray_address or args.get("ray_address")
         if judge_replies and not os.path.isfile(judge_replies):
             raise click.UsageError(f"--judge-replies file {judge_replies!r} not found")
         run_dir = resume_dir
@@ -149,6 +159,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
         click.echo("ce run: no trial to run (check --tags / skip:)", err=True)
         sys.exit(2)
     _preflight(trials)
+    executor = _check_executor(executor or "local", ray_address)
     _check_models(trials, agent_type, scripted_model)
     if not resume_dir:
         os.makedirs(runs_root, exist_ok=True)
@@ -164,7 +175,8 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
               "exclude_tags": list(exclude_tags),
               "allow_paths": [os.path.abspath(p) for p in allow_paths],
               "judge_replies": os.path.abspath(judge_replies) if judge_replies else None,
-              "scripted_model": scripted_model}
+              "scripted_model": scripted_model, "executor": executor,
+              "ray_address": ray_address}
     for repaired in R.write_plans(run_dir, trials):
         click.echo(f"ce run: damaged archive: {repaired}; written again from the task file",
                    err=True)
@@ -190,7 +202,8 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
     try:
         stopped_by = _run_until_stopped(R.execute(
             todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type, uv_cache=_uv_cache(),
-                                        scripted_model=scripted_model),
+                                        scripted_model=scripted_model, executor=executor,
+                                        ray_address=ray_address),
             progress.start, progress.done))
         if stopped_by is not None:
             interrupted = True
@@ -311,6 +324,19 @@ def _preflight(trials) -> None:
         click.echo("ce run: nothing was run (choose another driver with --driver, or fix the "
                    "above)", err=True)
         sys.exit(2)
+
+
+def _check_executor(name: str, ray_address: str | None) -> str:
+    """The executor can run here (Ray installed for --executor ray), else exit 2."""
+    from ce_runtime.execute.executor import ray_missing
+
+    if ray_address and name != "ray":
+        raise click.UsageError("--ray-address needs --executor ray")
+    why = ray_missing() if name == "ray" else None
+    if why:
+        click.echo(f"ce run: {why}", err=True)
+        sys.exit(2)
+    return name
 
 
 def _check_models(trials, agent_override, scripted: bool) -> None:

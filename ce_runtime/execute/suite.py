@@ -1,4 +1,4 @@
-"""`ce run`: trials of a suite executed by a local asyncio pool into a run directory.
+"""`ce run`: trials of a suite executed (a local asyncio pool, or Ray) into a run directory.
 
 runs/<run-id>/  run.json, plans/<hash>.json, objects/, trials.parquet, results.parquet,
 report.md, <variant>/<task_id>[/<row_id>]/<NN>/{task.json, trace.msgpack, workspace.json}
@@ -9,7 +9,6 @@ run keeps every finished trial, and `--resume` runs exactly the others.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import os
@@ -23,12 +22,10 @@ from typing import Any
 import attrs
 
 from ce_lang.api import Trial, plan_to_json
-from ce_runtime.execute.trial import RunContext, TrialLost, execute_trial, trial_dir_of
+from ce_runtime.execute.executor import LOST  # noqa: F401 - a trial whose directory vanished
+from ce_runtime.execute.trial import trial_dir_of
 from ce_runtime.store.archive import load_json  # noqa: F401 - `ce run` reads run.json with it
 from ce_runtime.store.atomic import write_json_atomic
-
-# A trial whose directory vanished mid-run: reported by `ce run` (exit 1), never written.
-LOST = "LOST"
 
 
 @attrs.frozen
@@ -37,6 +34,8 @@ class RunOptions:
     agent: str | None = None
     uv_cache: str | None = None
     scripted_model: bool = False
+    executor: str = "local"  # executor.py: local (asyncio pool) or ray
+    ray_address: str | None = None  # None: a Ray instance started for the run
 
 
 def new_run_dir(root: str) -> str:
@@ -197,50 +196,13 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
                   on_start: Callable[[Trial], None] | None = None,
                   on_done: Callable[[Trial, dict[str, Any]], None] | None = None,
                   ) -> list[dict[str, Any]]:
-    """Run the trials (skipping finished ones) with `options.jobs` at a time."""
-    clean_stale_scratch()
-    work_root = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-")
-    run_dir = os.path.abspath(run_dir)
-    from ce_runtime.store.redact import Redactor
+    """Run the trials (skipping finished ones) with `options.jobs` at a time, on the
+    executor `options.executor` names (executor.py: the local pool, or Ray)."""
+    from ce_runtime.execute.executor import executor_for
 
-    ctx = RunContext(run_dir, os.path.join(run_dir, "objects"), work_root, options.uv_cache,
-                     options.agent, hidden_paths(trials, options), Redactor.from_environ(),
-                     options.scripted_model)
-    sem = asyncio.Semaphore(max(1, options.jobs))
-    records: list[dict[str, Any]] = []
-
-    async def one(trial: Trial) -> None:
-        async with sem:
-            if on_start:
-                on_start(trial)
-            try:
-                record = await execute_trial(trial, ctx)
-            except TrialLost as exc:  # reported; the other trials go on
-                record = {"trial_id": trial.trial_id, "status": LOST, "error": str(exc)}
-            records.append(record)
-            if on_done:
-                on_done(trial, record)
-
-    tasks = [asyncio.ensure_future(one(t)) for t in interleave(trials)]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        # gather gives up at the first trial cancelled or failed while the others still
-        # run; each must finish its own clean-up (processes killed and reaped, scratch
-        # removed) before the run ends, or the loop's shutdown cuts it short
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-        raise
-    finally:
-        import shutil
-
-        from ce_runtime.execute.sandbox.tempdir import close_warm_inits
-
-        await asyncio.shield(close_warm_inits())
-        shutil.rmtree(work_root, ignore_errors=True)
-    return records
+    executor = executor_for(options.executor, options.ray_address)
+    return await executor.execute(interleave(trials), os.path.abspath(run_dir), options,
+                                  on_start, on_done)
 
 
 def collect(run_dir: str, trials: list[Trial]) -> list[dict[str, Any]]:
