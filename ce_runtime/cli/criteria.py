@@ -16,6 +16,7 @@ def criteria_cmd() -> None:
       ce criteria show command_executed      its full definition and documentation
       ce criteria show my_check -f mine.ce   a criterion from your own .ce file
       ce criteria builtins                   the functions definitions can call
+      ce criteria types                      the record types: Trace, ToolCall, ...
     """
 
 
@@ -176,3 +177,87 @@ def builtins_cmd() -> None:
             params = ", ".join(signature_text(p) for p in o.params)
             click.echo(f"{name}({params}) -> {signature_text(o.ret)}   [{fn.effect}]")
         click.echo(f"    {fn.doc}")
+
+
+@criteria_cmd.command("types")
+@click.argument("names", nargs=-1)
+@_files
+def types_cmd(names: tuple[str, ...], files: tuple[str, ...]) -> None:
+    """The record types of the criteria language, with their fields and methods.
+
+    \b
+    Built in: Trace (what `trace` is in a definition), ToolCall, Message, CommandResult,
+    JsonFile, Verdict, CliCall, CliLog. Then the records the standard criteria declare
+    (RegexPattern, Assertion, FlagMatch) and those of your -f files. Each field shows its
+    type and, for the trace's records, how it can change while the agent still runs
+    (what early stop relies on).
+
+    \b
+      ce criteria types                  every record
+      ce criteria types Trace ToolCall   only these
+      ce criteria types -f checks.ce     with the records of your own file
+    """
+    from ce_lang.api import did_you_mean
+
+    registry = _registry(files)
+    builtin = [n for n in registry.records if n in _BUILTIN_ORDER]
+    builtin.sort(key=_BUILTIN_ORDER.index)
+    declared = sorted(n for n in registry.records if n not in _BUILTIN_ORDER)
+    shown = builtin + declared
+    for name in names:
+        if name not in registry.records:
+            hint = did_you_mean(name, shown)
+            raise click.BadParameter(f"no record type {name!r}" + (f"; {hint}" if hint else ""),
+                                     param_hint="NAMES")
+    if names:
+        shown = [n for n in shown if n in names]
+    blocks = [render_record(name, registry) for name in shown]
+    click.echo("\n\n".join(blocks))
+
+
+# the built-in records, most used first (the order `ce criteria types` prints)
+_BUILTIN_ORDER = ["Trace", "ToolCall", "Message", "CommandResult", "JsonFile", "Verdict",
+                  "CliLog", "CliCall"]
+_MONO = {"const": "", "up": "only rises while the agent runs",
+         "down": "only falls while the agent runs", "none": "may change while the agent runs",
+         "grows": "only gets longer while the agent runs"}
+
+
+def render_record(name: str, registry) -> str:
+    from ce_lang.api import signature_text
+
+    record = registry.records[name]
+    origin = "built in" if name in _BUILTIN_ORDER else \
+        registry_origin_of_record(record)
+    lines = [f"{name}  ({origin})"]
+    if record.doc:
+        lines.append("  " + " ".join(record.doc.split()))
+    if record.shorthand:
+        lines.append(f"  shorthand: a bare string means {{{record.shorthand}: <string>}}")
+    width = max((len(f) for f in record.fields), default=0)
+    twidth = max((len(signature_text(f.type)) for f in record.fields.values()), default=0)
+    lines.append("  fields:")
+    for fname, field in record.fields.items():
+        note = " ".join(field.doc.split())
+        mono = _MONO.get(field.mono, "")
+        if mono and name in _BUILTIN_ORDER:
+            note = f"{note} ({mono})" if note else f"({mono})"
+        lines.append(f"    {fname:<{width}}  {signature_text(field.type):<{twidth}}  {note}"
+                     .rstrip())
+    if record.methods:
+        lines.append("  methods:")
+        for mname, m in record.methods.items():
+            params = ", ".join(signature_text(p) for p in m.params)
+            lines.append(f"    {mname}({params}) -> {signature_text(m.ret)}")
+            lines.append(f"        {' '.join(m.doc.split())}")
+    return "\n".join(lines)
+
+
+def registry_origin_of_record(record) -> str:
+    """Where a declared record comes from: its span's file, shown by name."""
+    import os
+
+    span = getattr(record.requires[0], "span", None) if record.requires else None
+    if span is None:
+        return "declared in a .ce file"
+    return f"declared in {os.path.basename(str(span.file))}"

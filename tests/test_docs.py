@@ -1,0 +1,305 @@
+"""docs/: the generated reference matches the code, covers every field the schema accepts
+and every criterion parameter; links resolve; the examples marked as complete files
+compile and the `$ ce ...` commands of console blocks run as documented.
+
+Conventions the pages follow (docs/README.md says so too):
+- a fenced block with `title="NAME"` after its language is a complete file: every such
+  block of a page is written into one directory under NAME; YAML files with a `task_id`
+  are compiled with `ce compile` (with `-e` for each titled experiment of the page);
+- in a ```console block, each `$ ce ...` line runs (in a scratch copy of the repository's
+  tasks/ plus the page's titled files, in order); a trailing `# exit N` states the exit
+  status, else 0 is expected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import attrs
+import pytest
+
+from ce_lang.docgen import build, stale
+from ce_lang.docgen.schema import DIFFERENCES
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+CE = [sys.executable, "-m", "ce_runtime.cli"]
+PAGES = sorted(DOCS.rglob("*.md"))
+
+
+# -- the generated reference --------------------------------------------------------------
+def test_reference_is_up_to_date():
+    assert stale(str(DOCS)) == [], "regenerate with: python -m ce_lang.docgen"
+
+
+def test_check_mode_catches_drift(tmp_path):
+    shutil.copytree(DOCS, tmp_path / "docs")
+    page = tmp_path / "docs" / "reference" / "task-format.md"
+    page.write_text(page.read_text().replace("| max_turns |", "| max_turn |", 1))
+    proc = subprocess.run([sys.executable, "-m", "ce_lang.docgen", "--check", "--docs",
+                           str(tmp_path / "docs")], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 1 and "reference/task-format.md" in proc.stderr
+    (tmp_path / "docs" / "reference" / "criteria.md").unlink()
+    assert "reference/criteria.md" in "".join(stale(str(tmp_path / "docs")))
+
+
+def test_build_is_deterministic():
+    assert build() == build()
+
+
+def _tables(text: str) -> dict[str, set[str]]:
+    """Heading -> the first-column names of the tables under it (backticks dropped)."""
+    out: dict[str, set[str]] = {}
+    heading = ""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+            out.setdefault(heading, set())
+        elif line.startswith("| ") and not line.startswith("|---"):
+            name = line.split("|")[1].strip().strip("`")
+            out.setdefault(heading, set()).add(re.sub(r"\(.*", "", name))
+    return out
+
+
+def _reachable(roots: list[type]) -> list[type]:
+    """Every attrs class the schema reaches from `roots` (tagged-union members included),
+    found here independently of the generator."""
+    from ce_lang.schema.fields import Tagged
+
+    seen: list[type] = []
+
+    def types_in(tp) -> list:
+        args = typing.get_args(tp)
+        return [t for a in args for t in types_in(a)] if args else [tp]
+
+    def visit(cls: type) -> None:
+        if cls in seen:
+            return
+        if isinstance(cls, type) and issubclass(cls, Tagged) and not attrs.has(cls):
+            for member in cls.MEMBERS.values():
+                visit(member)
+            return
+        if not (isinstance(cls, type) and attrs.has(cls)):
+            return
+        seen.append(cls)
+        for tp in typing.get_type_hints(cls).values():
+            for t in types_in(tp):
+                visit(t)
+
+    for root in roots:
+        visit(root)
+    return seen
+
+
+def test_every_schema_field_is_in_the_reference():
+    from ce_lang.schema.criteria import COMMON_FIELDS, Criterion, CriterionBase
+    from ce_lang.schema.experiment import ExperimentSpec
+    from ce_lang.schema.task import TaskSpec
+
+    tables: dict[str, set[str]] = {}
+    for page in ("task-format.md", "experiment-format.md", "criteria.md", "language.md"):
+        for heading, names in _tables((DOCS / "reference" / page).read_text()).items():
+            tables[f"{page}#{heading}"] = names
+    classes = _reachable([TaskSpec, ExperimentSpec])
+    assert len(classes) > 30
+    missing = []
+    for cls in classes:
+        fields = {f.name for f in attrs.fields(cls)}
+        tag = next((t for t, c in Criterion.MEMBERS.items() if c is cls), None)
+        if cls is not CriterionBase and issubclass(cls, CriterionBase):
+            fields -= COMMON_FIELDS  # documented once, under task.success_criteria[]
+            if tag != "expr":  # a standard criterion: its section on criteria.md
+                got = tables.get(f"criteria.md#{tag}", set())
+                missing += [f"{tag}.{f}" for f in sorted(fields - got)]
+                continue
+        if not any(fields <= names for names in tables.values()):
+            best = max(tables.items(), key=lambda kv: len(fields & kv[1]))
+            missing.append(f"{cls.__name__}: {sorted(fields - best[1])} (closest: {best[0]})")
+    assert missing == []
+
+
+def test_every_criterion_and_record_is_in_the_reference():
+    from ce_lang.lang.stdlib import stdlib_registry
+
+    registry = stdlib_registry()
+    criteria = _tables((DOCS / "reference" / "criteria.md").read_text())
+    language = _tables((DOCS / "reference" / "language.md").read_text())
+    for name, checked in registry.criteria.items():
+        assert {p.name for p in checked.defn.params} <= criteria[name], name
+    for name, record in registry.records.items():
+        assert set(record.fields) <= language[name], name
+        assert set(record.methods) <= language[name], name
+
+
+def test_difference_notes_name_real_fields():
+    """Each `DIFFERENCES` key is a path of the task format (or `criterion.FIELD`)."""
+    from ce_lang.schema.criteria import CriterionBase
+    from ce_lang.schema.task import TaskSpec
+
+    for key in DIFFERENCES:
+        parts = key.split(".")
+        cls = CriterionBase if parts[0] == "criterion" else TaskSpec
+        for part in parts[1:]:
+            hints = typing.get_type_hints(cls)
+            assert part in hints, key
+            inner = [a for a in typing.get_args(hints[part]) if attrs.has(a)]
+            cls = inner[0] if inner else hints[part]
+
+
+# -- `ce criteria types` ------------------------------------------------------------------
+def test_criteria_types_prints_every_record(tmp_path):
+    from ce_lang.lang.stdlib import stdlib_registry
+
+    out = subprocess.run([*CE, "criteria", "types"], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    for name, record in stdlib_registry().records.items():
+        block = out.split(f"\n{name}  (")[1] if not out.startswith(f"{name}  (") \
+            else out[len(name):]
+        block = block.split("\n\n")[0]
+        for field in record.fields:
+            assert re.search(rf"^    {field}\s", block, re.M), (name, field)
+    assert out.startswith("Trace  (built in)")
+    assert re.search(r"^    tool_calls\s+list\[ToolCall\]", out, re.M)
+    ce_file = tmp_path / "mine.ce"
+    ce_file.write_text('record Budget(limit: int "most calls")\n"""A budget."""\n')
+    mine = subprocess.run([*CE, "criteria", "types", "Budget", "-f", str(ce_file)],
+                          capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert mine.startswith("Budget  (") and "limit  int  most calls" in mine
+    bad = subprocess.run([*CE, "criteria", "types", "Trac"], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert bad.returncode == 2 and "did you mean `Trace`" in bad.stderr
+
+
+# -- links ----------------------------------------------------------------------------------
+def _anchors(path: Path) -> set[str]:
+    from ce_lang.docgen.schema import anchor
+
+    out: set[str] = set()
+    in_code = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and line.startswith("#"):
+            out.add(anchor(line.lstrip("#").strip().replace("`", "")))
+    return out
+
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _links(path: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return LINK.findall(text)
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page):
+    broken = []
+    for target in _links(page):
+        if re.match(r"[a-z]+:", target):
+            continue  # http:, https:, mailto:
+        file, _, frag = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif frag and dest.suffix == ".md" and frag not in _anchors(dest):
+            broken.append(f"{target}: no heading with anchor #{frag}")
+    assert broken == []
+
+
+def test_readme_links_the_documentation():
+    links = _links(ROOT / "README.md")
+    assert "docs/README.md" in links
+    assert "docs/reference/task-format.md" in links
+
+
+# -- examples -------------------------------------------------------------------------------
+FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.M | re.S)
+
+
+def _titled(page: Path) -> dict[str, str]:
+    out = {}
+    for _lang, info, body in FENCE.findall(page.read_text(encoding="utf-8")):
+        m = re.search(r'title="([^"]+)"', info)
+        if m:
+            assert m.group(1) not in out, f"{page.name}: two blocks titled {m.group(1)}"
+            out[m.group(1)] = body
+    return out
+
+
+def _scratch(page: Path, tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "tasks", work / "tasks")
+    for name, body in _titled(page).items():
+        dest = work / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(body, encoding="utf-8")
+    return work
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["CE_PLAIN"] = "1"
+    return env
+
+
+TITLED_PAGES = [p for p in PAGES if _titled(p)]
+
+
+@pytest.mark.parametrize("page", TITLED_PAGES, ids=lambda p: p.name)
+def test_titled_task_files_compile(page, tmp_path):
+    import yaml
+
+    work = _scratch(page, tmp_path)
+    tasks, experiments = [], []
+    for name, body in _titled(page).items():
+        if name.endswith((".yaml", ".yml")):
+            doc = yaml.safe_load(body)
+            if isinstance(doc, dict) and "task_id" in doc:
+                tasks.append(name)
+            elif isinstance(doc, dict) and "experiment_id" in doc:
+                experiments.append(name)
+    assert tasks or experiments, f"{page.name}: titled blocks but no task file"
+    for exp in [None, *experiments]:
+        argv = [*CE, "compile", *(tasks or ["tasks/hello_world.yaml"])]
+        argv += ["-e", exp] if exp else []
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=work,
+                              env=_env(tmp_path))
+        assert proc.returncode == 0, f"{' '.join(argv[3:])}\n{proc.stdout}{proc.stderr}"
+
+
+def _console_commands(page: Path) -> list[tuple[str, int]]:
+    out = []
+    for lang, _info, body in FENCE.findall(page.read_text(encoding="utf-8")):
+        if lang != "console":
+            continue
+        for line in body.splitlines():
+            if line.startswith("$ ce "):
+                command, _, comment = line[2:].partition("  #")
+                m = re.search(r"exit (\d+)", comment)
+                out.append((command.strip(), int(m.group(1)) if m else 0))
+    return out
+
+
+CONSOLE_PAGES = [p for p in PAGES if _console_commands(p)]
+
+
+@pytest.mark.parametrize("page", CONSOLE_PAGES, ids=lambda p: p.name)
+def test_console_commands_run(page, tmp_path):
+    work = _scratch(page, tmp_path)
+    for command, expected in _console_commands(page):
+        argv = shlex.split(command)
+        proc = subprocess.run([*CE, *argv[1:]], capture_output=True, text=True, cwd=work,
+                              env=_env(tmp_path), timeout=600)
+        assert proc.returncode == expected, \
+            f"{command}: exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
