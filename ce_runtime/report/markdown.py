@@ -3,6 +3,7 @@ variant comparison, rendered for people from run.json, the records and the gates
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -139,6 +140,9 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
     if failing:
         w("## Failures")
         w("")
+        w("RUN is this report's directory; `ce explain RUN/TRIAL` re-grades a trial from its "
+          "archive and shows why each criterion scored as it did.")
+        w("")
         for rec in failing:
             w(f"### {_code(rec.get('trial_id'))} — {rec.get('status')} "
               f"(score {fmt_score(rec.get('weighted_score'))})")
@@ -151,6 +155,7 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
                 w(f"- agent ended: {_cell(outcome['reason'])}{detail}")
             for c in failed_criteria(rec):
                 w(_criterion_line(c))
+            w(f"- why: `ce explain {os.path.join('RUN', str(rec.get('trial_id')))}`")
             w("")
 
     if gates:
@@ -166,12 +171,14 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
             w("| Variant | Suite | Criterion | Results | Pass rate | Mean score | Thresholds "
               "| Gate |")
             w("|---|---|---|---:|---:|---:|---|---|")
+            descriptions = _row_descriptions(records)
             for g in score_gates:
+                about = descriptions.get((g.variant, g.suite_id, g.criterion), g.description)
                 n = f"{g.n} (+{g.missing} missing)" if g.missing else str(g.n)
                 limits = ", ".join(f"{m} ≥ {t:g}" for m, t in g.thresholds.items()) or "—"
                 w(f"| {_code(g.variant)} | {_code(g.suite_id)} | "
                   f"{_code(g.criterion)} {_cell(g.criterion_type or '')}: "
-                  f"{_cell(g.description or '', 60)} | {n} | "
+                  f"{_cell(about or '', 120)} | {n} | "
                   f"{fmt_pct(g.metrics.get('pass_rate'))} | "
                   f"{fmt_score(g.metrics.get('mean_score'))} | {limits} | "
                   f"{_gate_word(g)} |")
@@ -215,6 +222,27 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
               "counts criteria that were advisory on a truncated run; compare them with care.")
             w("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _row_descriptions(records: Sequence[dict[str, Any]]) -> dict[tuple, str]:
+    """A suite gate's description from its rows' own: the one they share, or each distinct
+    one (a `${row.x}` description differs per row; the first row's is no one else's)."""
+    seen: dict[tuple, list[str]] = {}
+    for rec in records:
+        for c in rec.get("criteria") or ():
+            if rec.get("suite_id") and c.get("description"):
+                texts = seen.setdefault((rec.get("variant_id"), rec.get("suite_id"),
+                                         c.get("id")), [])
+                if c["description"] not in texts:
+                    texts.append(c["description"])
+    out = {}
+    for key, texts in seen.items():
+        if len(texts) == 1:
+            out[key] = texts[0]
+        else:
+            shown = "; ".join(texts[:3]) + ("; …" if len(texts) > 3 else "")
+            out[key] = f"per row ({len(texts)} descriptions): {shown}"
+    return out
 
 
 def _gate_word(g: SuiteGate) -> str:
