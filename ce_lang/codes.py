@@ -151,6 +151,19 @@ _TABLE = [
      "suite root; `file://` URLs, remote helpers (`ext::...`) and anything starting with "
      "`-` are refused, because git would run a command or read host files. `commit` is "
      "a commit id (7 to 40 hex digits) or a branch or tag name (not starting with `-`)."),
+    ("CE0219", "error", "invalid script action",
+     "Each entry of `reference.solve` (a list) and of `agent.script` is one action the "
+     "script player replays: exactly one of say, write, edit, read, run, tool, sleep, "
+     "usage, fail, with that action's keys (`write` needs `content`, `edit` needs `old` "
+     "and `new`, `run` may set `timeout`, `tool` may set `params`, `output`, `status`). "
+     "A misspelt action (`writ:`) would fail only when the trial runs; the help line "
+     "suggests the closest one."),
+    ("CE0220", "error", "the oracle has nothing to apply",
+     "A task run by the oracle (`agent.type: oracle`, or `ce run --agent oracle`) needs a "
+     "reference it can apply: `reference.solve` (a shell command or script actions), a "
+     "`reference.directory` (copied into the workspace), or `reference.file`/`code` with "
+     "a reference_comparison criterion whose `agent_file` (not a glob) says where it goes. "
+     "Without one the oracle's trials would all be ERROR after their sandboxes were set up."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

@@ -55,6 +55,9 @@ class CompileOptions:
     host_limits: dict[str, dict[str, str]] | None = None
     # directories task paths may resolve into besides the suite roots (--allow-path)
     allow_paths: tuple[str, ...] = ()
+    # the agent `ce run --agent` runs every task with (type-none tasks excepted): the plans
+    # are unchanged, the pre-flight rules check each task against it (ce_lang.rules_preflight)
+    run_agent: str | None = None
 
 
 @attrs.frozen
@@ -419,7 +422,7 @@ class _Compiler:
                                self.agent_types(task), has_dataset,
                                row.id if row else None, self.row_problems,
                                merged.source_path, instances, merged.written,
-                               self.opt.host_limits, self.roots))
+                               self.opt.host_limits, self.roots, self.opt.run_agent))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)

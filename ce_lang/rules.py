@@ -16,6 +16,7 @@ from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import SuiteRoots
 from ce_lang.rules_cli import cli_match_rules, record_cli_rules
 from ce_lang.rules_paths import host_path_rules, repo_rules
+from ce_lang.rules_preflight import preflight_rules
 from ce_lang.schema import criteria as C
 from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
 from ce_lang.schema.task import TAG_PATTERN, RepoSource, TaskSpec
@@ -55,6 +56,7 @@ class RuleContext:
     written: Callable[[Path], bool] = lambda p: True  # the key appears in its file
     host_limits: dict[str, dict[str, str]] | None = None  # CompileOptions.host_limits
     roots: SuiteRoots | None = None  # where host paths may resolve (None: unchecked)
+    run_agent: str | None = None  # `ce run --agent X`: runs every task but type-none ones
 
     def instance(self, i: int):
         return self.instances[i] if i < len(self.instances) else None
@@ -529,4 +531,5 @@ def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
 
 
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
-         early_stop_rules, simulation_rules, suite_rules, host_path_rules, repo_rules)
+         early_stop_rules, simulation_rules, suite_rules, host_path_rules, repo_rules,
+         preflight_rules)
