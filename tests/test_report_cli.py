@@ -64,7 +64,10 @@ def normalise_json(doc, run_dir: str):
             return v.replace(root, "TMP")
         return v
 
-    return walk(doc)
+    doc = walk(doc)
+    # the run's own arguments change whenever `ce run` gains an option: not the report's
+    doc["args"] = {k: doc["args"].get(k) for k in ("agent_type", "experiment", "paths")}
+    return doc
 
 
 def rounded(v):
