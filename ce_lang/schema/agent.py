@@ -23,22 +23,29 @@ class AgentConfig:
     }
     type: str | None = spec(None, doc="agent kind: claude-code (default), codex, openai, none, ...")
     model: str | None = spec(None, doc="model id passed to the agent")
-    permission_mode: PermissionMode = spec("acceptEdits")
+    permission_mode: PermissionMode = spec("acceptEdits", doc="claude-code's permission mode")
     allowed_tools: list[str] | None = spec(None, merge="replace", doc="tools auto-approved")
-    disallowed_tools: list[str] | None = spec(None, merge="replace")
-    system_prompt: str | None = spec(None)
-    system_prompt_file: str | None = spec(None, path="task")
-    system_prompt_mode: Literal["append", "replace"] = spec("append")
-    context_window: int | None = spec(None, gt=0)
+    disallowed_tools: list[str] | None = spec(None, merge="replace",
+        doc="tools the agent may not use (claude-code)")
+    system_prompt: str | None = spec(None,
+        doc="text appended to the agent's system prompt, or replacing it (claude-code)")
+    system_prompt_file: str | None = spec(None, path="task", doc="a file holding system_prompt")
+    system_prompt_mode: Literal["append", "replace"] = spec("append",
+        doc="append system_prompt to the agent's own system prompt, or replace it")
+    context_window: int | None = spec(None, gt=0,
+        doc="claude-code's auto-compact window, in tokens")
     sdk_options: dict[str, Any] = spec(
         factory=dict, doc="Claude Code ClaudeAgentOptions pass-through (deep-merged)"
     )
-    claude_settings: str | dict[str, Any] | None = spec(None, merge="replace")
+    claude_settings: str | dict[str, Any] | None = spec(None, merge="replace",
+        doc="claude-code settings: a settings file path or an inline mapping")
     setting_sources: list[Literal["user", "project", "local"]] | None = spec(
-        None, merge="replace"
-    )
-    plugins: list[dict[str, Any]] | None = spec(None, merge="replace")
-    ignore_patterns: list[str] = spec(factory=list, merge="replace")
+        None, merge="replace",
+        doc="which Claude Code settings load (default: project: the workspace's .claude/)")
+    plugins: list[dict[str, Any]] | None = spec(None, merge="replace",
+        doc="Claude Code plugins (`path` relative to the task file)")
+    ignore_patterns: list[str] = spec(factory=list, merge="replace",
+        doc="coder_eval's agent ignore patterns; accepted, not used by ce")
     base_url: str | None = spec(None, doc="OpenAI-compatible endpoint for `type: openai`")
     api_key_env: str | None = spec(None, doc="environment variable holding the API key")
     model_script: str | None = spec(

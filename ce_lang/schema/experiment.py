@@ -37,9 +37,9 @@ class PromptMutation(Tagged):
 @register(PromptMutation, "prefix")
 @frozen
 class PrefixMutation(PromptMutation):
-    type: str = spec()
+    type: str = spec(doc="`prefix`")
     content: str = spec(non_empty=True, doc="text put before the prompt")
-    separator: str = spec("\n\n")
+    separator: str = spec("\n\n", doc="between the text and the prompt")
 
     def apply(self, prompt: str) -> str:
         return f"{self.content}{self.separator}{prompt}"
@@ -48,9 +48,9 @@ class PrefixMutation(PromptMutation):
 @register(PromptMutation, "suffix")
 @frozen
 class SuffixMutation(PromptMutation):
-    type: str = spec()
+    type: str = spec(doc="`suffix`")
     content: str = spec(non_empty=True, doc="text put after the prompt")
-    separator: str = spec("\n\n")
+    separator: str = spec("\n\n", doc="between the prompt and the text")
 
     def apply(self, prompt: str) -> str:
         return f"{prompt}{self.separator}{self.content}"
@@ -59,9 +59,9 @@ class SuffixMutation(PromptMutation):
 @register(PromptMutation, "replace")
 @frozen
 class ReplaceMutation(PromptMutation):
-    type: str = spec()
+    type: str = spec(doc="`replace`")
     pattern: str = spec(non_empty=True, doc="literal text, or a regex with `regex: true`")
-    replacement: str = spec()
+    replacement: str = spec(doc="what replaces each match")
     regex: bool = spec(False, doc="re.sub semantics (backreferences like \\1)")
 
     def apply(self, prompt: str) -> str:
@@ -75,7 +75,7 @@ class ReplaceMutation(PromptMutation):
 @register(PromptMutation, "template")
 @frozen
 class TemplateMutation(PromptMutation):
-    type: str = spec()
+    type: str = spec(doc="`template`")
     variables: dict[str, str] = spec(non_empty=True,
                                      doc="`{name}` -> value (plain replacement; an unknown "
                                          "`{name}` stays as written)")
@@ -90,41 +90,55 @@ class TemplateMutation(PromptMutation):
 class ExperimentDefaults:
     repeats: int | None = spec(None, ge=1, doc="trials per task and variant")
     criteria_files: list[str] | None = spec(None, path="task", doc="user .ce files for every task")
-    agent: AgentConfig | None = spec(None, partial=True)
-    checker_context: CheckerContext | None = spec(None)
-    simulation: Simulation | None = spec(None, partial=True)
-    template_sources: list[TemplateSource] | None = spec(None)
-    pre_run: list[PreRunCommand] | None = spec(None)
-    post_run: list[PostRunCommand] | None = spec(None)
-    run_limits: RunLimits | None = spec(None)
-    driver: str | None = spec(None, choices=driver_choices)
-    sandbox: SandboxConfig | None = spec(None, partial=True)
+    agent: AgentConfig | None = spec(None, partial=True,
+        doc="agent settings for every task (the task's own win per key)")
+    checker_context: CheckerContext | None = spec(None,
+        doc="as the task's (accepted, not used by ce)")
+    simulation: Simulation | None = spec(None, partial=True,
+        doc="simulation settings for every task")
+    template_sources: list[TemplateSource] | None = spec(None,
+        doc="applied before each task's own template sources")
+    pre_run: list[PreRunCommand] | None = spec(None, doc="run before each task's own pre_run")
+    post_run: list[PostRunCommand] | None = spec(None, doc="run after each task's own post_run")
+    run_limits: RunLimits | None = spec(None,
+        doc="limits for every task (the task's own win per key)")
+    driver: str | None = spec(None, choices=driver_choices, doc="sandbox driver for every task")
+    sandbox: SandboxConfig | None = spec(None, partial=True,
+        doc="sandbox settings for every task (the task's own win per key)")
     prompt_mutations: list[PromptMutation] | None = spec(
         None, doc="applied to every task's prompt, before a variant's own")
 
 
 @frozen
 class Variant:
-    variant_id: str = spec(non_empty=True, pattern=ID, pattern_hint="lowercase, digits, - _ .")
-    description: str = spec("")
-    agent: AgentConfig | None = spec(None, partial=True)
-    simulation: Simulation | None = spec(None, partial=True)
-    repeats: int | None = spec(None, ge=1)
-    checker_context: CheckerContext | None = spec(None)
-    template_sources: list[TemplateSource] | None = spec(None)
-    initial_prompt: str | None = spec(None)
-    initial_prompt_file: str | None = spec(None, path="task")
+    variant_id: str = spec(non_empty=True, pattern=ID, pattern_hint="lowercase, digits, - _ .",
+        doc="names the variant's trials: VARIANT/TASK/NN")
+    description: str = spec("", doc="what this variant changes, shown in reports")
+    agent: AgentConfig | None = spec(None, partial=True,
+        doc="agent settings over the task's, per key")
+    simulation: Simulation | None = spec(None, partial=True,
+        doc="simulation settings over the task's")
+    repeats: int | None = spec(None, ge=1, doc="trials per task under this variant")
+    checker_context: CheckerContext | None = spec(None,
+        doc="as the task's (accepted, not used by ce)")
+    template_sources: list[TemplateSource] | None = spec(None,
+        doc="applied after the task's own template sources")
+    initial_prompt: str | None = spec(None,
+        doc="replaces the task's prompt (and its initial_prompt_file)")
+    initial_prompt_file: str | None = spec(None, path="task",
+        doc="replaces the task's prompt with this file's text")
     prompt_mutations: list[PromptMutation] | None = spec(
         None, doc="transform the task's prompt (prefix, suffix, replace, template), in order")
-    run_limits: RunLimits | None = spec(None)
-    driver: str | None = spec(None, choices=driver_choices)
+    run_limits: RunLimits | None = spec(None, doc="limits over the task's, per key")
+    driver: str | None = spec(None, choices=driver_choices,
+        doc="sandbox driver for this variant's trials")
 
 
 @frozen
 class ExperimentSpec:
     experiment_id: str = spec(
-        non_empty=True, pattern=ID, pattern_hint="kebab-case, e.g. `model-ab`"
-    )
-    description: str = spec("")
-    defaults: ExperimentDefaults | None = spec(None)
-    variants: list[Variant] = spec(non_empty=True)
+        non_empty=True, pattern=ID, pattern_hint="kebab-case, e.g. `model-ab`",
+        doc="the experiment's id, recorded with every trial")
+    description: str = spec("", doc="what the experiment compares")
+    defaults: ExperimentDefaults | None = spec(None, doc="settings under every variant and task")
+    variants: list[Variant] = spec(non_empty=True, doc="each variant runs every task")

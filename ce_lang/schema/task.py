@@ -32,7 +32,7 @@ class TemplateSource(Tagged):
 @register(TemplateSource, "repo")
 @frozen
 class RepoSource(TemplateSource):
-    type: str = spec()
+    type: str = spec(doc="`repo`: clone a git repository (must be the first source)")
     url: str = spec(non_empty=True, doc="git URL (or local path) cloned into the workspace")
     commit: str | None = spec(None, doc="commit to check out")
 
@@ -40,7 +40,7 @@ class RepoSource(TemplateSource):
 @register(TemplateSource, "template_dir")
 @frozen
 class TemplateDirSource(TemplateSource):
-    type: str = spec()
+    type: str = spec(doc="`template_dir`: copy a directory of the task's")
     path: str = spec(path="task_dir", non_empty=True, doc="directory relative to the task file")
     mount_point: str = spec(".", path="workspace", doc="where inside the workspace to copy it")
     include_patterns: list[str] = spec(
@@ -49,25 +49,27 @@ class TemplateDirSource(TemplateSource):
 
 @frozen
 class StarterFile:
-    path: str = spec(path="workspace", non_empty=True)
-    content: str = spec("")
+    path: str = spec(path="workspace", non_empty=True, doc="where the file goes in the workspace")
+    content: str = spec("", doc="the file's text")
 
 
 @register(TemplateSource, "starter_files")
 @frozen
 class StarterFilesSource(TemplateSource):
-    type: str = spec()
-    files: list[StarterFile] = spec(non_empty=True)
+    type: str = spec(doc="`starter_files`: write files given inline")
+    files: list[StarterFile] = spec(non_empty=True, doc="the files to write")
 
 
 @frozen
 class PythonEnv:
-    env_packages: list[str] = spec(factory=list, merge="replace")
+    env_packages: list[str] = spec(factory=list, merge="replace",
+        doc="packages (pip requirement strings) installed with uv into the workspace's .venv")
 
 
 @frozen
 class NodeEnv:
-    env_packages: list[str] = spec(factory=list, merge="replace")
+    env_packages: list[str] = spec(factory=list, merge="replace",
+        doc="npm packages installed into the workspace's node_modules")
 
 
 @frozen
@@ -95,7 +97,7 @@ class DockerConfig:
     dockerfile_path: str | None = spec(
         None, path="task", doc="a Dockerfile to build the image from (its directory is the "
                                "build context); wins over `image`")
-    build: DockerBuild = spec(factory=DockerBuild)
+    build: DockerBuild = spec(factory=DockerBuild, doc="how `dockerfile_path` is built")
     network: Literal["bridge", "none"] | None = spec(
         None, doc="coder_eval's switch: bridge = `sandbox.network: full`, none = none")
     working_dir: str | None = spec(
@@ -131,10 +133,14 @@ class SandboxConfig:
     driver: str = spec("tempdir", non_empty=True, choices=driver_choices,
                        doc="tempdir, bwrap, docker, or a driver of the ce.sandboxes entry points")
     python: PythonEnv | None = spec(factory=PythonEnv, doc="null skips the venv")
-    node: NodeEnv | None = spec(None)
-    limits: ResourceLimits = spec(factory=ResourceLimits)
-    template_sources: list[TemplateSource] = spec(factory=list, merge="append")
-    ignore_patterns: list[str] = spec(factory=list, merge="replace")
+    node: NodeEnv | None = spec(None, doc="node packages for the workspace (null: none)")
+    limits: ResourceLimits = spec(factory=ResourceLimits,
+        doc="resource limits of the whole sandbox")
+    template_sources: list[TemplateSource] = spec(factory=list, merge="append",
+        doc="how the workspace starts: applied in order, the last writer wins")
+    ignore_patterns: list[str] = spec(factory=list, merge="replace",
+        doc=("added to the default ignore patterns (.git, .venv, node_modules, ...) of "
+            "template copies and snapshots; `!pattern` removes a default"))
     network: Literal["none", "model", "full"] | None = spec(
         None, doc="ce: what the agent may reach: none, its model endpoint only, or the "
                   "host's network (default: none; tempdir cannot restrict it)")
@@ -166,13 +172,23 @@ class RunLimits:
     turn_timeout: int | None = spec(None, gt=0, doc="seconds per agent turn")
     task_timeout: int | None = spec(None, gt=0, doc="seconds for the whole trial")
     stop_early: bool | None = spec(None, doc="master switch for stop_when arming")
-    stop_early_gate_threshold: float = spec(1.0, ge=0, le=1)
-    max_input_tokens: int | None = spec(None, ge=1)
-    max_output_tokens: int | None = spec(None, ge=1)
-    max_total_tokens: int | None = spec(None, ge=1)
-    max_usd: float | None = spec(None, gt=0)
-    count_cached_input: bool = spec(False)
-    count_cache_creation: bool = spec(False)
+    stop_early_gate_threshold: float = spec(1.0, ge=0, le=1,
+        doc=("an early-stopped trial passes when the weight share of its armed criteria that "
+            "passed reaches this (1.0: all of them)"))
+    max_input_tokens: int | None = spec(None, ge=1,
+        doc="the agent's input tokens; past it the trial ends TOKEN_BUDGET_EXCEEDED")
+    max_output_tokens: int | None = spec(None, ge=1,
+        doc="the agent's output tokens; past it the trial ends TOKEN_BUDGET_EXCEEDED")
+    max_total_tokens: int | None = spec(None, ge=1,
+        doc="input + output tokens; past it the trial ends TOKEN_BUDGET_EXCEEDED")
+    max_usd: float | None = spec(None, gt=0,
+        doc="the agent's cost in USD; past it the trial ends COST_BUDGET_EXCEEDED")
+    count_cached_input: bool = spec(False,
+        doc=("coder_eval: count cache-read input tokens toward the budgets; accepted, not "
+            "used by ce yet (cached tokens never count)"))
+    count_cache_creation: bool = spec(False,
+        doc=("coder_eval: count cache-creation tokens toward the budgets; accepted, not used "
+            "by ce yet"))
 
 
 # -- other blocks -----------------------------------------------------------------------
@@ -187,54 +203,68 @@ class Reference:
 
 @frozen
 class PreRunCommand:
-    command: str = spec(non_empty=True)
-    timeout: int = spec(30, ge=1, le=300)
-    fail_on_error: bool = spec(True)
+    command: str = spec(non_empty=True,
+        doc="shell command run in the workspace after set-up, before the agent")
+    timeout: int = spec(30, ge=1, le=300, doc="seconds")
+    fail_on_error: bool = spec(True, doc="a failure makes the trial ERROR (false: recorded only)")
 
 
 @frozen
 class PostRunCommand:
-    command: str = spec(non_empty=True)
-    timeout: int = spec(30, ge=1, le=300)
+    command: str = spec(non_empty=True,
+        doc="shell command run after grading; it never affects the verdict")
+    timeout: int = spec(30, ge=1, le=300, doc="seconds")
 
 
 @frozen
 class Simulation:
-    enabled: bool = spec(False)
-    model: str = spec("anthropic.claude-sonnet-4-6")
-    persona: str = spec(non_empty=True)
-    goal: str = spec(non_empty=True)
-    constraints: list[str] = spec(factory=list, merge="replace")
-    max_turns: int = spec(8, ge=1, le=100)
-    stop_token: str = spec("<<<END>>>", non_empty=True)
-    stop_on_criteria_pass: bool = spec(False)
-    max_total_tokens: int | None = spec(None, gt=0)
-    n_trials: int = spec(1, ge=1, le=100)
-    parallel_trials: bool = spec(True)
-    check_criteria: Literal["end_of_dialog", "every_turn", "both"] = spec("end_of_dialog")
+    enabled: bool = spec(False,
+        doc="run the task as a dialog with a simulated user (claude-code and openai agents)")
+    model: str = spec("anthropic.claude-sonnet-4-6", doc="the model that plays the user")
+    persona: str = spec(non_empty=True, doc="who the simulated user is")
+    goal: str = spec(non_empty=True, doc="what the simulated user wants from the agent")
+    constraints: list[str] = spec(factory=list, merge="replace",
+        doc="rules the simulated user keeps to")
+    max_turns: int = spec(8, ge=1, le=100, doc="exchanges at most")
+    stop_token: str = spec("<<<END>>>", non_empty=True,
+        doc="the simulated user ends the dialog by saying this")
+    stop_on_criteria_pass: bool = spec(False,
+        doc=("end the dialog after the turn at which every criterion passes (needs "
+            "check_criteria every_turn or both)"))
+    max_total_tokens: int | None = spec(None, gt=0, doc="token budget of the dialog")
+    n_trials: int = spec(1, ge=1, le=100, doc="trials per task and repeat (multiplies repeats)")
+    parallel_trials: bool = spec(True,
+        doc="coder_eval: run the dialog trials in parallel; accepted, not used by ce (-j decides)")
+    check_criteria: Literal["end_of_dialog", "every_turn", "both"] = spec("end_of_dialog",
+        doc="when criteria are checked: at the end of the dialog, after every turn, or both")
 
 
 @frozen
 class Dataset:
     rows: list[dict[str, Any]] | None = spec(None, doc="inline rows")
     paths: list[str] | None = spec(None, path="task", doc="JSONL files relative to the task file")
-    id_field: str = spec("id", non_empty=True)
-    sample_per_stratum: int | None = spec(None, ge=1)
-    stratify_field: str = spec("expected_skill")
+    id_field: str = spec("id", non_empty=True, doc="the row key holding each row's id")
+    sample_per_stratum: int | None = spec(None, ge=1,
+        doc="keep at most this many rows per value of stratify_field")
+    stratify_field: str = spec("expected_skill",
+        doc="the row key that sample_per_stratum groups by")
     sample_seed: int | None = spec(None, doc="seed of the stratified sample (default 0)")
 
 
 @frozen
 class ApiRoute:
-    route: str | None = spec(None)
-    model: str | None = spec(None)
-    params: dict[str, Any] | None = spec(None)
-    env_params: dict[str, str] | None = spec(None)
+    route: str | None = spec(None, doc="coder_eval's model routing; accepted, not used by ce")
+    model: str | None = spec(None, doc="coder_eval's model routing; accepted, not used by ce")
+    params: dict[str, Any] | None = spec(None,
+        doc="coder_eval's model routing; accepted, not used by ce")
+    env_params: dict[str, str] | None = spec(None,
+        doc="coder_eval's model routing; accepted, not used by ce")
 
 
 @frozen
 class CheckerContext:
-    api_route: ApiRoute | None = spec(None)
+    api_route: ApiRoute | None = spec(None,
+        doc="coder_eval's routing of checker model calls; accepted, not used by ce")
 
 
 TAG_PATTERN = r"[a-z0-9]+(-[a-z0-9]+)*(:[a-z0-9]+(-[a-z0-9]+)*)?"
@@ -250,26 +280,45 @@ class TaskSpec:
     task_id: str = spec(
         non_empty=True, pattern=r"[A-Za-z0-9_][A-Za-z0-9_.\-]*",
         pattern_hint="letters, digits, `_`, `.` and `-`, not starting with `.` or `-`",
+        doc="the task's id; its trials are VARIANT/TASK_ID/NN (TASK_ID/ROW_ID for dataset rows)",
     )
-    description: str = spec(non_empty=True)
-    initial_prompt: str | None = spec(None)
-    initial_prompt_file: str | None = spec(None, path="task")
-    tags: list[str] = spec(factory=list, merge="replace")
+    description: str = spec(non_empty=True, doc="what the task is about, shown in reports")
+    initial_prompt: str | None = spec(None,
+        doc=("the agent's prompt (exactly one of it and initial_prompt_file, unless "
+            "`agent.type: none` or an enabled simulation)"))
+    initial_prompt_file: str | None = spec(None, path="task",
+        doc="a file holding the prompt (stripped)")
+    tags: list[str] = spec(factory=list, merge="replace",
+        doc=("labels: lowercase kebab-case, optionally one `key:value`; `ce run --tags` / "
+            "`--exclude-tags` select by them"))
     skip: bool | str = spec(False, doc="true (or a reason) keeps the task out of runs")
-    agent: AgentConfig = spec(factory=AgentConfig, partial=True)
-    sandbox: SandboxConfig = spec(factory=SandboxConfig)
-    run_limits: RunLimits = spec(factory=RunLimits)
+    agent: AgentConfig = spec(factory=AgentConfig, partial=True, doc="who does the work")
+    sandbox: SandboxConfig = spec(factory=SandboxConfig,
+        doc="where every process of the trial runs, and how the workspace starts")
+    run_limits: RunLimits = spec(factory=RunLimits,
+        doc="turn, time, token and cost limits of the agent; early stop")
     criteria_files: list[str] = spec(
         factory=list, path="task", merge="append", doc="the user's own .ce definition files"
     )
-    success_criteria: list[Criterion] = spec(non_empty=True, merge="replace")
-    checker_context: CheckerContext | None = spec(None)
-    reference: Reference | None = spec(None)
-    expected_commands: int | None = spec(None, ge=1)
-    pre_run: list[PreRunCommand] = spec(factory=list, merge="append")
-    post_run: list[PostRunCommand] = spec(factory=list, merge="append_reverse")
-    simulation: Simulation | None = spec(None)
-    dataset: Dataset | None = spec(None)
+    success_criteria: list[Criterion] = spec(non_empty=True, merge="replace",
+        doc=("the weighted criteria; a trial succeeds when every gating criterion reaches "
+            "its pass_threshold"))
+    checker_context: CheckerContext | None = spec(None,
+        doc="coder_eval's routing of checker model calls; accepted, not used by ce")
+    reference: Reference | None = spec(None,
+        doc=("the author's solution: applied by `--agent oracle`, read by judges and "
+            "reference_comparison"))
+    expected_commands: int | None = spec(None, ge=1,
+        doc="the default `expected_commands` of the task's commands_efficiency criteria")
+    pre_run: list[PreRunCommand] = spec(factory=list, merge="append",
+        doc="commands run after set-up, before the agent")
+    post_run: list[PostRunCommand] = spec(factory=list, merge="append_reverse",
+        doc="commands run after grading (clean-up, exports); never affect the verdict")
+    simulation: Simulation | None = spec(None,
+        doc="a simulated user holding a dialog with the agent")
+    dataset: Dataset | None = spec(None,
+        doc=("rows: one trial per row, `${row.KEY}` substituted in the prompt, criteria and "
+            "reference"))
     suite_thresholds: dict[str, float] | None = spec(
         None, doc="suite gate for the task's classification criterion"
     )
