@@ -1,0 +1,165 @@
+"""ce against the reference implementation (coder-eval 0.12.16), side by side.
+
+    .venv/bin/python bench/versus_reference.py [--reference BIN] [--reference-tasks DIR]
+                                               [--repeat 5] [--tasks 40] [--run-tasks 8]
+
+The reference installs beside ce (see ../shared/SEMANTICS.md: Python >= 3.13,
+`pip install coder-eval==0.12.16 typer==0.28.0`; its task files come with its source
+distribution). Two measurements, each a median of `--repeat` fresh processes, ce and the
+reference interleaved so a busy machine hurts both alike:
+
+1. **compile**: `ce compile SUITE...` against `coder-eval plan SUITE...` on the
+   reference's own example tasks that both accept (the first `--tasks`, sorted by path;
+   which ones is printed).
+2. **run**: `ce run DIR -j 1` against `coder-eval run DIR -j 1` on `--run-tasks`
+   agentless tasks (`agent: {type: none}`, the default sandbox, a pre_run command and two
+   file criteria: the reference's own agentless smoke test, renamed), each into a fresh
+   run directory.
+
+Prints wall times and ratios (reference / ce), and writes bench/.data/versus.json.
+Goals of issue 14: >= 10x on both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchlib import git_rev
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, ".data")
+CE = os.path.join(os.path.dirname(sys.executable), "ce")
+AGENTLESS = """task_id: agentless_{i}
+description: an agentless trial (benchmark)
+agent:
+  type: none
+sandbox:
+  driver: tempdir
+pre_run:
+  - command: "printf ran-without-a-coder > proof.txt"
+success_criteria:
+  - type: file_exists
+    path: proof.txt
+    description: pre_run wrote its file
+  - type: file_contains
+    path: proof.txt
+    includes: [ran-without-a-coder]
+    description: with the expected content
+"""
+
+
+def env() -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    out.update(TELEMETRY_ENABLED="false", CE_PLAIN="1", NO_COLOR="1",
+               PYTHONPYCACHEPREFIX=os.path.join(DATA, "pycache"))
+    return out
+
+
+def timed(argv: list[str], cwd: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env(), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=600)
+    return time.perf_counter() - started, proc.returncode
+
+
+def accepted(argv: list[str], cwd: str) -> bool:
+    proc = subprocess.run(argv, cwd=cwd, env=env(), capture_output=True, timeout=300)
+    return proc.returncode == 0
+
+
+def choose_suite(ref_bin: str, tasks_dir: str, n: int, work: str) -> list[str]:
+    """The reference's example tasks both tools accept (copied with their support files)."""
+    suite = os.path.join(work, "suite")
+    shutil.copytree(tasks_dir, suite)
+    found = []
+    for root, dirs, files in os.walk(suite):
+        dirs[:] = sorted(d for d in dirs if d not in ("experiments",))
+        for name in sorted(files):
+            if name.endswith((".yaml", ".yml")):
+                found.append(os.path.relpath(os.path.join(root, name), suite))
+    both = []
+    for rel in sorted(found):
+        if accepted([CE, "compile", rel, "-q"], suite) and \
+                accepted([ref_bin, "plan", rel], suite):
+            both.append(rel)
+        if len(both) == n:
+            break
+    return both
+
+
+def median_pair(a: list[str], b: list[str], cwd: str, repeat: int,
+                fresh: tuple[int, int] | None = None) -> tuple[list[float], list[float]]:
+    """Interleaved wall times of a and b; `fresh`: indexes of a run-dir argument in a
+    and b that gets a new directory each time."""
+    ta, tb = [], []
+    for i in range(repeat + 1):  # the first round warms caches (bytecode, the stdlib cache)
+        for argv, out, which in ((a, ta, 0), (b, tb, 1)):
+            argv = list(argv)
+            if fresh is not None:
+                argv[fresh[which]] = os.path.join(cwd, f"runs-{which}-{i}")
+            seconds, code = timed(argv, cwd)
+            if code not in (0, 1):
+                sys.exit(f"{' '.join(argv)} exited {code}")
+            if i:
+                out.append(seconds)
+    return ta, tb
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reference", default=os.environ.get("CE_REFERENCE_BIN",
+                                                          "/tmp/ref313/bin/coder-eval"))
+    ap.add_argument("--reference-tasks", default="/tmp/ce_ref/coder_eval-0.12.16/tasks")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--tasks", type=int, default=40)
+    ap.add_argument("--run-tasks", type=int, default=8)
+    args = ap.parse_args()
+    if not os.access(args.reference, os.X_OK):
+        sys.exit(f"no reference at {args.reference} (see the docstring to install it)")
+    os.makedirs(DATA, exist_ok=True)
+    rev = git_rev()
+    with tempfile.TemporaryDirectory(prefix="ce-versus-") as work:
+        suite = choose_suite(args.reference, args.reference_tasks, args.tasks, work)
+        print(f"compile suite: {len(suite)} reference example tasks both accept", file=sys.stderr)
+        cwd = os.path.join(work, "suite")
+        ce_c, ref_c = median_pair([CE, "compile", *suite, "-q"],
+                                  [args.reference, "plan", *suite], cwd, args.repeat)
+        run_dir = os.path.join(work, "agentless")
+        os.makedirs(run_dir)
+        for i in range(args.run_tasks):
+            with open(os.path.join(run_dir, f"agentless_{i}.yaml"), "w") as fh:
+                fh.write(AGENTLESS.format(i=i))
+        ce_r, ref_r = median_pair(
+            [CE, "run", "agentless", "-j", "1", "--run-dir", "X"],
+            [args.reference, "run", "agentless", "-j", "1", "--run-dir", "X"], work,
+            args.repeat, fresh=(6, 6))
+    rows = {
+        "compile": (len(suite), statistics.median(ce_c), statistics.median(ref_c)),
+        "run": (args.run_tasks, statistics.median(ce_r), statistics.median(ref_r)),
+    }
+    load = os.getloadavg()
+    print(f"\nce against coder-eval 0.12.16: git {rev}, {os.cpu_count()} CPUs, median of "
+          f"{args.repeat} (load average at end: {load[0]:.2f})")
+    print(f"    {'what':<10} {'tasks':>5} {'ce s':>8} {'reference s':>12} {'ratio':>7}  goal")
+    for name, (n, c, r) in rows.items():
+        print(f"    {name:<10} {n:>5} {c:>8.3f} {r:>12.3f} {r / c:>6.1f}x  >= 10x")
+    print("    compile suite: " + ", ".join(suite))
+    with open(os.path.join(DATA, "versus.json"), "w") as fh:
+        json.dump({"git": rev, "suite": suite, "repeat": args.repeat,
+                   "load": load[0], "results": {k: {"tasks": n, "ce_s": c, "reference_s": r,
+                                                   "ratio": r / c}
+                                               for k, (n, c, r) in rows.items()},
+                   "ce_all": {"compile": ce_c, "run": ce_r},
+                   "reference_all": {"compile": ref_c, "run": ref_r}}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
