@@ -249,3 +249,20 @@ def test_forged_manifest_reads_nothing_outside_objects(run_dir, tmp_path):
         assert "stolen.txt" in res.stdout and "TOP-SECRET-VALUE" not in res.stdout
     finally:
         os.unlink(secret)
+
+
+def test_judge_rationale_in_the_trial_detail(tmp_path):
+    """The bundled judged example (a scripted judge): its verdict's rationale is in the
+    trial's detail, under the llm_judge criterion."""
+    root = Path(__file__).resolve().parent.parent
+    runs = tmp_path / "runs"
+    res = subprocess.run([*CE, "run", str(root / "tasks" / "judged.yaml"), "--agent", "oracle",
+                          "--judge-replies", str(root / "tasks" / "judged.replies.yaml"),
+                          "--run-dir", str(runs)], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "CE_PLAIN": "1"})
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    html = (runs / "latest" / "report.html").read_text(encoding="utf-8")
+    blob = re.search(r'<script type="application/json" id="ce-d0">(.*?)</script>', html)
+    detail = json.loads(blob.group(1))
+    judged = [ev for c in detail["criteria"] for ev in c["evidence"] if ev["kind"] == "judge"]
+    assert judged and all(ev["rationale"] for ev in judged)
