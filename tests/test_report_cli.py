@@ -206,10 +206,13 @@ def test_damaged_trial_files_still_report(run_dir, tmp_path):
     trace = copy / "plain" / "files" / "00" / "trace.msgpack"
     trace.write_bytes(trace.read_bytes()[:-7])
     shutil.rmtree(copy / "with-notes" / "early")
+    odd = copy / "plain" / "early" / "00" / "task.json"
+    odd.write_text(json.dumps({**json.loads(odd.read_text()), "criteria": {"c0": 1}}))
     res = ce_report(str(copy), "-f", "html")
     assert res.returncode == 0, res.stderr
     assert "the trace is damaged" in res.stdout
     assert "the trial directory is missing" in res.stdout
+    assert "this trial's files could not be read (AttributeError" in res.stdout
 
 
 def test_detail_is_capped(run_dir):

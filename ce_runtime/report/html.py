@@ -66,9 +66,21 @@ def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate]
     }
     if details:
         templates = TemplateCache(data.run_dir)
-        out["details"] = [trial_detail(data.run_dir, rec, budget, templates)
-                          for rec in records]
+        out["details"] = [_detail(data.run_dir, rec, budget, templates) for rec in records]
     return out
+
+
+def _detail(run_dir: str, rec: dict[str, Any], budget: int, templates: TemplateCache) -> str:
+    """The trial's detail; a trial directory malformed in a way nobody foresaw costs that
+    trial its panel (which says why), never the report."""
+    try:
+        return trial_detail(run_dir, rec, budget, templates)
+    except Exception as exc:  # archive data of any shape
+        return dumps({"trial_id": rec.get("trial_id"), "status": rec.get("status"),
+                      "weighted_score": rec.get("weighted_score"), "usage": rec.get("usage"),
+                      "criteria": [], "notes": [
+                          f"this trial's files could not be read ({type(exc).__name__}: "
+                          f"{str(exc)[:300]})"]})
 
 
 def _summary(s: dict[str, Any]) -> dict[str, Any]:
