@@ -5,7 +5,8 @@ compile and the `$ ce ...` commands of console blocks run as documented.
 Conventions the pages follow (docs/README.md says so too):
 - a fenced block with `title="NAME"` after its language is a complete file: every such
   block of a page is written into one directory under NAME; YAML files with a `task_id`
-  are compiled with `ce compile` (with `-e` for each titled experiment of the page);
+  are compiled with `ce compile` (with `-e` for each titled experiment of the page) and
+  must compile cleanly, except those marked `compiles=no`, which must fail;
 - in a ```console block, each `$ ce ...` line runs (in a scratch copy of the repository's
   tasks/ plus the page's titled files, in order); a trailing `# exit N` states the exit
   status, else 0 is expected.
@@ -226,11 +227,13 @@ def test_readme_links_the_documentation():
 FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.M | re.S)
 
 
-def _titled(page: Path) -> dict[str, str]:
+def _titled(page: Path, broken: bool | None = None) -> dict[str, str]:
+    """Titled blocks: name -> text (`broken`: only those marked `compiles=no`, or only
+    the others)."""
     out = {}
     for _lang, info, body in FENCE.findall(page.read_text(encoding="utf-8")):
         m = re.search(r'title="([^"]+)"', info)
-        if m:
+        if m and (broken is None or broken == ("compiles=no" in info)):
             assert m.group(1) not in out, f"{page.name}: two blocks titled {m.group(1)}"
             out[m.group(1)] = body
     return out
@@ -262,7 +265,7 @@ def test_titled_task_files_compile(page, tmp_path):
 
     work = _scratch(page, tmp_path)
     tasks, experiments = [], []
-    for name, body in _titled(page).items():
+    for name, body in _titled(page, broken=False).items():
         if name.endswith((".yaml", ".yml")):
             doc = yaml.safe_load(body)
             if isinstance(doc, dict) and "task_id" in doc:
@@ -276,6 +279,10 @@ def test_titled_task_files_compile(page, tmp_path):
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=work,
                               env=_env(tmp_path))
         assert proc.returncode == 0, f"{' '.join(argv[3:])}\n{proc.stdout}{proc.stderr}"
+    for name in _titled(page, broken=True):
+        proc = subprocess.run([*CE, "compile", name], capture_output=True, text=True,
+                              cwd=work, env=_env(tmp_path))
+        assert proc.returncode == 1 and "error[" in proc.stdout + proc.stderr, name
 
 
 def _console_commands(page: Path) -> list[tuple[str, int]]:
