@@ -218,9 +218,13 @@ def test_a_mock_path_dirs_executable_of_the_same_name_is_a_setup_error(tmp_path)
         rec["error"], rec["error"]
 
 
-@pytest.mark.skipif(not REFERENCE_TASK.exists(), reason="coder_eval 0.12.16 not unpacked "
-                    "at /tmp/ce_ref")
+def _need_reference() -> None:
+    need(None if REFERENCE_TASK.exists() else
+         "coder_eval 0.12.16's source is not unpacked at /tmp/ce_ref (.ci/run fetches it)")
+
+
 def test_the_reference_example_task_compiles():
+    _need_reference()
     res = subprocess.run([*CE, "compile", REFERENCE_TASK.name], cwd=REFERENCE_TASK.parent,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -228,13 +232,12 @@ def test_the_reference_example_task_compiles():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not REFERENCE_TASK.exists(), reason="coder_eval 0.12.16 not unpacked "
-                    "at /tmp/ce_ref")
 @pytest.mark.parametrize("driver", ["tempdir", "docker"])
 def test_the_reference_example_task_passes_with_a_scripted_agent(tmp_path, driver):
     """coder_eval's own probe, its claude-code agent swapped for a script that runs the
     three commands its prompt asks for: every criterion, including the regexes that tie
     each logged argv to the rule index that answered it, passes."""
+    _need_reference()
     overrides = ["-D", "agent.type=script", "-D",
                  'agent.script=[{run: "for c in dummy1 dummy2 nope; do echo \\"## uip ixp '
                  '$c\\"; uip ixp $c 2>&1; done > captured.txt"}]']
