@@ -154,6 +154,17 @@ def test_difference_notes_name_real_fields():
             cls = inner[0] if inner else hints[part]
 
 
+def test_criteria_difference_notes_name_real_parameters():
+    from ce_lang.docgen.language import CRITERIA_DIFFERENCES
+    from ce_lang.lang.stdlib import stdlib_registry
+
+    criteria = stdlib_registry().criteria
+    for key in CRITERIA_DIFFERENCES:
+        name, _, param = key.partition(".")
+        assert name in criteria, key
+        assert not param or param in {p.name for p in criteria[name].defn.params}, key
+
+
 # -- `ce criteria types` ------------------------------------------------------------------
 def test_criteria_types_prints_every_record(tmp_path):
     from ce_lang.lang.stdlib import stdlib_registry

@@ -14,6 +14,16 @@ from ce_lang.lang.records import BUILTIN_RECORDS
 from ce_lang.lang.types import PRIMITIVES
 from ce_lang.schema.criteria import Criterion
 
+# criterion (or "criterion.parameter") -> where ce deliberately differs from coder_eval
+# (SEMANTICS.md); a test checks each key names a standard criterion and parameter
+CRITERIA_DIFFERENCES = {
+    "llm_judge.enabled": "`enabled: false` excludes the judge from the weighted score and "
+                         "the gate (coder_eval scores it 1.0)",
+    "agent_judge.enabled": "`enabled: false` excludes the judge from the weighted score "
+                           "and the gate (coder_eval scores it 1.0)",
+    "reference_comparison": "identical code scores 1.0 under every method",
+}
+
 MONO = {"const": "fixed once it exists", "up": "only rises (false→true, counts up)",
         "down": "only falls", "none": "may change either way", "grows": "only gets longer"}
 TYPE_DOCS = {
@@ -28,8 +38,11 @@ TYPE_DOCS = {
 def node_text(node) -> str:
     span = node.span
     text = source_text(span.file)
-    return " ".join(text[span.offset:span.end_offset].split()) if text and span.offset >= 0 \
-        else "..."
+    if not text or span.offset < 0:
+        return "..."
+    out = " ".join(text[span.offset:span.end_offset].split())
+    # a node's span ends at its last token: a closing parenthesis after it is outside
+    return out + ")" * max(0, out.count("(") - out.count(")"))
 
 
 def _doc_one_line(doc: str) -> str:
@@ -125,6 +138,10 @@ def criteria_page(registry: Registry) -> str:
             rows.append((p.name, f"`{signature_text(checked.params[p.name])}`", shown, "",
                          _doc_one_line(p.doc)))
         out += _params_table(rows)
+        notes = [f"- **ce:** {note}" for key, note in sorted(CRITERIA_DIFFERENCES.items())
+                 if key.split(".")[0] == name]
+        if notes:
+            out += ["", "Where ce differs from coder_eval:", "", *notes]
         if d.requires:
             out += ["", "Constraints, checked where a task binds the arguments:", ""]
             out += _requires(d.requires)
