@@ -27,6 +27,7 @@ import attrs
 import pytest
 
 from ce_lang.docgen import build, stale
+from ce_lang.docgen.coverage import missing_fields, tables
 from ce_lang.docgen.schema import DIFFERENCES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,83 +56,38 @@ def test_build_is_deterministic():
     assert build() == build()
 
 
-def _tables(text: str) -> dict[str, set[str]]:
-    """Heading -> the first-column names of the tables under it (backticks dropped)."""
-    out: dict[str, set[str]] = {}
-    heading = ""
-    for line in text.splitlines():
-        if line.startswith("#"):
-            heading = line.lstrip("#").strip()
-            out.setdefault(heading, set())
-        elif line.startswith("| ") and not line.startswith("|---"):
-            name = line.split("|")[1].strip().strip("`")
-            out.setdefault(heading, set()).add(re.sub(r"\(.*", "", name))
-    return out
-
-
-def _reachable(roots: list[type]) -> list[type]:
-    """Every attrs class the schema reaches from `roots` (tagged-union members included),
-    found here independently of the generator."""
-    from ce_lang.schema.fields import Tagged
-
-    seen: list[type] = []
-
-    def types_in(tp) -> list:
-        args = typing.get_args(tp)
-        return [t for a in args for t in types_in(a)] if args else [tp]
-
-    def visit(cls: type) -> None:
-        if cls in seen:
-            return
-        if isinstance(cls, type) and issubclass(cls, Tagged) and not attrs.has(cls):
-            for member in cls.MEMBERS.values():
-                visit(member)
-            return
-        if not (isinstance(cls, type) and attrs.has(cls)):
-            return
-        seen.append(cls)
-        for tp in typing.get_type_hints(cls).values():
-            for t in types_in(tp):
-                visit(t)
-
-    for root in roots:
-        visit(root)
-    return seen
-
-
 def test_every_schema_field_is_in_the_reference():
-    from ce_lang.schema.criteria import COMMON_FIELDS, Criterion, CriterionBase
+    """Read from the committed files: every field of every class the schema reaches."""
+    from ce_lang.docgen.coverage import reachable
     from ce_lang.schema.experiment import ExperimentSpec
     from ce_lang.schema.task import TaskSpec
 
-    tables: dict[str, set[str]] = {}
-    for page in ("task-format.md", "experiment-format.md", "criteria.md", "language.md"):
-        for heading, names in _tables((DOCS / "reference" / page).read_text()).items():
-            tables[f"{page}#{heading}"] = names
-    classes = _reachable([TaskSpec, ExperimentSpec])
-    assert len(classes) > 30
-    missing = []
-    for cls in classes:
-        fields = {f.name for f in attrs.fields(cls)}
-        tag = next((t for t, c in Criterion.MEMBERS.items() if c is cls), None)
-        if cls is not CriterionBase and issubclass(cls, CriterionBase):
-            fields -= COMMON_FIELDS  # documented once, under task.success_criteria[]
-            if tag != "expr":  # a standard criterion: its section on criteria.md
-                got = tables.get(f"criteria.md#{tag}", set())
-                missing += [f"{tag}.{f}" for f in sorted(fields - got)]
-                continue
-        if not any(fields <= names for names in tables.values()):
-            best = max(tables.items(), key=lambda kv: len(fields & kv[1]))
-            missing.append(f"{cls.__name__}: {sorted(fields - best[1])} (closest: {best[0]})")
-    assert missing == []
+    pages = {str(p.relative_to(DOCS)): p.read_text() for p in (DOCS / "reference").glob("*.md")}
+    assert len(reachable([TaskSpec, ExperimentSpec])) > 30
+    assert missing_fields(pages) == []
+
+
+def test_a_lost_field_fails_the_build(monkeypatch):
+    """The generator refuses to write a reference that lacks a field."""
+    import ce_lang.docgen as docgen
+
+    real = docgen.task_page
+    monkeypatch.setattr(docgen, "task_page",
+                        lambda: real().replace("| max_usd |", "| max_dollars |"))
+    with pytest.raises(docgen.IncompleteReference, match="RunLimits: max_usd"):
+        docgen.build()
+    pages = {str(p.relative_to(DOCS)): p.read_text() for p in (DOCS / "reference").glob("*.md")}
+    pages["reference/criteria.md"] = pages["reference/criteria.md"].replace(
+        "| min_count |", "| minimum |")
+    assert "command_executed.min_count" in missing_fields(pages)
 
 
 def test_every_criterion_and_record_is_in_the_reference():
     from ce_lang.lang.stdlib import stdlib_registry
 
     registry = stdlib_registry()
-    criteria = _tables((DOCS / "reference" / "criteria.md").read_text())
-    language = _tables((DOCS / "reference" / "language.md").read_text())
+    criteria = tables((DOCS / "reference" / "criteria.md").read_text())
+    language = tables((DOCS / "reference" / "language.md").read_text())
     for name, checked in registry.criteria.items():
         assert {p.name for p in checked.defn.params} <= criteria[name], name
     for name, record in registry.records.items():

@@ -140,7 +140,17 @@ def build() -> dict[str, str]:
         "reference/language.md": language_page(registry, grammar),
         "reference/diagnostics.md": diagnostics_page(),
     }
-    return {k: v.rstrip("\n") + "\n" for k, v in sorted(pages.items())}
+    pages = {k: v.rstrip("\n") + "\n" for k, v in sorted(pages.items())}
+    from ce_lang.docgen.coverage import missing_fields
+
+    missing = missing_fields(pages)
+    if missing:  # the generator lost a field: no page is written
+        raise IncompleteReference("fields missing from the reference: " + "; ".join(missing))
+    return pages
+
+
+class IncompleteReference(Exception):
+    pass
 
 
 def docs_dir() -> str:

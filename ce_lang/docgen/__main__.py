@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ce_lang.docgen import docs_dir, stale, write
+from ce_lang.docgen import IncompleteReference, docs_dir, stale, write
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,6 +20,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", default=docs_dir(),
                         help="the docs directory (default: docs/ of this checkout)")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except IncompleteReference as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.check:
         bad = stale(args.docs)
         for rel in bad:
