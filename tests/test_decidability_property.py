@@ -25,7 +25,8 @@ from hypothesis.control import currently_in_test_context
 
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.lang.analysis import analyze
-from ce_lang.lang.checker import check_definition, check_expression
+from ce_lang.lang.checker import check_expression
+from ce_lang.lang.definitions import check_definition
 from ce_lang.lang.evaluate import Evaluator
 from ce_lang.lang.live import live_score, live_verdict
 from ce_lang.lang.parser import file_locator, parse_expression, parse_module

@@ -9,7 +9,8 @@ from functools import cache
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.lang import safecache
 from ce_lang.lang.analysis import register_source
-from ce_lang.lang.checker import Registry, check_module
+from ce_lang.lang.checker import Registry
+from ce_lang.lang.definitions import check_module
 from ce_lang.resources import grammar_dir, stdlib_dir
 
 
