@@ -203,16 +203,23 @@ def language_page(registry: Registry, grammar: str) -> str:
             "Built-in records describe what a criterion reads (`trace` is a `Trace`). "
             "`Changes as the trace grows` is what the early-stop analysis relies on. "
             "`ce criteria types` prints the same.", ""]
-    builtin = sorted(BUILTIN_RECORDS)
+    # what a definition reads first (`trace`), then the rest by name
+    builtin = sorted(BUILTIN_RECORDS, key=lambda n: (n not in ("Trace", "ToolCall", "Message"),
+                                                     ("Trace", "ToolCall").index(n)
+                                                     if n in ("Trace", "ToolCall") else 2, n))
     declared = sorted(n for n in registry.records if n not in BUILTIN_RECORDS)
     for name in builtin:
         record = registry.records[name]
-        out += [f"### {name}", "", record.doc[:1].upper() + record.doc[1:] + ".", "",
-                "| field | type | changes as the trace grows | description |",
-                "|---|---|---|---|"]
+        grows = any(f.mono != "const" for f in record.fields.values())
+        out += [f"### {name}", "", record.doc[:1].upper() + record.doc[1:] + ".", ""]
+        if grows:
+            out += ["| field | type | changes as the trace grows | description |",
+                    "|---|---|---|---|"]
+        else:
+            out += ["| field | type | description |", "|---|---|---|"]
         for fname, f in record.fields.items():
-            out.append(f"| `{fname}` | `{signature_text(f.type)}` | {MONO[f.mono]} | "
-                       f"{_esc(f.doc)} |")
+            mono = f" {MONO[f.mono]} |" if grows else ""
+            out.append(f"| `{fname}` | `{signature_text(f.type)}` |{mono} {_esc(f.doc)} |")
         if record.methods:
             out += ["", "| method | returns | description |", "|---|---|---|"]
             for mname, m in record.methods.items():
