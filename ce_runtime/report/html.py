@@ -47,12 +47,13 @@ def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate]
     variants = list(summary.get("variants") or {})
     paired, paired_note = _paired(data, variants)
     budget = detail_budget(len(records))
+    args = data.run_json.get("args")
     out: dict[str, Any] = {
         "ce_version": __version__,
         "run_id": data.run_id,
         "status": data.run_json.get("status"),
         "trials_planned": data.run_json.get("trials_planned"),
-        "rescored_from": (data.run_json.get("args") or {}).get("rescored_from"),
+        "rescored_from": args.get("rescored_from") if isinstance(args, dict) else None,
         "summary": _summary(summary),
         "variants": [_variant(v, summary["variants"][v]) for v in variants],
         "comparison": summary.get("comparison") or [],
