@@ -25,3 +25,117 @@ def test_script_actions_mirror_the_script_player():
     from ce_lang.rules_preflight import SCRIPT_ACTIONS
 
     assert SCRIPT_ACTIONS == ACTIONS
+
+
+NO_KEYS = ("ANTHROPIC_API_KEY", "CE_JUDGE_URL", "CE_JUDGE_API_KEY", "OPENAI_API_KEY",
+           "CODEX_API_KEY", "API_BACKEND", "AWS_BEARER_TOKEN_BEDROCK")
+
+
+def task(tmp_path, body: str, name: str = "t.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text("task_id: t\ndescription: a pre-flight case\n" + body, encoding="utf-8")
+    return path
+
+
+SOLVABLE = """initial_prompt: Write hello.txt.
+reference:
+  solve:
+    - {write: hello.txt, content: hi}
+success_criteria:
+  - {type: file_exists, path: hello.txt, description: exists}
+"""
+
+
+def nothing_ran(res, tmp_path) -> None:
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "runs").exists()  # stopped before a run directory existed
+
+
+def test_agent_name_typo_has_did_you_mean(tmp_path):
+    t = task(tmp_path, SOLVABLE)
+    res = ce("run", t, "--agent", "claude_code", cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    assert "no agent named 'claude_code'; did you mean `claude-code`?" in res.stderr
+
+
+def test_solve_action_typo_is_a_compile_error_of_ce_run(tmp_path):
+    t = task(tmp_path, SOLVABLE.replace("{write:", "{writ:"))
+    res = ce("run", t, "--agent", "oracle", cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    assert "error[CE0219]" in res.stderr and "did you mean `write`?" in res.stderr
+
+
+def test_oracle_with_nothing_to_apply(tmp_path):
+    t = task(tmp_path, "initial_prompt: Write hello.txt.\nsuccess_criteria:\n"
+             "  - {type: file_exists, path: hello.txt, description: exists}\n")
+    res = ce("run", t, "--agent", "oracle", cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    assert "error[CE0220]" in res.stderr and "`--agent oracle`" in res.stderr
+    # ce compile says the same for `--type oracle`
+    comp = ce("compile", t, "--type", "oracle", cwd=tmp_path)
+    assert comp.returncode == 1 and "CE0220" in comp.stderr
+
+
+def test_agent_none_enforces_the_type_none_contract(tmp_path):
+    t = task(tmp_path, SOLVABLE)
+    res = ce("run", t, "--agent", "none", cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    assert "error[CE0202]" in res.stderr and "initial_prompt" in res.stderr
+    same = ce("compile", t, "-D", "agent.type=none", cwd=tmp_path)
+    assert "error[CE0202]" in same.stderr
+
+
+def test_unavailable_driver(tmp_path):
+    t = task(tmp_path, SOLVABLE)
+    res = ce("run", t, "--agent", "oracle", "--driver", "docker", cwd=tmp_path,
+             env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    nothing_ran(res, tmp_path)
+    assert "driver `docker` (1 trial(s): default/t/00)" in res.stderr
+
+
+def test_missing_agent_credentials(tmp_path):
+    t = task(tmp_path, SOLVABLE)
+    res = ce("run", t, "--agent", "claude-code", cwd=tmp_path, drop=NO_KEYS)
+    nothing_ran(res, tmp_path)
+    assert "ANTHROPIC_API_KEY is not set" in res.stderr
+
+
+def test_missing_judge_credentials(tmp_path):
+    t = task(tmp_path, SOLVABLE + "  - {type: llm_judge, prompt: Is it nice?, "
+             "files: [hello.txt], description: nice}\n")
+    res = ce("run", t, "--agent", "oracle", cwd=tmp_path, drop=NO_KEYS)
+    nothing_ran(res, tmp_path)
+    assert "llm_judge criteria need a judge model" in res.stderr
+    assert "--judge-replies" in res.stderr
+
+
+def test_agent_without_adapter(tmp_path, monkeypatch):
+    """A type the compiler accepts (an installed `ce.agents` entry point) whose adapter
+    does not load is said before any set-up."""
+    from click.testing import CliRunner
+
+    from ce_runtime.cli import main
+    from ce_runtime.execute import agents
+
+    monkeypatch.setattr(agents, "PLANNED", ("oracle",))
+    monkeypatch.setattr(agents, "BUILTIN", {k: v for k, v in agents.BUILTIN.items()
+                                            if k != "oracle"} | {"oracle": "nowhere:Agent"})
+    monkeypatch.chdir(tmp_path)
+    t = task(tmp_path, SOLVABLE)
+    res = CliRunner().invoke(main, ["run", str(t), "--agent", "oracle"])
+    assert res.exit_code == 2, res.output
+    assert "agent `oracle` (1 trial(s): default/t/00): its adapter does not load" \
+        in res.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_ce_run_shows_compile_warnings(tmp_path):
+    t = task(tmp_path, "sandbox: {driver: tempdir, network: none}\n" + SOLVABLE)
+    comp = ce("compile", t, cwd=tmp_path)
+    assert comp.returncode == 0 and "warning[CE0215]" in comp.stderr
+    res = ce("run", t, "--agent", "oracle", cwd=tmp_path)
+    assert res.returncode == 0 and "warning[CE0215]" in res.stderr
+    quiet = ce("run", t, "--agent", "oracle", "-q", cwd=tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    assert "1/1 trial(s): 1 SUCCESS" in quiet.stdout

@@ -75,6 +75,9 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
               help="Grade judge criteria with scripted verdicts from this YAML file (a local "
                    "loopback server; for demos and tests, no API key needed).")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No progress and no compile warnings on stderr; errors and the results "
+                   "(stdout) are still printed.")
 def run_cmd(**params):
     """Run the agent on every trial of PATHS and grade it.
 
@@ -113,9 +116,13 @@ def run_cmd(**params):
 
 def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
          allow_paths, tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
-         judge_replies, executor=None, ray_address=None):
+         judge_replies, executor=None, ray_address=None, quiet=False):
     from ce_lang.api import CompileOptions, compile_paths, render_human
+    from ce_runtime.cli import run_preflight as P
+    from ce_runtime.cli.run_output import Progress
     from ce_runtime.execute import suite as R
+
+    P.agent_name(agent_type)
     if resume_dir:
         try:
             meta = R.load_json(os.path.join(resume_dir, "run.json"))
@@ -146,21 +153,32 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
     # `agent: {type: none}` tasks, which have no agent to replace
     from ce_runtime.execute.sandbox import host_limits
 
+    # `--agent none` is `-D agent.type=none`: the same contract (no prompt, no trace
+    # criteria); any other --agent is checked against each task (CE0220 for the oracle)
     result = compile_paths(paths, CompileOptions(
         host_limits=host_limits(), experiment=experiment, overrides=tuple(overrides), model=model,
-        driver=driver, repeats=repeats, sample=sample, allow_paths=tuple(allow_paths)))
+        driver=driver, repeats=repeats, sample=sample, allow_paths=tuple(allow_paths),
+        agent_type="none" if agent_type == "none" else None,
+        run_agent=agent_type if agent_type != "none" else None))
+    color = sys.stderr.isatty() and "NO_COLOR" not in os.environ
     if result.errors:
-        click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
+        errors = [d for d in result.diagnostics if d.severity == "error" or not quiet]
+        click.echo(render_human(errors, result.sources, color=color), err=True, nl=False)
         click.echo(f"ce run: {result.errors} error(s) in the task files; nothing was run",
                    err=True)
         sys.exit(2)
+    if result.warnings and not quiet:  # what `ce compile` says, `ce run` says
+        click.echo(render_human(result.diagnostics, result.sources, color=color), err=True,
+                   nl=False)
     trials = select(result.trials, tuple(tags), tuple(exclude_tags))
     if not trials:
         click.echo("ce run: no trial to run (check --tags / skip:)", err=True)
         sys.exit(2)
-    _preflight(trials)
+    P.drivers(trials)
     executor = _check_executor(executor or "local", ray_address)
-    _check_models(trials, agent_type, scripted_model)
+    P.agents(trials, agent_type)
+    P.models(trials, agent_type, scripted_model)
+    P.judges(trials, judge_replies)
     if not resume_dir:
         os.makedirs(runs_root, exist_ok=True)
         run_dir = R.new_run_dir(runs_root)
@@ -186,9 +204,10 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
     todo = [t for t in trials if R.finished(run_dir, t) is None]
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running", "created_at": R.now_iso(),
                                "args": config, "trials": len(trials)})
-    click.echo(f"run {run_dir}: {len(trials)} trial(s), {len(trials) - len(todo)} already "
-               f"done, -j {jobs}", err=True)
-    progress = _Progress(len(trials), len(trials) - len(todo))
+    if not quiet:
+        click.echo(f"run {run_dir}: {len(trials)} trial(s), {len(trials) - len(todo)} already "
+                   f"done, -j {jobs}", err=True)
+    progress = Progress(len(trials), len(trials) - len(todo), quiet)
     interrupted = False
     loopback = None
     if judge_replies:
@@ -303,29 +322,6 @@ def _run_until_stopped(work) -> str | None:
     return received[0] if received else None
 
 
-def _preflight(trials) -> None:
-    """Every sandbox driver the trials need must work here: said before any trial runs,
-    not as one ERROR per trial."""
-    from ce_runtime.execute.sandbox import unavailable
-
-    needed: dict[str, list[str]] = {}
-    for t in trials:
-        needed.setdefault(t.plan.sandbox.driver, []).append(t.trial_id)
-    problems = []
-    for driver, ids in sorted(needed.items()):
-        why = unavailable(driver, [t.plan.sandbox for t in trials
-                                   if t.plan.sandbox.driver == driver])
-        if why:
-            shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-            problems.append(f"driver `{driver}` ({len(ids)} trial(s): {shown}): {why}")
-    if problems:
-        for p in problems:
-            click.echo(f"ce run: {p}", err=True)
-        click.echo("ce run: nothing was run (choose another driver with --driver, or fix the "
-                   "above)", err=True)
-        sys.exit(2)
-
-
 def _check_executor(name: str, ray_address: str | None) -> str:
     """The executor can run here (Ray installed for --executor ray), else exit 2."""
     from ce_runtime.execute.executor import ray_missing
@@ -339,131 +335,9 @@ def _check_executor(name: str, ray_address: str | None) -> str:
     return name
 
 
-def _check_models(trials, agent_override, scripted: bool) -> None:
-    """Every agent that calls a model has its scripted session (--scripted-model) or its
-    credentials: said before any trial, naming what is missing (never a key's value)."""
-    from ce_runtime.execute import credentials
-    from ce_runtime.execute.sandbox import tools
-
-    problems: dict[str, list[str]] = {}
-    for t in trials:
-        agent = t.plan.agent.type or "claude-code"
-        if agent_override and agent != "none":
-            agent = agent_override
-        if agent not in credentials.MODEL_AGENTS:
-            continue
-        if scripted:
-            path = credentials.script_path(t.plan.agent, t.source, agent)
-            why = None if os.path.isfile(path) else \
-                f"no scripted session {os.path.relpath(path)} (or set agent.model_script)"
-        else:
-            why = credentials.missing(agent, agent=t.plan.agent)
-        if why is None and agent in tools.NPM_AGENTS:
-            try:
-                tools.install(agent, say=lambda msg: click.echo(msg, err=True))
-            except tools.ToolError as exc:
-                why = str(exc)
-        if why:
-            problems.setdefault(why, []).append(t.trial_id)
-    if problems:
-        for why, ids in problems.items():
-            shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-            click.echo(f"ce run: {why} ({len(ids)} trial(s): {shown})", err=True)
-        click.echo("ce run: nothing was run", err=True)
-        sys.exit(2)
-
-
 def _uv_cache() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "ce", "uv")
-
-
-class _Progress:
-    """One line per running trial and counts by status: a live rich display on a terminal,
-    plain lines otherwise (CI logs stay readable)."""
-
-    def __init__(self, total: int, done: int):
-        import time
-
-        self.total, self.count = total, done
-        self.by_status: dict[str, int] = {}
-        self.running: dict[str, float] = {}
-        self.lost: list[dict] = []  # trials whose directory vanished: not kept
-        self._time = time.monotonic
-        self.live = None
-        if sys.stderr.isatty() and "CE_PLAIN" not in os.environ:
-            from rich.console import Console
-            from rich.live import Live
-
-            self.live = Live(self._render(), console=Console(stderr=True),
-                             refresh_per_second=4, transient=True)
-            self.live.__enter__()
-
-    def _render(self):
-        from rich.table import Table
-
-        table = Table.grid(padding=(0, 2))
-        now = self._time()
-        for trial_id, started in list(self.running.items())[:12]:
-            table.add_row("[cyan]running[/]", trial_id, f"{now - started:5.1f}s")
-        if len(self.running) > 12:
-            table.add_row("", f"... and {len(self.running) - 12} more", "")
-        counts = "  ".join(f"{s} {n}" for s, n in sorted(self.by_status.items()))
-        table.add_row("[bold]done[/]", f"{self.count}/{self.total}", counts)
-        return table
-
-    def start(self, trial) -> None:
-        self.running[trial.trial_id] = self._time()
-        if self.live is not None:
-            self.live.update(self._render())
-
-    def done(self, trial, record) -> None:
-        self.running.pop(trial.trial_id, None)
-        self.count += 1
-        status = record["status"]
-        self.by_status[status] = self.by_status.get(status, 0) + 1
-        if status == "LOST":
-            self.lost.append(record)
-            self._print(f"[{self.count}/{self.total}] LOST      {trial.trial_id}  "
-                        f"- {record['error']}")
-            return
-        score = record.get("weighted_score")
-        shown = f"score {score:.2f}" if isinstance(score, int | float) else ""
-        early = "  (stopped early)" if record.get("stopped_early") else ""
-        why = f"  - {record['error'][:120]}" if status == "ERROR" and record.get("error") \
-            else ""
-        self._print(f"[{self.count}/{self.total}] {status:<9} {trial.trial_id}  "
-                    f"{record['duration_s']:.1f}s {shown}{early}{why}")
-
-    def _print(self, line: str) -> None:
-        if self.live is not None:
-            self.live.console.print(line, highlight=False)
-            self.live.update(self._render())
-        else:
-            click.echo(line, err=True)
-
-    def close(self) -> None:
-        if self.live is not None:
-            self.live.__exit__(None, None, None)
-            self.live = None
-
-
-def _summary_table(records) -> None:
-    """Per task: trials, successes, mean score: the table a person reads at the end."""
-    rows: dict[str, list] = {}
-    for r in records:
-        key = f"{r['variant_id']}/{r['task_id']}"
-        row = rows.setdefault(key, [0, 0, 0.0])
-        row[0] += 1
-        row[1] += r["status"] == "SUCCESS"
-        row[2] += r.get("weighted_score") or 0.0
-    if not rows:
-        return
-    width = max(len(k) for k in rows)
-    click.echo(f"\n{'trial group':<{width}}  trials  success  mean score", err=True)
-    for key in sorted(rows):
-        n, ok, total = rows[key]
-        click.echo(f"{key:<{width}}  {n:>6}  {ok:>7}  {total / n:>10.2f}", err=True)
 
 
 def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
@@ -472,6 +346,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     code. A lost trial (its directory deleted while it ran) is listed and makes the exit
     1."""
     from ce_runtime import report
+    from ce_runtime.cli.run_output import summary_table
     from ce_runtime.execute.suite import write_run_json
     from ce_runtime.store.atomic import write_bytes_atomic
 
@@ -493,10 +368,10 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     if junit_xml:
         os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
         write_bytes_atomic(junit_xml, report.render_junit(records, gates).encode())
-    _summary_table(records)
+    summary_table(records)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.get("by_status", {}).items()))
-    click.echo(f"\n{len(records)}/{total} trial(s): {counts or 'none'}; report: "
-               f"{os.path.join(run_dir, 'report.md')}", err=True)
+    click.echo(f"{len(records)}/{total} trial(s): {counts or 'none'}; report: "
+               f"{os.path.join(run_dir, 'report.md')}")
     for r in lost:
         click.echo(f"ce run: trial {r['trial_id']} lost: {r['error']}", err=True)
     return 1 if lost else int(summary.get("exit_code", 1))

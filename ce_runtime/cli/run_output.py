@@ -1,0 +1,101 @@
+"""What `ce run` prints while and after it runs: progress on stderr (a live display on a
+terminal, plain lines otherwise, nothing with -q), the results table on stdout."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+
+class Progress:
+    """One line per running trial and counts by status: a live rich display on a terminal,
+    plain lines otherwise (CI logs stay readable)."""
+
+    def __init__(self, total: int, done: int, quiet: bool = False):
+        import time
+
+        self.total, self.count = total, done
+        self.by_status: dict[str, int] = {}
+        self.running: dict[str, float] = {}
+        self.lost: list[dict] = []  # trials whose directory vanished: not kept
+        self._time = time.monotonic
+        self.live = None
+        self.quiet = quiet
+        if not quiet and sys.stderr.isatty() and "CE_PLAIN" not in os.environ:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self._render(), console=Console(stderr=True),
+                             refresh_per_second=4, transient=True)
+            self.live.__enter__()
+
+    def _render(self):
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        now = self._time()
+        for trial_id, started in list(self.running.items())[:12]:
+            table.add_row("[cyan]running[/]", trial_id, f"{now - started:5.1f}s")
+        if len(self.running) > 12:
+            table.add_row("", f"... and {len(self.running) - 12} more", "")
+        counts = "  ".join(f"{s} {n}" for s, n in sorted(self.by_status.items()))
+        table.add_row("[bold]done[/]", f"{self.count}/{self.total}", counts)
+        return table
+
+    def start(self, trial) -> None:
+        self.running[trial.trial_id] = self._time()
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def done(self, trial, record) -> None:
+        self.running.pop(trial.trial_id, None)
+        self.count += 1
+        status = record["status"]
+        self.by_status[status] = self.by_status.get(status, 0) + 1
+        if status == "LOST":
+            self.lost.append(record)
+            self._print(f"[{self.count}/{self.total}] LOST      {trial.trial_id}  "
+                        f"- {record['error']}")
+            return
+        score = record.get("weighted_score")
+        shown = f"score {score:.2f}" if isinstance(score, int | float) else ""
+        early = "  (stopped early)" if record.get("stopped_early") else ""
+        why = f"  - {record['error'][:120]}" if status == "ERROR" and record.get("error") \
+            else ""
+        self._print(f"[{self.count}/{self.total}] {status:<9} {trial.trial_id}  "
+                    f"{record['duration_s']:.1f}s {shown}{early}{why}")
+
+    def _print(self, line: str) -> None:
+        if self.quiet:
+            return
+        if self.live is not None:
+            self.live.console.print(line, highlight=False)
+            self.live.update(self._render())
+        else:
+            click.echo(line, err=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+
+def summary_table(records) -> None:
+    """Per task: trials, successes, mean score: the table a person reads at the end (the
+    run's result: stdout, so `ce run ... > results.txt` keeps it)."""
+    rows: dict[str, list] = {}
+    for r in records:
+        key = f"{r['variant_id']}/{r['task_id']}"
+        row = rows.setdefault(key, [0, 0, 0.0])
+        row[0] += 1
+        row[1] += r["status"] == "SUCCESS"
+        row[2] += r.get("weighted_score") or 0.0
+    if not rows:
+        return
+    width = max(len(k) for k in rows)
+    click.echo(f"{'trial group':<{width}}  trials  success  mean score")
+    for key in sorted(rows):
+        n, ok, total = rows[key]
+        click.echo(f"{key:<{width}}  {n:>6}  {ok:>7}  {total / n:>10.2f}")

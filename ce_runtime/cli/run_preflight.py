@@ -1,0 +1,146 @@
+"""`ce run`'s pre-flight: what the task files cannot say but this machine can, checked
+after compiling and before any run directory or sandbox exists. Each check names what
+is missing and the trials it stops; any problem ends the run with exit 2, nothing run.
+
+- `agent_name`: `--agent` names an agent ce has (did-you-mean, as `ce compile --type`);
+- `drivers`: every sandbox driver the trials need works here;
+- `agents`: every agent the trials run has an adapter that loads;
+- `models`: every agent that calls a model has its credentials or scripted session;
+- `judges`: criteria that ask a model (llm_judge, agent_judge ...) can reach one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+
+def _fail(problems: list[str], hint: str) -> None:
+    if problems:
+        for p in problems:
+            click.echo(f"ce run: {p}", err=True)
+        click.echo(f"ce run: nothing was run ({hint})", err=True)
+        sys.exit(2)
+
+
+def _shown(ids: list[str]) -> str:
+    return (f"{len(ids)} trial(s): " + ", ".join(ids[:3])
+            + (f" and {len(ids) - 3} more" if len(ids) > 3 else ""))
+
+
+def known_agents() -> tuple[str, ...]:
+    """ce's agents and those installed packages register (`ce.agents` entry points)."""
+    from importlib.metadata import entry_points
+
+    from ce_runtime.execute.agents import BUILTIN
+
+    return tuple(BUILTIN) + tuple(sorted(ep.name for ep in entry_points(group="ce.agents")
+                                         if ep.name not in BUILTIN))
+
+
+def agent_name(name: str | None) -> None:
+    """`--agent NAME` is an agent ce knows, else a usage error with a did-you-mean."""
+    if name is None:
+        return
+    from ce_lang.api import did_you_mean
+
+    known = known_agents()
+    if name not in known:
+        hint = did_you_mean(name, known) or "known: " + ", ".join(known)
+        raise click.BadParameter(f"no agent named {name!r}; {hint}", param_hint="--agent")
+
+
+def effective_agent(trial, override: str | None) -> str:
+    """The agent a trial runs: --agent replaces the task's, except on type-none tasks."""
+    agent = trial.plan.agent.type or "claude-code"
+    return override if override and agent != "none" else agent
+
+
+def drivers(trials) -> None:
+    """Every sandbox driver the trials need must work here: said before any trial runs,
+    not as one ERROR per trial."""
+    from ce_runtime.execute.sandbox import unavailable
+
+    needed: dict[str, list[str]] = {}
+    for t in trials:
+        needed.setdefault(t.plan.sandbox.driver, []).append(t.trial_id)
+    problems = []
+    for driver, ids in sorted(needed.items()):
+        why = unavailable(driver, [t.plan.sandbox for t in trials
+                                   if t.plan.sandbox.driver == driver])
+        if why:
+            problems.append(f"driver `{driver}` ({_shown(ids)}): {why}")
+    _fail(problems, "choose another driver with --driver, or fix the above")
+
+
+def agents(trials, override: str | None) -> None:
+    """Every agent the trials run has an adapter that loads here."""
+    from ce_runtime.execute.agents import UnknownAgent, load_agent
+
+    needed: dict[str, list[str]] = {}
+    for t in trials:
+        needed.setdefault(effective_agent(t, override), []).append(t.trial_id)
+    problems = []
+    for name, ids in sorted(needed.items()):
+        try:
+            load_agent(name)
+        except UnknownAgent as exc:
+            problems.append(f"agent `{name}` ({_shown(ids)}): {exc}")
+        except Exception as exc:  # a third-party adapter that fails to import
+            problems.append(f"agent `{name}` ({_shown(ids)}): its adapter does not load "
+                            f"({type(exc).__name__}: {exc})")
+    _fail(problems, "choose another agent with --agent, or install its adapter")
+
+
+def models(trials, override: str | None, scripted: bool) -> None:
+    """Every agent that calls a model has its scripted session (--scripted-model) or its
+    credentials: said before any trial, naming what is missing (never a key's value)."""
+    from ce_runtime.execute import credentials
+    from ce_runtime.execute.sandbox import tools
+
+    problems: dict[str, list[str]] = {}
+    for t in trials:
+        agent = effective_agent(t, override)
+        if agent not in credentials.MODEL_AGENTS:
+            continue
+        if scripted:
+            path = credentials.script_path(t.plan.agent, t.source, agent)
+            why = None if os.path.isfile(path) else \
+                f"no scripted session {os.path.relpath(path)} (or set agent.model_script)"
+        else:
+            why = credentials.missing(agent, agent=t.plan.agent)
+        if why is None and agent in tools.NPM_AGENTS:
+            try:
+                tools.install(agent, say=lambda msg: click.echo(msg, err=True))
+            except tools.ToolError as exc:
+                why = str(exc)
+        if why:
+            problems.setdefault(why, []).append(t.trial_id)
+    _fail([f"{why} ({_shown(ids)})" for why, ids in problems.items()], "fix the above")
+
+
+def judges(trials, judge_replies: str | None) -> None:
+    """Criteria that ask a model (llm_judge, agent_judge, user criteria calling one) need
+    a judge endpoint: CE_JUDGE_URL, a key, or --judge-replies. Without one each such
+    trial would end ERROR after its agent ran."""
+    if judge_replies:
+        return
+    from ce_runtime.grade.judge import judge_from_env
+
+    if judge_from_env() is not None:
+        return
+    ids: list[str] = []
+    kinds: set[str] = set()
+    for t in trials:
+        judged = [c for c in t.plan.criteria if "model" in c.effects
+                  and c.args.get("enabled", True) is not False]
+        if judged:
+            ids.append(t.trial_id)
+            kinds.update(c.type for c in judged)
+    if ids:
+        _fail([f"{', '.join(sorted(kinds))} criteria need a judge model and none is "
+               f"configured ({_shown(ids)}): set ANTHROPIC_API_KEY (or CE_JUDGE_API_KEY, "
+               "CE_JUDGE_URL, OPENAI_API_KEY, API_BACKEND=bedrock), or grade with scripted "
+               "verdicts: --judge-replies FILE"], "fix the above")
