@@ -48,24 +48,25 @@ def _outcomes(run_dir: str) -> dict[str, tuple]:
 
 
 def _scratch_left(cwd: str) -> list[str]:
-    """Scratch under the test's TMPDIR that no live process owns: a trial's leftovers."""
-    left = []
+    """Scratch under the test's TMPDIR that no live process owns: a trial's leftovers.
+    A live Ray worker keeps its root (ce-ray-<uid>/<pid>-*: its warm sandbox inits), never
+    a trial's run-* scratch."""
     tmp = os.path.join(cwd, "tmp")
-    for name in os.listdir(tmp):
-        m = re.fullmatch(r"ce-run-(\d+)-\w+", name)
-        if m and os.path.exists(f"/proc/{m.group(1)}"):
-            # a live worker's root: only its warm inits, never a trial's run-* scratch
-            inside = [n for n in os.listdir(os.path.join(tmp, name)) if n.startswith("run-")]
-            left += [f"{name}/{n}" for n in inside]
+    left = [n for n in os.listdir(tmp) if n != f"ce-ray-{os.getuid()}"]
+    base = os.path.join(tmp, f"ce-ray-{os.getuid()}")
+    for name in os.listdir(base) if os.path.isdir(base) else []:
+        if not os.path.exists(f"/proc/{name.split('-')[0]}"):
+            left.append(f"{base}/{name} (of a dead worker)")
         else:
-            left.append(name)
+            left += [f"{base}/{name}/{n}" for n in os.listdir(os.path.join(base, name))
+                     if n.startswith("run-")]
     return left
 
 
 @pytest.fixture(scope="module")
 def local_baseline(tmp_path_factory) -> dict[str, tuple]:
     cwd = str(tmp_path_factory.mktemp("local"))
-    res = _ce([*ORACLE, "--run-dir", "runs"], cwd)
+    res = _ce([*ORACLE, "--runs-root", "runs"], cwd)
     assert res.returncode == 0, res.stderr[-3000:]
     return _outcomes(run_dir_in(os.path.join(cwd, "runs")))
 
@@ -88,7 +89,7 @@ def test_without_ray_the_executor_is_a_one_line_error(tmp_path, monkeypatch):
 def test_one_node_gives_the_local_results(tmp_path, local_baseline):
     need(ray_missing())
     cwd = str(tmp_path)
-    res = _ce([*ORACLE, "--executor", "ray", "--run-dir", "runs"], cwd)
+    res = _ce([*ORACLE, "--executor", "ray", "--runs-root", "runs"], cwd)
     assert res.returncode == 0, res.stderr[-3000:]
     run_dir = run_dir_in(os.path.join(cwd, "runs"))
     assert _outcomes(run_dir) == local_baseline
@@ -105,7 +106,7 @@ def test_two_nodes_give_the_local_results(tmp_path, local_baseline):
     cwd = str(tmp_path)
     with RayCluster(nodes=2, cpus=1, tmpdir=_env(cwd)["TMPDIR"]) as cluster:
         res = _ce([*ORACLE, "--executor", "ray", "--ray-address", cluster.address,
-                   "--run-dir", "runs"], cwd)
+                   "--runs-root", "runs"], cwd)
         assert res.returncode == 0, res.stderr[-3000:] + cluster.logs()
         run_dir = run_dir_in(os.path.join(cwd, "runs"))
         assert _outcomes(run_dir) == local_baseline
@@ -170,7 +171,7 @@ def test_a_worker_killed_mid_trial_gives_one_result_and_leaks_nothing(tmp_path):
     with RayCluster(nodes=1, cpus=2, tmpdir=env["TMPDIR"]) as cluster:
         proc = subprocess.Popen(
             [CE, "run", "killed.yaml", "--executor", "ray", "--ray-address", cluster.address,
-             "--run-dir", "runs"], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+             "--runs-root", "runs"], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 300
@@ -213,7 +214,7 @@ def test_an_interrupted_ray_run_resumes_on_ray(tmp_path):
     with RayCluster(nodes=1, cpus=2, tmpdir=env["TMPDIR"]) as cluster:
         proc = subprocess.Popen(
             [CE, "run", "slowish.yaml", "--repeats", "12", "-j", "2", "--executor", "ray",
-             "--ray-address", cluster.address, "--run-dir", str(runs)], cwd=cwd, env=env,
+             "--ray-address", cluster.address, "--runs-root", str(runs)], cwd=cwd, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
         try:
@@ -244,7 +245,7 @@ def test_an_interrupted_ray_run_resumes_on_ray(tmp_path):
         res = subprocess.run([CE, "run", "--resume", run_dir], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=300,
                              stdin=subprocess.DEVNULL)
-        assert res.returncode == 0, res.stderr[-3000:]
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
         assert f"{kept} already done" in res.stderr
         assert len(re.findall(r"\] SUCCESS ", res.stderr)) == 12 - kept
         with open(os.path.join(run_dir, "run.json")) as fh:

@@ -167,12 +167,16 @@ def ray_missing() -> str | None:
 
 async def run_in_scratch(trial: Trial, params: WorkerParams, work_root: str) -> TrialResult:
     """Run the trial with a scratch run directory of its own under `work_root` and hand
-    back its files; the scratch is removed however the trial ends."""
+    back its files; the scratch is removed however the trial ends. `work_root`'s parent
+    holds the roots of the other workers of this node: ce's writes, like the run's."""
     scratch = tempfile.mkdtemp(prefix="run-", dir=work_root)
     try:
         scratch_run = os.path.join(scratch, "run")
         os.makedirs(os.path.join(scratch_run, "objects"))
-        ctx = make_context(scratch_run, work_root, params, (*params.hidden, params.run_dir))
+        ctx = attrs.evolve(
+            make_context(scratch_run, work_root, params, (*params.hidden, params.run_dir)),
+            writes=(params.run_dir, os.path.dirname(params.run_dir),
+                    os.path.dirname(work_root)))  # every worker's root on this node
         try:
             record = await execute_trial(trial, ctx)
         except TrialLost as exc:

@@ -15,9 +15,9 @@ environment: agents' credentials must be there (a Ray instance ce starts inherit
 A worker that dies mid-trial (killed, out of memory, its node lost) is retried by Ray:
 the trial's body runs again from the start, with a fresh scratch, and one result comes
 back. What the dead worker left: its sandbox's init hears its death (PR_SET_PDEATHSIG)
-and kills every process of the trial; its scratch (ce-run-<worker pid>-ray*, in the
-node's temp directory) is swept by the next worker started there and by the driver at
-the end of the run (same machine), as `clean_stale_scratch` sweeps a dead local run's.
+and kills every process of the trial; its scratch (<tmp>/ce-ray-<uid>/<worker pid>-*)
+is swept by the next worker started on that node and by the driver at the end of the
+run (on its own machine), as `clean_stale_scratch` sweeps a dead local run's.
 
 Cancelled (Ctrl-C, SIGTERM): the tasks in flight are cancelled (a KeyboardInterrupt in
 the worker: the trial tears down, processes killed, scratch removed), waited for up to
@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import tempfile
 import threading
 from typing import Any
@@ -57,7 +58,7 @@ class RayExecutor:
     async def execute(self, trials: list[Trial], run_dir: str, options: Any,
                       on_start: OnStart = None, on_done: OnDone = None
                       ) -> list[dict[str, Any]]:
-        import ray
+        ray = _import_ray()
 
         from ce_runtime.execute.suite import clean_stale_scratch, hidden_paths
 
@@ -91,12 +92,17 @@ class RayExecutor:
                     if on_done:
                         on_done(trial, record)
         except BaseException:
+            for fut in inflight:  # their results (cancelled tasks) are not wanted
+                fut.add_done_callback(_ignore_result)
             await asyncio.shield(asyncio.to_thread(_cancel_all, ray, inflight))
             raise
         finally:
-            if started_here:
+            job = ray.get_runtime_context().get_job_id()
+            if started_here:  # the job ends: Ray ends its workers
                 await asyncio.shield(asyncio.to_thread(ray.shutdown))
-            clean_stale_scratch()  # what killed workers of this machine left
+            # what this run's workers on this machine left (killed, or ended just now)
+            await asyncio.shield(asyncio.to_thread(sweep_worker_scratch, job if started_here
+                                                   else None))
         return records
 
     async def _take(self, ray, fut: asyncio.Future, trial: Trial, run_dir: str,
@@ -117,6 +123,20 @@ class RayExecutor:
             await asyncio.to_thread(write_result, run_dir, trial, result)
         written.add(result.trial_id)
         return result.record
+
+
+def _import_ray():
+    """Ray, without its failure signal handler in this process (read when Ray is first
+    imported): it would take SIGTERM (a stack dump, then an abort at exit), where ce
+    stops as on Ctrl-C, quietly."""
+    had = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER" in os.environ
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    try:
+        import ray
+    finally:
+        if not had:  # the workers keep theirs
+            os.environ.pop("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None)
+    return ray
 
 
 def _init(ray, address: str | None, jobs: int) -> None:
@@ -144,6 +164,11 @@ def _init(ray, address: str | None, jobs: int) -> None:
     ray.init(**kwargs)
 
 
+def _ignore_result(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 def _cancel_all(ray, inflight: dict[asyncio.Future, tuple[Trial, Any]]) -> None:
     """Cancel the tasks in flight; wait for their teardown, then kill what still runs."""
     refs = [ref for _trial, ref in inflight.values()]
@@ -164,19 +189,65 @@ _WORKER: dict[str, Any] = {}
 _WORKER_LOCK = threading.Lock()
 
 
+def worker_scratch_base() -> str:
+    """Where this node's workers keep their scratch: one directory per worker process,
+    <pid>-*, inside (the trials' integrity checks skip the whole of it)."""
+    return os.path.join(tempfile.gettempdir(), f"ce-ray-{os.getuid()}")
+
+
+def sweep_worker_scratch(job: str | None = None, wait_s: float = 10.0) -> None:
+    """Remove the scratch of this node's dead workers (a killed worker cannot). `job`:
+    also wait (up to `wait_s`) for the workers of that Ray job to end, then sweep theirs
+    (the driver, once its job is over)."""
+    import shutil
+    import time
+
+    base = worker_scratch_base()
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    deadline = time.monotonic() + wait_s
+    for name in names:
+        m = re.fullmatch(r"(\d+)-\w+", name)
+        if m is None:
+            continue
+        root = os.path.join(base, name)
+        ours = False
+        if job is not None:
+            with contextlib.suppress(OSError), open(os.path.join(root, "job")) as fh:
+                ours = fh.read() == job
+        while True:
+            try:
+                os.kill(int(m.group(1)), 0)
+            except ProcessLookupError:
+                shutil.rmtree(root, ignore_errors=True)
+                break
+            except PermissionError:
+                break
+            if not ours or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+
+
 def _worker_state() -> tuple[asyncio.AbstractEventLoop, str]:
     """This worker process's event loop (a thread of its own, alive as long as the
     process: the sandboxes' inits started from it die with the process, and stay warm
-    between trials) and its scratch root, ce-run-<pid>-ray* (swept once this pid is
-    gone). The first trial of a worker sweeps what dead workers of this node left."""
+    between trials) and its scratch root (swept once this pid is gone). The first trial
+    of a worker sweeps what dead workers of this node left."""
     with _WORKER_LOCK:
         if _WORKER.get("pid") != os.getpid():
-            from ce_runtime.execute.suite import clean_stale_scratch
-
-            clean_stale_scratch()
+            sweep_worker_scratch()
+            base = worker_scratch_base()
+            os.makedirs(base, mode=0o700, exist_ok=True)
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="ce-trials", daemon=True).start()
-            root = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-ray")
+            root = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
+            with contextlib.suppress(Exception):  # whose it is: the driver sweeps its own
+                import ray
+
+                with open(os.path.join(root, "job"), "w") as fh:
+                    fh.write(ray.get_runtime_context().get_job_id())
             _WORKER.update(pid=os.getpid(), loop=loop, root=root)
         return _WORKER["loop"], _WORKER["root"]
 

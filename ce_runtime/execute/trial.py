@@ -46,6 +46,9 @@ class RunContext:
     hidden: tuple[str, ...] = ()  # host paths no agent may see (run dir, task dirs, caches)
     redactor: Any = None  # store.redact.Redactor: secrets out of everything written
     scripted_model: bool = False  # agents talk to a server replaying the task's session
+    # more directories ce writes while the trial runs: a remote trial's run directory is
+    # a scratch one, and the driver writes the real one (and its parent, the runs)
+    writes: tuple[str, ...] = ()
 
 
 def trial_dir_of(run_dir: str, trial: Trial) -> str:
@@ -399,7 +402,8 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         if error is None:
             trusted = await asyncio.to_thread(
                 integrity.baseline, sandbox.workspace, tuple(plan.sandbox.protected),
-                trial.task_dir, (ctx.run_dir, os.path.dirname(ctx.run_dir), ctx.work_root))
+                trial.task_dir, (ctx.run_dir, os.path.dirname(ctx.run_dir), ctx.work_root,
+                                 *ctx.writes))
         if error is None:
             try:
                 agent = load_agent(agent_name)
