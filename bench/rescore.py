@@ -124,7 +124,7 @@ def real_run(work: str, kind: str, env: dict[str, str]) -> str:
         fh.write(TASK + extra)
     replies = os.path.join(work, "replies.yaml")
     runs = os.path.join(src, "runs")
-    proc = subprocess.run([CE, "run", f"{TASK_ID}.yaml", "--run-dir", runs,
+    proc = subprocess.run([CE, "run", f"{TASK_ID}.yaml", "--runs-root", runs,
                            "--judge-replies", replies], cwd=src, env=env,
                           capture_output=True, text=True)
     if proc.returncode != 0:

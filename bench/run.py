@@ -179,7 +179,7 @@ def measure_cli(trials: int, jobs: int) -> dict[str, Any]:
         ce = os.path.join(os.path.dirname(sys.executable), "ce")
         t0 = time.perf_counter()
         proc = subprocess.run([ce, "run", task, "--repeats", str(trials), "-j", str(jobs),
-                               "--run-dir", os.path.join(work, "runs")], cwd=work,
+                               "--runs-root", os.path.join(work, "runs")], cwd=work,
                               env=bench_env(), capture_output=True, text=True)
         wall = time.perf_counter() - t0
     finally:

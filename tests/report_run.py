@@ -126,7 +126,7 @@ def make_run(root) -> str:
     write_tasks(root)
     runs = os.path.join(root, "runs")
     proc = subprocess.run([*CE, "run", "tasks", "-e", "notes_ab.yaml", "--agent", "oracle",
-                           "--run-dir", runs],
+                           "--runs-root", runs],
                           cwd=root, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "CE_PLAIN": "1"})
     if proc.returncode not in (0, 1):  # 1: some trials fail, as they should

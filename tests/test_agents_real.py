@@ -54,7 +54,7 @@ def test_hello_world_with_each_agent(agent, tmp_path):
         "  - type: command_executed\n    tool_name: Bash\n    command_pattern: hello\\.py\n"
         "    description: ran the script through its shell tool\n")
     (tmp_path / "hello_world.yaml").write_text(text)
-    res = ce("run", "hello_world.yaml", "--agent", agent, "--scripted-model", "--run-dir",
+    res = ce("run", "hello_world.yaml", "--agent", agent, "--scripted-model", "--runs-root",
              "runs", cwd=tmp_path)
     record, events = trial(tmp_path, "hello_world")
     assert res.returncode == 0, (record["agent_outcome"], res.stderr)
@@ -95,7 +95,7 @@ def test_early_stop_and_turn_timeout_end_each_cli(agent, tmp_path):
             f"agent: {{type: {agent}}}", f"agent: {{type: {agent}, model_script: "
                                          f"{name}.model.yaml}}"))
     started = time.monotonic()
-    res = ce("run", ".", "--scripted-model", "-j", "2", "--run-dir", "runs", cwd=tmp_path)
+    res = ce("run", ".", "--scripted-model", "-j", "2", "--runs-root", "runs", cwd=tmp_path)
     assert time.monotonic() - started < 120, res.stderr
     stops, stop_events = trial(tmp_path, "stops")
     assert stops["status"] == "SUCCESS" and stops["stopped_early"], stops["agent_outcome"]
@@ -113,7 +113,7 @@ def test_an_experiment_with_a_variant_per_agent_compares_them(tmp_path):
         shutil.copy(TASKS / f"hello_world.{agent}.model.yaml", tmp_path)
     shutil.copy(TASKS / "experiments" / "agents.yaml", tmp_path / "agents.yaml")
     res = ce("run", "hello_world.yaml", "-e", "agents.yaml", "--scripted-model", "-j", "3",
-             "--run-dir", "runs", cwd=tmp_path)
+             "--runs-root", "runs", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     report = next((tmp_path / "runs").glob("*/report.md")).read_text()
     comparison = report.split("## Variant comparison")[1]

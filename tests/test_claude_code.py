@@ -55,7 +55,7 @@ def kinds(events) -> list[str]:
 @slow
 def test_hello_world_passes_and_tokens_and_cost_are_the_scripts(tmp_path):
     task = copy_example(tmp_path, "hello_world")
-    res = ce("run", str(task), "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    res = ce("run", str(task), "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     record, events = trial(tmp_path, "hello_world")
     assert record["status"] == "SUCCESS" and record["agent"] == "claude-code"
@@ -84,7 +84,7 @@ def test_hello_world_passes_and_tokens_and_cost_are_the_scripts(tmp_path):
 def test_hello_world_under_bwrap_reaches_only_its_model(tmp_path):
     need(bwrap_missing())
     task = copy_example(tmp_path, "hello_world")
-    res = ce("run", str(task), "--scripted-model", "--driver", "bwrap", "--run-dir", "runs",
+    res = ce("run", str(task), "--scripted-model", "--driver", "bwrap", "--runs-root", "runs",
              cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     record, _ = trial(tmp_path, "hello_world")
@@ -131,7 +131,7 @@ def test_skill_triggered_scores_the_positive_and_the_negative_row(tmp_path):
     fires = [{"tool": "Skill", "input": {"skill": "date-teller"}}, {"text": "answered"}]
     (tmp_path / "skills.claude-code.model.yaml").write_text(yaml.safe_dump(
         {"rows": {"positive": fires, "negative": fires}}))  # it fires on both: wrong once
-    res = ce("run", "skills.yaml", "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    res = ce("run", "skills.yaml", "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
     assert res.returncode == 1, res.stderr
     scores = {}
     for row in ("positive", "negative"):
@@ -149,7 +149,7 @@ def test_early_stop_ends_the_cli_at_the_deciding_tool_call(tmp_path):
     script = yaml.safe_load(script_file.read_text())
     script["steps"][1]["delay"] = 2.0  # a loaded machine still stops before step 2 lands
     script_file.write_text(yaml.safe_dump(script))
-    res = ce("run", str(task), "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    res = ce("run", str(task), "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     record, events = trial(tmp_path, "early_stop")
     assert record["stopped_early"] and record["agent_outcome"]["reason"] == "stopped"
@@ -182,7 +182,7 @@ def test_a_turn_timeout_kills_the_cli_and_its_children(tmp_path):
                        f"python3 -c 'import time; time.sleep({mark})'", "timeout": 600000}},
         {"text": "never reached"}]}))
     started = time.monotonic()
-    res = ce("run", "hang.yaml", "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    res = ce("run", "hang.yaml", "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
     took = time.monotonic() - started
     record, events = trial(tmp_path, "hang")
     assert record["status"] == "TIMEOUT", (record["error"], res.stderr)
@@ -196,11 +196,11 @@ def test_a_turn_timeout_kills_the_cli_and_its_children(tmp_path):
 def test_a_missing_session_or_key_is_said_before_any_trial(tmp_path):
     task = tmp_path / "t.yaml"
     shutil.copy(TASKS / "hello_world.yaml", task)
-    res = ce("run", str(task), "--scripted-model", "--run-dir", "runs", cwd=tmp_path)
+    res = ce("run", str(task), "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
     assert res.returncode == 2
     assert "no scripted session t.claude-code.model.yaml" in res.stderr
     env = {k: "" for k in ("ANTHROPIC_API_KEY", "API_BACKEND")}
-    res = ce("run", str(task), "--run-dir", "runs", cwd=tmp_path, env=env)
+    res = ce("run", str(task), "--runs-root", "runs", cwd=tmp_path, env=env)
     assert res.returncode == 2 and "ANTHROPIC_API_KEY is not set" in res.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("task.json"))
 
@@ -228,7 +228,7 @@ def test_max_turns_budgets_and_denied_permissions(tmp_path):
             "  - {type: file_exists, path: x.txt, description: d}\n")
         (tmp_path / f"{name}.claude-code.model.yaml").write_text(
             yaml.safe_dump({"steps": script}))
-    res = ce("run", ".", "--scripted-model", "-j", "3", "--run-dir", "runs", cwd=tmp_path)
+    res = ce("run", ".", "--scripted-model", "-j", "3", "--runs-root", "runs", cwd=tmp_path)
     assert res.returncode == 1, res.stderr
     turns, turn_events = trial(tmp_path, "turns")
     assert turns["status"] == "MAX_TURNS_EXHAUSTED", turns["agent_outcome"]

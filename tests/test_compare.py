@@ -69,7 +69,7 @@ def ce(*args, cwd) -> subprocess.CompletedProcess:
 
 def make_run(root: Path, values: dict[str, tuple[int, str]], name: str) -> Path:
     suite = write_suite(root, values)
-    res = ce("run", str(suite), "--repeats", "2", "--run-dir", str(root / "runs"), cwd=root)
+    res = ce("run", str(suite), "--repeats", "2", "--runs-root", str(root / "runs"), cwd=root)
     assert res.returncode in (0, 1), res.stderr
     latest = (root / "runs" / "latest").resolve()
     target = root / name

@@ -61,7 +61,7 @@ def run(tmp: Path, agent: str, extra: str = "  max_turns: 5") -> tuple[dict, lis
     (tmp / f"sim.{agent}.model.yaml").write_text(json.dumps(script))
     (tmp / "judge.yaml").write_text(JUDGE)
     res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", "sim.yaml",
-                          "--scripted-model", "--judge-replies", "judge.yaml", "--run-dir",
+                          "--scripted-model", "--judge-replies", "judge.yaml", "--runs-root",
                           "runs"], cwd=tmp, env={**os.environ, "CE_PLAIN": "1"},
                          capture_output=True, text=True, timeout=300)
     d = next((tmp / "runs").glob("*/default/sim/00"))

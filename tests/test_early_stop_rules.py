@@ -306,7 +306,7 @@ success_criteria:
 def test_a_stopped_run_records_the_deciding_command_completed(tmp_path):
     (tmp_path / "t.yaml").write_text(SCRIPTED)
     res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", "t.yaml",
-                          "--run-dir", "runs"], cwd=tmp_path, capture_output=True, text=True,
+                          "--runs-root", "runs"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 1, res.stderr
     tdir = tmp_path / "runs" / "latest" / "default" / "stops" / "00"

@@ -51,7 +51,7 @@ def test_the_agent_runs_the_mock_by_name(tmp_path, driver):
     if driver == "bwrap":
         need(bwrap_missing())
     (tmp_path / "t.yaml").write_text(TASK.replace("DRIVER", driver))
-    res = subprocess.run([*CE, "run", "t.yaml", "--run-dir", "runs"], cwd=tmp_path,
+    res = subprocess.run([*CE, "run", "t.yaml", "--runs-root", "runs"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     rec = json.loads((tmp_path / "runs" / "latest" / "default" / "mocks" / "00" /
                       "task.json").read_text())

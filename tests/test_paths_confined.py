@@ -406,7 +406,7 @@ def test_allow_path_through_ce_run(tmp_path):
         sandbox: {{python: null}}
         reference: {{file: {tmp_path}/outside/ref.py}}
         """) + CRITERIA)
-    run = [sys.executable, "-m", "ce_runtime.cli", "run", str(path), "--run-dir",
+    run = [sys.executable, "-m", "ce_runtime.cli", "run", str(path), "--runs-root",
            str(tmp_path / "runs")]
     refused = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=HANG)
     assert refused.returncode == 2 and "CE0216" in refused.stderr

@@ -196,7 +196,7 @@ def test_ce_run_of_repeats_builds_the_program_once(tmp_path, monkeypatch):
     clear_programs()
     before = program_builds()
     res = CliRunner().invoke(main, ["run", "t.yaml", "--repeats", "3", "-j", "3",
-                                    "--run-dir", "runs"])
+                                    "--runs-root", "runs"])
     assert res.exit_code in (0, 1), res.output
     assert program_builds() == before + 1
     run_dir = os.path.realpath(os.path.join("runs", "latest"))

@@ -95,7 +95,7 @@ EXPECTED = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0]
 
 def _run(tmp_path: Path, text: str) -> tuple[subprocess.CompletedProcess, dict, Path]:
     (tmp_path / "t.yaml").write_text(text)
-    res = subprocess.run([*CE, "run", "t.yaml", "--run-dir", "runs"], cwd=tmp_path,
+    res = subprocess.run([*CE, "run", "t.yaml", "--runs-root", "runs"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     trial = tmp_path / "runs" / "latest" / "default" / "recorded" / "00"
     rec = json.loads((trial / "task.json").read_text())
@@ -247,7 +247,7 @@ def test_the_reference_example_task_passes_with_a_scripted_agent(tmp_path, drive
                       "-D", "sandbox.docker.network=none"]
     else:
         overrides += ["-D", "sandbox.driver=tempdir"]
-    res = subprocess.run([*CE, "run", REFERENCE_TASK.name, "--run-dir", str(tmp_path / "runs"),
+    res = subprocess.run([*CE, "run", REFERENCE_TASK.name, "--runs-root", str(tmp_path / "runs"),
                           *overrides], cwd=REFERENCE_TASK.parent, capture_output=True,
                          text=True, timeout=300)
     trial = tmp_path / "runs" / "latest" / "default" / "record_cli_responses" / "00"

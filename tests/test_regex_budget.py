@@ -49,7 +49,7 @@ success_criteria:
     stop_when: pass
 """)
     # without the budget this runs for minutes: the subprocess timeout is the hang check
-    res = ce("run", "redos.yaml", "--run-dir", "runs", cwd=str(tmp_path), timeout=120)
+    res = ce("run", "redos.yaml", "--runs-root", "runs", cwd=str(tmp_path), timeout=120)
     assert res.returncode == 1, res.stderr
     record = next(iter(task_jsons(run_dir_in(str(tmp_path / "runs"))).values()))
     errors = [c["error"] for c in record["criteria"]]

@@ -261,7 +261,7 @@ def test_judge_rationale_in_the_trial_detail(tmp_path):
     runs = tmp_path / "runs"
     res = subprocess.run([*CE, "run", str(root / "tasks" / "judged.yaml"), "--agent", "oracle",
                           "--judge-replies", str(root / "tasks" / "judged.replies.yaml"),
-                          "--run-dir", str(runs)], capture_output=True, text=True,
+                          "--runs-root", str(runs)], capture_output=True, text=True,
                          timeout=300, env={**os.environ, "CE_PLAIN": "1"})
     assert res.returncode in (0, 1), res.stderr[-2000:]
     html = (runs / "latest" / "report.html").read_text(encoding="utf-8")

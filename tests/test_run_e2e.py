@@ -110,7 +110,7 @@ def criteria_of(record: dict) -> dict[str, dict]:
 # -- the example tasks ---------------------------------------------------------------------
 def test_every_example_task_succeeds_with_the_oracle(tmp_path):
     junit = tmp_path / "junit.xml"
-    res = ce("run", TASKS, "--agent", "oracle", "-j", "4", "--run-dir", str(tmp_path / "runs"),
+    res = ce("run", TASKS, "--agent", "oracle", "-j", "4", "--runs-root", str(tmp_path / "runs"),
              "--judge-replies", os.path.join(TASKS, "judged.replies.yaml"),
              "--junit-xml", str(junit), cwd=str(tmp_path), timeout=170)
     assert res.returncode == 0, res.stderr
@@ -260,7 +260,7 @@ def test_script_agents_exercise_trace_criteria_and_early_stop(tmp_path):
     junit = tmp_path / "out" / "junit.xml"
     started = time.monotonic()
     res = ce("run", str(tmp_path / "trace_criteria.yaml"), str(tmp_path / "guard.yaml"),
-             str(tmp_path / "early.yaml"), "-j", "3", "--run-dir", str(tmp_path / "runs"),
+             str(tmp_path / "early.yaml"), "-j", "3", "--runs-root", str(tmp_path / "runs"),
              "--junit-xml", str(junit), cwd=str(tmp_path))
     elapsed = time.monotonic() - started
     assert res.returncode == 1, res.stderr  # guard fails
@@ -341,7 +341,7 @@ def test_limits_give_their_status_and_keep_the_trace(tmp_path):
         (tmp_path / f"{name}.yaml").write_text(text)
     junit = tmp_path / "junit.xml"
     started = time.monotonic()
-    res = ce("run", str(tmp_path), "-j", str(len(LIMIT_TASKS)), "--run-dir",
+    res = ce("run", str(tmp_path), "-j", str(len(LIMIT_TASKS)), "--runs-root",
              str(tmp_path / "runs"), "--junit-xml", str(junit), cwd=str(tmp_path))
     elapsed = time.monotonic() - started
     assert res.returncode == 1, res.stderr
@@ -398,7 +398,7 @@ def test_a_compile_error_exits_2_and_runs_nothing(tmp_path):
     (tmp_path / "bad.yaml").write_text(
         "task_id: bad\ndescription: x\ninitial_prompt: go\n"
         "success_criteria:\n  - type: no_such_criterion\n")
-    res = ce("run", str(tmp_path / "bad.yaml"), "--run-dir", str(tmp_path / "runs"),
+    res = ce("run", str(tmp_path / "bad.yaml"), "--runs-root", str(tmp_path / "runs"),
              cwd=str(tmp_path))
     assert res.returncode == 2
     assert "nothing was run" in res.stderr
@@ -409,7 +409,7 @@ def test_a_compile_error_exits_2_and_runs_nothing(tmp_path):
 
 def test_an_unsolved_task_exits_1(tmp_path):
     (tmp_path / "t.yaml").write_text(_task("t", "    - say: nothing to do\n"))
-    res = ce("run", str(tmp_path / "t.yaml"), "--run-dir", str(tmp_path / "runs"),
+    res = ce("run", str(tmp_path / "t.yaml"), "--runs-root", str(tmp_path / "runs"),
              cwd=str(tmp_path))
     assert res.returncode == 1
     run_dir = run_dir_in(str(tmp_path / "runs"))
@@ -432,7 +432,7 @@ def _start_and_stop(tmp_path, sig: int, sigint_ignored: bool = False
     runs = tmp_path / "runs"
     proc = subprocess.Popen(  # a relative task path: --resume runs from elsewhere
         [CE, "run", "slowish.yaml", "--repeats", str(REPEATS), "-j", "2",
-         "--run-dir", str(runs)], cwd=str(tmp_path), env=env_for(str(tmp_path)),
+         "--runs-root", str(runs)], cwd=str(tmp_path), env=env_for(str(tmp_path)),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -517,7 +517,7 @@ def test_ctrl_c_during_grading_does_not_wait_for_a_slow_criterion(tmp_path):
         criterion=f"  - type: run_command\n    description: d\n    command: 'echo $$ > {pid_file}; exec sleep 30'\n"
                   "    timeout: 60\n"))
     proc = subprocess.Popen(
-        [CE, "run", str(tmp_path / "slow_grading.yaml"), "--run-dir", str(tmp_path / "runs")],
+        [CE, "run", str(tmp_path / "slow_grading.yaml"), "--runs-root", str(tmp_path / "runs")],
         cwd=str(tmp_path), env=env_for(str(tmp_path)), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -572,7 +572,7 @@ def test_resume_from_elsewhere_remembers_the_paths_and_the_judge_replies(tmp_pat
     (tmp_path / "judged_small.yaml").write_text(JUDGED)
     (tmp_path / "replies.yaml").write_text(REPLIES)
     res = ce("run", "judged_small.yaml", "--repeats", "2", "--judge-replies", "replies.yaml",
-             "--run-dir", "runs", cwd=str(tmp_path))
+             "--runs-root", "runs", cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
     run_dir = run_dir_in(str(tmp_path / "runs"))
     records = task_jsons(run_dir)

@@ -51,7 +51,7 @@ def test_a_second_resume_while_the_run_writes_says_who_holds_it_and_changes_noth
     (tmp_path / "slowish.yaml").write_text(SLOWISH)
     runs = tmp_path / "runs"
     proc = subprocess.Popen(
-        [CE, "run", "slowish.yaml", "--repeats", str(REPEATS), "--run-dir", str(runs)],
+        [CE, "run", "slowish.yaml", "--repeats", str(REPEATS), "--runs-root", str(runs)],
         cwd=str(tmp_path), env=env_for(str(tmp_path)), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -97,7 +97,7 @@ def test_a_run_dir_that_cannot_be_created_is_named_and_exits_1(tmp_path):
     # regular file cannot be created by anyone)
     (tmp_path / "t.yaml").write_text(SLOWISH)
     (tmp_path / "a_file").write_text("not a directory")
-    res = ce("run", "t.yaml", "--run-dir", "a_file/runs", cwd=str(tmp_path))
+    res = ce("run", "t.yaml", "--runs-root", "a_file/runs", cwd=str(tmp_path))
     assert res.returncode == 1, res.stderr
     assert "a_file/runs" in res.stderr and "Not a directory" in res.stderr
     assert "no run.json" in res.stderr  # it says run.json could not be marked
@@ -106,7 +106,7 @@ def test_a_run_dir_that_cannot_be_created_is_named_and_exits_1(tmp_path):
 
 def test_a_write_failure_in_a_run_dir_names_the_path_and_marks_run_json(tmp_path):
     (tmp_path / "t.yaml").write_text(SLOWISH)
-    res = ce("run", "t.yaml", "--run-dir", "runs", cwd=str(tmp_path))
+    res = ce("run", "t.yaml", "--runs-root", "runs", cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
     run_dir = run_dir_in(str(tmp_path / "runs"))
     # plans/ replaced by a file: every write under it fails (as for root as for anyone)
@@ -146,7 +146,7 @@ def _piped_to_head(args: list[str], cwd: str) -> tuple[int, str]:
 
 def test_piping_to_head_ends_quietly(tmp_path):
     (tmp_path / "long.yaml").write_text(LONG)
-    res = ce("run", "long.yaml", "--run-dir", "runs", cwd=str(tmp_path))
+    res = ce("run", "long.yaml", "--runs-root", "runs", cwd=str(tmp_path))
     assert res.returncode == 1, res.stderr  # unsolved, but run
     (record,) = task_jsons(run_dir_in(str(tmp_path / "runs"))).values()
     trace = os.path.join(run_dir_in(str(tmp_path / "runs")), "default", "long", "00",
@@ -177,7 +177,7 @@ def test_a_trial_directory_deleted_mid_run_is_reported_and_the_others_finish(tmp
         criterion="  - type: file_exists\n    description: d\n    path: done.txt\n"))
     runs = tmp_path / "runs"
     proc = subprocess.Popen(
-        [CE, "run", "slow.yaml", "--repeats", "3", "--run-dir", str(runs)],
+        [CE, "run", "slow.yaml", "--repeats", "3", "--runs-root", str(runs)],
         cwd=str(tmp_path), env=env_for(str(tmp_path)), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -226,7 +226,7 @@ def test_resume_repairs_a_damaged_plan_and_reruns_a_changed_record(tmp_path):
     (tmp_path / "quick.yaml").write_text(_task(
         "quick", "    - write: done.txt\n      content: ok\n",
         criterion="  - type: file_exists\n    description: d\n    path: done.txt\n"))
-    res = ce("run", "quick.yaml", "--repeats", "3", "--run-dir", "runs", cwd=str(tmp_path))
+    res = ce("run", "quick.yaml", "--repeats", "3", "--runs-root", "runs", cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
     run_dir = run_dir_in(str(tmp_path / "runs"))
     records = task_jsons(run_dir)

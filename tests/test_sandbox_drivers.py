@@ -326,7 +326,7 @@ def test_ce_run_refuses_a_driver_that_cannot_run_before_any_trial(tmp_path):
         "success_criteria:\n  - {type: file_exists, path: x, description: d}\n")
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
     res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", str(tmp_path / "t.yaml"),
-                          "--run-dir", str(tmp_path / "runs")], env=env, capture_output=True,
+                          "--runs-root", str(tmp_path / "runs")], env=env, capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 2
     assert "driver `docker` (1 trial(s): default/t/00)" in res.stderr

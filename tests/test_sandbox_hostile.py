@@ -142,7 +142,7 @@ def run_suite(tmp: Path, driver: str) -> dict:
     env = {**os.environ, "CE_HOSTILE_API_KEY": key, "CE_PLAIN": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "ce_runtime.cli", "run", str(paths["suite"]), "-j", "3",
-         "--run-dir", str(paths["runs"])], cwd=tmp, env=env, capture_output=True,
+         "--runs-root", str(paths["runs"])], cwd=tmp, env=env, capture_output=True,
         text=True, timeout=300)
     run_dir = next(p for p in paths["runs"].iterdir() if p.name != "latest")
     records = {}

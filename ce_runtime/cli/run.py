@@ -59,10 +59,17 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("--tags", multiple=True, help="Only tasks with one of these tags (comma list; "
               "`smoke` also selects smoke-pass, smoke:x ...).")
 @click.option("--exclude-tags", multiple=True, help="Skip tasks with one of these tags.")
-@click.option("--run-dir", "runs_root", default="runs", show_default=True,
-              type=click.Path(file_okay=False), help="Where run directories are created.")
+@click.option("--run-dir", "run_dir", type=click.Path(file_okay=False),
+              help="The run directory itself (new or empty; as in coder_eval). Default: a "
+                   "new RUNS_ROOT/<time>-<id>. A directory of runs given here (the meaning "
+                   "before issue 15) is still taken as --runs-root, with a note.")
+@click.option("--runs-root", "runs_root", default="runs", show_default=True,
+              type=click.Path(file_okay=False),
+              help="Where new run directories are made when --run-dir is not given; "
+                   "RUNS_ROOT/latest points at the newest.")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
-              help="Finish an interrupted run: only trials without a task.json are run.")
+              help="Finish an interrupted run (a run directory, or a directory of runs: "
+                   "its latest): only trials without a task.json are run.")
 @click.option("--junit-xml", type=click.Path(dir_okay=False), help="Also write JUnit XML here.")
 @click.option("--sarif", type=click.Path(dir_okay=False),
               help="Also write SARIF 2.1.0 here: a result per failed criterion, located in "
@@ -83,7 +90,8 @@ def run_cmd(**params):
 
     PATHS are task files, directories or globs, as for `ce compile`. Every task is
     compiled first; any error stops the run before an agent starts. Results go to
-    runs/<run-id>/ (runs/latest points at the newest): run.json, trials.parquet,
+    runs/<run-id>/ (runs/latest points at the newest; --run-dir DIR writes DIR itself,
+    --runs-root DIR makes DIR/<run-id>): run.json, trials.parquet,
     results.parquet, report.md, report.html (`ce report` makes either again) and one
     directory per trial with its task.json, trace and workspace snapshot (`ce explain
     TRIAL_DIR` re-grades it offline).
@@ -97,6 +105,7 @@ def run_cmd(**params):
       ce run tasks/ --agent oracle -j 4        prove every task solvable
       ce run tasks/hello_world.yaml -e exp.yaml --repeats 3
       ce run --resume runs/latest              finish an interrupted run
+      ce run tasks/ --agent oracle --run-dir out/smoke > results.txt
     """
     state: dict = {}
     sarif = params.pop("sarif")
@@ -116,14 +125,21 @@ def run_cmd(**params):
 
 def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
          allow_paths, tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
-         judge_replies, executor=None, ray_address=None, quiet=False):
+         judge_replies, executor=None, ray_address=None, quiet=False, run_dir=None):
     from ce_lang.api import CompileOptions, compile_paths, render_human
+    from ce_runtime.cli import run_dirs
     from ce_runtime.cli import run_preflight as P
     from ce_runtime.cli.run_output import Progress
     from ce_runtime.execute import suite as R
 
     P.agent_name(agent_type)
+    recorded_id = None
     if resume_dir:
+        if run_dir:
+            raise click.UsageError("--resume names the run directory; drop --run-dir")
+        from ce_runtime.cli.pick import latest_run
+
+        resume_dir = latest_run(resume_dir, "run")
         try:
             meta = R.load_json(os.path.join(resume_dir, "run.json"))
             meta["args"]["paths"]
@@ -132,6 +148,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
                                      f"(its run.json is missing or unreadable: {exc})",
                                      param_hint="--resume") from None
         args = meta["args"]
+        recorded_id = meta.get("run_id")
         paths, experiment, overrides = args["paths"], args["experiment"], args["overrides"]
         agent_type, model, driver = args["agent_type"], args["model"], args["driver"]
         repeats, sample = args["repeats"], args["sample"]
@@ -180,11 +197,10 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
     P.models(trials, agent_type, scripted_model)
     P.judges(trials, judge_replies)
     if not resume_dir:
-        os.makedirs(runs_root, exist_ok=True)
-        run_dir = R.new_run_dir(runs_root)
+        run_dir = run_dirs.choose(run_dir, runs_root)
         state["run_dir"] = run_dir
         lock = _lock(run_dir)
-    run_id = os.path.basename(os.path.abspath(run_dir))
+    run_id = run_dirs.run_id(run_dir, recorded_id)
     # absolute paths: `--resume` may run from another directory
     config = {"paths": [os.path.abspath(p) for p in paths],
               "experiment": os.path.abspath(experiment) if experiment else None,

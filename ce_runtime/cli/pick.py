@@ -1,0 +1,83 @@
+"""Choosing by name on the command line: a trial by its id or a unique prefix of it, a
+criterion by id, index or type, a run from a directory of runs. An unknown or ambiguous
+name is a usage error (exit 2) with a did-you-mean, never a silent default."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import click
+
+
+def by_prefix(wanted: str, ids: Sequence[str], what: str, hint: str) -> str:
+    """`wanted` itself when it is one of `ids`, else the one id it is a prefix of (a path
+    prefix `default/hello` or any leading text)."""
+    if wanted in ids:
+        return wanted
+    trimmed = wanted.strip("/")
+    matches = [i for i in ids if i.startswith(trimmed)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(matches[:5]) + (f" and {len(matches) - 5} more"
+                                          if len(matches) > 5 else "")
+        raise click.BadParameter(f"{wanted!r} is the prefix of {len(matches)} {what}s "
+                                 f"({shown}); give more of the id", param_hint=hint)
+    from ce_lang.api import did_you_mean
+
+    close = did_you_mean(wanted, ids)
+    listed = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+    raise click.BadParameter(f"no {what} {wanted!r}; " + (close or f"{what}s: {listed}"),
+                             param_hint=hint)
+
+
+def criterion(wanted: str | None, criteria: Sequence[tuple[str, str]]) -> None:
+    """`--criterion` names a criterion of the plan: its id (c0), index (0) or type; else
+    a usage error listing them. `criteria` is (id, type) in order."""
+    if wanted is None:
+        return
+    names = [c for pair in criteria for c in pair] + [str(i) for i in range(len(criteria))]
+    if wanted in names:
+        return
+    from ce_lang.api import did_you_mean
+
+    listed = ", ".join(f"{cid} ({ctype})" for cid, ctype in criteria)
+    close = did_you_mean(wanted, names)
+    raise click.BadParameter(f"no criterion {wanted!r} in this trial"
+                             + (f"; {close}" if close else "") + f" (criteria: {listed})",
+                             param_hint="--criterion")
+
+
+def latest_run(path: str, command: str) -> str:
+    """A run directory from PATH: PATH itself when it is one (or a trial directory, or
+    anything under a run), else the newest run in the directory of runs PATH, said on
+    stderr. A path that is neither is a usage error."""
+    from ce_runtime.report.rundir import RunDirError, resolve_run_dir
+
+    if os.path.isfile(os.path.join(path, "run.json")) or \
+            os.path.isfile(os.path.join(path, "task.json")) or \
+            os.path.isdir(os.path.join(path, "plans")):
+        return path
+    try:
+        run = resolve_run_dir(path)
+    except RunDirError:
+        run = _newest(path)
+        if run is None:
+            raise click.BadParameter(f"{path} is neither a run directory (run.json) nor a "
+                                     "directory of runs", param_hint="RUN_DIR") from None
+    click.echo(f"ce {command}: {path} is a directory of runs; using the latest, {run}",
+               err=True)
+    return run
+
+
+def _newest(path: str) -> str | None:
+    """The most recently created run directory directly under `path` (no `latest` link)."""
+    try:
+        entries = [os.path.join(path, e) for e in os.listdir(path)]
+    except OSError:
+        return None
+    runs = [e for e in entries if os.path.isdir(e) and not os.path.islink(e)
+            and os.path.isfile(os.path.join(e, "run.json"))]
+    return max(runs, key=lambda e: (os.path.basename(e), os.stat(e).st_mtime)) \
+        if runs else None
