@@ -6,6 +6,7 @@ argument exactly as a YAML error points into a file.
 
 from __future__ import annotations
 
+import re
 import typing
 from typing import Any
 
@@ -16,7 +17,7 @@ from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import SuiteRoots
 from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged
 from ce_lang.schema.task import TaskSpec
-from ce_lang.spans import Path, Span
+from ce_lang.spans import Path, Span, format_path
 from ce_lang.validate import Context, Walker, fields_of, strip_optional
 
 
@@ -65,30 +66,58 @@ def parse_overrides(args: list[str], diags: Diagnostics, sources: dict[str, str]
 
 
 def _part_spans(source: str, arg: str, key: str) -> tuple[Span, ...]:
-    spans, offset = [], 0
-    for part in key.split("."):
-        spans.append(_span(source, arg, offset, offset + len(part)))
-        offset += len(part) + 1
-    return tuple(spans)
+    return tuple(_span(source, arg, start, end) for _, start, end in split_key(key) or ())
+
+
+_INDEX = re.compile(r"\[(-?\w*)\]")
+
+
+def split_key(key: str) -> list[tuple[str, int, int]] | None:
+    """A -D path's parts with their offsets: `a.b.0.c` and the form diagnostics print,
+    `a.b[0].c` (0-based), are the same path. None when a `[` is not a `[N]`."""
+    parts: list[tuple[str, int, int]] = []
+    offset = 0
+    for segment in key.split("."):
+        name_end = segment.find("[")
+        if name_end < 0:
+            parts.append((segment, offset, offset + len(segment)))
+        else:
+            if name_end:
+                parts.append((segment[:name_end], offset, offset + name_end))
+            pos = name_end
+            while pos < len(segment):
+                m = _INDEX.match(segment, pos)
+                if m is None:
+                    return None
+                parts.append((m.group(1), offset + m.start(), offset + m.end()))
+                pos = m.end()
+        offset += len(segment) + 1
+    return parts
 
 
 def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
                  ) -> tuple[Path, tuple[Any, Rule] | None]:
-    """Walk the schema along `a.b.0.c`; return the path and the leaf's (type, rule)."""
-    parts = key.split(".")
+    """Walk the schema along `a.b.0.c` (or `a.b[0].c`, as diagnostics print paths);
+    return the path and the leaf's (type, rule)."""
+    parts = split_key(key)
     path: list[str | int] = []
+    if parts is None:
+        diags.emit("CE0501", f"`{key}` is not a setting path: an index is written `[N]`",
+                   _span(source, arg, 0, len(key)),
+                   help="e.g. -D 'success_criteria[0].weight=2' (0-based, as diagnostics "
+                        "print it) or -D success_criteria.0.weight=2")
+        return (), None
     tp: Any = TaskSpec
     rule = Rule()
-    offset = 0
-    for part in parts:
-        span = _span(source, arg, offset, offset + len(part))
-        offset += len(part) + 1
+    for part, start, end in parts:
+        span = _span(source, arg, start, end)
         tp = strip_optional(tp)
         origin = typing.get_origin(tp)
         if origin is list:
             if not part.isdigit():
-                diags.emit("CE0501", f"`{'.'.join(map(str, path))}` is a list: index it with a "
-                           f"number, not `{part}`", span)
+                diags.emit("CE0501", f"`{format_path(tuple(path))}` is a list: index it with a "
+                           f"number, not `{part}`", span,
+                           help=f"e.g. `{format_path(tuple(path))}[0]` (0-based)")
                 return tuple(path), None
             path.append(int(part))
             tp, rule = typing.get_args(tp)[0], Rule()
@@ -104,17 +133,17 @@ def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
             fields = {f[0]: f for f in fields_of(tp)}
             names = list(fields)
         else:
-            diags.emit("CE0501", f"`{'.'.join(map(str, path))}` is a single value; it has no "
-                       f"field `{part}`", span)
+            diags.emit("CE0501", f"`{format_path(tuple(path))}` is a single value; it has "
+                       f"no field `{part}`", span)
             return tuple(path), None
         removed = getattr(tp, REMOVED_FIELDS_ATTR, {}) if attrs.has(tp) else {}
         if part in removed:
-            where = f"in `{'.'.join(map(str, path))}`" if path else "at the top level"
+            where = f"in `{format_path(tuple(path))}`" if path else "at the top level"
             diags.emit("CE0106", f"`{part}` is no longer supported {where}: {removed[part]}",
                        span)
             return tuple(path), None
         if part not in fields:
-            where = ".".join(map(str, path)) or "a task"
+            where = f"`{format_path(tuple(path))}`" if path else "a task"
             diags.emit("CE0501", f"unknown setting `{part}` in {where}", span,
                        help=did_you_mean(part, names))
             return tuple(path), None

@@ -84,8 +84,8 @@ def test_rescore_after_the_readme_main_command_changes_nothing_and_is_bit_identi
 
     first = ce("rescore", "runs/latest", "--out", "a", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert f"{len(recorded)} trial(s) re-scored, 0 changed" in first.stderr
-    assert "0 asked" in first.stderr  # no judge is reachable: its verdict was reused
+    assert f"{len(recorded)} trial(s) re-scored, 0 changed" in first.stdout
+    assert "0 asked" in first.stdout  # no judge is reachable: its verdict was reused
     for trial_id, rec in records(tmp_path / "a").items():
         before = recorded[trial_id]
         assert (rec["status"], rec["weighted_score"]) == \
@@ -121,7 +121,7 @@ def test_judge_verdicts_are_reused_refreshed_or_offline(tmp_path):
     shutil.copytree(os.path.join(TASKS, "reference"), tmp_path / "reference")
     replies = os.path.join(TASKS, "judged.replies.yaml")
     res = ce("run", "judged.yaml", "--agent", "oracle", "--judge-replies", replies,
-             "--run-dir", "runs", cwd=tmp_path)
+             "--runs-root", "runs", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     evidence = evidence_of(tmp_path / "runs" / "latest", "default/judged/00")
     [ev] = [e for items in evidence.values() for e in items if e["kind"] == "judge"]
@@ -135,7 +135,7 @@ def test_judge_verdicts_are_reused_refreshed_or_offline(tmp_path):
     one = ce("rescore", "runs/latest/default/judged/00", "--out", "one", cwd=tmp_path)
     assert one.returncode == 0, one.stderr
     assert "1 trial(s) re-scored, 0 changed; judges: 1 recorded verdict(s) reused, 0 asked" \
-        in one.stderr
+        in one.stdout
     [ev2] = [e for items in evidence_of(tmp_path / "one", "default/judged/00").values()
              for e in items if e["kind"] == "judge"]
     assert ev2["recorded"] is True and ev2["request"] == ev["request"]
@@ -148,7 +148,7 @@ def test_judge_verdicts_are_reused_refreshed_or_offline(tmp_path):
     # ... and with the scripted judge it asks it (and the verdict is the same)
     fresh = ce("rescore", "runs/latest", "--refresh-judges", "--judge-replies", replies,
                "--out", "fresh2", cwd=tmp_path)
-    assert fresh.returncode == 0 and "0 recorded verdict(s) reused, 1 asked" in fresh.stderr
+    assert fresh.returncode == 0 and "0 recorded verdict(s) reused, 1 asked" in fresh.stdout
 
     # a changed rubric is a new request: offline, it is the criterion's error
     (tmp_path / "judged2.yaml").write_text((tmp_path / "judged.yaml").read_text().replace(
@@ -159,7 +159,7 @@ def test_judge_verdicts_are_reused_refreshed_or_offline(tmp_path):
     changed = next(iter(records(tmp_path / "off").values()))
     judge = next(c for c in changed["criteria"] if c["type"] == "llm_judge")
     assert "no recorded verdict" in judge["error"] and judge["score"] == 0.0
-    assert "llm_judge: recorded 1 pass, now 0 error" in off.stderr
+    assert "llm_judge: recorded 1 pass, now 0 error" in off.stdout
 
     # explain never needs the judge to explain a recorded verdict
     exp = ce("explain", "runs/latest/default/judged/00", cwd=tmp_path)
@@ -197,10 +197,10 @@ success_criteria:
 @pytest.mark.slow
 def test_regrading_runs_commands_in_the_trials_own_environment(tmp_path):
     (tmp_path / "t.yaml").write_text(HERMETIC.replace("MARKER", str(tmp_path / "marker")))
-    res = ce("run", "t.yaml", "--run-dir", "runs", cwd=tmp_path)
+    res = ce("run", "t.yaml", "--runs-root", "runs", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     same = ce("rescore", "runs/latest", "--out", "same", cwd=tmp_path)
-    assert same.returncode == 0 and "1 trial(s) re-scored, 0 changed" in same.stderr
+    assert same.returncode == 0 and "1 trial(s) re-scored, 0 changed" in same.stdout
     exp = ce("explain", "runs/latest/default/hermetic/00", cwd=tmp_path)
     assert exp.returncode == 0 and "differs" not in exp.stdout, exp.stdout + exp.stderr
 
@@ -208,8 +208,8 @@ def test_regrading_runs_commands_in_the_trials_own_environment(tmp_path):
     (tmp_path / "marker").write_text("")
     moved = ce("rescore", "runs/latest", "--out", "moved", cwd=tmp_path)
     assert moved.returncode == 1
-    assert "* default/hermetic/00" in moved.stderr
-    assert "c2 run_command: recorded 1 pass, now 0 fail" in moved.stderr
+    assert "* default/hermetic/00" in moved.stdout
+    assert "c2 run_command: recorded 1 pass, now 0 fail" in moved.stdout
     exp = ce("explain", "runs/latest/default/hermetic/00", cwd=tmp_path)
     assert exp.returncode == 1
     assert "NOTE: this re-grade differs from the recorded grade (recorded SUCCESS 1, now " \
@@ -250,13 +250,13 @@ def test_an_edited_standard_criterion_is_a_new_plan_and_old_runs_keep_theirs(tmp
     assert plan_hash(edited) != plan_hash(ENV)
 
     # a run made before the edit is re-scored with the definitions it ran with ...
-    assert ce("run", "t.yaml", "--run-dir", "runs", cwd=tmp_path).returncode == 0
+    assert ce("run", "t.yaml", "--runs-root", "runs", cwd=tmp_path).returncode == 0
     own = ce("rescore", "runs/latest", "--out", "own", cwd=tmp_path, env=edited)
-    assert own.returncode == 0 and "0 changed" in own.stderr, own.stderr
+    assert own.returncode == 0 and "0 changed" in own.stdout, own.stderr
     # ... unless asked for today's, a plan of its own
     today = ce("rescore", "runs/latest", "--today", "--out", "today", cwd=tmp_path,
                env=edited)
-    assert today.returncode == 1 and "1 changed" in today.stderr, today.stderr
+    assert today.returncode == 1 and "1 changed" in today.stdout, today.stderr
     rec = next(iter(records(tmp_path / "today").values()))
     assert rec["plan_hash"] != rec["previous"]["plan_hash"]
     assert os.path.isfile(tmp_path / "today" / "plans" / f"{rec['plan_hash']}.json")

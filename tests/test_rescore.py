@@ -42,12 +42,12 @@ def test_rescore_same_and_changed_criteria(tmp_path):
     assert ce("run", "t.yaml", "--repeats", "2", cwd=tmp_path).returncode == 0
     same = ce("rescore", "runs/latest", "--out", "same", cwd=tmp_path)
     assert same.returncode == 0, same.stderr
-    assert "2 trial(s) re-scored, 0 changed" in same.stderr
+    assert "2 trial(s) re-scored, 0 changed" in same.stdout
     (tmp_path / "t2.yaml").write_text(TASK.replace('expected_stdout: "Hello, World!"',
                                                    'expected_stdout: "Goodbye"'))
     new = ce("rescore", "runs/latest", "t2.yaml", "--out", "new", cwd=tmp_path)
     assert new.returncode == 1  # the new criterion fails on the archived workspace
-    assert "2 trial(s) re-scored, 2 changed" in new.stderr
+    assert "2 trial(s) re-scored, 2 changed" in new.stdout
     rec = json.loads((tmp_path / "new" / "default" / "scripted" / "01" / "task.json")
                      .read_text())
     assert rec["status"] == "FAILURE" and rec["previous"]["status"] == "SUCCESS"
@@ -73,7 +73,7 @@ def test_a_command_that_writes_the_restored_workspace_leaves_the_store_intact(tm
     assert ce("run", "t.yaml", cwd=tmp_path).returncode == 0
     (tmp_path / "w.yaml").write_text(writer)
     first = ce("rescore", "runs/latest", "w.yaml", "--out", "first", cwd=tmp_path)
-    assert "1 trial(s) re-scored" in first.stderr, first.stderr
+    assert "1 trial(s) re-scored" in first.stdout, first.stderr
     run = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
     objects = [p for p in (run / "objects").rglob("*") if p.is_file()]
     import hashlib
@@ -81,5 +81,5 @@ def test_a_command_that_writes_the_restored_workspace_leaves_the_store_intact(tm
         assert hashlib.sha256(obj.read_bytes()).hexdigest() == obj.parent.name + obj.name
         assert obj.stat().st_nlink == 1  # no workspace link left behind
     again = ce("rescore", "runs/latest", "--out", "again", cwd=tmp_path)
-    assert again.returncode == 0 and "1 trial(s) re-scored, 0 changed" in again.stderr, \
+    assert again.returncode == 0 and "1 trial(s) re-scored, 0 changed" in again.stdout, \
         again.stderr

@@ -29,7 +29,7 @@ import click
                    "CE0216`).")
 @click.option("--emit", "emit_dir", type=click.Path(file_okay=False),
               help="Write each resolved plan to DIR/plans/<hash>.json and DIR/trials.json.")
-@click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif"]),
+@click.option("-f", "--format", "fmt", type=click.Choice(["human", "json", "sarif"]),
               default="human", show_default=True, help="How to print diagnostics.")
 @click.option("--explain", "explain_code", metavar="CODE",
               help="Explain a diagnostic code (e.g. CE0101; `all` lists every code) and exit.")

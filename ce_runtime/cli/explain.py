@@ -17,7 +17,9 @@ import click
               help="The trial's final workspace directory.")
 @click.option("--criterion", "only", metavar="ID",
               help="Only this criterion (c0, c1 ..., its index, or its type).")
-@click.option("--trial", "trial_id", help="Which resolved trial (default: the first).")
+@click.option("--trial", "trial_id", metavar="ID",
+              help="Which trial: of the resolved TASK (default: the first), or of the run "
+                   "TASK names; its id or a unique prefix (default/hello).")
 @click.option("-e", "--experiment", type=click.Path(dir_okay=False),
               help="Resolve TASK under this experiment (pick the variant with --trial).")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
@@ -26,9 +28,12 @@ import click
               type=click.Path(exists=True, file_okay=False),
               help="Let task paths resolve into DIR, outside the suite root (repeatable; "
                    "see `ce compile --explain CE0216`).")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("-f", "--format", "fmt", type=click.Choice(("text", "json")), default=None,
+              help="text (the default) or json (machine-readable; with --workspace or a "
+                   "trial directory).")
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json.")
 def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrides, allow_paths,
-                as_json):
+                fmt, as_json):
     """Explain TASK's criteria: before a run, or for a finished trial.
 
     \b
@@ -39,17 +44,22 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     the criterion scores to the weighted score and the verdict.
 
     TASK may also be a trial directory of a run (runs/latest/VARIANT/TASK/NN): its plan,
-    trace and archived workspace are used, no agent runs.
+    trace and archived workspace are used, no agent runs. Or a run directory, or a
+    directory of runs (its latest run is used, and said), with --trial naming the trial
+    by a unique prefix of its id.
 
     \b
     Examples:
       ce explain runs/latest/default/hello_world/00
+      ce explain runs/ --trial default/hello       the latest run's trial
+      ce explain runs/latest/default/hello_world/00 --criterion c1 -f json
       ce explain tasks/hello_world.yaml
       ce explain tasks/hello_world.yaml --workspace ws/ --trace run.trace
       ce explain tasks/hello_world.yaml --workspace ws/ --criterion c1
     """
+    as_json = as_json or fmt == "json"
     if os.path.isdir(task):
-        _explain_trial_dir(task, only, as_json)
+        _explain_trial_dir(_trial_of_run(task, trial_id), only, as_json)
         return
     from ce_lang.api import CompileOptions, compile_paths, render_human
 
@@ -59,14 +69,13 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     if result.errors:
         click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
         sys.exit(2 if result.usage_error else 1)
-    trials = result.trials
+    from ce_runtime.cli.pick import by_prefix, criterion
+
+    trial = result.trials[0]
     if trial_id:
-        trials = [t for t in trials if t.trial_id == trial_id]
-        if not trials:
-            raise click.BadParameter(f"no trial {trial_id!r}; trials: "
-                                     + ", ".join(t.trial_id for t in result.trials[:10]),
-                                     param_hint="--trial")
-    trial = trials[0]
+        wanted = by_prefix(trial_id, [t.trial_id for t in result.trials], "trial", "--trial")
+        trial = next(t for t in result.trials if t.trial_id == wanted)
+    criterion(only, [(c.id, c.type) for c in trial.plan.criteria])
     if workspace is None:
         if trace_path:
             raise click.UsageError("--trace needs --workspace (the trial's final files)")
@@ -99,6 +108,29 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     else:
         click.echo(explain_trial(trial.plan, grader.instances, graded, host, only), nl=False)
     sys.exit(0 if graded.success else 1)
+
+
+def _trial_of_run(path: str, trial_id: str | None) -> str:
+    """The trial directory PATH names: PATH itself (a trial directory), or the trial
+    --trial names in the run PATH is (or the latest run of the directory of runs PATH)."""
+    from ce_runtime.cli.pick import by_prefix, latest_run
+    from ce_runtime.grade.rescore import trial_dirs
+
+    if os.path.isfile(os.path.join(path, "task.json")):
+        if trial_id:
+            raise click.UsageError("--trial picks a trial of a run; TASK is a trial already")
+        return path
+    run = latest_run(path, "explain")
+    ids = [os.path.relpath(d, run) for d in trial_dirs(run)]
+    if not ids:
+        raise click.BadParameter(f"{run} holds no trial (no task.json)", param_hint="TASK")
+    if trial_id is None:
+        if len(ids) == 1:
+            return os.path.join(run, ids[0])
+        shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+        raise click.UsageError(f"{run} is a run of {len(ids)} trials: name one with --trial "
+                               f"(its id or a unique prefix): {shown}")
+    return os.path.join(run, by_prefix(trial_id, ids, "trial", "--trial"))
 
 
 def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
@@ -135,6 +167,9 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
             plan = archived_plan(root, task["plan_hash"])
             stdlib = load_definitions(root, plan.stdlib_digest) if plan.stdlib_digest \
                 else None
+            from ce_runtime.cli.pick import criterion
+
+            criterion(only, [(c.id, c.type) for c in plan.criteria])
             restore_workspace(manifest, os.path.join(root, "objects"), ws)
             task_dir = task.get("task_dir", "")
             with local_runner(ws, task_dir, reference_paths(plan, task_dir), plan=plan,

@@ -34,11 +34,16 @@ import click
                    "criterion's error.")
 @click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
               help="Scripted judge verdicts (see `ce run --judge-replies`).")
+@click.option("--trial", "trial_ids", multiple=True, metavar="ID",
+              help="Only this trial: its id or a unique prefix (default/hello); repeatable.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Only the trials whose status or score moved, and the summary line.")
 def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, today, refresh_judges,
-                offline, judge_replies):
+                offline, judge_replies, trial_ids, quiet):
     """Re-score every trial of RUN_DIR from its trace and workspace snapshot.
 
-    RUN_DIR is a run directory (`runs/latest`) or one trial directory of a run.
+    RUN_DIR is a run directory (`runs/latest`), one trial directory of a run, or a
+    directory of runs (its latest run is used, and said on stderr).
 
     Without TASKS each trial is graded with the plan it ran with and the standard
     criteria the run archived: a check that its scores reproduce (a newer ce scores an
@@ -54,8 +59,9 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     request asks the judge (--offline: it does not; --refresh-judges: ask every time).
 
     Every trial whose status or score moved is marked `*`, with each criterion that
-    changed, recorded and new. The results (RUN_DIR/rescored/<time>) are a run
-    directory of their own: `ce explain` works on its trials.
+    changed, recorded and new (on stdout, with the summary line; damaged trials and
+    notes on stderr). The results (RUN_DIR/rescored/<time>) are a run directory of
+    their own: `ce explain` works on its trials.
 
     \b
     Examples:
@@ -63,7 +69,9 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
       ce rescore runs/latest/default/hello_world/00
       ce rescore runs/latest tasks/ -D success_criteria.0.pass_threshold=0.5
       ce rescore runs/latest --offline
+      ce rescore runs/ --trial default/hello -q
     """
+    from ce_runtime.cli.pick import by_prefix, latest_run
     from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.rescore import criterion_changes, rescore_trial, trial_dirs
     from ce_runtime.store.archive import DamagedArchive, find_run_root, load_task_record
@@ -71,6 +79,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
 
     if refresh_judges and offline:
         raise click.UsageError("--refresh-judges and --offline contradict each other")
+    run_dir = latest_run(run_dir, "rescore")
     only_trial = None
     if not os.path.isdir(os.path.join(run_dir, "plans")):
         root = find_run_root(run_dir)
@@ -84,6 +93,10 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
         plans = _compile(tasks, experiment or _run_experiment(run_dir), overrides,
                          allow_paths)
     dirs = [only_trial] if only_trial else trial_dirs(run_dir)
+    if trial_ids:
+        ids = [os.path.relpath(d, run_dir) for d in dirs]
+        picked = {by_prefix(t, ids, "trial", "--trial") for t in trial_ids}
+        dirs = [d for d, i in zip(dirs, ids, strict=True) if i in picked]
     if not dirs:
         raise click.BadParameter(f"{run_dir} holds no trial (no task.json)",
                                  param_hint="RUN_DIR")
@@ -118,13 +131,14 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
             moved = before["status"] != rec["status"] or _differs(before["weighted_score"],
                                                                     rec["weighted_score"])
             changed += moved
+            if quiet and not moved:
+                continue
             mark = "*" if moved else " "
             click.echo(f"{mark} {trial_id:<40} {before['status']:>9} -> {rec['status']:<9} "
-                       f"{_fmt(before['weighted_score'])} -> {_fmt(rec['weighted_score'])}",
-                       err=True)
+                       f"{_fmt(before['weighted_score'])} -> {_fmt(rec['weighted_score'])}")
             for line in criterion_changes(old.get("criteria"), rec.get("criteria") or []):
-                click.echo(f"      {line}", err=True)
-            for note in rec.get("rescore_notes", ()):
+                click.echo(f"      {line}")
+            for note in () if quiet else rec.get("rescore_notes", ()):
                 click.echo(f"      note: {note}", err=True)
     finally:
         if loopback is not None:
@@ -136,8 +150,8 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
         note += f"; {len(damaged)} trial(s) not re-scored (damaged archive)"
     asked = f"; judges: {verdicts.hits} recorded verdict(s) reused, {verdicts.asked} asked" \
         if verdicts.hits or verdicts.asked else ""
-    click.echo(f"\n{len(records)} trial(s) re-scored, {changed} changed{note}{asked}; "
-               f"results: {out}", err=True)
+    click.echo(f"{len(records)} trial(s) re-scored, {changed} changed{note}{asked}; "
+               f"results: {out}")
     sys.exit(code)
 
 
