@@ -23,6 +23,7 @@ _COMMANDS = {
     "compare": ("ce_runtime.cli.compare", "compare_cmd"),
     "runs": ("ce_runtime.cli.runs", "runs_cmd"),
     "trial": ("ce_runtime.cli.trial", "trial_cmd"),
+    "init": ("ce_runtime.cli.init", "init_cmd"),
 }
 
 
@@ -40,6 +41,7 @@ _SHORT_HELP = {
     "compare": "What regressed and improved between two runs; exit 1 on a regression.",
     "runs": "List the runs under a directory, newest first.",
     "trial": "A trial's archived workspace: list its files or restore them.",
+    "init": "Write a starter task, experiment and reference solution to edit.",
 }
 
 
@@ -101,6 +103,7 @@ def main() -> None:
 
     \b
     Start here:
+      ce init my-evals                  a starter task, experiment and reference solution
       ce compile tasks/                 check every task file, print diagnostics
       ce compile TASK.yaml -e EXP.yaml  resolve a task under an experiment's variants
       ce compile --explain CE0101       what a diagnostic code means
