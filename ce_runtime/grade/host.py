@@ -65,6 +65,7 @@ class Host:
     evidence: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
     reads: list[str] = attrs.field(factory=list)
     _step_cache: dict = attrs.field(factory=dict)
+    _resolved_root: Path | None = None  # the workspace, resolved once per grading
 
     def cancel(self) -> None:
         """Kill the commands running now and refuse to start more: the trial was
@@ -89,7 +90,9 @@ class Host:
 
     # -- paths -------------------------------------------------------------------------------
     def _root(self) -> Path:
-        return Path(self.workspace).resolve()
+        if self._resolved_root is None:
+            self._resolved_root = Path(self.workspace).resolve()
+        return self._resolved_root
 
     def _inside(self, p: Path) -> bool:
         root = self._root()
