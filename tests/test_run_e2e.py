@@ -258,11 +258,9 @@ def test_script_agents_exercise_trace_criteria_and_early_stop(tmp_path):
                        ("early", EARLY)):
         (tmp_path / f"{name}.yaml").write_text(text)
     junit = tmp_path / "out" / "junit.xml"
-    started = time.monotonic()
     res = ce("run", str(tmp_path / "trace_criteria.yaml"), str(tmp_path / "guard.yaml"),
              str(tmp_path / "early.yaml"), "-j", "3", "--runs-root", str(tmp_path / "runs"),
              "--junit-xml", str(junit), cwd=str(tmp_path))
-    elapsed = time.monotonic() - started
     assert res.returncode == 1, res.stderr  # guard fails
     run_dir = run_dir_in(str(tmp_path / "runs"))
     tasks = by_task(task_jsons(run_dir))
@@ -289,7 +287,7 @@ def test_script_agents_exercise_trace_criteria_and_early_stop(tmp_path):
     crit = criteria_of(early)
     assert crit["c0"]["passed"] and not crit["c0"]["advisory"]
     assert crit["c1"]["advisory"] and not crit["c1"]["passed"]
-    assert early["duration_s"] < 10 and elapsed < 25  # the 30 s sleep was cut short
+    assert early["duration_s"] < 30  # the 30 s sleep was cut short (behaviour, not speed)
     events = events_of(run_dir, early)
     decisions = [e for e in events if isinstance(e, T.Decision)]
     assert [(d.criterion, d.verdict) for d in decisions] == [("c0", "pass")]
@@ -340,12 +338,9 @@ def test_limits_give_their_status_and_keep_the_trace(tmp_path):
     for name, text in LIMIT_TASKS.items():
         (tmp_path / f"{name}.yaml").write_text(text)
     junit = tmp_path / "junit.xml"
-    started = time.monotonic()
     res = ce("run", str(tmp_path), "-j", str(len(LIMIT_TASKS)), "--runs-root",
              str(tmp_path / "runs"), "--junit-xml", str(junit), cwd=str(tmp_path))
-    elapsed = time.monotonic() - started
     assert res.returncode == 1, res.stderr
-    assert elapsed < 25  # the 30 s sleeps were cut at task_timeout
     run_dir = run_dir_in(str(tmp_path / "runs"))
     tasks = by_task(task_jsons(run_dir))
     assert {t: r["status"] for t, r in tasks.items()} == {
@@ -365,7 +360,10 @@ def test_limits_give_their_status_and_keep_the_trace(tmp_path):
     for name in ("sleeps", "sleeps_in_shell"):
         r = tasks[name]
         assert r["agent_outcome"]["reason"] == "killed"
-        assert 1.5 < r["duration_s"] < 10
+        # not before its 2 s task_timeout, and long before its 30 s sleep would end (a
+        # bound on behaviour, not on speed: the slowest machine cannot make a kill late
+        # by 28 s)
+        assert 1.5 < r["duration_s"] < 30
         ends = [e for e in events[name] if isinstance(e, T.AgentEnd)]
         assert [e.reason for e in ends] == ["killed"]
     pid = int(snapshot_text(run_dir, tasks["sleeps_in_shell"], "pid"))
