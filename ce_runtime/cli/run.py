@@ -406,3 +406,8 @@ def _write_html(run_dir: str) -> None:
         write_bytes_atomic(path, render(run_dir, "html").encode())
     except (RunDirError, OSError) as exc:
         click.echo(f"warning: report.html not written ({exc})", err=True)
+    except Exception as exc:  # a bug in the HTML report must not cost the run its exit
+        if os.environ.get("CE_DEBUG"):
+            raise
+        click.echo(f"warning: report.html not written: a bug in ce ({type(exc).__name__}: "
+                   f"{exc}); `ce report {run_dir} -f html` retries it", err=True)
