@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "StarterFilesSource": "ce_lang.schema.task",
     "TemplateDirSource": "ce_lang.schema.task",
     "repo_url_problem": "ce_lang.paths",
+    "read_regular": "ce_lang.paths",
+    "NotRegularFile": "ce_lang.paths",
     "commit_problem": "ce_lang.paths",
     "is_local_repo": "ce_lang.paths",
     "RECORD_CLI_DIR": "ce_lang.schema.cli",

@@ -253,3 +253,23 @@ def test_resume_repairs_a_damaged_plan_and_reruns_a_changed_record(tmp_path):
     assert load_plan_file(run_dir, plan_hash)  # checked against its name
     again = load_task_record(os.path.dirname(changed))  # signed again
     assert again["weighted_score"] == 1.0
+
+
+# -- an agent's FIFO where the grader reads ------------------------------------------------
+def test_a_fifo_the_agent_leaves_where_a_criterion_reads_is_an_error_not_a_hang(tmp_path):
+    """Opening a FIFO for reading blocks until a writer comes: grading (and with it the
+    trial) would never end. The grader opens workspace files non-blocking and refuses
+    anything but a regular file."""
+    from tests.test_run_e2e import _task
+
+    (tmp_path / "fifo.yaml").write_text(_task(
+        "fifo", "    - run: mkfifo out.txt\n",
+        criterion="  - type: file_contains\n    description: d\n    path: out.txt\n"
+                  "    includes: [x]\n"))
+    res = ce("run", "fifo.yaml", "--runs-root", "runs", cwd=str(tmp_path), timeout=120)
+    assert res.returncode == 1, res.stderr
+    [record] = task_jsons(run_dir_in(str(tmp_path / "runs"))).values()
+    [criterion] = record["criteria"]
+    assert record["status"] == "FAILURE"
+    assert "cannot read out.txt" in criterion["error"] and "FIFO" in criterion["error"], \
+        criterion

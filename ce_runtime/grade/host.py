@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from ce_lang.api import CriterionError, TraceView
+from ce_lang.api import CriterionError, TraceView, read_regular
 
 
 class InfrastructureError(Exception):
@@ -152,8 +152,8 @@ class Host:
         if full.is_dir():
             return None
         self.reads.append(rel)
-        try:
-            data = full.read_bytes()
+        try:  # the agent wrote the workspace: a FIFO there must not block grading
+            data = read_regular(str(full))
         except OSError as exc:
             raise CriterionError(f"cannot read {rel}: {exc.strerror}") from exc
         try:
@@ -186,8 +186,8 @@ class Host:
             return {"error": f"invocation log {path!r} does not exist", "calls": calls}
         sentinel = self.matches(path + ".error") if not _has_glob(path) else []
         if sentinel:
-            dropped = (self._root() / sentinel[0]).read_text(encoding="utf-8",
-                                                              errors="replace").splitlines()
+            dropped = read_regular(str(self._root() / sentinel[0])).decode(
+                "utf-8", errors="replace").splitlines()
             return {"error": f"the recorder could not write {len(dropped)} record(s) to "
                              f"{path!r}: the log is incomplete", "calls": calls}
         bad: list[int] = []
@@ -229,7 +229,7 @@ class Host:
                 raise CriterionError(f"JSON Schema {schema_path!r} not found")
             full = self._root() / rel
         try:
-            schema = json.loads(full.read_text(encoding="utf-8"))
+            schema = json.loads(read_regular(str(full)).decode("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CriterionError(f"cannot load JSON Schema {schema_path!r}: {exc}") from exc
         try:
@@ -306,7 +306,7 @@ class Host:
                                  f"{result['stderr'][-500:]}")
         out_path = self._root() / out_name
         try:
-            data = json.loads(out_path.read_text(encoding="utf-8"))
+            data = json.loads(read_regular(str(out_path)).decode("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CriterionError(f"cannot read the `uipath eval` output: {exc}") from exc
         finally:
