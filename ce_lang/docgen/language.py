@@ -4,6 +4,8 @@ the builtin functions, the grammar and the diagnostic code table."""
 
 from __future__ import annotations
 
+import typing
+
 import attrs
 
 from ce_lang.docgen.schema import anchor
@@ -135,8 +137,13 @@ def criteria_page(registry: Registry) -> str:
             required = field is not None and field.default is attrs.NOTHING
             shown = "**required**" if required else \
                 f"`{node_text(default)}`" if default is not None else "`null`"
-            rows.append((p.name, f"`{signature_text(checked.params[p.name])}`", shown, "",
-                         _doc_one_line(p.doc)))
+            tp = f"`{signature_text(checked.params[p.name])}`"
+            schema_type = typing.get_type_hints(cls).get(p.name)
+            for arg in typing.get_args(schema_type) or (schema_type,):
+                if isinstance(arg, type) and arg.__name__ == "AgentConfig":
+                    # a `json` parameter the task format checks with the agent schema
+                    tp += " ([agent](task-format.md#taskagent) keys)"
+            rows.append((p.name, tp, shown, "", _doc_one_line(p.doc)))
         out += _params_table(rows)
         notes = [f"- **ce:** {note}" for key, note in sorted(CRITERIA_DIFFERENCES.items())
                  if key.split(".")[0] == name]

@@ -35,6 +35,7 @@ DIFFERENCES: dict[str, str] = {
     "task.sandbox.driver": "`bwrap` and driver plugins are ce's",
     "task.suite_thresholds": "`f1.macro` is accepted for `macro_f1`; an unknown metric is "
                              "a compile error",
+    "criterion.type": "`expr` and the criteria of your `criteria_files` are ce's",
     "criterion.stop_when": "the guide's form, kept by ce (coder_eval 0.12.16 has only "
                            "`stop_early`)",
 }
