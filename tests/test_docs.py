@@ -277,3 +277,78 @@ def test_console_commands_run(page, tmp_path):
                               env=_env(tmp_path), timeout=600)
         assert proc.returncode == expected, \
             f"{command}: exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+
+
+# -- commands named in the pages exist -------------------------------------------------------
+def _ce_invocations(text: str) -> list[str]:
+    """The `ce ...` command lines a page shows: lines of code blocks starting with `ce `
+    or `$ ce `, and inline code starting with `ce ` (comments dropped)."""
+    out = []
+    for _lang, _info, body in FENCE.findall(text):
+        for line in body.splitlines():
+            line = line.strip().removeprefix("$ ")
+            if line.startswith("ce "):
+                out.append(line.split("  #")[0].split(" # ")[0])
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    out += [code for code in re.findall(r"`([^`\n]+)`", prose) if code.startswith("ce ")]
+    return out
+
+
+def _resolve(words: list[str]):
+    """The click command `ce WORDS...` names (a group's subcommand when there is one), and
+    how many words it took."""
+    import click
+
+    from ce_runtime.cli import main
+
+    ctx = click.Context(main)
+    command, used = main, 0
+    for word in words:
+        if isinstance(command, click.Group):
+            sub = command.get_command(ctx, word)
+            if sub is None:
+                break
+            command, used = sub, used + 1
+        else:
+            break
+    return command, used
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_commands_and_options_named_in_the_pages_exist(page):
+    """Every `ce COMMAND ... --option` a page shows is a command with that option."""
+    assert _command_problems(page.read_text(encoding="utf-8")) == []
+
+
+def _command_problems(text: str) -> list[str]:
+    import click
+
+    problems = []
+    for line in _ce_invocations(text):
+        words = line.split()[1:]
+        command, used = _resolve(words)
+        if used == 0:
+            problems.append(f"{line}: no such command")
+            continue
+        if isinstance(command, click.Group):
+            continue  # `ce criteria` alone
+        rest = " ".join(words[used:])
+        known = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+        known |= {"--help", "-h"}
+        for opt in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", rest):
+            if opt not in known:
+                problems.append(f"ce {' '.join(words[:used])}: no option {opt}")
+    return problems
+
+
+def test_the_command_check_sees_commands_and_bad_options():
+    text = ("Run `ce run tasks/ --agent oracle`.\n\n```console\n$ ce explain T --json\n"
+            "$ ce criteria types Trace  # the trace\n```\nand ce prose --ignored\n")
+    assert _ce_invocations(text) == ["ce explain T --json", "ce criteria types Trace",
+                                     "ce run tasks/ --agent oracle"]
+    command, used = _resolve(["criteria", "types", "Trace"])
+    assert used == 2 and command.name == "types"
+    assert sum(len(_ce_invocations(p.read_text())) for p in PAGES) > 40
+    assert _command_problems("`ce explain T --nope` and `ce frobnicate`") == [
+        "ce explain: no option --nope", "ce frobnicate: no such command"]
