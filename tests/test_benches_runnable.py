@@ -21,6 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
                  id="rescore"),
     pytest.param(["report.py", "--trials", "40", "--repeat", "1", "--out", "{tmp}"],
                  id="report"),
+    pytest.param(["ray_pool.py", "--trials", "4", "--sleep", "0.05", "--repeat", "1",
+                  "--nodes", "1", "--out", "{tmp}"], id="ray_pool"),
 ])
 def test_bench_runs(tmp_path, args):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]

@@ -235,11 +235,16 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
             loopback = ModelServer(yaml.safe_load(fh) or {}, judge=True).__enter__()
         os.environ["CE_JUDGE_URL"] = loopback.url
     try:
-        stopped_by = _run_until_stopped(R.execute(
-            todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type, uv_cache=_uv_cache(),
-                                        scripted_model=scripted_model, executor=executor,
-                                        ray_address=ray_address),
-            progress.start, progress.done))
+        from ce_runtime.execute.executor import ExecutorUnavailable
+
+        try:
+            stopped_by = _run_until_stopped(R.execute(
+                todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type, uv_cache=_uv_cache(),
+                                            scripted_model=scripted_model, executor=executor,
+                                            ray_address=ray_address),
+                progress.start, progress.done))
+        except ExecutorUnavailable as exc:  # e.g. no Ray cluster at --ray-address
+            stopped_by = f"ce run: {exc}"
         if stopped_by is not None:
             interrupted = True
             click.echo(f"\n{stopped_by}: finished trials are kept; resume with "

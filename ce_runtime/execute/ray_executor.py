@@ -37,6 +37,7 @@ from typing import Any
 
 from ce_lang.api import Trial
 from ce_runtime.execute.executor import (
+    ExecutorUnavailable,
     OnDone,
     OnStart,
     TrialResult,
@@ -66,7 +67,15 @@ class RayExecutor:
         jobs = max(1, options.jobs)
         started_here = not ray.is_initialized()
         if started_here:
-            await asyncio.to_thread(_init, ray, self.address, jobs)
+            try:
+                life = threading.Event()  # set once Ray is shut down
+                await _in_daemon_thread(life, _init, ray, self.address, jobs)
+            except Exception as exc:  # no cluster there, auth refused, no resources ...
+                where = f"join the Ray cluster at {self.address}" if self.address \
+                    else "start a local Ray instance"
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise ExecutorUnavailable(f"cannot {where}: {first}") from None
+        job = ray.get_runtime_context().get_job_id()
         params = WorkerParams(run_dir, options.uv_cache, options.agent,
                               hidden_paths(trials, options), options.scripted_model)
         remote = ray.remote(num_cpus=1)(run_trial)
@@ -97,9 +106,9 @@ class RayExecutor:
             await asyncio.shield(asyncio.to_thread(_cancel_all, ray, inflight))
             raise
         finally:
-            job = ray.get_runtime_context().get_job_id()
             if started_here:  # the job ends: Ray ends its workers
                 await asyncio.shield(asyncio.to_thread(ray.shutdown))
+                life.set()
             # what this run's workers on this machine left (killed, or ended just now)
             await asyncio.shield(asyncio.to_thread(sweep_worker_scratch, job if started_here
                                                    else None))
@@ -139,6 +148,51 @@ def _import_ray():
     return ray
 
 
+async def _in_daemon_thread(life: threading.Event, fn, *args) -> Any:
+    """`fn(*args)` (ray.init) in a daemon thread that lives on until `life` is set (Ray is
+    shut down): the processes a local Ray instance starts die with the thread that
+    started them (PR_SET_PDEATHSIG is per thread). A Ctrl-C while it blocks (ray.init
+    waiting for a cluster) ends the run at once instead of waiting for it."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def settle(value: Any, exc: BaseException | None) -> None:
+        if fut.done():
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(value)
+
+    def call() -> None:
+        value, error = None, None
+        try:
+            value = fn(*args)
+        except BaseException as exc:
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the run was stopped
+            loop.call_soon_threadsafe(settle, value, error)
+        if error is None:
+            life.wait()
+
+    threading.Thread(target=call, name="ce-ray-init", daemon=True).start()
+    return await fut
+
+
+def _reachable(address: str) -> None:
+    """HOST:PORT must accept a connection (ray.init would wait minutes for none)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return  # `auto`, ray://..., let Ray say
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {address} ({exc.strerror or exc})") \
+            from None
+
+
 def _init(ray, address: str | None, jobs: int) -> None:
     # initialised off the main thread: Ray leaves ce's SIGTERM handler alone (and would
     # warn about that, as about token auth, which is on by default: errors only)
@@ -152,6 +206,7 @@ def _init(ray, address: str | None, jobs: int) -> None:
             # has at most 107 bytes: a deep TMPDIR (a test's) would fail the start
             kwargs["_temp_dir"] = "/tmp/ray"
     else:
+        _reachable(address)
         kwargs["address"] = address
     # ce's own settings (CE_JUDGE_URL of --judge-replies ...) reach the workers of a
     # cluster started without them; credentials are the nodes' own
