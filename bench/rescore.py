@@ -167,7 +167,7 @@ def rescore(target: str, n: int, flags: list[str], out: str, env: dict[str, str]
     with open(log, "wb") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen([CE, "rescore", target, "--out", out, *flags], env=env,
-                                stdout=subprocess.DEVNULL, stderr=err)
+                                stdout=err, stderr=subprocess.STDOUT)  # results: stdout
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
     code = os.waitstatus_to_exitcode(status)
@@ -198,7 +198,7 @@ def profile(run: str, work: str, n: int, env: dict[str, str]) -> str:
                            "ce_runtime.cli", "rescore", dest, "--out",
                            os.path.join(work, "out", "profile"), "--offline"],
                           env=env, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0 or f"{n} trial(s) re-scored, 0 changed" not in proc.stderr:
+    if proc.returncode != 0 or f"{n} trial(s) re-scored, 0 changed" not in proc.stdout:
         sys.exit(f"profiled ce rescore failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)

@@ -49,7 +49,7 @@ def criterion(wanted: str | None, criteria: Sequence[tuple[str, str]]) -> None:
                              param_hint="--criterion")
 
 
-def latest_run(path: str, command: str) -> str:
+def latest_run(path: str, command: str, hint: str = "RUN_DIR") -> str:
     """A run directory from PATH: PATH itself when it is one (or a trial directory, or
     anything under a run), else the newest run in the directory of runs PATH, said on
     stderr. A path that is neither is a usage error."""
@@ -64,8 +64,8 @@ def latest_run(path: str, command: str) -> str:
     except RunDirError:
         run = _newest(path)
         if run is None:
-            raise click.BadParameter(f"{path} is neither a run directory (run.json) nor a "
-                                     "directory of runs", param_hint="RUN_DIR") from None
+            raise click.BadParameter(f"{path} is not a run directory (no run.json) nor a "
+                                     "directory of runs", param_hint=hint) from None
     click.echo(f"ce {command}: {path} is a directory of runs; using the latest, {run}",
                err=True)
     return run

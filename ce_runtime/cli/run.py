@@ -139,7 +139,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
             raise click.UsageError("--resume names the run directory; drop --run-dir")
         from ce_runtime.cli.pick import latest_run
 
-        resume_dir = latest_run(resume_dir, "run")
+        resume_dir = latest_run(resume_dir, "run", "--resume")
         try:
             meta = R.load_json(os.path.join(resume_dir, "run.json"))
             meta["args"]["paths"]
