@@ -14,7 +14,8 @@ import click
               help="Experiment file whose variants are layered over every task.")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
               help="Override a setting on every task, e.g. -D agent.model=X "
-                   "-D run_limits.max_turns=5 (repeatable; VALUE is YAML).")
+                   "-D run_limits.max_turns=5 -D 'success_criteria[0].weight=2' (repeatable; "
+                   "PATH as diagnostics print it, or a.0.b; VALUE is YAML).")
 @click.option("--model", help="Shorthand for -D agent.model=MODEL.")
 @click.option("--type", "agent_type", help="Shorthand for -D agent.type=TYPE.")
 @click.option("--driver", metavar="DRIVER",

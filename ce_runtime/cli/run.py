@@ -33,7 +33,9 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("-e", "--experiment", type=click.Path(dir_okay=False),
               help="Experiment file: its variants are run against every task.")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
-              help="Override a setting on every task (repeatable), e.g. -D run_limits.max_turns=5.")
+              help="Override a setting on every task (repeatable), e.g. -D "
+                   "run_limits.max_turns=5 or -D 'success_criteria[0].weight=2' (paths as "
+                   "diagnostics print them).")
 @click.option("--agent", "--type", "agent_type", metavar="TYPE",
               help="Agent for every task: claude-code, codex, openai, none, oracle, script ...")
 @click.option("--model", help="Model for every task's agent.")
@@ -95,6 +97,11 @@ def run_cmd(**params):
     results.parquet, report.md, report.html (`ce report` makes either again) and one
     directory per trial with its task.json, trace and workspace snapshot (`ce explain
     TRIAL_DIR` re-grades it offline).
+
+    Before anything is set up, ce checks what this machine must provide: the --agent
+    name (did-you-mean), each agent's adapter, the sandbox drivers, the credentials of
+    agents and judges. The results table and summary line go to stdout; progress,
+    warnings and errors to stderr (-q: errors only).
 
     \b
     Exit status: 0 every trial succeeded and every suite gate passed; 1 otherwise (or
