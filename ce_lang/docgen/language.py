@@ -42,9 +42,7 @@ def node_text(node) -> str:
     text = source_text(span.file)
     if not text or span.offset < 0:
         return "..."
-    out = " ".join(text[span.offset:span.end_offset].split())
-    # a node's span ends at its last token: a closing parenthesis after it is outside
-    return out + ")" * max(0, out.count("(") - out.count(")"))
+    return " ".join(text[span.offset:span.end_offset].split())
 
 
 def _doc_one_line(doc: str) -> str:

@@ -244,6 +244,12 @@ class _ToAst(Transformer_NonRecursive):
         return A.Unary(self.nid(), self.span(meta), "not", items[0])
 
     @v_args(meta=True)
+    def paren(self, meta, items):
+        """`(e)` is `e`, spanning its parentheses: a chain ending in a group (`a >= (b)`)
+        then ends at its `)`, and a caret under `(b + c)` covers the group."""
+        return attrs.evolve(items[0], span=self.span(meta))
+
+    @v_args(meta=True)
     def neg(self, meta, items):
         return A.Unary(self.nid(), self.span(meta), "-", items[0])
 
