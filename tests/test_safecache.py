@@ -87,3 +87,24 @@ def test_only_ce_lang_classes_resolve():
     assert not safecache.ce_lang_classes("ce_lang.lang.stdlib", "stdlib_files")  # a function
     assert not safecache.ce_lang_classes("os", "system")
     assert not safecache.ce_lang_classes("ce_lang.lang.checker", "Registry.__init__")
+
+
+def test_old_entries_of_a_kind_are_pruned_and_the_used_ones_kept(tmp_path, monkeypatch):
+    """Every edit of the standard criteria makes a new key; the cache keeps the KEEP most
+    recently used entries of each kind, whatever else it holds."""
+    from ce_lang.lang import safecache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    directory = Path(safecache.cache_dir())
+    for i in range(safecache.KEEP + 4):
+        safecache.store(f"stdlib-{i:04d}.pickle", {"i": i})
+        os.utime(directory / f"stdlib-{i:04d}.pickle", (1000 + i, 1000 + i))
+    safecache.store("criteria-lark-aaaa.pickle", [1])
+    (directory / "stdlib-extra-part.pickle").write_bytes(b"x")  # not of the kind
+    assert safecache.load("stdlib-0005.pickle", safecache.no_globals) == {"i": 5}  # used
+    safecache.store("stdlib-new.pickle", {"i": "new"})
+    kept = sorted(p.name for p in directory.glob("stdlib-*.pickle"))
+    newest = [f"stdlib-{i:04d}.pickle" for i in range(safecache.KEEP + 4)][-(safecache.KEEP - 2):]
+    assert kept == sorted(["stdlib-0005.pickle", "stdlib-new.pickle", *newest,
+                           "stdlib-extra-part.pickle"])
+    assert (directory / "criteria-lark-aaaa.pickle").exists()

@@ -9,6 +9,7 @@ and nobody else may write. Anything else is a miss: the caller rebuilds and rewr
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
@@ -69,14 +70,22 @@ def load(name: str, allow: Callable[[str, str], bool]) -> Any | None:
     try:
         with open(path, "rb") as fh:
             data = fh.read()
-        return _Unpickler(data, allow).load()
+        value = _Unpickler(data, allow).load()
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError,
             IndexError, AttributeError, ImportError, RecursionError, MemoryError):
         return None
+    touch(name)
+    return value
+
+
+KEEP = 8  # entries of one kind (`stdlib-*.pickle`, ...) kept: the most recently used
 
 
 def store(name: str, obj: Any) -> None:
-    """Write atomically, readable by this user only; a read-only home is fine (no cache)."""
+    """Write atomically, readable by this user only; a read-only home is fine (no cache).
+    Older entries of the same kind (the name up to its last `-`) beyond the KEEP most
+    recently used are removed: every edit of the standard criteria or of ce makes a new
+    key, and nothing else would ever delete the old ones."""
     directory = cache_dir()
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -85,4 +94,31 @@ def store(name: str, obj: Any) -> None:
             pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, os.path.join(directory, name))
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
-        pass
+        return
+    _prune(directory, name)
+
+
+def _prune(directory: str, name: str) -> None:
+    kind, sep, _ = name.rpartition("-")
+    if not sep:
+        return
+    suffix = os.path.splitext(name)[1]
+    aged = []
+    try:
+        for entry in os.scandir(directory):
+            if entry.name.startswith(kind + "-") and entry.name.endswith(suffix) \
+                    and entry.name[len(kind) + 1:].count("-") == 0 \
+                    and entry.is_file(follow_symlinks=False):
+                aged.append((entry.stat(follow_symlinks=False).st_mtime, entry.name))
+    except OSError:
+        return
+    for _, old in sorted(aged, reverse=True)[KEEP:]:
+        if old != name:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, old))
+
+
+def touch(name: str) -> None:
+    """Mark an entry used (pruning keeps the most recently used ones)."""
+    with contextlib.suppress(OSError):
+        os.utime(os.path.join(cache_dir(), name))
