@@ -273,3 +273,23 @@ def test_a_fifo_the_agent_leaves_where_a_criterion_reads_is_an_error_not_a_hang(
     assert record["status"] == "FAILURE"
     assert "cannot read out.txt" in criterion["error"] and "FIFO" in criterion["error"], \
         criterion
+
+
+# -- what the token budgets count ----------------------------------------------------------
+@pytest.mark.parametrize(("flags", "status"), [
+    ("", "SUCCESS"),  # 5,000 cache-read tokens do not count by default
+    ("count_cached_input: true", "TOKEN_BUDGET_EXCEEDED"),
+    ("count_cache_creation: true", "SUCCESS"),  # no cache writes here
+])
+def test_cached_tokens_count_toward_the_budget_only_when_the_task_says_so(tmp_path, flags,
+                                                                          status):
+    from tests.test_run_e2e import _task
+
+    limits = "{max_input_tokens: 1000" + (f", {flags}" if flags else "") + "}"
+    (tmp_path / "cached.yaml").write_text(_task(
+        "cached", "    - usage: {input_tokens: 100, cache_read_tokens: 5000}\n"
+                  "    - write: done.txt\n      content: ok\n", limits,
+        criterion="  - type: file_exists\n    description: d\n    path: done.txt\n"))
+    res = ce("run", "cached.yaml", "--runs-root", "runs", cwd=str(tmp_path))
+    [record] = task_jsons(run_dir_in(str(tmp_path / "runs"))).values()
+    assert record["status"] == status, res.stderr

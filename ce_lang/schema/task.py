@@ -184,11 +184,10 @@ class RunLimits:
     max_usd: float | None = spec(None, gt=0,
         doc="the agent's cost in USD; past it the trial ends COST_BUDGET_EXCEEDED")
     count_cached_input: bool = spec(False,
-        doc=("coder_eval: count cache-read input tokens toward the budgets; accepted, not "
-            "used by ce yet (cached tokens never count)"))
+        doc=("count cache-read input tokens toward max_input_tokens and max_total_tokens "
+            "(default: only new input counts)"))
     count_cache_creation: bool = spec(False,
-        doc=("coder_eval: count cache-creation tokens toward the budgets; accepted, not used "
-            "by ce yet"))
+        doc="count cache-creation (cache write) tokens toward the same budgets")
 
 
 # -- other blocks -----------------------------------------------------------------------

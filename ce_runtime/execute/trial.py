@@ -56,6 +56,16 @@ def trial_dir_of(run_dir: str, trial: Trial) -> str:
                         f"{trial.repeat:02d}")
 
 
+def budget_input_tokens(view: Any, limits: Any) -> int:
+    """The input tokens the budgets count: cache reads and cache writes only when the
+    task says so (`run_limits.count_cached_input` / `count_cache_creation`, as
+    coder_eval): a cached prefix re-read every turn would otherwise exhaust a budget
+    meant for new input."""
+    return view.input_tokens \
+        + (view.cache_read_tokens if limits.count_cached_input else 0) \
+        + (view.cache_creation_tokens if limits.count_cache_creation else 0)
+
+
 class TrialSink:
     """Everything an agent emits: to the trace file, the view, the monitor, the budgets."""
 
@@ -94,8 +104,9 @@ class TrialSink:
             self.turn_started = None
         elif isinstance(event, T.Usage):
             b, lim = self.view, self.limits
-            total = b.input_tokens + b.output_tokens
-            if (lim.max_input_tokens and b.input_tokens > lim.max_input_tokens) or (
+            counted_input = budget_input_tokens(b, lim)
+            total = counted_input + b.output_tokens
+            if (lim.max_input_tokens and counted_input > lim.max_input_tokens) or (
                     lim.max_output_tokens and b.output_tokens > lim.max_output_tokens) or (
                     lim.max_total_tokens and total > lim.max_total_tokens):
                 self._hit("TOKEN_BUDGET_EXCEEDED")

@@ -17,6 +17,8 @@ class ViewBuilder:
         self.events = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_creation_tokens = 0
         self.cost_usd = 0.0
 
     def apply(self, event: T.Event) -> ToolCallView | None:
@@ -43,6 +45,8 @@ class ViewBuilder:
         elif isinstance(event, T.Usage):
             self.input_tokens += event.input_tokens
             self.output_tokens += event.output_tokens
+            self.cache_read_tokens += event.cache_read_tokens
+            self.cache_creation_tokens += event.cache_creation_tokens
             self.cost_usd += event.cost_usd
         return None
 
