@@ -15,6 +15,7 @@ import attrs
 from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import SuiteRoots
 from ce_lang.rules_cli import cli_match_rules, record_cli_rules
+from ce_lang.rules_compat import compat_rules
 from ce_lang.rules_paths import host_path_rules, repo_rules
 from ce_lang.rules_preflight import preflight_rules
 from ce_lang.schema import criteria as C
@@ -532,4 +533,4 @@ def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
 
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
          early_stop_rules, simulation_rules, suite_rules, host_path_rules, repo_rules,
-         preflight_rules)
+         preflight_rules, compat_rules)
