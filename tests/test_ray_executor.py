@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -257,5 +256,28 @@ def test_an_interrupted_ray_run_resumes_on_ray(tmp_path):
         assert _scratch_left(cwd) == []
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(pytest.main([__file__, "-v"]))
+
+def test_the_driver_writes_a_remote_trial_once_and_only_inside_the_run(tmp_path):
+    """write_result: run-level files it has are kept, the trial's files replace an
+    earlier attempt's with task.json last, and nothing outside objects/ and judges/."""
+    from types import SimpleNamespace
+
+    from ce_runtime.execute.executor import TrialResult, write_result
+
+    run_dir = tmp_path / "run"
+    trial = SimpleNamespace(variant_id="default", plan=SimpleNamespace(task_id="t"), repeat=0)
+    (run_dir / "objects" / "ab").mkdir(parents=True)
+    (run_dir / "objects" / "ab" / "cd").write_bytes(b"already here")
+    tdir = run_dir / "default" / "t" / "00"
+    tdir.mkdir(parents=True)
+    (tdir / "evidence.json").write_text("stale")  # an earlier attempt's
+    result = TrialResult("t/00", {"status": "SUCCESS"},
+                         {"trace.msgpack": b"T", "workspace.json": b"{}", "task.json": b"{}"},
+                         {"objects/ab/cd": b"same name, same bytes", "judges/k.json": b"{}"})
+    write_result(str(run_dir), trial, result)
+    assert (run_dir / "objects" / "ab" / "cd").read_bytes() == b"already here"
+    assert (run_dir / "judges" / "k.json").read_bytes() == b"{}"
+    assert sorted(os.listdir(tdir)) == ["task.json", "trace.msgpack", "workspace.json"]
+    with pytest.raises(ValueError, match="outside objects/ and judges/"):
+        write_result(str(run_dir), trial, TrialResult("t/00", {}, {}, {"../evil": b"x"}))
+    assert not (tmp_path / "evil").exists()
