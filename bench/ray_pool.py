@@ -116,6 +116,9 @@ def _ray_cluster(nodes: int, trials: list, runs: str, args, say) -> dict[str, An
             out = _measure(f"ray, {nodes} node(s)", trials, runs, args, "ray", say)
         finally:
             ray.shutdown()
+    from ce_runtime.execute.ray_executor import sweep_worker_scratch
+
+    sweep_worker_scratch()  # the cluster's workers are gone: their scratch roots too
     out.update(init_s=init_s, warmup_s=warm, nodes=nodes, cpus_per_node=cpus)
     return out
 
