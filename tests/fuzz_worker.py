@@ -3,7 +3,9 @@
 Reads one JSON request per line on stdin ({"cwd": DIR, "args": [...]}) and runs the
 real CLI in this process for each, under the bounds the fuzz test checks: an address
 space limit (RLIMIT_AS, so a runaway allocation is a MemoryError here, not the
-machine's), and SIGALRM after HANG_S seconds (a hang check, not a speed target).
+machine's), HANG_S seconds of CPU time (ITIMER_VIRTUAL: the issue's 10 s, counted in
+this process's own CPU so a loaded CI machine cannot trip it) and BLOCKED_S of wall time
+for a hang that burns no CPU (a blocking read). Hang checks, not speed targets.
 Answers one JSON line per request: exit code, output size, and what went wrong.
 Running in one process keeps the fuzz fast (no interpreter start per example).
 """
@@ -16,7 +18,8 @@ import resource
 import signal
 import sys
 
-HANG_S = 10
+HANG_S = 10  # CPU seconds
+BLOCKED_S = 120  # wall seconds
 MEMORY_LIMIT = 3 * 1024**3
 
 
@@ -31,6 +34,7 @@ def _alarm(_signum, _frame):
 def main() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     signal.signal(signal.SIGALRM, _alarm)
+    signal.signal(signal.SIGVTALRM, _alarm)
     from click.testing import CliRunner
 
     from ce_runtime.cli import main as ce
@@ -40,7 +44,8 @@ def main() -> None:
         request = json.loads(line)
         os.chdir(request["cwd"])
         answer: dict = {"exit": None, "output": 0, "problem": None}
-        signal.alarm(HANG_S)
+        signal.alarm(BLOCKED_S)
+        signal.setitimer(signal.ITIMER_VIRTUAL, HANG_S)
         try:
             result = runner.invoke(ce, request["args"], catch_exceptions=True)
             answer["exit"] = result.exit_code
@@ -52,10 +57,11 @@ def main() -> None:
             elif "internal error" in out or "Traceback" in out:
                 answer["problem"] = "internal error: " + out[-500:]
         except Hang:
-            answer["problem"] = f"still running after {HANG_S} s"
+            answer["problem"] = f"still running after {HANG_S} s of CPU or {BLOCKED_S} s"
         except MemoryError:
             answer["problem"] = f"ran out of its {MEMORY_LIMIT >> 30} GiB address space"
         finally:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
             signal.alarm(0)
         print(json.dumps(answer), flush=True)
 

@@ -5,7 +5,7 @@ Four Hypothesis strategies make task files: documents shaped by the task schema 
 hostile values, YAML text broken at random, expressions of the criteria language built
 from its grammar, and the classes of inputs that once crashed or hung the compiler
 (sized by Hypothesis, up to the sizes that hurt). Each is compiled by the real CLI in a
-worker process (tests/fuzz_worker.py) under an address-space limit and a 10 s alarm;
+worker process (tests/fuzz_worker.py) under an address-space limit and 10 s of CPU;
 the checks: exit 0, 1 or 2 (never 3, the internal-error exit), no traceback, and
 output that stays proportional to the input.
 """
