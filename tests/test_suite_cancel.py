@@ -73,3 +73,30 @@ def test_cancelling_a_run_waits_for_every_trials_teardown(tmp_path, monkeypatch,
     assert left == [], f"processes outlived the cancelled run: {left}"
     assert 1 <= finished < 2 * jobs
     assert os.listdir(tmp_path / "tmp") == []  # every trial's scratch removed
+
+
+def test_a_teardown_finishes_however_often_its_trial_is_cancelled():
+    """A second (third) cancel while a trial tears down must not cut the teardown short:
+    it finishes, then the cancellation goes on."""
+    from ce_runtime.execute.trial import finish_despite_cancels
+
+    async def main() -> tuple[list[str], bool]:
+        steps: list[str] = []
+
+        async def teardown() -> None:
+            steps.append("start")
+            await asyncio.sleep(0.2)
+            steps.append("end")
+
+        task = asyncio.ensure_future(finish_despite_cancels(teardown()))
+        for _ in range(3):
+            await asyncio.sleep(0.02)
+            task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return steps, True
+        return steps, False
+
+    steps, cancelled = asyncio.run(main())
+    assert steps == ["start", "end"] and cancelled

@@ -123,7 +123,8 @@ class LocalExecutor:
             # still run; each must finish its own clean-up (processes killed and reaped,
             # scratch removed) before the run ends, or the loop's shutdown cuts it short
             for task in tasks:
-                task.cancel()
+                if not task.cancelling():  # once: a second cancel cuts a teardown short
+                    task.cancel()
             if tasks:
                 await asyncio.wait(tasks)
             raise

@@ -56,6 +56,26 @@ def trial_dir_of(run_dir: str, trial: Trial) -> str:
                         f"{trial.repeat:02d}")
 
 
+async def finish_despite_cancels(work: Any) -> None:
+    """Run `work` to its end even if this task is cancelled again meanwhile (a second
+    Ctrl-C, a run shutting down): a teardown cut short leaves processes behind. Its own
+    errors are swallowed (the trial is ending anyway); a cancellation received while
+    waiting is raised once the work is done."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+        except Exception:
+            break
+    if not task.cancelled():
+        task.exception()  # retrieved: an error in a teardown is not "never retrieved"
+    if cancelled:
+        raise asyncio.CancelledError
+
+
 def budget_input_tokens(view: Any, limits: Any) -> int:
     """The input tokens the budgets count: cache reads and cache writes only when the
     task says so (`run_limits.count_cached_input` / `count_cache_creation`, as
@@ -495,10 +515,11 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         return record
     finally:
         writer.close()
-        if sandbox is not None:  # interrupted or failed: nothing it started survives
-            with contextlib.suppress(Exception):
-                await asyncio.shield(sandbox.teardown())
-        shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            if sandbox is not None:  # interrupted or failed: nothing it started survives
+                await finish_despite_cancels(sandbox.teardown())
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _early_stop_record(plan, monitor: LiveMonitor, sink: TrialSink) -> dict[str, Any] | None:
