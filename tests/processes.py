@@ -20,3 +20,32 @@ def processes_marked(mark: str) -> dict[int, str]:
         if (mark in cmd or mark in env) and state != "Z" and int(pid) != os.getpid():
             found[int(pid)] = cmd
     return found
+
+
+def process_stats() -> dict[int, tuple[str, str, list[str]]]:
+    """Every process: pid -> (command name, state, the /proc stat fields after the state:
+    ppid, pgrp, session, ...)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        end = stat.rindex(")")
+        fields = stat[end + 2:].split()
+        out[int(entry)] = (stat[stat.index("(") + 1:end], fields[0], fields[1:])
+    return out
+
+
+def session_members(sid: int) -> list[int]:
+    """The processes of session `sid`."""
+    return [pid for pid, (_, _, rest) in process_stats().items() if int(rest[2]) == sid]
+
+
+def children_of(pid: int) -> list[str]:
+    """'pid state comm' of every child of `pid`, zombies included."""
+    return [f"{child} {state} {comm}" for child, (comm, state, rest) in process_stats().items()
+            if int(rest[0]) == pid]

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+from tests.processes import session_members
+
 BIN = os.path.join(os.path.dirname(sys.executable), "ray")
 
 
@@ -36,21 +38,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _session(sid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2:].split()[3]) == sid:
-            out.append(int(entry))
-    return out
 
 
 class RayCluster:
@@ -124,7 +111,7 @@ class RayCluster:
         """The cluster's worker processes (`ray::...` titles), all nodes."""
         found = []
         for p in self.procs:
-            for pid in _session(p.pid):
+            for pid in session_members(p.pid):
                 with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as fh:
                     if fh.read().startswith(b"ray::"):
                         found.append(pid)
@@ -139,7 +126,7 @@ class RayCluster:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(max(0.1, deadline - time.monotonic()))
         for p in self.procs:
-            for pid in _session(p.pid):
+            for pid in session_members(p.pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -121,9 +121,13 @@ def test_junit_and_output_file(run_dir, tmp_path):
 
 
 def test_runs_directory_means_its_latest(run_dir):
-    res = ce_report(os.path.dirname(run_dir))
+    runs = os.path.dirname(run_dir)
+    res = ce_report(runs)
     assert res.returncode == 0, res.stderr
     assert res.stdout == Path(run_dir, "report.md").read_text(encoding="utf-8")
+    assert f"ce report: {runs} is a directory of runs; using the latest, " \
+           f"{os.path.realpath(run_dir)}" in res.stderr  # said, not silent
+    assert "directory of runs" not in ce_report(run_dir).stderr  # a run itself: nothing
 
 
 def test_html_is_self_contained(run_dir, tmp_path):

@@ -18,26 +18,8 @@ import pytest
 
 from ce_lang.api import CompileOptions, compile_paths
 from ce_runtime.execute import suite as R
+from tests.processes import children_of
 from tests.test_run_e2e import SLOWISH
-
-
-def _children() -> list[str]:
-    """Processes whose parent is this process (zombies included): 'pid state comm'."""
-    me = str(os.getpid())
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        comm_end = stat.rindex(")")
-        fields = stat[comm_end + 2:].split()
-        if fields[1] == me:
-            found.append(f"{entry} {fields[0]} {stat[stat.index('(') + 1:comm_end]}")
-    return found
 
 
 @pytest.mark.parametrize("jobs", [3, 4])
@@ -66,7 +48,7 @@ def test_cancelling_a_run_waits_for_every_trials_teardown(tmp_path, monkeypatch,
         with pytest.raises(asyncio.CancelledError):
             await run
         pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        return _children(), pending, len(done)
+        return children_of(os.getpid()), pending, len(done)
 
     left, pending, finished = asyncio.run(main())
     assert pending == [], f"tasks still running after the run ended: {pending}"

@@ -59,9 +59,12 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
       ce compare runs/main runs/latest --fail-on significant -f json -o compare.json
       ce compare runs/main runs/latest -f html -o compare.html
     """
+    from ce_runtime.cli.pick import say_if_latest
     from ce_runtime.report.compare import NotARun, compare_runs
     from ce_runtime.report.compare_render import RENDERERS, verdict
 
+    for run in (run_a, run_b):
+        say_if_latest(run, "compare")
     try:
         comparison = compare_runs(run_a, run_b, seed=seed, alpha=alpha)
     except NotARun as exc:

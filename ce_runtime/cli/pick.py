@@ -81,3 +81,18 @@ def _newest(path: str) -> str | None:
             and os.path.isfile(os.path.join(e, "run.json"))]
     return max(runs, key=lambda e: (os.path.basename(e), os.stat(e).st_mtime)) \
         if runs else None
+
+
+def say_if_latest(path: str, command: str) -> None:
+    """When PATH is a directory of runs (its `latest` stands for it), say which run the
+    command reads; a path that is neither a run nor a directory of runs is left to the
+    command's own error."""
+    from ce_runtime.report.rundir import RunDirError, resolve_run_dir
+
+    try:
+        run = resolve_run_dir(path)
+    except RunDirError:
+        return
+    if run != os.path.realpath(path):
+        click.echo(f"ce {command}: {path} is a directory of runs; using the latest, {run}",
+                   err=True)

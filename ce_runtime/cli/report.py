@@ -38,8 +38,10 @@ def report_cmd(run, fmt, output):
       ce report runs/latest -f junit -o junit.xml
       ce report runs/latest/rescored/20261201-120000 -f json
     """
+    from ce_runtime.cli.pick import say_if_latest
     from ce_runtime.report.rundir import RunDirError
 
+    say_if_latest(run, "report")
     try:
         text = render(run, fmt)
     except RunDirError as exc:

@@ -11,7 +11,6 @@ line naming the path), never a traceback.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -102,16 +101,12 @@ def _read_run_json(run_dir: str) -> dict[str, Any]:
     path = os.path.join(run_dir, RUN_JSON)
     if not os.path.isfile(path):
         return {}
+    from ce_runtime.store.archive import DamagedArchive, load_archived_json
+
     try:
-        with open(path, "rb") as fh:
-            value = json.loads(fh.read().decode("utf-8"))
-    except OSError as exc:
-        raise RunDirError(path, f"unreadable ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise RunDirError(path, f"not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise RunDirError(path, "not a JSON object")
-    return value
+        return load_archived_json(path)
+    except DamagedArchive as exc:
+        raise RunDirError(exc.path, exc.why) from None
 
 
 def _read_parquet(path: str, required: tuple[str, ...]) -> pl.DataFrame:
