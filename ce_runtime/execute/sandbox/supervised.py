@@ -399,6 +399,10 @@ class SupervisedSandbox(FileOps):
                 os.killpg(init.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(init.wait(), 10.0)
+        drain = getattr(self, "_drain", None)
+        if drain is not None:  # the init's stderr ends with it: nothing left pending
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(drain, 5.0)
 
     def oom_killed(self) -> bool:
         return bool(self.cgroup and self.cgroup.oom_killed())
