@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "regex_budget": "ce_lang.lang.builtins",
     "Registry": "ce_lang.lang.checker",
     "effect_rank": "ce_lang.lang.checker",
+    "rescore_offline": "ce_lang.lang.checker",
     "signature_text": "ce_lang.lang.checker",
     "default_value": "ce_lang.lang.bind",
     "analyze": "ce_lang.lang.analysis",

@@ -11,7 +11,7 @@ import attrs
 from ce_lang.docgen.schema import anchor
 from ce_lang.lang.analysis import source_text
 from ce_lang.lang.builtins import BUILTINS
-from ce_lang.lang.checker import Registry, effect_rank, signature_text
+from ce_lang.lang.checker import Registry, effect_rank, rescore_offline, signature_text
 from ce_lang.lang.records import BUILTIN_RECORDS
 from ce_lang.lang.types import PRIMITIVES
 from ce_lang.schema.criteria import Criterion
@@ -98,14 +98,6 @@ def _early_stop(checked) -> str:
     return "cannot be armed (does not read the trace)"
 
 
-def _offline(checked) -> str:
-    if "model" in checked.effects:
-        return "from the cached verdict (`judges/<sha256>.json`); otherwise needs the judge"
-    if "exec" in checked.effects:
-        return "yes, re-running its command in the restored workspace"
-    return "yes, from the archived trace and workspace"
-
-
 def criteria_page(registry: Registry) -> str:
     names = sorted(registry.criteria)
     out = ["# Standard criteria", "",
@@ -125,7 +117,7 @@ def criteria_page(registry: Registry) -> str:
                 f"Result: **{d.result}** · effects: {_effects(checked)} "
                 f"({effect_rank(checked.effects)}) · default pass_threshold: "
                 f"{cls.DEFAULT_PASS_THRESHOLD} · early stop: {_early_stop(checked)} · "
-                f"re-scoring offline: {_offline(checked)}", ""]
+                f"re-scoring offline: {rescore_offline(checked.effects)}", ""]
         rows = []
         defaults = {p.name: p.default for p in d.params}
         fields = {f.name: f for f in attrs.fields(cls)}

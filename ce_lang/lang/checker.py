@@ -456,3 +456,11 @@ def effect_rank(effects: frozenset[str]) -> str:
     return best
 
 
+def rescore_offline(effects: frozenset[str]) -> str:
+    """How a criterion with these effects is re-scored from an archive (`ce rescore`):
+    one wording for `ce criteria show` and the generated reference."""
+    if "model" in effects:
+        return "from the cached verdict (`judges/<sha256>.json`); otherwise needs the judge"
+    if "exec" in effects:
+        return "yes, re-running its command in the restored workspace"
+    return "yes, from the archived trace and workspace"

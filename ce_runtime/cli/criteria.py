@@ -112,7 +112,9 @@ def render_definition(checked, origin: str, registry=None) -> str:
     effects = ", ".join(sorted(checked.effects)) or "pure"
     lines.append(f"Effects: {effects}")
     lines.append(_early_stop_line(checked))
-    lines.append(_offline_line(checked))
+    from ce_lang.api import rescore_offline
+
+    lines.append(f"Re-scoring offline: {rescore_offline(checked.effects)}.")
     lines += ["", "Definition:", "", d.source.rstrip()]
     records = _records_used(checked, registry) if registry is not None else []
     if records:  # their fields' docs and `require` constraints bind with the arguments
@@ -148,14 +150,6 @@ def _with_defaults(checked) -> str:
     what = ("pass and fail" if d.can_pass and d.can_fail else "pass" if d.can_pass
             else "fail" if d.can_fail else "nothing")
     return f"with the defaults it can decide {what}"
-
-
-def _offline_line(checked) -> str:
-    if "model" in checked.effects:
-        return "Re-scoring offline: needs the judge model (not reproducible without it)."
-    if "exec" in checked.effects:
-        return "Re-scoring offline: yes, by re-running its command in the restored workspace."
-    return "Re-scoring offline: yes, from the archived trace and workspace."
 
 
 def _node_text(node, d) -> str:

@@ -19,6 +19,7 @@ from ce_lang.api import (
     ToolCallView,
     program_for,
     registry_for_sources,
+    rescore_offline,
     source_text,
     unwrap_shell,
 )
@@ -376,7 +377,7 @@ def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
         if c.arming is not None:
             out.append(f"{INDENT}armed: stop_when {c.arming.polarity} ({c.arming.source})")
         out.append(f"{INDENT}offline re-scoring: "
-                   + ("yes" if c.offline else "needs the judge model"))
+                   + ("yes" if c.offline else rescore_offline(frozenset({"model"}))))
         steps = [] if is_disabled(c) else [s for s in plan.steps if s.id in c.steps]
         for s in steps:
             shared = f", shared with {', '.join(u for u in s.used_by if u != c.id)}" \
