@@ -27,6 +27,7 @@ from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest
 from ce_runtime.grade.host import InfrastructureError
 from ce_runtime.grade.monitor import LiveMonitor
 from ce_runtime.store.archive import snapshot_workspace, write_trial_files
+from ce_runtime.store.record import EarlyStop, Status
 from ce_runtime.trace import events as T
 
 STOP_GRACE_S = 2.0
@@ -256,18 +257,18 @@ def network_of(box, agent_name: str = "none") -> str:
 
 
 def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
-            success: bool | None) -> str:
+            success: bool | None) -> Status:
     if error is not None:
-        return "ERROR"
+        return Status.ERROR
     if limit is not None:
-        return limit
+        return Status(limit)
     if outcome is not None and outcome.reason == "error":
-        return "ERROR"
+        return Status.ERROR
     if outcome is not None and outcome.reason == "max_turns":
-        return "MAX_TURNS_EXHAUSTED"
+        return Status.MAX_TURNS_EXHAUSTED
     if success is None:
-        return "NOT_GRADED"
-    return "SUCCESS" if success else "FAILURE"
+        return Status.NOT_GRADED
+    return Status.SUCCESS if success else Status.FAILURE
 
 
 def model_endpoint(trial: Trial, agent_name: str, ctx: RunContext, sandbox, notes):
@@ -522,60 +523,63 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _early_stop_record(plan, monitor: LiveMonitor, sink: TrialSink) -> dict[str, Any] | None:
+def _early_stop_record(plan, monitor: LiveMonitor, sink: TrialSink) -> EarlyStop | None:
     """coder_eval's EarlyStopInfo: present iff the run was stopped early."""
     info = monitor.stop_info
     if info is None:
         return None
     call = next(c for c in plan.criteria if c.id == info.criterion)
     max_turns = plan.run_limits.max_turns
-    return {"reason": info.reason, "deciding_criterion": info.criterion,
-            "deciding_criterion_type": call.type,
-            "deciding_criterion_description": call.description,
-            "armed_criteria": list(info.armed), "tool_call_index": info.tool_call_index,
-            "turn_index": sink.turns,
-            "turns_remaining_at_stop": max(0, max_turns - sink.turns) if max_turns else None,
-            "gate_threshold": info.gate_threshold, "rule": plan.early_stop.rule}
+    return EarlyStop(
+        reason=info.reason, deciding_criterion=info.criterion,
+        deciding_criterion_type=call.type, deciding_criterion_description=call.description,
+        armed_criteria=list(info.armed), tool_call_index=info.tool_call_index,
+        turn_index=sink.turns,
+        turns_remaining_at_stop=max(0, max_turns - sink.turns) if max_turns else None,
+        gate_threshold=info.gate_threshold, rule=plan.early_stop.rule)
 
 
-def _record(trial: Trial, agent: str, status: str, error: str | None,
+def _record(trial: Trial, agent: str, status: Status, error: str | None,
             outcome: AgentOutcome | None, graded, sink: TrialSink, monitor: LiveMonitor,
             started_at: str, duration: float, pre: list, post: list,
             notes: dict[str, Any]) -> dict[str, Any]:
+    """The trial's TrialRecord, as task.json's JSON object (the redactor and the archive
+    take JSON-like data)."""
     plan = trial.plan
     view = sink.view
     from ce_runtime.grade.interpreter import criterion_records
+    from ce_runtime.store import record as rec
 
     criteria = criterion_records(plan, graded) if graded is not None else []
-    return {
-        "schema_version": 1, "trial_id": trial.trial_id, "variant_id": trial.variant_id,
-        "experiment_id": trial.experiment_id, "task_id": plan.task_id,
-        "suite_id": plan.suite_id, "row_id": plan.row_id, "repeat": trial.repeat,
-        "tags": list(plan.tags), "task_file": trial.source, "task_dir": trial.task_dir,
-        "plan_hash": trial.plan_hash, "agent": agent, "model": plan.agent.model,
-        "status": status, "stopped_early": monitor.should_stop,
-        "early_stop_reason": monitor.stop_reason,
-        "early_stop": _early_stop_record(plan, monitor, sink),
-        "monitor_gave_up": monitor.gave_up,
-        "weighted_score": graded.weighted_score if graded else None,
-        "success": status == "SUCCESS", "started_at": started_at,
-        "duration_s": round(duration, 3),
-        "agent_outcome": {"reason": outcome.reason, "detail": outcome.detail} if outcome
-        else None,
-        "usage": {"input_tokens": view.input_tokens, "output_tokens": view.output_tokens,
-                  "cost_usd": view.cost_usd, "turns": view.view.turns,
-                  "tool_calls": len(view.view.tool_calls)},
-        "expected_turns": plan.run_limits.expected_turns,
-        "criteria": criteria, "error": error,
-        "pre_run": [attrs.asdict(c) for c in pre], "post_run": [attrs.asdict(c) for c in post],
-        "sandbox": notes.get("sandbox"), "setup": notes.get("setup", []),
-        "agent_left_running": notes.get("agent_left_running", []),
-        "teardown_killed": notes.get("teardown_killed", []),
-        "oom_killed": bool(notes.get("oom_killed")),
-        "integrity": notes.get("integrity", []),
-        "model_server": notes.get("model_server"),
-        "judge_sessions": notes.get("judge_sessions", []),
-        "dialog": notes["dialog"].record() if notes.get("dialog") else None,
-    }
-
-
+    return rec.record_dict(rec.TrialRecord(
+        schema_version=1, trial_id=trial.trial_id, variant_id=trial.variant_id,
+        experiment_id=trial.experiment_id, task_id=plan.task_id,
+        suite_id=plan.suite_id, row_id=plan.row_id, repeat=trial.repeat,
+        tags=list(plan.tags), task_file=trial.source, task_dir=trial.task_dir,
+        plan_hash=trial.plan_hash, agent=agent, model=plan.agent.model,
+        status=status, stopped_early=monitor.should_stop,
+        early_stop_reason=monitor.stop_reason,
+        early_stop=_early_stop_record(plan, monitor, sink),
+        monitor_gave_up=monitor.gave_up,
+        weighted_score=graded.weighted_score if graded else None,
+        success=status == Status.SUCCESS, started_at=started_at,
+        duration_s=round(duration, 3),
+        agent_outcome=rec.AgentOutcome(reason=outcome.reason, detail=outcome.detail)
+        if outcome else None,
+        usage=rec.Usage(input_tokens=view.input_tokens, output_tokens=view.output_tokens,
+                        cost_usd=view.cost_usd, turns=view.view.turns,
+                        tool_calls=len(view.view.tool_calls)),
+        expected_turns=plan.run_limits.expected_turns,
+        criteria=[rec.CriterionRecord(**c) for c in criteria], error=error,
+        pre_run=[rec.CommandRecord(**attrs.asdict(c)) for c in pre],
+        post_run=[rec.CommandRecord(**attrs.asdict(c)) for c in post],
+        sandbox=rec.SandboxNote(**notes["sandbox"]) if notes.get("sandbox") else None,
+        setup=notes.get("setup", []),
+        agent_left_running=notes.get("agent_left_running", []),
+        teardown_killed=notes.get("teardown_killed", []),
+        oom_killed=bool(notes.get("oom_killed")),
+        integrity=notes.get("integrity", []),
+        model_server=notes.get("model_server"),
+        judge_sessions=notes.get("judge_sessions", []),
+        dialog=rec.DialogRecord(**notes["dialog"].record()) if notes.get("dialog") else None,
+    ))

@@ -1,0 +1,269 @@
+"""A trial's record (task.json) as a typed value, and the one definition of its statuses.
+
+`_record` in execute/trial.py builds a `TrialRecord`; the reports, the commands and a
+resume read one back (`read_record`, `as_record`) and use attributes, not string keys.
+On disk the record stays the JSON object it always was: `encode_record` writes the same
+keys as the dict writer did, and decoding is lenient where history is: every field but
+`trial_id` and `status` has a default (an older ce wrote fewer; the in-memory LOST record
+has three), and keys this ce does not know are ignored (a newer ce's fields do not break
+an older reader). What is not a record at all is `InvalidRecord`, one line naming why.
+
+Statuses: `Status` lists every one; the tuples below group them the way the reports and
+re-scoring need. Nothing else in ce_runtime spells a status out (a test checks).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+from ce_runtime.store.archive import DIGEST_KEYS, DamagedArchive, load_task_record
+
+
+class Status(enum.StrEnum):
+    """A trial's outcome (coder_eval's FinalStatus, plus ce's NOT_GRADED and LOST)."""
+
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+    TIMEOUT = "TIMEOUT"
+    MAX_TURNS_EXHAUSTED = "MAX_TURNS_EXHAUSTED"
+    TOKEN_BUDGET_EXCEEDED = "TOKEN_BUDGET_EXCEEDED"
+    COST_BUDGET_EXCEEDED = "COST_BUDGET_EXCEEDED"
+    ERROR = "ERROR"
+    NOT_GRADED = "NOT_GRADED"
+    LOST = "LOST"  # the trial's directory vanished mid-run: reported, never written
+
+
+# a run limit stopped the agent (the trial is still graded, and fails)
+RUN_LIMIT_STATUSES = (Status.TIMEOUT, Status.MAX_TURNS_EXHAUSTED,
+                      Status.TOKEN_BUDGET_EXCEEDED, Status.COST_BUDGET_EXCEEDED)
+# a task.json can hold these, in the order the reports list them (LOST is never written)
+STATUSES = (Status.SUCCESS, Status.FAILURE, *RUN_LIMIT_STATUSES, Status.ERROR,
+            Status.NOT_GRADED)
+# graded and not passed, the infrastructure not at fault (JUnit's <failure>)
+FAILING_STATUSES = (Status.FAILURE, *RUN_LIMIT_STATUSES)
+# neither a failure nor an error (SARIF reports nothing for these)
+NOT_FAILED_STATUSES = (Status.SUCCESS, Status.NOT_GRADED)
+
+
+class InvalidRecord(ValueError):
+    """Bytes or a value that are no trial record (not JSON, or a field of the wrong
+    type): `why` says which."""
+
+    def __init__(self, why: str, where: str = "task record"):
+        super().__init__(f"{where}: not a valid trial record ({why})")
+        self.where, self.why = where, why
+
+
+class _Part(msgspec.Struct, kw_only=True, omit_defaults=False):
+    pass
+
+
+class Usage(_Part):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    turns: int = 0
+    tool_calls: int = 0
+
+
+class AgentOutcome(_Part):
+    reason: str
+    detail: str = ""
+
+
+class EarlyStop(_Part):
+    """coder_eval's EarlyStopInfo: present iff the run was stopped early."""
+
+    reason: str
+    deciding_criterion: str
+    deciding_criterion_type: str | None = None
+    deciding_criterion_description: str | None = None
+    armed_criteria: list[str] = []
+    tool_call_index: int | None = None
+    turn_index: int | None = None
+    turns_remaining_at_stop: int | None = None
+    gate_threshold: float | None = None
+    rule: str | None = None
+
+
+class CriterionRecord(_Part):
+    """One criterion's result (`criterion_records` in grade/interpreter.py writes it)."""
+
+    id: str
+    type: str
+    description: str | None = None
+    kind: str | None = None
+    score: float | None = None
+    pass_threshold: float | None = None
+    passed: bool = False
+    weight: float | None = None
+    gating: bool = False
+    advisory: bool = False
+    disabled: bool = False
+    error: str | None = None
+    outputs: dict[str, Any] = {}
+    suite_thresholds: dict[str, float] | None = None
+
+
+class CommandRecord(_Part):
+    """A pre_run or post_run command's outcome (execute/task_commands.CommandOutcome)."""
+
+    command: str
+    exit_code: int = -1
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    duration_ms: float = 0.0
+    failed: bool = False
+    ok: bool = True
+    fail_on_error: bool = False
+
+
+class SandboxNote(_Part):
+    """How the sandbox driver held the trial (Enforcement.as_record)."""
+
+    driver: str
+    isolation: str | None = None
+    network: str | None = None
+    limits: dict[str, Any] = {}
+    not_enforced: list[str] = []
+
+
+class DialogRecord(_Part):
+    """A simulated-user dialog: how many turns and what ended it."""
+
+    turns: int = 0
+    ended_by: str = "agent"
+    checks: Any = None
+    user_messages: int = 0
+
+
+class Previous(_Part):
+    """A re-scored trial's outcome before the re-score."""
+
+    status: str | None = None
+    weighted_score: float | None = None
+    plan_hash: str | None = None
+
+
+class TrialRecord(_Part, kw_only=True):
+    """A trial's task.json. Field order and names are the file's keys."""
+
+    schema_version: int = 1
+    trial_id: str
+    variant_id: str | None = None
+    experiment_id: str | None = None
+    task_id: str | None = None
+    suite_id: str | None = None
+    row_id: str | None = None
+    repeat: int = 0
+    tags: list[str] = []
+    task_file: str | None = None
+    task_dir: str | None = None
+    plan_hash: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    status: str
+    stopped_early: bool = False
+    early_stop_reason: str | None = None
+    early_stop: EarlyStop | None = None
+    monitor_gave_up: dict[str, str] = {}
+    weighted_score: float | None = None
+    success: bool = False
+    started_at: str | None = None
+    duration_s: float | None = None
+    agent_outcome: AgentOutcome | None = None
+    usage: Usage = msgspec.field(default_factory=Usage)
+    expected_turns: int | None = None
+    criteria: list[CriterionRecord] = []
+    error: str | None = None
+    pre_run: list[CommandRecord] = []
+    post_run: list[CommandRecord] = []
+    sandbox: SandboxNote | None = None
+    setup: list[Any] = []
+    agent_left_running: list[Any] = []
+    teardown_killed: list[Any] = []
+    oom_killed: bool = False
+    integrity: list[Any] = []
+    model_server: dict[str, Any] | None = None
+    judge_sessions: list[Any] = []
+    dialog: DialogRecord | None = None
+    # a re-scored trial's (grade/rescore.py): where from, and what it was before
+    rescored_from: str | None = None
+    previous: Previous | None = None
+    rescore_notes: list[str] | None = None
+    # written by the archive (write_trial_files), checked by `read_record`
+    trace_sha256: str | None = None
+    workspace_sha256: str | None = None
+    record_sha256: str | None = None
+
+    @property
+    def gating_failed(self) -> list[CriterionRecord]:
+        """The gating criteria that did not pass (what failed the trial)."""
+        return [c for c in self.criteria if c.gating and not c.passed]
+
+
+# keys a record has only once something wrote them (the archive, a re-score)
+_PRESENT_ONLY = (*DIGEST_KEYS, "rescored_from", "previous", "rescore_notes")
+
+
+def record_dict(rec: TrialRecord) -> dict[str, Any]:
+    """The record as task.json's JSON object: every key the dict writer wrote; the
+    archive's digests and a re-score's notes only once they were recorded."""
+    out = msgspec.to_builtins(rec)
+    for key in _PRESENT_ONLY:
+        if out.get(key) is None:
+            out.pop(key, None)
+    return out
+
+
+def encode_record(rec: TrialRecord) -> bytes:
+    """task.json's bytes for `rec` (as archive.write_trial_files lays them out: sorted
+    keys, indented; the digests are the archive's to add)."""
+    import json
+
+    return (json.dumps(record_dict(rec), indent=2, sort_keys=True) + "\n").encode()
+
+
+def as_record(value: TrialRecord | dict[str, Any], where: str = "task record"
+              ) -> TrialRecord:
+    """A record from a task.json-shaped dict (a test's, `ce rescore`'s, an older ce's),
+    or the record itself; InvalidRecord when a field has the wrong type."""
+    if isinstance(value, TrialRecord):
+        return value
+    if not isinstance(value, dict):
+        raise InvalidRecord(f"a {type(value).__name__}, not a JSON object", where)
+    try:
+        return msgspec.convert(value, TrialRecord)
+    except msgspec.ValidationError as exc:
+        raise InvalidRecord(str(exc), where) from None
+
+
+def as_records(values) -> list[TrialRecord]:
+    return [as_record(v) for v in values]
+
+
+def decode_record(data: bytes | str, where: str = "task record") -> TrialRecord:
+    """A record from task.json's bytes; InvalidRecord (never a traceback) otherwise."""
+    try:
+        return msgspec.json.decode(data, type=TrialRecord)
+    except msgspec.ValidationError as exc:
+        raise InvalidRecord(str(exc), where) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidRecord(f"not valid JSON: {exc}", where) from None
+
+
+def read_record(trial_dir: str) -> TrialRecord:
+    """A trial directory's task.json, checked as the archive checks it (its own digest,
+    its ids and plan hash), then typed. DamagedArchive ("damaged archive: PATH: why")
+    for either failure, as every other archived file."""
+    import os
+
+    task = load_task_record(trial_dir)
+    try:
+        return as_record(task)
+    except InvalidRecord as exc:
+        raise DamagedArchive(os.path.join(trial_dir, "task.json"), exc.why) from None
