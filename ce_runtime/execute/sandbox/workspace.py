@@ -30,7 +30,8 @@ workspace.
 
 Then, unless `sandbox.python` is null, `.venv` is created with `uv venv --python <this
 interpreter>` (no pip inside, as coder_eval's uv venvs) and `env_packages` installed with
-`uv pip install` (a shared cache via UV_CACHE_DIR when `uv_cache` is given); with
+`uv pip install` (a shared cache via UV_CACHE_DIR when `uv_cache` is given), once per
+run and package list, each trial getting a copy (venvs.py); with
 `node.env_packages`, `npm install --prefix <workspace> <packages>`.
 
 This is the trusted part of a trial (the task author's sources and package lists), run
@@ -360,8 +361,22 @@ def _remove(path: str) -> None:
 
 def _python_env(root: str, packages: list[str], uv_cache: str | None,
                 log: list[str]) -> None:
-    uv = _uv_bin()
+    """`.venv`: a copy of the run's template for this interpreter and package list (see
+    venvs.py), built with `uv venv --relocatable` and `uv pip install` on first use."""
+    from ce_runtime.execute.sandbox.venvs import clone_venv
+
     venv = os.path.join(root, ".venv")
+    if os.path.lexists(venv):
+        _remove(venv)  # a template's .venv: the sandbox builds its own
+        log.append("python: replaced an existing .venv")
+    key = (os.path.realpath(sys.executable), tuple(packages), uv_cache)
+    log.extend(clone_venv(key, venv, lambda path, out: _build_venv(path, packages,
+                                                                    uv_cache, root, out)))
+
+
+def _build_venv(venv: str, packages: list[str], uv_cache: str | None, cwd: str,
+                log: list[str]) -> None:
+    uv = _uv_bin()
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     # private copies, never hard links into uv's cache: an agent editing its venv in place
     # would otherwise edit the cache, and through it every other trial's venv
@@ -369,17 +384,14 @@ def _python_env(root: str, packages: list[str], uv_cache: str | None,
     if uv_cache:
         os.makedirs(uv_cache, exist_ok=True)
         env["UV_CACHE_DIR"] = uv_cache
-    if os.path.lexists(venv):
-        _remove(venv)  # a template's .venv: the sandbox builds its own
-        log.append("python: replaced an existing .venv")
-    _run([uv, "venv", "--quiet", "--python", sys.executable, venv], cwd=root, env=env,
-         timeout=VENV_TIMEOUT, what="uv venv")
+    _run([uv, "venv", "--quiet", "--relocatable", "--python", sys.executable, venv],
+         cwd=cwd, env=env, timeout=VENV_TIMEOUT, what="uv venv")
     version = ".".join(map(str, sys.version_info[:3]))
     log.append(f"python: created .venv (Python {version})")
     if not packages:
         return
     python = os.path.join(venv, "bin", "python")
-    out = _run([uv, "pip", "install", "--python", python, *packages], cwd=root, env=env,
+    out = _run([uv, "pip", "install", "--python", python, *packages], cwd=cwd, env=env,
                timeout=INSTALL_TIMEOUT, what=f"uv pip install {' '.join(packages)}")
     added = [ln.strip()[2:] for ln in out.splitlines() if ln.strip().startswith("+ ")]
     shown = ", ".join(added[:40]) + (" ..." if len(added) > 40 else "")
