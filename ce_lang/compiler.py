@@ -6,15 +6,15 @@ task, variant, command line) -> structure (cattrs) -> rules -> lower to a plan -
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
 from ce_lang import dataset as ds
+from ce_lang import hostfs
 from ce_lang.convert import converter
 from ce_lang.diagnostics import Diagnostic, Diagnostics, dedupe
 from ce_lang.lang.checker import Registry
@@ -51,8 +51,9 @@ class CompileOptions:
     sample: int | None = None
     check_criteria: bool = True  # bind and analyze criteria (off: front end only, for bench)
     # what this host can enforce, per driver: {driver: {limit: how, or "" when it cannot}}
-    # (probed by the runtime; the compiler only reads it, and skips the check without it)
-    host_limits: dict[str, dict[str, str]] | None = None
+    # (probed by the runtime; the compiler only reads it, and skips the check without it).
+    # A function is called (once, as a logged `hostfs` probe) only if a task sets a limit.
+    host_limits: dict[str, dict[str, str]] | Callable[[], dict] | None = None
     # directories task paths may resolve into besides the suite roots (--allow-path)
     allow_paths: tuple[str, ...] = ()
     # the agent `ce run --agent` runs every task with (type-none tasks excepted): the plans
@@ -103,6 +104,10 @@ class _Compiler:
         self.exp_criteria_files: list[str] = []
         self.instance_cache: dict = {}
         self.registry_texts: dict[str, str] = {}  # user .ce files: shown name -> text
+        self.host_limits = options.host_limits
+        if callable(options.host_limits):
+            hostfs.PROBES["host_limits"] = options.host_limits
+            self.host_limits = lambda: hostfs.probe("host_limits")
 
     # -- driver --------------------------------------------------------------------------
     def run(self, paths: list[str]) -> CompileResult:
@@ -110,7 +115,7 @@ class _Compiler:
         self.roots = SuiteRoots.from_cli(paths, self.opt.allow_paths)
         overrides = parse_overrides(list(self.opt.overrides), usage, self.sources, self.roots)
         files = self.expand(paths, usage)
-        if self.opt.experiment and not os.path.isfile(self.opt.experiment):
+        if self.opt.experiment and not hostfs.isfile(self.opt.experiment):
             usage.emit("CE0001", f"experiment file {self.opt.experiment!r} not found", None)
         exp_layers = self.load_experiment() if self.opt.experiment and not usage else None
         if usage.has_errors or (self.opt.experiment and exp_layers is None):
@@ -142,10 +147,10 @@ class _Compiler:
     def expand(self, paths: list[str], diags: Diagnostics) -> list[tuple[str, bool]]:
         out: list[tuple[str, bool]] = []
         for p in paths:
-            if os.path.isdir(p):
+            if hostfs.isdir(p):
                 found = sorted(
                     os.path.join(root, f)
-                    for root, dirs, names in os.walk(p)
+                    for root, dirs, names in hostfs.walk(p)
                     for f in names
                     if f.endswith((".yaml", ".yml")) and not _hidden(root, p)
                     for _ in [dirs.sort()]
@@ -153,11 +158,11 @@ class _Compiler:
                 out.extend((f, False) for f in found)
                 if not found:
                     diags.emit("CE0006", f"no .yaml/.yml files under {p!r}", None)
-            elif os.path.isfile(p):
+            elif hostfs.isfile(p):
                 out.append((p, True))
             else:
-                matches = sorted(glob.glob(p, recursive=True))
-                files = [m for m in matches if os.path.isfile(m)]
+                matches = hostfs.glob(p)
+                files = [m for m in matches if hostfs.isfile(m)]
                 if not files:
                     diags.emit("CE0006", f"{p!r} matches no file", None)
                 out.extend((m, True) for m in files)
@@ -320,7 +325,7 @@ class _Compiler:
             registry = user_registry() if key else stdlib_registry()
             loaded: set[str] = set()
             for path, shown, span in files:
-                if path in loaded or not os.path.isfile(path) or host_path_problem(
+                if path in loaded or not hostfs.isfile(path) or host_path_problem(
                         path, path, span.file, self.roots) is not None:
                     continue  # reported where the path is checked
                 loaded.add(path)
@@ -422,7 +427,7 @@ class _Compiler:
                                self.agent_types(task), has_dataset,
                                row.id if row else None, self.row_problems,
                                merged.source_path, instances, merged.written,
-                               self.opt.host_limits, self.roots, self.opt.run_agent))
+                               self.host_limits, self.roots, self.opt.run_agent))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)
@@ -475,7 +480,7 @@ class _Compiler:
                             span, help=help_)
 
     def read_prompt(self, path: str, merged: Merged, row: ds.Row | None) -> str | None:
-        if not os.path.isfile(path):
+        if not hostfs.isfile(path):
             return None  # reported where the path was checked
         try:
             text = read_regular_text(path)
@@ -503,9 +508,7 @@ class _Compiler:
         if (task.agent.type or "claude-code") in BUILTIN_AGENT_TYPES:
             return BUILTIN_AGENT_TYPES
         if self._agent_types is None:
-            from importlib.metadata import entry_points
-
-            extra = tuple(ep.name for ep in entry_points(group="ce.agents"))
+            extra = hostfs.entry_points("ce.agents")
             self._agent_types = BUILTIN_AGENT_TYPES + extra
         return self._agent_types
 

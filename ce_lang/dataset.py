@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from ce_lang import hostfs
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.paths import NotRegularFile, read_regular_text
 from ce_lang.spans import Path, Span, offset_to_line_col
@@ -93,7 +94,7 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
 
 
 def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any, str, Span]]:
-    if not os.path.exists(file):
+    if not hostfs.exists(file):
         return  # reported where the path was checked
     try:
         text = read_regular_text(file)

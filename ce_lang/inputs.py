@@ -13,21 +13,20 @@ import os
 import stat
 from typing import Any
 
-from ce_lang.paths import open_regular
+from ce_lang import hostfs
 from ce_lang.schema.task import TaskSpec, TemplateDirSource
 
-_CHUNK = 1 << 20
 
 def digest_path(path: str, ignore: list[str], cache: dict[str, str]) -> str:
     key = path + "\0" + "\0".join(ignore)
     if key in cache:
         return cache[key]
     h = hashlib.sha256()
-    if os.path.isfile(path):
+    if hostfs.isfile(path):
         _feed_file(h, path)
-    elif os.path.isdir(path):
-        for root, dirs, files in os.walk(path):
-            links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+    elif hostfs.isdir(path):
+        for root, dirs, files in hostfs.walk(path):
+            links = [d for d in dirs if hostfs.islink(os.path.join(root, d))]
             dirs[:] = sorted(d for d in dirs if not _ignored(d, ignore) and d not in links)
             for name in sorted(files + links):
                 if _ignored(name, ignore):
@@ -45,25 +44,23 @@ def _feed_entry(h: Any, path: str) -> None:
     """A directory entry as the sandbox copy sees it: a link is its target's name (the
     copy keeps links, never follows them), a FIFO or device only its kind (never opened:
     it would block or never end)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError:
+    mode = hostfs.mode(path, follow=False)
+    if mode == -1:
         h.update(b"<unreadable>\0")
         return
-    if stat.S_ISLNK(mode):
-        h.update(b"<link>" + os.fsencode(os.readlink(path)) + b"\0")
-    elif stat.S_ISREG(mode):
+    if mode == stat.S_IFLNK:
+        target = hostfs.readlink(path)
+        if target is None:
+            raise FileNotFoundError(0, "the link vanished while it was read", path)
+        h.update(b"<link>" + os.fsencode(target) + b"\0")
+    elif mode == stat.S_IFREG:
         _feed_file(h, path)
     else:
         h.update(b"<special>\0")
 
 
 def _feed_file(h: Any, path: str) -> None:
-    try:
-        with open_regular(path) as fh:
-            while chunk := fh.read(_CHUNK):
-                h.update(chunk)
-    except OSError:
+    if not hostfs.feed(path, h):
         h.update(b"<unreadable>")
     h.update(b"\0")
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import attrs
+
+from ce_lang import hostfs
 
 # never a suite root, nor inside one unless `--allow-path` names them: kernel interfaces
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
@@ -29,16 +30,16 @@ class SuiteRoots:
 
     suite_dirs: tuple[str, ...] = ()  # directories named on the command line
     allowed: tuple[str, ...] = ()  # --allow-path
-    cwd: str = attrs.field(factory=os.getcwd)  # where -D values are relative to
+    cwd: str = attrs.field(factory=hostfs.getcwd)  # where -D values are relative to
     _scans: dict = attrs.field(factory=dict, eq=False, repr=False, alias="_scans")
 
     @classmethod
     def from_cli(cls, paths: list[str], allowed: tuple[str, ...] = ()) -> SuiteRoots:
         dirs = []
         for p in paths:
-            if not os.path.isdir(p) and any(c in p for c in "*?["):
+            if not hostfs.isdir(p) and any(c in p for c in "*?["):
                 p = _glob_prefix(p)  # `tasks/**/*.yaml`: the suite is `tasks`
-            if os.path.isdir(p):
+            if hostfs.isdir(p):
                 dirs.append(_real(p))
         return cls(tuple(d for d in dirs if not _is_system_root(d)),
                    tuple(_real(a) for a in allowed))
@@ -85,7 +86,7 @@ def host_path_problem(value: str, resolved: str, source_file: str, roots: SuiteR
     if why is not None:
         return ("CE0216", f"{value!r} {why}",
                 "move it under the suite, or allow its directory with --allow-path DIR")
-    if os.path.isdir(resolved):
+    if hostfs.isdir(resolved):
         found = roots.scan_dir(resolved, source_file)
         if found:
             code, rel, why = found[0]
@@ -98,81 +99,31 @@ def host_path_problem(value: str, resolved: str, source_file: str, roots: SuiteR
 
 def _scan(directory: str, outside) -> list[tuple[str, str, str]]:
     problems: list[tuple[str, str, str]] = []
-    for dirpath, dirnames, filenames in os.walk(directory):
+    for dirpath, dirnames, filenames in hostfs.walk(directory):
         dirnames.sort()
         for name in sorted(filenames) + [d for d in dirnames
-                                          if os.path.islink(os.path.join(dirpath, d))]:
+                                          if hostfs.islink(os.path.join(dirpath, d))]:
             full = os.path.join(dirpath, name)
             rel = os.path.relpath(full, directory)
-            try:
-                mode = os.lstat(full).st_mode
-            except OSError:
+            mode = hostfs.mode(full, follow=False)
+            if mode == -1:
                 continue
-            if stat.S_ISLNK(mode):
+            if mode == stat.S_IFLNK:
                 why = outside(full)
                 if special_kind(full):
                     problems.append(("CE0217", rel, f"links to {special_kind(full)}"))
-                elif why is not None and os.path.exists(full):
+                elif why is not None and hostfs.exists(full):
                     problems.append(("CE0216", rel, "links " + why.removeprefix("is ")))
-            elif not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-                problems.append(("CE0217", rel, f"is {_kind_name(mode)}"))
+            elif mode not in (stat.S_IFREG, stat.S_IFDIR):
+                problems.append(("CE0217", rel, f"is {hostfs.kind_name(mode)}"))
             if len(problems) >= DIR_SCAN_LIMIT:
                 return problems
     return problems
 
 
-def special_kind(path: str) -> str | None:
-    """'a FIFO', 'a character device' ... when `path` (links followed) exists and is
-    neither a regular file nor a directory; None otherwise."""
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return None
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    return _kind_name(mode)
-
-
-def _kind_name(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    return "not a regular file"
-
-
-class NotRegularFile(OSError):
-    """Raised by `read_regular` for a FIFO, device or socket (never opened blocking)."""
-
-
-def open_regular(path: str) -> BinaryIO:
-    """A regular file opened for reading. A FIFO, socket or device raises NotRegularFile
-    before any blocking call: opened non-blocking, checked with fstat (no race with a
-    swap between the check and the open)."""
-    kind = special_kind(path)
-    if kind:
-        raise NotRegularFile(0, f"is {kind}", path)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(0, "is a directory" if stat.S_ISDIR(mode)
-                                 else f"is {_kind_name(mode)}", path)
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def read_regular(path: str) -> bytes:
-    """The bytes of a regular file (see `open_regular`)."""
-    with open_regular(path) as fh:
-        return fh.read()
+special_kind = hostfs.special_kind
+NotRegularFile = hostfs.NotRegularFile
+read_regular = hostfs.read_regular
 
 
 def read_regular_text(path: str) -> str:
@@ -230,7 +181,7 @@ def commit_problem(commit: str) -> str | None:
 
 # -- helpers ------------------------------------------------------------------------------
 def _real(path: str) -> str:
-    return os.path.realpath(os.path.abspath(path))
+    return hostfs.realpath(os.path.abspath(path))
 
 
 def _within(path: str, root: str) -> bool:
@@ -246,7 +197,7 @@ def _too_wide(path: str) -> bool:
     /home ...), the home directory (a task saved in ~/Downloads must not reach ~/.ssh
     through `$TASK_DIR/..`), a kernel interface. Naming it on the command line (a
     directory argument, --allow-path) still makes it one."""
-    home = _real(os.path.expanduser("~"))
+    home = _real(hostfs.expanduser("~"))
     return _is_system_root(path) or os.path.dirname(path) == os.sep or path == home
 
 

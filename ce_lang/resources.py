@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 
+from ce_lang import hostfs
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def data_dir(name: str) -> str:
     for candidate in (os.path.join(os.path.dirname(_HERE), name),
                       os.path.join(_HERE, "_data", name)):
-        if os.path.isdir(candidate):
+        if hostfs.own_isdir(candidate):
             return candidate
     raise FileNotFoundError(f"ce data directory {name!r} not found")
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
+from ce_lang import hostfs
 from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import SuiteRoots
 from ce_lang.rules_cli import cli_match_rules, record_cli_rules
@@ -55,7 +57,8 @@ class RuleContext:
     source_path: Callable[[Path], Path] = lambda p: p
     instances: list = attrs.field(factory=list)  # checked instances, one per criterion
     written: Callable[[Path], bool] = lambda p: True  # the key appears in its file
-    host_limits: dict[str, dict[str, str]] | None = None  # CompileOptions.host_limits
+    # CompileOptions.host_limits (a function: called only when a task sets a limit)
+    host_limits: Any = None
     roots: SuiteRoots | None = None  # where host paths may resolve (None: unchecked)
     run_agent: str | None = None  # `ce run --agent X`: runs every task but type-none ones
 
@@ -179,11 +182,16 @@ def _enforcement_rules(ctx: RuleContext) -> None:
         d.emit("CE0215", f"`network: {sb.network}` cannot be enforced by `driver: tempdir` "
                "(the agent shares your network)", ctx.at(("sandbox", "network")),
                help="use `driver: bwrap` (or docker) to restrict the network")
-    facts = (ctx.host_limits or {}).get(sb.driver)
+    wanted = [limit for limit in ("max_memory_mb", "max_pids", "max_cpus")
+              if getattr(sb.limits, limit) is not None]
+    if not wanted:
+        return  # the host is probed only for a task that sets a limit
+    host = ctx.host_limits() if callable(ctx.host_limits) else ctx.host_limits
+    facts = (host or {}).get(sb.driver)
     if facts is None:
         return
-    for limit in ("max_memory_mb", "max_pids", "max_cpus"):
-        if getattr(sb.limits, limit) is not None and not facts.get(limit):
+    for limit in wanted:
+        if not facts.get(limit):
             d.emit("CE0215", f"`{limit}` cannot be enforced by `driver: {sb.driver}` on this "
                    "host (no writable control group)", ctx.at(("sandbox", "limits", limit)),
                    help="the trial runs without it and records that; use `driver: docker`, "
@@ -297,7 +305,7 @@ def _check_mixed_path(value: str, path: Path, ctx: RuleContext) -> None:
     if value.startswith("$TASK_DIR/"):
         base = os.path.dirname(os.path.abspath(span.file))
         resolved = os.path.normpath(os.path.join(base, value[len("$TASK_DIR/"):]))
-        if not os.path.exists(resolved):
+        if not hostfs.exists(resolved):
             ctx.diags.emit("CE0207", f"{value!r} not found", span,
                            notes=(f"$TASK_DIR is the task file's directory: {base}",))
         return

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from ce_lang import hostfs
 from ce_lang.paths import (
     commit_problem,
     host_path_problem,
@@ -63,7 +64,7 @@ def _plugin_paths(ctx: Any) -> None:
         if not isinstance(raw, str) or not raw.strip() or "${row." in raw:
             continue
         at: Path = ("agent", "plugins", i, "path")
-        resolved = os.path.join(task_dir, os.path.expandvars(os.path.expanduser(raw)))
+        resolved = os.path.join(task_dir, hostfs.expandvars(hostfs.expanduser(raw)))
         problem = host_path_problem(raw, os.path.normpath(resolved), task_file, ctx.roots)
         if problem is not None:
             code, message, help_ = problem

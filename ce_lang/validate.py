@@ -19,7 +19,7 @@ from typing import Any, Literal, Union
 
 import attrs
 
-from ce_lang import vendor
+from ce_lang import hostfs, vendor
 from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import SuiteRoots, host_path_problem
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
@@ -371,10 +371,10 @@ class Walker:
                 return INVALID
         if self.ctx.check_paths_exist:
             want_dir = rule.path == "task_dir"
-            ok = os.path.isdir(resolved) if want_dir else os.path.isfile(resolved)
+            ok = hostfs.isdir(resolved) if want_dir else hostfs.isfile(resolved)
             if not ok:
                 kind = "directory" if want_dir else "file"
-                exists = os.path.exists(resolved)
+                exists = hostfs.exists(resolved)
                 self.diags.emit(
                     "CE0207",
                     f"`{self.name(path)}`: {kind} {value!r} "

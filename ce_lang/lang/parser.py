@@ -23,6 +23,7 @@ from lark.grammar import Rule
 from lark.lexer import TerminalDef
 from lark.visitors import Transformer_NonRecursive
 
+from ce_lang import hostfs
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.lang import ast as A
 from ce_lang.lang import safecache
@@ -35,8 +36,7 @@ GRAMMAR_NAMES = ("criteria.lark",)
 @cache
 def _parser() -> Lark:
     path = os.path.join(grammar_dir(), "criteria.lark")
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
+    text = hostfs.own_read_text(path)
     options = {"parser": "lalr", "start": ["file", "expr"], "propagate_positions": True,
                "maybe_placeholders": True}
     key = hashlib.sha256(f"{lark.__version__}\0{sorted(options.items())}\0{text}".encode())

@@ -6,6 +6,7 @@ import hashlib
 import os
 from functools import cache
 
+from ce_lang import hostfs
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.lang import safecache
 from ce_lang.lang.analysis import register_source
@@ -16,7 +17,7 @@ from ce_lang.resources import grammar_dir, stdlib_dir
 
 def stdlib_files() -> list[str]:
     d = stdlib_dir()
-    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".ce"))
+    return sorted(os.path.join(d, f) for f in hostfs.own_listdir(d) if f.endswith(".ce"))
 
 
 @cache
@@ -24,8 +25,7 @@ def stdlib_texts() -> dict[str, str]:
     """File name -> text of the standard criteria (what a run archives)."""
     out = {}
     for path in stdlib_files():
-        with open(path, encoding="utf-8") as fh:
-            out[os.path.basename(path)] = fh.read()
+        out[os.path.basename(path)] = hostfs.own_read_text(path)
     return out
 
 
@@ -56,8 +56,7 @@ def _stdlib() -> tuple[Registry, tuple]:
     files = stdlib_files()
     texts = {}
     for path in files:
-        with open(path, encoding="utf-8") as fh:
-            texts[path] = fh.read()
+        texts[path] = hostfs.own_read_text(path)
         register_source(path, texts[path])
     cache_name = f"stdlib-{_cache_key(texts)}.pickle"
     cached = safecache.load(cache_name, safecache.ce_lang_classes)
@@ -79,12 +78,11 @@ def _stdlib() -> tuple[Registry, tuple]:
 def _cache_key(texts: dict[str, str]) -> str:
     h = hashlib.sha256()
     lang_dir = os.path.dirname(os.path.abspath(__file__))
-    sources = [os.path.join(lang_dir, f) for f in sorted(os.listdir(lang_dir))
+    sources = [os.path.join(lang_dir, f) for f in sorted(hostfs.own_listdir(lang_dir))
                if f.endswith(".py")]
     sources += [os.path.join(grammar_dir(), "criteria.lark")]
     for path in sources:
-        with open(path, "rb") as fh:
-            h.update(fh.read())
+        h.update(hostfs.own_read_bytes(path))
     for path in sorted(texts):  # full paths: spans in the pickle name these files
         h.update(path.encode() + b"\0" + texts[path].encode())
     return h.hexdigest()[:24]
@@ -117,8 +115,7 @@ def load_file(path: str, registry: Registry, diags: Diagnostics, origin: str | N
     """Parse and check one .ce file into `registry`; `origin` is the name users wrote."""
     shown = origin or path
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = hostfs.read_text(path)
     except UnicodeDecodeError as exc:
         diags.emit("CE0611", f"cannot read criteria file {shown!r}: not UTF-8 ({exc.reason} "
                    f"at byte {exc.start})", span)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -114,13 +113,12 @@ class DockerConfig:
 BUILTIN_DRIVERS = ("tempdir", "bwrap", "docker")
 
 
-@functools.cache
 def sandbox_drivers() -> tuple[str, ...]:
     """Built-in drivers, then those installed packages register (`ce.sandboxes`)."""
-    from importlib.metadata import entry_points
+    from ce_lang import hostfs
 
-    return BUILTIN_DRIVERS + tuple(sorted(ep.name for ep in entry_points(group="ce.sandboxes")
-                                          if ep.name not in BUILTIN_DRIVERS))
+    return BUILTIN_DRIVERS + tuple(sorted(name for name in hostfs.entry_points("ce.sandboxes")
+                                          if name not in BUILTIN_DRIVERS))
 
 
 def driver_choices(value: str) -> tuple[str, ...]:
