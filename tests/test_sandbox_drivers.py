@@ -24,6 +24,7 @@ from ce_runtime.execute.sandbox.base import (
     SandboxFileError,
     SandboxSpec,
 )
+from ce_runtime.execute.sandbox.tempdir import close_warm_inits
 from tests.engines import (
     BUSYBOX_IMAGE,
     PYTHON_IMAGE,
@@ -34,7 +35,9 @@ from tests.engines import (
     python_image,
 )
 
-DRIVERS = ["tempdir", "bwrap", "docker"]
+# "tempdir-forked": tempdir as `ce run` starts it (warm=True), its init forked by the
+# run's zygote instead of launched
+DRIVERS = ["tempdir", "tempdir-forked", "bwrap", "docker"]
 
 
 def docker_block(image=BUSYBOX_IMAGE, **kw):
@@ -62,6 +65,8 @@ def task_dir(tmp_path) -> Path:
 
 
 def spec_for(driver, tmp_path, task_dir, **kw) -> SandboxSpec:
+    if driver == "tempdir-forked":
+        kw.setdefault("warm", True)
     scratch = tmp_path / f"scratch-{os.urandom(3).hex()}"
     scratch.mkdir()
     if driver == "docker":
@@ -74,12 +79,15 @@ def in_box(driver, tmp_path, task_dir, body, **kw):
     require(driver)
 
     async def main():
-        box = open_sandbox(driver, spec_for(driver, tmp_path, task_dir, **kw))
-        await box.start()
+        box = open_sandbox(driver.split("-")[0], spec_for(driver, tmp_path, task_dir, **kw))
         try:
-            return await body(box)
+            await box.start()
+            try:
+                return await body(box)
+            finally:
+                await box.teardown()
         finally:
-            await box.teardown()
+            await close_warm_inits()
     return asyncio.run(main())
 
 
@@ -196,7 +204,7 @@ def test_views_agent_phase_and_teardown(driver, tmp_path, task_dir, monkeypatch)
     assert pre.stdout == "echo hidden-ok\nSOLUTION = 42\n"
     assert "TASK_DIR" not in agent_env and "REFERENCE_DIR" not in agent_env
     assert "tok-0123456789" not in agent_env
-    if driver != "tempdir":
+    if not driver.startswith("tempdir"):
         assert "Permission denied" in locked.stdout and "rc=0" not in locked.stdout
     assert len(left) == 1, (left, killed)  # the agent's sleep (or its shell, not yet exec'd)
     assert after.stdout == "echo hidden-ok\n"  # the grader's view is back

@@ -100,6 +100,10 @@ class LocalExecutor:
         clean_stale_scratch()
         work_root = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-")
         ctx = make_context(run_dir, work_root, options, hidden_paths(trials, options))
+        from ce_runtime.execute.sandbox.tempdir import uses_zygote, zygote
+
+        if any(uses_zygote(t.plan.sandbox) for t in trials):
+            zygote().prestart(work_root)
         sem = asyncio.Semaphore(max(1, options.jobs))
         records: list[dict[str, Any]] = []
 

@@ -16,13 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
 import tempfile
 import weakref
+from typing import Any
 
-from ce_runtime.execute.sandbox.base import GRADER, SandboxSpec, host_env_passthrough
+from ce_runtime.execute.sandbox.base import (
+    GRADER,
+    SandboxError,
+    SandboxSpec,
+    host_env_passthrough,
+)
 from ce_runtime.execute.sandbox.supervised import (
     LAUNCH_ENV,
     SHIM,
@@ -32,74 +39,144 @@ from ce_runtime.execute.sandbox.supervised import (
     launch_init,
 )
 
-WARM = 2  # inits kept started ahead, per event loop
+
+class ForkedInit:
+    """A trial's init forked by the zygote: what the sandbox uses of an
+    asyncio.subprocess.Process (pid, returncode, wait, stderr). The zygote reaps it and
+    says how it exited on the connection that asked for it."""
+
+    def __init__(self, pid: int, replies: asyncio.StreamReader,
+                 conn: asyncio.StreamWriter, stderr: asyncio.StreamReader,
+                 stderr_transport: asyncio.BaseTransport):
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stderr = stderr
+        self._conn = conn
+        self._stderr_transport = stderr_transport
+        self._exited = asyncio.ensure_future(self._watch(replies))
+
+    async def _watch(self, replies: asyncio.StreamReader) -> None:
+        try:
+            line = await replies.readline()
+            try:
+                code = int(json.loads(line).get("exit", -9)) if line else -9
+            except ValueError:
+                code = -9
+            self.returncode = code
+        finally:
+            self._conn.close()
+
+    async def wait(self) -> int:
+        await asyncio.shield(self._exited)
+        assert self.returncode is not None
+        return self.returncode
 
 
-class _WarmInits:
-    """Inits started ahead of the trials that will use them: a tempdir trial without
-    limits adopts one (its 30 ms start-up is paid while the previous trial runs)."""
+class _Zygote:
+    """The run's zygote (shim.py --zygote): started once per event loop, it forks each
+    tempdir trial's init (a fork instead of an interpreter start per trial)."""
 
     def __init__(self) -> None:
-        self.ready: list[tuple[asyncio.subprocess.Process, str]] = []
-        self.filling: set[asyncio.Task] = set()
+        self.proc: asyncio.subprocess.Process | None = None
+        self.ctl_dir: str | None = None
+        self.starting: asyncio.Future | None = None
+        self.drain: asyncio.Task | None = None
 
-    def take(self) -> tuple[asyncio.subprocess.Process, str] | None:
-        while self.ready:
-            init, ctl_dir = self.ready.pop()
-            if init.returncode is None:
-                return init, ctl_dir
-            shutil.rmtree(ctl_dir, ignore_errors=True)
-        return None
-
-    def refill(self, where: str) -> None:
-        """Start inits ahead, their control sockets under `where` (the run's scratch)."""
-        while len(self.ready) + len(self.filling) < WARM:
-            task = asyncio.ensure_future(self._one(where))
-            self.filling.add(task)
-            task.add_done_callback(self.filling.discard)
-
-    async def _one(self, where: str) -> None:
-        ctl_dir = tempfile.mkdtemp(prefix="ce-init-", dir=where)
+    async def _start(self, where: str) -> None:
+        ctl_dir = tempfile.mkdtemp(prefix="ce-zygote-", dir=where)
         try:
-            init = await launch_init([_python(), "-I", "-S", SHIM,
-                                      os.path.join(ctl_dir, "ctl.sock")], dict(LAUNCH_ENV),
-                                     "tempdir")
-        except Exception:
+            self.proc = await launch_init(
+                [_python(), "-I", "-S", SHIM, "--zygote", os.path.join(ctl_dir, "ctl.sock")],
+                dict(LAUNCH_ENV), "tempdir")
+        except BaseException:
             shutil.rmtree(ctl_dir, ignore_errors=True)
-            return
-        self.ready.append((init, ctl_dir))
+            raise
+        self.ctl_dir = ctl_dir
+        self.drain = asyncio.ensure_future(self.proc.stderr.read())
+
+    def prestart(self, where: str) -> None:
+        """Start it now, without waiting (its start-up overlaps the run's first steps)."""
+        if (self.proc is None or self.proc.returncode is not None) and \
+                (self.starting is None or self.starting.done()):
+            self.starting = asyncio.ensure_future(self._start(where))
+
+    async def fork(self, ctl_path: str, where: str) -> ForkedInit:
+        if self.proc is None or self.proc.returncode is not None:
+            if self.starting is None or self.starting.done():
+                self.starting = asyncio.ensure_future(self._start(where))
+            await asyncio.shield(self.starting)
+        assert self.ctl_dir is not None
+        read_end, write_end = os.pipe()
+        try:
+            client = ShimClient(os.path.join(self.ctl_dir, "ctl.sock"))
+            try:
+                sock = client._connect({"op": "init", "ctl": ctl_path}, [write_end])
+            finally:
+                client.close()
+        finally:
+            os.close(write_end)
+        loop = asyncio.get_running_loop()
+        stderr = asyncio.StreamReader()
+        try:
+            transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stderr), os.fdopen(read_end, "rb", 0))
+        except BaseException:
+            sock.close()
+            raise
+        replies, conn = await asyncio.open_unix_connection(sock=sock)
+        line = await asyncio.wait_for(replies.readline(), 20.0)
+        reply = json.loads(line) if line else {}
+        if "pid" not in reply:
+            conn.close()
+            rest = b""
+            with contextlib.suppress(Exception):
+                rest = await asyncio.wait_for(stderr.read(), 2.0)
+            transport.close()
+            raise SandboxError("the tempdir sandbox did not start: " + (
+                rest.decode("utf-8", "replace").strip() or str(reply) or "no answer")[-2000:])
+        return ForkedInit(int(reply["pid"]), replies, conn, stderr, transport)
 
     async def close(self) -> None:
-        filling = list(self.filling)
-        for task in filling:
-            task.cancel()
-        # an init that became ready as it was cancelled lands in `ready`: wait for them all
-        await asyncio.gather(*filling, return_exceptions=True)
-        for init, ctl_dir in self.ready:
+        if self.starting is not None and not self.starting.done():
+            self.starting.cancel()
+            with contextlib.suppress(BaseException):
+                await self.starting
+        if self.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(init.pid, signal.SIGKILL)
+                os.killpg(self.proc.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
-                await init.wait()
-            shutil.rmtree(ctl_dir, ignore_errors=True)
-        self.ready.clear()
+                await self.proc.wait()
+            if self.drain is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.drain, 5.0)
+        if self.ctl_dir is not None:
+            shutil.rmtree(self.ctl_dir, ignore_errors=True)
 
 
-_WARM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+def uses_zygote(box: Any) -> bool:
+    """A plan's sandbox (`plan.sandbox`) whose trials get their init from the zygote: a
+    tempdir without limits (limits need the init started inside the trial's cgroups)."""
+    lim = box.limits
+    return box.driver == "tempdir" and all(
+        v is None for v in (lim.max_memory_mb, lim.max_pids, lim.max_cpus))
 
 
-def warm_inits() -> _WarmInits:
+_ZYGOTES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def zygote() -> _Zygote:
     loop = asyncio.get_running_loop()
-    if loop not in _WARM:
-        _WARM[loop] = _WarmInits()
-    return _WARM[loop]
+    if loop not in _ZYGOTES:
+        _ZYGOTES[loop] = _Zygote()
+    return _ZYGOTES[loop]
 
 
 async def close_warm_inits() -> None:
-    """End the inits started ahead (the run is over)."""
+    """End the run's zygote (the run is over; the trials' inits are gone already)."""
     with contextlib.suppress(RuntimeError):
-        pool = _WARM.pop(asyncio.get_running_loop(), None)
-        if pool is not None:
-            await pool.close()
+        found = _ZYGOTES.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found.close()
 
 
 class TempdirSandbox(SupervisedSandbox):
@@ -117,25 +194,10 @@ class TempdirSandbox(SupervisedSandbox):
         if any(v is not None for v in (lim.memory_mb, lim.pids, lim.cpus)) \
                 or not getattr(self.spec, "warm", False):
             return await super().start()
-        pool = warm_inits()
-        warm = pool.take()
-        pool.refill(os.path.dirname(os.path.abspath(self.spec.scratch)))
-        if warm is None:
-            return await super().start()
-        self.init, ctl_dir = warm
-        shutil.rmtree(self.ctl_dir, ignore_errors=True)
-        self.ctl_dir = ctl_dir
-        self._adopted = ctl_dir
-        self.client = ShimClient(os.path.join(ctl_dir, "ctl.sock"))
+        where = os.path.dirname(os.path.abspath(self.spec.scratch))
+        self.init = await zygote().fork(self.inner_ctl(), where)
         self.enforcement = self._enforcement()
         self._drain = asyncio.ensure_future(self._drain_stderr())
-
-    async def teardown(self) -> list[str]:
-        try:
-            return await super().teardown()
-        finally:
-            if getattr(self, "_adopted", None):
-                shutil.rmtree(self._adopted, ignore_errors=True)
 
     def launch_argv(self, python: str) -> list[str]:
         return [python, "-I", "-S", SHIM, self.inner_ctl()]

@@ -369,7 +369,7 @@ def _python_env(root: str, packages: list[str], uv_cache: str | None,
     if os.path.lexists(venv):
         _remove(venv)  # a template's .venv: the sandbox builds its own
         log.append("python: replaced an existing .venv")
-    key = (os.path.realpath(sys.executable), tuple(packages), uv_cache)
+    key = (_uv_bin(), os.path.realpath(sys.executable), tuple(packages), uv_cache)
     log.extend(clone_venv(key, venv, lambda path, out: _build_venv(path, packages,
                                                                     uv_cache, root, out)))
 

@@ -1,0 +1,156 @@
+"""What makes a trial cheap to start must not make it leak: the run's zygote that forks
+each tempdir trial's init, the children-list walk that finds a trial's processes, and
+venvs copied from one built per run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ce_runtime.execute.sandbox import shim
+from ce_runtime.execute.sandbox.base import SandboxSpec
+from ce_runtime.execute.sandbox.tempdir import TempdirSandbox, close_warm_inits, zygote
+from ce_runtime.execute.sandbox.venvs import forget_templates
+from ce_runtime.execute.sandbox.workspace import prepare_workspace
+from tests.processes import process_stats
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _alive(pid: int) -> bool:
+    stats = process_stats()
+    return pid in stats and stats[pid][1] != "Z"
+
+
+def _gone_within(pids: list[int], seconds: float) -> list[int]:
+    """The pids still alive after waiting up to `seconds` (a hang bound, not a timing)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = [p for p in pids if _alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if _alive(p)]
+
+
+def test_the_init_is_forked_by_the_zygote_and_is_a_session_leader(tmp_path):
+    async def main():
+        boxes = []
+        try:
+            for i in range(3):
+                scratch = tmp_path / f"s{i}"
+                scratch.mkdir()
+                box = TempdirSandbox(SandboxSpec(f"t/{i}", str(scratch), str(tmp_path),
+                                                 warm=True))
+                await box.start()
+                boxes.append(box)
+            z = zygote().proc.pid
+            facts = [(process_stats()[b.init.pid][2], b.init.pid,
+                      (await b.exec("echo $$")).stdout) for b in boxes]
+            for b in boxes:
+                await b.teardown()
+            return z, facts, [b.init.returncode for b in boxes]
+        finally:
+            await close_warm_inits()
+
+    z, facts, codes = asyncio.run(main())
+    for rest, pid, out in facts:
+        assert int(rest[0]) == z  # the zygote's child, not ce's
+        assert int(rest[1]) == pid and int(rest[2]) == pid  # its own group and session
+        assert out.strip().isdigit()
+    assert len({pid for _, pid, _ in facts}) == 3  # one init per trial
+    # each one ended, and the zygote said how (0, or SIGKILL when teardown's kill of the
+    # group overtook the init's own exit)
+    assert all(code in (0, -signal.SIGKILL) for code in codes), codes
+    assert not _alive(z)
+
+
+def test_a_killed_ce_takes_the_zygote_the_inits_and_their_daemons_with_it(tmp_path):
+    script = textwrap.dedent(f"""
+        import asyncio, json, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from ce_runtime.execute.sandbox.base import SandboxSpec
+        from ce_runtime.execute.sandbox.tempdir import TempdirSandbox, zygote
+
+        async def main():
+            box = TempdirSandbox(SandboxSpec("t/0", {str(tmp_path)!r}, {str(tmp_path)!r},
+                                             warm=True))
+            await box.start()
+            out = await box.exec("setsid sleep 600 > /dev/null 2>&1 < /dev/null & echo $!")
+            print(json.dumps([zygote().proc.pid, box.init.pid, int(out.stdout)]), flush=True)
+            await asyncio.sleep(600)
+
+        asyncio.run(main())
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = json.loads(proc.stdout.readline())
+        assert all(_alive(p) for p in pids)
+        os.kill(proc.pid, signal.SIGKILL)  # no teardown, no clean-up: only the kernel's
+        proc.wait(timeout=30)
+        assert _gone_within(pids, 20.0) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_children_lists_find_what_a_scan_of_proc_finds():
+    tree = subprocess.Popen(["/bin/sh", "-c", "sleep 30 & sleep 30 & "
+                             "(sleep 30 & sleep 30; true) & wait"])
+    try:
+        deadline = time.monotonic() + 20
+        while len(shim._by_scan(tree.pid)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        walked, scanned = shim._by_children(tree.pid), shim._by_scan(tree.pid)
+        assert walked is not None  # this kernel has children lists
+        assert walked == scanned and len(walked) >= 5
+        assert shim.descendants(tree.pid) == scanned
+    finally:
+        for pid in shim._by_scan(tree.pid):
+            os.kill(pid, signal.SIGKILL)
+        tree.kill()
+        tree.wait()
+
+
+@pytest.fixture
+def venv_plan(tmp_path):
+    from ce_lang.api import CompileOptions, compile_paths
+
+    (tmp_path / "t.yaml").write_text("task_id: t\ndescription: d\n"
+                                     "agent: {type: none}\nsuccess_criteria:\n"
+                                     "  - {type: file_exists, path: x, description: d}\n")
+    result = compile_paths([str(tmp_path / "t.yaml")], CompileOptions())
+    assert result.trials, result.diagnostics
+    return result.trials[0].plan
+
+
+def test_trial_venvs_are_private_copies_of_one_template(tmp_path, venv_plan):
+    forget_templates()
+    a, b = tmp_path / "a", tmp_path / "b"
+    logs = [prepare_workspace(venv_plan, str(tmp_path), str(ws)) for ws in (a, b)]
+    assert all(r.ok for r in logs), logs
+    assert logs[0].log == logs[1].log and logs[0].log[0].startswith("python: created .venv")
+    for ws in (a, b):
+        out = subprocess.run([str(ws / ".venv/bin/python"), "-c",
+                              "import sys; print(sys.prefix)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        assert os.path.realpath(out) == os.path.realpath(ws / ".venv")
+        assert "relocatable = true" in (ws / ".venv/pyvenv.cfg").read_text()
+    cfg_a, cfg_b = (a / ".venv/pyvenv.cfg"), (b / ".venv/pyvenv.cfg")
+    assert os.stat(cfg_a).st_ino != os.stat(cfg_b).st_ino and os.stat(cfg_a).st_nlink == 1
+    (a / ".venv/lib").joinpath("marker").write_text("a's own")
+    cfg_a.write_text("edited by trial a\n")
+    assert not (b / ".venv/lib/marker").exists() and "relocatable" in cfg_b.read_text()
+    c = tmp_path / "c"
+    assert prepare_workspace(venv_plan, str(tmp_path), str(c)).ok
+    assert "relocatable" in (c / ".venv/pyvenv.cfg").read_text()  # the template is intact
