@@ -139,6 +139,8 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
     judge is asked); say so where the re-grade differs from the record."""
     import tempfile
 
+    import msgspec
+
     from ce_runtime.cli.rescore import _uv_cache
     from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.explain import explain_json, explain_trial
@@ -152,6 +154,7 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
         restore_workspace,
         verified_trial,
     )
+    from ce_runtime.store.record import Status, checked_record
     from ce_runtime.store.verdicts import VerdictStore
     from ce_runtime.trace.events import TraceDamaged
 
@@ -163,19 +166,20 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
     verdicts = VerdictStore(os.path.join(root, "judges"), "offline")
     with tempfile.TemporaryDirectory(prefix="ce-explain-") as ws:
         try:  # every archived part is checked: a damaged one is said, not believed
-            task, manifest, trace = verified_trial(trial_dir)
-            plan = archived_plan(root, task["plan_hash"])
+            recorded, manifest, trace = verified_trial(trial_dir)
+            task = checked_record(recorded, trial_dir)
+            plan = archived_plan(root, task.plan_hash)
             stdlib = load_definitions(root, plan.stdlib_digest) if plan.stdlib_digest \
                 else None
             from ce_runtime.cli.pick import criterion
 
             criterion(only, [(c.id, c.type) for c in plan.criteria])
             restore_workspace(manifest, os.path.join(root, "objects"), ws)
-            task_dir = task.get("task_dir", "")
+            task_dir = task.task_dir or ""
             with local_runner(ws, task_dir, reference_paths(plan, task_dir), plan=plan,
                               uv_cache=_uv_cache()) as runner:
                 grader, graded, host, _ = grade_files(
-                    plan, task_dir, ws, trace, stopped_early=bool(task.get("stopped_early")),
+                    plan, task_dir, ws, trace, stopped_early=task.stopped_early,
                     runner=runner, stdlib=stdlib, verdicts=verdicts, strict_trace=True)
         except TraceDamaged as exc:
             click.echo(f"ce: damaged archive: {exc.path}: {exc.why} at byte {exc.offset}",
@@ -184,24 +188,24 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
         except DamagedArchive as exc:
             click.echo(f"ce: {exc}", err=True)
             sys.exit(1)
-        differences = criterion_changes(task.get("criteria"),
-                                        criterion_records(plan, graded))
+        differences = criterion_changes(  # grade/rescore compares dicts
+            [msgspec.to_builtins(c) for c in task.criteria], criterion_records(plan, graded))
         if as_json:
             out = explain_json(plan, graded)
-            out["recorded"] = {"status": task.get("status"),
-                               "weighted_score": task.get("weighted_score"),
+            out["recorded"] = {"status": str(task.status),
+                               "weighted_score": task.weighted_score,
                                "differences": differences}
             click.echo(json.dumps(out, indent=2))
         else:
-            click.echo(f"trial {task.get('trial_id')} (recorded status "
-                       f"{task.get('status', '?')}, weighted score "
-                       f"{_score(task.get('weighted_score'))}); re-graded from the archive")
+            click.echo(f"trial {task.trial_id} (recorded status "
+                       f"{task.status or '?'}, weighted score "
+                       f"{_score(task.weighted_score)}); re-graded from the archive")
             if stdlib is None:
                 click.echo("note: the run kept no standard criteria: re-graded with today's")
             if differences:
                 click.echo("NOTE: this re-grade differs from the recorded grade (recorded "
-                           f"{task.get('status')} {_score(task.get('weighted_score'))}, now "
-                           f"{'SUCCESS' if graded.success else 'FAILURE'} "
+                           f"{task.status} {_score(task.weighted_score)}, now "
+                           f"{Status.SUCCESS if graded.success else Status.FAILURE} "
                            f"{_score(graded.weighted_score)}):")
                 for line in differences:
                     click.echo(f"  {line}")

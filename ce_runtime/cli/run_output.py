@@ -19,7 +19,7 @@ class Progress:
         self.total, self.count = total, done
         self.by_status: dict[str, int] = {}
         self.running: dict[str, float] = {}
-        self.lost: list[dict] = []  # trials whose directory vanished: not kept
+        self.lost: list[dict] = []  # {trial_id, error} of trials whose directory vanished
         self._time = time.monotonic
         self.live = None
         self.quiet = quiet
@@ -50,22 +50,23 @@ class Progress:
             self.live.update(self._render())
 
     def done(self, trial, record) -> None:
+        from ce_runtime.store.record import Status, as_record
+
+        rec = as_record(record)
         self.running.pop(trial.trial_id, None)
         self.count += 1
-        status = record["status"]
-        self.by_status[status] = self.by_status.get(status, 0) + 1
-        if status == "LOST":
-            self.lost.append(record)
+        self.by_status[rec.status] = self.by_status.get(rec.status, 0) + 1
+        if rec.status == Status.LOST:
+            self.lost.append({"trial_id": rec.trial_id, "error": rec.error})
             self._print(f"[{self.count}/{self.total}] LOST      {trial.trial_id}  "
-                        f"- {record['error']}")
+                        f"- {rec.error}")
             return
-        score = record.get("weighted_score")
-        shown = f"score {score:.2f}" if isinstance(score, int | float) else ""
-        early = "  (stopped early)" if record.get("stopped_early") else ""
-        why = f"  - {record['error'][:120]}" if status == "ERROR" and record.get("error") \
-            else ""
-        self._print(f"[{self.count}/{self.total}] {status:<9} {trial.trial_id}  "
-                    f"{record['duration_s']:.1f}s {shown}{early}{why}")
+        score = rec.weighted_score
+        shown = f"score {score:.2f}" if score is not None else ""
+        early = "  (stopped early)" if rec.stopped_early else ""
+        why = f"  - {rec.error[:120]}" if rec.status == Status.ERROR and rec.error else ""
+        self._print(f"[{self.count}/{self.total}] {rec.status:<9} {trial.trial_id}  "
+                    f"{rec.duration_s or 0.0:.1f}s {shown}{early}{why}")
 
     def _print(self, line: str) -> None:
         if self.quiet:
@@ -85,13 +86,15 @@ class Progress:
 def summary_table(records) -> None:
     """Per task: trials, successes, mean score: the table a person reads at the end (the
     run's result: stdout, so `ce run ... > results.txt` keeps it)."""
+    from ce_runtime.store.record import Status, as_records
+
     rows: dict[str, list] = {}
-    for r in records:
-        key = f"{r['variant_id']}/{r['task_id']}"
+    for r in as_records(records):
+        key = f"{r.variant_id}/{r.task_id}"
         row = rows.setdefault(key, [0, 0, 0.0])
         row[0] += 1
-        row[1] += r["status"] == "SUCCESS"
-        row[2] += r.get("weighted_score") or 0.0
+        row[1] += r.status == Status.SUCCESS
+        row[2] += r.weighted_score or 0.0
     if not rows:
         return
     width = max(len(k) for k in rows)

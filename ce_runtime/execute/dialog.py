@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ce_runtime.model_server import SIMULATED_USER
+from ce_runtime.store.record import DialogRecord
 from ce_runtime.trace import events as T
 
 SYSTEM = (SIMULATED_USER + " You are role-playing the USER of an AI coding assistant, not "
@@ -114,10 +115,11 @@ class Dialog:
         return "".join(b.get("text", "") for b in reply.get("content", [])
                        if isinstance(b, dict))
 
-    def record(self) -> dict[str, Any]:
-        return {"turns": self.turns, "ended_by": self.ended_by or "agent",
-                "checks": self.checks,
-                "user_messages": sum(1 for who, _ in self.history if who == "user")}
+    def record(self) -> DialogRecord:
+        """How the dialog went, for the trial's record (task.json's `dialog`)."""
+        return DialogRecord(turns=self.turns, ended_by=self.ended_by or "agent",
+                            checks=self.checks,
+                            user_messages=sum(1 for who, _ in self.history if who == "user"))
 
 
 class DialogError(Exception):

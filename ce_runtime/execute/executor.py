@@ -33,9 +33,10 @@ import attrs
 from ce_lang.api import Trial
 from ce_runtime.execute.trial import RunContext, TrialLost, execute_trial, trial_dir_of
 from ce_runtime.store.atomic import write_bytes_atomic
+from ce_runtime.store.record import Status, TrialRecord
 
 # A trial whose directory vanished mid-run: reported by `ce run` (exit 1), never written.
-LOST = "LOST"
+LOST = Status.LOST
 EXECUTORS = ("local", "ray")
 TRIAL_FILES = ("trace.msgpack", "workspace.json", "evidence.json", "task.json")  # task last
 SHARED_DIRS = ("objects", "judges")  # run-level, content-addressed
@@ -71,7 +72,7 @@ class TrialResult:
     """A trial run elsewhere: its record, its trial files and the run-level files it made
     (relative path -> bytes). `lost`: the trial's scratch vanished; nothing to write."""
     trial_id: str
-    record: dict[str, Any]
+    record: dict[str, Any] | TrialRecord  # a TrialRecord when the trial was lost
     files: dict[str, bytes] = attrs.Factory(dict)
     shared: dict[str, bytes] = attrs.Factory(dict)
     lost: bool = False
@@ -140,8 +141,11 @@ class LocalExecutor:
         return records
 
 
-def lost_record(trial: Trial, error: str) -> dict[str, Any]:
-    return {"trial_id": trial.trial_id, "status": LOST, "error": error}
+def lost_record(trial: Trial, error: str) -> TrialRecord:
+    """A LOST trial's record: its ids and why (nothing of it was kept to say more)."""
+    return TrialRecord(trial_id=trial.trial_id, variant_id=trial.variant_id,
+                       task_id=trial.plan.task_id, repeat=trial.repeat, status=LOST,
+                       error=error)
 
 
 def executor_for(name: str, ray_address: str | None = None) -> Executor:

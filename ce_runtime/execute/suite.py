@@ -26,6 +26,7 @@ from ce_runtime.execute.executor import LOST  # noqa: F401 - a trial whose direc
 from ce_runtime.execute.trial import trial_dir_of
 from ce_runtime.store.archive import load_json  # noqa: F401 - `ce run` reads run.json with it
 from ce_runtime.store.atomic import write_json_atomic
+from ce_runtime.store.record import TrialRecord
 
 
 @attrs.frozen
@@ -130,33 +131,35 @@ def write_plans(run_dir: str, trials: list[Trial]) -> list[str]:
     return repaired
 
 
-def finished(run_dir: str, trial: Trial) -> dict[str, Any] | None:
+def finished(run_dir: str, trial: Trial) -> TrialRecord | None:
     """The trial's record if it finished with this same plan (a task edited since the
     run started gives a new plan: that trial runs again on resume). A damaged record
     (unreadable, malformed, or changed after the trial) is not a finished trial."""
-    from ce_runtime.store.archive import DamagedArchive, load_task_record
+    from ce_runtime.store.archive import DamagedArchive
+    from ce_runtime.store.record import read_record
 
     tdir = trial_dir_of(run_dir, trial)
     if not os.path.isfile(os.path.join(tdir, "task.json")):
         return None
     try:
-        record = load_task_record(tdir)
+        record = read_record(tdir)
     except DamagedArchive:
         return None
-    return record if record.get("plan_hash") == trial.plan_hash else None
+    return record if record.plan_hash == trial.plan_hash else None
 
 
 def damaged_records(run_dir: str, trials: list[Trial]) -> list[str]:
     """The trials whose task.json is there but damaged ("damaged archive: PATH: why"):
     a resume says so, then runs them again."""
-    from ce_runtime.store.archive import DamagedArchive, load_task_record
+    from ce_runtime.store.archive import DamagedArchive
+    from ce_runtime.store.record import read_record
 
     out = []
     for t in trials:
         tdir = trial_dir_of(run_dir, t)
         if os.path.isfile(os.path.join(tdir, "task.json")):
             try:
-                load_task_record(tdir)
+                read_record(tdir)
             except DamagedArchive as exc:
                 out.append(str(exc))
     return out
@@ -205,7 +208,7 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
                                   on_start, on_done)
 
 
-def collect(run_dir: str, trials: list[Trial]) -> list[dict[str, Any]]:
+def collect(run_dir: str, trials: list[Trial]) -> list[TrialRecord]:
     out = []
     for t in trials:
         rec = finished(run_dir, t)

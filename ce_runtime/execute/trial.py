@@ -581,5 +581,5 @@ def _record(trial: Trial, agent: str, status: Status, error: str | None,
         integrity=notes.get("integrity", []),
         model_server=notes.get("model_server"),
         judge_sessions=notes.get("judge_sessions", []),
-        dialog=rec.DialogRecord(**notes["dialog"].record()) if notes.get("dialog") else None,
+        dialog=notes["dialog"].record() if notes.get("dialog") else None,
     ))

@@ -32,6 +32,7 @@ from ce_runtime.grade.interpreter import (
     is_disabled,
     show_value,
 )
+from ce_runtime.store.record import Status
 
 INDENT = "    "
 MAX_DEPTH = 10
@@ -318,7 +319,8 @@ def arithmetic(result: GradeResult, weighted_gate: float | None = None) -> list[
         lines.append(f"gate (armed criteria only, stopped early; weighted): ({terms}) / "
                      f"{total:g} = {passed / total:.4g} "
                      f"{'>=' if result.success else '<'} stop_early_gate_threshold "
-                     f"{weighted_gate:g} -> {'SUCCESS' if result.success else 'FAILURE'}")
+                     f"{weighted_gate:g} -> "
+                     f"{Status.SUCCESS if result.success else Status.FAILURE}")
         return lines
     if failed:
         why = ", ".join(f"{r.id} {r.score:.3g} < {r.pass_threshold:.3g}" if not r.error

@@ -1,9 +1,9 @@
 """The two Polars frames every run aggregate is computed from, and their parquet files.
 
 `trials_frame` has one row per trial, `results_frame` one row per criterion result; both
-are built from task.json records. This is also where the shared definitions live
-(statuses, the turn budget factor, the float tolerance) so that the metrics and the
-renderers agree on them. Polars is imported inside the functions so that `ce --help`
+are built from task.json records (TrialRecords, or dicts of their shape). This is also
+where the shared definitions live (the turn budget factor, the float tolerance; the
+statuses are store/record.py's) so that the metrics and the renderers agree on them. Polars is imported inside the functions so that `ce --help`
 never loads it.
 """
 
@@ -15,12 +15,11 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ce_runtime.store.atomic import write_bytes_atomic
+from ce_runtime.store.record import Status, TrialRecord, as_records, record_dict
 
 if TYPE_CHECKING:
     import polars as pl
 
-STATUSES = ("SUCCESS", "FAILURE", "TIMEOUT", "MAX_TURNS_EXHAUSTED", "TOKEN_BUDGET_EXCEEDED",
-            "COST_BUDGET_EXCEEDED", "ERROR", "NOT_GRADED")
 CLASSIFICATION = "classification"
 TURN_BUDGET_FACTOR = 1.5
 EPSILON = 1e-9  # a metric within this of its minimum meets it (float noise in F1)
@@ -49,19 +48,23 @@ def _trial_input_schema() -> dict[str, Any]:
     }
 
 
-def trials_frame(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
+Records = Sequence[TrialRecord | dict[str, Any]]  # typed, or task.json-shaped dicts
+
+
+def trials_frame(records: Records) -> pl.DataFrame:
     """One row per trial, in record order."""
     import polars as pl
 
-    raw = pl.from_dicts(list(records), schema=_trial_input_schema(), strict=False)
+    raw = pl.from_dicts([record_dict(r) for r in as_records(records)],
+                        schema=_trial_input_schema(), strict=False)
     usage = pl.col("usage").struct
     status = pl.col("status")
-    graded = status.is_not_null() & (status != "NOT_GRADED")
+    graded = status.is_not_null() & (status != Status.NOT_GRADED.value)
     visible_turns = usage.field("tool_calls").fill_null(0) + 1
     return raw.lazy().select(
         *TRIAL_KEYS,
         status,
-        (status == "SUCCESS").fill_null(False).alias("success"),
+        (status == Status.SUCCESS.value).fill_null(False).alias("success"),
         graded.fill_null(False).alias("graded"),
         "weighted_score",
         pl.col("stopped_early").fill_null(False),
@@ -78,7 +81,7 @@ def trials_frame(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
         visible_turns.alias("visible_turns"),
         "expected_turns",
         pl.when(pl.col("expected_turns").is_not_null() & graded)
-        .then((status == "SUCCESS")
+        .then((status == Status.SUCCESS.value)
               & (visible_turns <= TURN_BUDGET_FACTOR * pl.col("expected_turns")))
         .alias("within_expected_turns"),
         "agent", "model", "tags", "task_file", "plan_hash",
@@ -114,27 +117,26 @@ def _label(value: Any) -> str | None:
     return str(value)
 
 
-def _result_rows(records: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+def _result_rows(records: Records) -> Iterable[dict[str, Any]]:
     # Reshaping only: `outputs` is an open mapping whose values Polars cannot type up front.
-    for rec in records:
-        base = {k: rec.get(k) for k in TRIAL_KEYS}
-        base["status"] = rec.get("status")
-        base["stopped_early"] = bool(rec.get("stopped_early"))
-        for c in rec.get("criteria") or ():
-            outputs = c.get("outputs") or {}
+    for rec in as_records(records):
+        base = {k: getattr(rec, k) for k in TRIAL_KEYS}
+        base["status"] = str(rec.status)
+        base["stopped_early"] = rec.stopped_early
+        for c in rec.criteria:
             yield {
-                **base, "criterion_id": c.get("id"), "type": c.get("type"),
-                "description": c.get("description"), "kind": c.get("kind"),
-                "score": c.get("score"), "pass_threshold": c.get("pass_threshold"),
-                "passed": c.get("passed"), "weight": c.get("weight"),
-                "gating": c.get("gating"), "advisory": c.get("advisory"),
-                "disabled": bool(c.get("disabled")), "error": c.get("error"),
-                "observed": _label(outputs.get("observed")),
-                "expected": _label(outputs.get("expected")),
+                **base, "criterion_id": c.id, "type": c.type,
+                "description": c.description, "kind": c.kind,
+                "score": c.score, "pass_threshold": c.pass_threshold,
+                "passed": c.passed, "weight": c.weight,
+                "gating": c.gating, "advisory": c.advisory,
+                "disabled": c.disabled, "error": c.error,
+                "observed": _label(c.outputs.get("observed")),
+                "expected": _label(c.outputs.get("expected")),
             }
 
 
-def results_frame(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
+def results_frame(records: Records) -> pl.DataFrame:
     """One row per criterion result: the trial's ids and status, then the criterion's
     fields and, for classification criteria, the observed and expected labels."""
     import polars as pl
@@ -148,8 +150,9 @@ def _parquet_bytes(frame: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def write_parquet(run_dir: str, records: Sequence[dict[str, Any]]) -> None:
+def write_parquet(run_dir: str, records: Records) -> None:
     """trials.parquet and results.parquet in `run_dir`, each written atomically."""
+    records = as_records(records)
     write_bytes_atomic(os.path.join(run_dir, "trials.parquet"),
                        _parquet_bytes(trials_frame(records)))
     write_bytes_atomic(os.path.join(run_dir, "results.parquet"),

@@ -8,7 +8,7 @@ F1 and the confusion matrix; other criteria get pass_rate and mean_score (defini
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -16,10 +16,12 @@ import attrs
 from ce_runtime.report.frames import (
     CLASSIFICATION,
     EPSILON,
+    Records,
     ratio,
     results_frame,
     trials_frame,
 )
+from ce_runtime.store.record import Status, TrialRecord, as_records
 
 
 @attrs.frozen
@@ -58,16 +60,15 @@ def _label_order(label: str) -> tuple[bool, str]:
     return (label.startswith("("), label)  # (none) and (other) after the real labels
 
 
-def _thresholds(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], dict]:
+def _thresholds(records: Iterable[TrialRecord]) -> dict[tuple[str, str, str], dict]:
     """suite_thresholds per (variant, suite, criterion): configuration, not rows."""
     found: dict[tuple[str, str, str], dict] = {}
     for rec in records:
-        if rec.get("suite_id") is None:
+        if rec.suite_id is None:
             continue
-        for c in rec.get("criteria") or ():
-            if c.get("suite_thresholds"):
-                found.setdefault((rec.get("variant_id"), rec["suite_id"], c.get("id")),
-                                 dict(c["suite_thresholds"]))
+        for c in rec.criteria:
+            if c.suite_thresholds:
+                found.setdefault((rec.variant_id, rec.suite_id, c.id), dict(c.suite_thresholds))
     return found
 
 
@@ -80,14 +81,15 @@ def _check(metrics: dict[str, float], thresholds: dict[str, float]) -> list[str]
     return failed
 
 
-def suite_metrics(records: Sequence[dict[str, Any]]) -> list[SuiteGate]:
+def suite_metrics(records: Records) -> list[SuiteGate]:
     """A gate per (variant, dataset suite, criterion), in first-seen order. Disabled
     criteria and NOT_GRADED trials are left out."""
     import polars as pl
 
+    records = as_records(records)
     results = results_frame(records).lazy().filter(
         pl.col("suite_id").is_not_null() & ~pl.col("disabled")
-        & (pl.col("status") != "NOT_GRADED"))
+        & (pl.col("status") != Status.NOT_GRADED.value))
     order = results.select(*GATE_KEYS).unique(maintain_order=True).with_row_index("order")
     meta = results.group_by(GATE_KEYS, maintain_order=True).agg(
         pl.col("type").first(), pl.col("description").first(),

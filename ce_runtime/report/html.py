@@ -17,9 +17,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from ce_runtime.report.gates import SuiteGate
 from ce_runtime.report.html_trial import TemplateCache, trial_detail
 from ce_runtime.report.rundir import RunData
+from ce_runtime.report.text import failed_criteria
+from ce_runtime.store.record import TrialRecord
 
 DETAIL_TOTAL = 40_000_000  # bytes of per-trial detail in one page
 DETAIL_MAX = 200_000  # per trial (a small run)
@@ -71,14 +75,15 @@ def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate]
     return out
 
 
-def _detail(run_dir: str, rec: dict[str, Any], budget: int, templates: TemplateCache) -> str:
+def _detail(run_dir: str, rec: TrialRecord, budget: int, templates: TemplateCache) -> str:
     """The trial's detail; a trial directory malformed in a way nobody foresaw costs that
     trial its panel (which says why), never the report."""
     try:
         return trial_detail(run_dir, rec, budget, templates)
     except Exception as exc:  # archive data of any shape
-        return dumps({"trial_id": rec.get("trial_id"), "status": rec.get("status"),
-                      "weighted_score": rec.get("weighted_score"), "usage": rec.get("usage"),
+        return dumps({"trial_id": rec.trial_id, "status": rec.status,
+                      "weighted_score": rec.weighted_score,
+                      "usage": msgspec.to_builtins(rec.usage),
                       "criteria": [], "notes": [
                           f"this trial's files could not be read ({type(exc).__name__}: "
                           f"{str(exc)[:300]})"]})
@@ -116,22 +121,20 @@ def _paired(data: RunData, variants: list[str]) -> tuple[list[dict[str, Any]], s
     return out, None
 
 
-def _row(rec: dict[str, Any]) -> list[Any]:
-    usage = rec.get("usage") or {}
-    failed = [c.get("id") for c in rec.get("criteria") or ()
-              if not c.get("disabled") and not c.get("passed")
-              and (c.get("gating") or c.get("error"))]
-    score = rec.get("weighted_score")
+def _row(rec: TrialRecord) -> list[Any]:
+    usage = rec.usage
+    failed = [c.id for c in failed_criteria(rec)]
+    score = rec.weighted_score
     return [
-        rec.get("trial_id"), rec.get("variant_id"), rec.get("task_id"), rec.get("row_id"),
-        rec.get("repeat"), rec.get("status"),
+        rec.trial_id, rec.variant_id, rec.task_id, rec.row_id,
+        rec.repeat, rec.status,
         None if score is None else round(score, 4),
-        usage.get("turns"), usage.get("tool_calls"),
-        (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0),
-        usage.get("cost_usd"),
-        None if rec.get("duration_s") is None else round(rec["duration_s"], 3),
-        bool(rec.get("stopped_early")), rec.get("early_stop_reason"), failed,
-        rec.get("suite_id"), _short(rec.get("error"), 300),
+        usage.turns, usage.tool_calls,
+        usage.input_tokens + usage.output_tokens,
+        usage.cost_usd,
+        None if rec.duration_s is None else round(rec.duration_s, 3),
+        rec.stopped_early, rec.early_stop_reason, failed,
+        rec.suite_id, _short(rec.error, 300),
     ]
 
 

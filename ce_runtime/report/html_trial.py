@@ -21,6 +21,10 @@ import shutil
 import tempfile
 from typing import Any
 
+import msgspec
+
+from ce_runtime.store.record import InvalidRecord, TrialRecord, as_record, decode_record
+
 HEX64 = re.compile(r"[0-9a-f]{64}")
 MAX_FILES = 200  # files listed per trial
 TEXT_FILE_LIMIT = 1_000_000  # bytes read from a file to show it or diff it
@@ -33,12 +37,13 @@ def _cut(text: Any, cap: int) -> str:
     return s[:cap] + f"\n… [{len(s) - cap:,} more characters not embedded in this report]"
 
 
-def trial_detail(run_dir: str, rec: dict[str, Any], budget: int,
+def trial_detail(run_dir: str, rec: TrialRecord | dict[str, Any], budget: int,
                  templates: TemplateCache) -> str:
     """The trial's detail as JSON text of at most about `budget` bytes: texts are cut
     shorter until it fits (each cut says how much was left out)."""
     from ce_runtime.report.html import dumps
 
+    rec = as_record(rec)
     raw = _read_trial(run_dir, rec, templates)
     cap = max(200, budget // 4)
     while True:
@@ -70,18 +75,29 @@ def _load_json(path: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _read_trial(run_dir: str, rec: dict[str, Any], templates: TemplateCache
+def _load_record(path: str) -> tuple[TrialRecord | None, str | None]:
+    """task.json as a record, else None and why (the detail shows the parquet's)."""
+    try:
+        with open(path, "rb") as fh:
+            return decode_record(fh.read(), "task.json"), None
+    except OSError:
+        return None, "task.json is missing or unreadable"
+    except InvalidRecord as exc:
+        return None, f"task.json is unreadable ({exc.why[:200]})"
+
+
+def _read_trial(run_dir: str, rec: TrialRecord, templates: TemplateCache
                 ) -> dict[str, Any]:
     """Everything the detail may show, uncut."""
     notes: list[str] = []
-    tdir = _trial_dir(run_dir, rec.get("trial_id") or "")
+    tdir = _trial_dir(run_dir, rec.trial_id or "")
     if tdir is None:
         return {"notes": ["the trial directory is missing: only the parquet's results "
-                          "are shown"], "task": {}, "evidence": {}, "events": [],
-                "files": None, "plan": templates.plan_facts(rec.get("plan_hash"))}
-    task = _load_json(os.path.join(tdir, "task.json")) or {}
-    if not task:
-        notes.append("task.json is missing or unreadable")
+                          "are shown"], "task": None, "evidence": {}, "events": [],
+                "files": None, "plan": templates.plan_facts(rec.plan_hash)}
+    task, why = _load_record(os.path.join(tdir, "task.json"))
+    if why:
+        notes.append(why)
     evidence = (_load_json(os.path.join(tdir, "evidence.json")) or {}).get("criteria") or {}
     events, trace_note = _timeline(os.path.join(tdir, "trace.msgpack"))
     if trace_note:
@@ -89,7 +105,7 @@ def _read_trial(run_dir: str, rec: dict[str, Any], templates: TemplateCache
     manifest = _load_json(os.path.join(tdir, "workspace.json"))
     files = None
     if manifest and isinstance(manifest.get("files"), dict):
-        template, why = templates.get(rec.get("plan_hash"), task.get("task_dir"))
+        template, why = templates.get(rec.plan_hash, task.task_dir if task else None)
         if why:
             notes.append(why)
         files = _files(manifest["files"], template, os.path.join(run_dir, "objects"))
@@ -97,7 +113,7 @@ def _read_trial(run_dir: str, rec: dict[str, Any], templates: TemplateCache
         notes.append("workspace.json is missing or unreadable: no files to show")
     return {"notes": notes, "task": task, "evidence": evidence, "events": events,
             "files": files, "dir": os.path.relpath(tdir, run_dir),
-            "plan": templates.plan_facts(rec.get("plan_hash"))}
+            "plan": templates.plan_facts(rec.plan_hash)}
 
 
 # -- the trace ---------------------------------------------------------------------------
@@ -312,33 +328,32 @@ def _files(entries: dict[str, Any], template: dict[str, bytes | None] | None,
 
 
 # -- shaping within the budget -----------------------------------------------------------
-def _shape(rec: dict[str, Any], raw: dict[str, Any], cap: int, max_events: int
+def _shape(rec: TrialRecord, raw: dict[str, Any], cap: int, max_events: int
            ) -> dict[str, Any]:
-    task = raw.get("task") or {}
+    task: TrialRecord | None = raw.get("task")
     evidence = raw.get("evidence") or {}
     plan = raw.get("plan") or {}
     args_of = plan.get("args") or {}
     criteria = []
-    for c in task.get("criteria") or rec.get("criteria") or ():
+    for c in (task.criteria if task else None) or rec.criteria:
         items = []
-        for ev in evidence.get(c.get("id"), ()) if isinstance(evidence, dict) else ():
+        for ev in evidence.get(c.id, ()) if isinstance(evidence, dict) else ():
             if not isinstance(ev, dict):
                 continue
             items.append({k: (_cut(v, cap) if isinstance(v, str) and k in (
                 "stdout", "stderr", "rationale", "command", "error") else v)
                 for k, v in ev.items() if k not in ("request", "usage")})
-        outputs = c.get("outputs") or {}
         criteria.append({
-            "id": c.get("id"), "type": c.get("type"), "description": c.get("description"),
-            "kind": c.get("kind"), "score": c.get("score"),
-            "pass_threshold": c.get("pass_threshold"), "passed": c.get("passed"),
-            "weight": c.get("weight"), "gating": c.get("gating"),
-            "advisory": c.get("advisory"), "disabled": c.get("disabled"),
-            "error": _cut(c.get("error"), cap) if c.get("error") else None,
+            "id": c.id, "type": c.type, "description": c.description,
+            "kind": c.kind, "score": c.score,
+            "pass_threshold": c.pass_threshold, "passed": c.passed,
+            "weight": c.weight, "gating": c.gating,
+            "advisory": c.advisory, "disabled": c.disabled,
+            "error": _cut(c.error, cap) if c.error else None,
             "outputs": {k: _cut(json.dumps(v, ensure_ascii=False, default=str), cap // 4)
-                        for k, v in outputs.items()} if isinstance(outputs, dict) else {},
+                        for k, v in c.outputs.items()},
             "args": {k: _cut(json.dumps(v, ensure_ascii=False, default=str), cap // 4)
-                     for k, v in (args_of.get(c.get("id")) or {}).items()},
+                     for k, v in (args_of.get(c.id) or {}).items()},
             "evidence": items})
     events = raw.get("events") or []
     shown = []
@@ -366,39 +381,37 @@ def _shape(rec: dict[str, Any], raw: dict[str, Any], cap: int, max_events: int
             notes.append(f"{len(files) - MAX_FILES} more files are not listed")
     commands = []
     for phase in ("pre_run", "post_run"):
-        for r in task.get(phase) or ():
-            if isinstance(r, dict):
-                commands.append({"phase": phase, "command": _cut(r.get("command"), cap // 2),
-                                 "exit_code": r.get("exit_code"),
-                                 "timed_out": r.get("timed_out"), "ok": r.get("ok"),
-                                 "stdout": _cut(r.get("stdout"), cap),
-                                 "stderr": _cut(r.get("stderr"), cap)})
+        for r in getattr(task, phase) if task else ():
+            commands.append({"phase": phase, "command": _cut(r.command, cap // 2),
+                             "exit_code": r.exit_code, "timed_out": r.timed_out, "ok": r.ok,
+                             "stdout": _cut(r.stdout, cap), "stderr": _cut(r.stderr, cap)})
+    outcome = (task.agent_outcome if task else None) or rec.agent_outcome
+    sandbox = task.sandbox if task else None
     return {
-        "trial_id": rec.get("trial_id"), "dir": raw.get("dir"),
+        "trial_id": rec.trial_id, "dir": raw.get("dir"),
         "prompt": _cut(plan.get("prompt"), cap) if plan.get("prompt") else None,
-        "status": rec.get("status"), "weighted_score": rec.get("weighted_score"),
-        "error": _cut(rec.get("error"), cap) if rec.get("error") else None,
-        "agent": rec.get("agent"), "model": rec.get("model"),
-        "agent_outcome": task.get("agent_outcome") or rec.get("agent_outcome"),
-        "started_at": rec.get("started_at"), "duration_s": rec.get("duration_s"),
-        "usage": rec.get("usage"), "expected_turns": rec.get("expected_turns"),
-        "stopped_early": rec.get("stopped_early"),
-        "early_stop_reason": rec.get("early_stop_reason"),
-        "early_stop": task.get("early_stop"),
-        "setup": [_cut(s, 300) for s in task.get("setup") or ()][:30],
-        "sandbox": {k: (task.get("sandbox") or {}).get(k) for k in ("driver", "network")}
-        if task.get("sandbox") else None,
+        "status": rec.status, "weighted_score": rec.weighted_score,
+        "error": _cut(rec.error, cap) if rec.error else None,
+        "agent": rec.agent, "model": rec.model,
+        "agent_outcome": msgspec.to_builtins(outcome),
+        "started_at": rec.started_at, "duration_s": rec.duration_s,
+        "usage": msgspec.to_builtins(rec.usage), "expected_turns": rec.expected_turns,
+        "stopped_early": rec.stopped_early,
+        "early_stop_reason": rec.early_stop_reason,
+        "early_stop": msgspec.to_builtins(task.early_stop) if task else None,
+        "setup": [_cut(s, 300) for s in (task.setup if task else ())][:30],
+        "sandbox": {"driver": sandbox.driver, "network": sandbox.network} if sandbox else None,
         "criteria": criteria, "arithmetic": arithmetic(criteria, rec),
         "commands": commands, "timeline": shown, "files": shown_files, "notes": notes,
     }
 
 
-def arithmetic(criteria: list[dict[str, Any]], rec: dict[str, Any]) -> list[str]:
+def arithmetic(criteria: list[dict[str, Any]], rec: TrialRecord) -> list[str]:
     """From the criterion scores to the weighted score and the status (as `ce explain`
     ends its tree)."""
     weighted = [c for c in criteria if (c.get("weight") or 0) > 0 and not c.get("disabled")]
     lines = []
-    score = rec.get("weighted_score")
+    score = rec.weighted_score
     shown = "—" if score is None else f"{score:.4g}"
     if weighted:
         terms = " + ".join(f"{c['id']} {c.get('score') or 0:.3g}×{c['weight']:g}"
@@ -413,14 +426,13 @@ def arithmetic(criteria: list[dict[str, Any]], rec: dict[str, Any]) -> list[str]
         lines.append("not in the score or the gate: " + ", ".join(left_out))
     gating = [c for c in criteria if c.get("gating")]
     failed = [c for c in gating if not c.get("passed")]
-    scope = "armed criteria only (stopped early)" if rec.get("stopped_early") \
+    scope = "armed criteria only (stopped early)" if rec.stopped_early \
         else "every enabled criterion with weight > 0"
     if failed:
         why = ", ".join(f"{c['id']} error" if c.get("error") else
                         f"{c['id']} {c.get('score') or 0:.3g} < {c.get('pass_threshold') or 0:.3g}"
                         for c in failed)
-        lines.append(f"gate ({scope}): {why} -> {rec.get('status')}")
+        lines.append(f"gate ({scope}): {why} -> {rec.status}")
     else:
-        lines.append(f"gate ({scope}): {len(gating)}/{len(gating)} passed -> "
-                     f"{rec.get('status')}")
+        lines.append(f"gate ({scope}): {len(gating)}/{len(gating)} passed -> {rec.status}")
     return lines

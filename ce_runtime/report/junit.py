@@ -7,12 +7,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ce_runtime.report.frames import Records
 from ce_runtime.report.gates import SuiteGate
 from ce_runtime.report.text import failed_criteria, fmt_metric, fmt_score
+from ce_runtime.store.record import CriterionRecord, Status, as_records
 
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-_FAILURE_STATUSES = ("FAILURE", "TIMEOUT", "MAX_TURNS_EXHAUSTED", "TOKEN_BUDGET_EXCEEDED",
-                     "COST_BUDGET_EXCEEDED")
 
 
 def _x(text: Any) -> str:
@@ -20,17 +20,16 @@ def _x(text: Any) -> str:
     return _XML_INVALID.sub("", "" if text is None else str(text))
 
 
-def _criterion_text(c: dict[str, Any]) -> str:
-    line = f"{c.get('id')} {c.get('type')}: score {fmt_score(c.get('score'))} < " \
-           f"{fmt_score(c.get('pass_threshold'))}"
-    if c.get("description"):
-        line += f" ({c['description']})"
-    if c.get("error"):
-        line += f"\n  error: {c['error']}"
+def _criterion_text(c: CriterionRecord) -> str:
+    line = f"{c.id} {c.type}: score {fmt_score(c.score)} < {fmt_score(c.pass_threshold)}"
+    if c.description:
+        line += f" ({c.description})"
+    if c.error:
+        line += f"\n  error: {c.error}"
     return line
 
 
-def render_junit(records: Sequence[dict[str, Any]], gates: Sequence[SuiteGate]) -> str:
+def render_junit(records: Records, gates: Sequence[SuiteGate]) -> str:
     """JUnit XML: a testsuite per variant, a testcase per trial (failure for a failed
     verdict or a run limit, error for ERROR, skipped for NOT_GRADED) and one per suite
     gate with thresholds (classname `suite.<suite_id>`)."""
@@ -47,41 +46,40 @@ def render_junit(records: Sequence[dict[str, Any]], gates: Sequence[SuiteGate]) 
                                "time": 0.0}
         return suites[variant]
 
-    for rec in records:
-        variant = rec.get("variant_id") or "default"
+    for rec in as_records(records):
+        variant = rec.variant_id or "default"
         ts = suite(variant)
         c = counts[variant]
-        duration = float(rec.get("duration_s") or 0.0)
+        duration = float(rec.duration_s or 0.0)
         c["tests"] += 1
         c["time"] += duration
-        tc = ET.SubElement(ts, "testcase", classname=_x(rec.get("task_id")),
-                           name=_x(rec.get("trial_id")), time=f"{duration:.3f}")
-        status = rec.get("status")
+        tc = ET.SubElement(ts, "testcase", classname=_x(rec.task_id),
+                           name=_x(rec.trial_id), time=f"{duration:.3f}")
+        status = rec.status
         failures = failed_criteria(rec)
         body = "\n".join(_criterion_text(f) for f in failures)
-        if status == "NOT_GRADED":
+        if status == Status.NOT_GRADED:
             c["skipped"] += 1
             ET.SubElement(tc, "skipped", message="not graded")
-        elif status == "ERROR":
+        elif status == Status.ERROR:
             c["errors"] += 1
-            outcome = rec.get("agent_outcome") or {}
-            message = rec.get("error") or (
-                f"agent {outcome['reason']}: {outcome.get('detail') or ''}".rstrip(": ")
-                if outcome.get("reason") else "trial error")
-            el = ET.SubElement(tc, "error", type="ERROR", message=_x(message))
+            outcome = rec.agent_outcome
+            message = rec.error or (
+                f"agent {outcome.reason}: {outcome.detail or ''}".rstrip(": ")
+                if outcome is not None and outcome.reason else "trial error")
+            el = ET.SubElement(tc, "error", type=Status.ERROR.value, message=_x(message))
             el.text = _x(body) or None
-        elif status in _FAILURE_STATUSES or (status != "SUCCESS"):
+        elif status != Status.SUCCESS:  # a failed verdict, a run limit (or a status unknown)
             c["failures"] += 1
-            summary_line = f"{status}: " + (", ".join(str(f.get("id")) for f in failures)
-                                            or (rec.get("error") or "no criterion failed"))
+            summary_line = f"{status}: " + (", ".join(str(f.id) for f in failures)
+                                            or (rec.error or "no criterion failed"))
             el = ET.SubElement(tc, "failure", type=_x(status), message=_x(summary_line))
             el.text = _x(body) or None
         notes = []
-        if rec.get("stopped_early"):
-            notes.append(f"stopped early ({rec.get('early_stop_reason') or 'decided'}); "
+        if rec.stopped_early:
+            notes.append(f"stopped early ({rec.early_stop_reason or 'decided'}); "
                          "non-armed criteria are advisory, not gated")
-        score = rec.get("weighted_score")
-        notes.append(f"status {status}, weighted score {fmt_score(score)}")
+        notes.append(f"status {status}, weighted score {fmt_score(rec.weighted_score)}")
         ET.SubElement(tc, "system-out").text = _x("\n".join(notes))
 
     for g in gates:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ce_runtime.report.frames import CLASSIFICATION, TURN_BUDGET_FACTOR
+from ce_runtime.report.frames import CLASSIFICATION, TURN_BUDGET_FACTOR, Records
 from ce_runtime.report.gates import SuiteGate
 from ce_runtime.report.text import (
     failed_criteria,
@@ -18,6 +18,7 @@ from ce_runtime.report.text import (
     fmt_score,
     fmt_signed,
 )
+from ce_runtime.store.record import CriterionRecord, Status, TrialRecord, as_records
 
 
 def _cell(text: Any, limit: int = 160) -> str:
@@ -36,20 +37,21 @@ def _status_counts(by_status: dict[str, int]) -> str:
     return ", ".join(f"{n} {s}" for s, n in by_status.items()) or "none"
 
 
-def _early_note(rec: dict[str, Any]) -> str:
-    reason = rec.get("early_stop_reason") or "armed criteria decided"
-    advisory = [c for c in rec.get("criteria") or () if c.get("advisory")]
-    text = (f"> **NOTE:** {_code(rec.get('trial_id'))} stopped early ({_cell(reason)}); it "
+def _early_note(rec: TrialRecord) -> str:
+    reason = rec.early_stop_reason or "armed criteria decided"
+    advisory = [c for c in rec.criteria if c.advisory]
+    text = (f"> **NOTE:** {_code(rec.trial_id)} stopped early ({_cell(reason)}); it "
             "was gated on its armed criteria only")
     if advisory:
         text += "; advisory — not gated: " + ", ".join(
-            f"{_code(c.get('id'))} {c.get('type')} {fmt_score(c.get('score'))}"
-            + ("" if c.get("passed") else " (below its threshold)") for c in advisory)
+            f"{_code(c.id)} {c.type} {fmt_score(c.score)}"
+            + ("" if c.passed else " (below its threshold)") for c in advisory)
     return text + "."
 
 
-def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
+def render_markdown(summary: dict[str, Any], records: Records,
                     gates: Sequence[SuiteGate]) -> str:
+    records = as_records(records)
     out: list[str] = []
     w = out.append
     ok = summary["exit_code"] == 0
@@ -97,10 +99,10 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
     w("")
 
     variants = list(summary["variants"])
-    by_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    by_variant: dict[str, list[TrialRecord]] = {v: [] for v in variants}
     for rec in records:
-        by_variant.setdefault(rec.get("variant_id"), []).append(rec)
-    budgeted = any(rec.get("expected_turns") is not None for rec in records)
+        by_variant.setdefault(rec.variant_id, []).append(rec)
+    budgeted = any(rec.expected_turns is not None for rec in records)
     for v in variants:
         vs = summary["variants"][v]
         w(f"## Variant {_code(v)}")
@@ -125,7 +127,7 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
         notes_after: list[str] = []
         for rec in by_variant.get(v, []):
             w("| " + " | ".join(_trial_cells(rec, budgeted)) + " |")
-            if rec.get("stopped_early"):
+            if rec.stopped_early:
                 notes_after.append(_early_note(rec))
         w("")
         if budgeted:
@@ -136,7 +138,7 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
             w(note)
             w("")
 
-    failing = [rec for rec in records if failed_criteria(rec) or rec.get("error")]
+    failing = [rec for rec in records if failed_criteria(rec) or rec.error]
     if failing:
         w("## Failures")
         w("")
@@ -144,18 +146,19 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
           "archive and shows why each criterion scored as it did.")
         w("")
         for rec in failing:
-            w(f"### {_code(rec.get('trial_id'))} — {rec.get('status')} "
-              f"(score {fmt_score(rec.get('weighted_score'))})")
+            w(f"### {_code(rec.trial_id)} — {rec.status} "
+              f"(score {fmt_score(rec.weighted_score)})")
             w("")
-            if rec.get("error"):
-                w(f"- **trial error:** {_cell(rec['error'], 400)}")
-            outcome = rec.get("agent_outcome") or {}
-            if rec.get("status") not in ("SUCCESS", "FAILURE") and outcome.get("reason"):
-                detail = f": {_cell(outcome.get('detail'), 200)}" if outcome.get("detail") else ""
-                w(f"- agent ended: {_cell(outcome['reason'])}{detail}")
+            if rec.error:
+                w(f"- **trial error:** {_cell(rec.error, 400)}")
+            outcome = rec.agent_outcome
+            if rec.status not in (Status.SUCCESS, Status.FAILURE) and outcome is not None \
+                    and outcome.reason:
+                detail = f": {_cell(outcome.detail, 200)}" if outcome.detail else ""
+                w(f"- agent ended: {_cell(outcome.reason)}{detail}")
             for c in failed_criteria(rec):
                 w(_criterion_line(c))
-            w(f"- why: `ce explain {os.path.join('RUN', str(rec.get('trial_id')))}`")
+            w(f"- why: `ce explain {os.path.join('RUN', str(rec.trial_id))}`")
             w("")
 
     if gates:
@@ -224,17 +227,16 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
     return "\n".join(out).rstrip() + "\n"
 
 
-def _row_descriptions(records: Sequence[dict[str, Any]]) -> dict[tuple, str]:
+def _row_descriptions(records: Sequence[TrialRecord]) -> dict[tuple, str]:
     """A suite gate's description from its rows' own: the one they share, or each distinct
     one (a `${row.x}` description differs per row; the first row's is no one else's)."""
     seen: dict[tuple, list[str]] = {}
     for rec in records:
-        for c in rec.get("criteria") or ():
-            if rec.get("suite_id") and c.get("description"):
-                texts = seen.setdefault((rec.get("variant_id"), rec.get("suite_id"),
-                                         c.get("id")), [])
-                if c["description"] not in texts:
-                    texts.append(c["description"])
+        for c in rec.criteria:
+            if rec.suite_id and c.description:
+                texts = seen.setdefault((rec.variant_id, rec.suite_id, c.id), [])
+                if c.description not in texts:
+                    texts.append(c.description)
     out = {}
     for key, texts in seen.items():
         if len(texts) == 1:
@@ -251,47 +253,46 @@ def _gate_word(g: SuiteGate) -> str:
     return "✅ passed" if g.passed else "❌ failed"
 
 
-def _trial_cells(rec: dict[str, Any], budgeted: bool) -> list[str]:
-    usage = rec.get("usage") or {}
-    status = rec.get("status") or "?"
-    mark = {"SUCCESS": "✅", "NOT_GRADED": "➖"}.get(status, "❌")
-    cells = [_code(rec.get("task_id")), str(rec.get("repeat", 0)), f"{mark} {status}",
-             fmt_score(rec.get("weighted_score")), str(usage.get("turns", 0))]
+def _trial_cells(rec: TrialRecord, budgeted: bool) -> list[str]:
+    usage = rec.usage
+    status = rec.status or "?"
+    mark = {Status.SUCCESS: "✅", Status.NOT_GRADED: "➖"}.get(status, "❌")
+    cells = [_code(rec.task_id), str(rec.repeat), f"{mark} {status}",
+             fmt_score(rec.weighted_score), str(usage.turns)]
     if budgeted:
-        expected = rec.get("expected_turns")
+        expected = rec.expected_turns
         if expected is None:
             cells.append("—")
         else:
-            visible = (usage.get("tool_calls") or 0) + 1
-            within = rec.get("status") == "SUCCESS" \
-                and visible <= TURN_BUDGET_FACTOR * expected
+            visible = usage.tool_calls + 1
+            within = rec.status == Status.SUCCESS and visible <= TURN_BUDGET_FACTOR * expected
             cells.append(f"{visible}/{expected} {'✓' if within else '✗'}")
-    cells.append(fmt_cost(usage.get("cost_usd")))
+    cells.append(fmt_cost(usage.cost_usd))
     notes = []
-    if rec.get("stopped_early"):
-        notes.append(f"stopped early ({_cell(rec.get('early_stop_reason') or 'decided')})")
+    if rec.stopped_early:
+        notes.append(f"stopped early ({_cell(rec.early_stop_reason or 'decided')})")
     failures = failed_criteria(rec)
     if failures:
-        notes.append("failed: " + ", ".join(_code(c.get("id")) for c in failures))
-    if rec.get("error"):
-        notes.append("error: " + _cell(rec["error"], 80))
+        notes.append("failed: " + ", ".join(_code(c.id) for c in failures))
+    if rec.error:
+        notes.append("error: " + _cell(rec.error, 80))
     cells.append("; ".join(notes))
     return cells
 
 
-def _criterion_line(c: dict[str, Any]) -> str:
-    parts = [f"- {_code(c.get('id'))} {c.get('type')}"]
-    if c.get("description"):
-        parts.append(f" — {_cell(c['description'], 120)}")
-    parts.append(f": score {fmt_score(c.get('score'))} < {fmt_score(c.get('pass_threshold'))}")
-    outputs = c.get("outputs") or {}
+def _criterion_line(c: CriterionRecord) -> str:
+    parts = [f"- {_code(c.id)} {c.type}"]
+    if c.description:
+        parts.append(f" — {_cell(c.description, 120)}")
+    parts.append(f": score {fmt_score(c.score)} < {fmt_score(c.pass_threshold)}")
+    outputs = c.outputs
     if "observed" in outputs or "expected" in outputs:
         parts.append(f" (observed {_code(outputs.get('observed'))}, expected "
                      f"{_code(outputs.get('expected'))})")
-    if not c.get("gating"):
-        parts.append(" *(advisory — not gated)*" if c.get("advisory") else " *(not gated)*")
-    if c.get("error"):
-        parts.append(f"\n  - error: {_cell(c['error'], 400)}")
+    if not c.gating:
+        parts.append(" *(advisory — not gated)*" if c.advisory else " *(not gated)*")
+    if c.error:
+        parts.append(f"\n  - error: {_cell(c.error, 400)}")
     return "".join(parts)
 
 
@@ -346,7 +347,7 @@ def _fmt_p(p: float | None) -> str:
 
 
 def _render_paired_stats(w, comparison: Sequence[dict[str, Any]],
-                         records: Sequence[dict[str, Any]]) -> None:
+                         records: Sequence[TrialRecord]) -> None:
     """Each variant against the baseline (ce_runtime/report/stats.py): the paired mean
     difference with its bootstrap interval, the sign-flip test's p-value, wins / losses
     / ties and the most divergent tasks."""

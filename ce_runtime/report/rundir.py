@@ -16,6 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ce_runtime.store.record import (
+    AgentOutcome,
+    CriterionRecord,
+    Status,
+    TrialRecord,
+    Usage,
+)
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -47,7 +55,7 @@ class RunData:
     run_json: dict[str, Any]  # {} when the file is missing
     trials: pl.DataFrame
     results: pl.DataFrame
-    records: list[dict[str, Any]]  # task.json-shaped, one per trial, in parquet order
+    records: list[TrialRecord]  # one per trial, in parquet order (as far as it keeps them)
 
     @property
     def run_id(self) -> str:
@@ -137,47 +145,46 @@ def _thresholds(run_json: dict[str, Any]) -> dict[tuple, dict[str, float]]:
 
 def records_from_frames(trials: pl.DataFrame, results: pl.DataFrame,
                         thresholds: dict[tuple, dict[str, float]] | None = None,
-                        ) -> list[dict[str, Any]]:
-    """Records in the shape of task.json (the fields the reports read), one per trial row.
-    Reshaping only: every number is the parquet's."""
+                        ) -> list[TrialRecord]:
+    """Records (the fields the reports read), one per trial row. Reshaping only: every
+    number is the parquet's."""
     thresholds = thresholds or {}
-    criteria: dict[str, list[dict[str, Any]]] = {}
+    criteria: dict[str, list[CriterionRecord]] = {}
     cols = set(results.columns)
     for r in results.iter_rows(named=True):
         outputs = {k: r[k] for k in ("observed", "expected") if k in cols and r[k] is not None}
         key = (r.get("variant_id"), r.get("suite_id"), r.get("criterion_id"))
-        criteria.setdefault(r["trial_id"], []).append({
-            "id": r["criterion_id"], "type": r["type"], "description": r.get("description"),
-            "kind": r.get("kind"), "score": r["score"],
-            "pass_threshold": r.get("pass_threshold"), "passed": r["passed"],
-            "weight": r.get("weight"), "gating": r["gating"],
-            "advisory": bool(r.get("advisory")), "disabled": bool(r.get("disabled")),
-            "error": r.get("error"), "outputs": outputs,
-            "suite_thresholds": thresholds.get(key) if r.get("suite_id") else None})
+        criteria.setdefault(r["trial_id"], []).append(CriterionRecord(
+            id=r["criterion_id"], type=r["type"], description=r.get("description"),
+            kind=r.get("kind"), score=r["score"],
+            pass_threshold=r.get("pass_threshold"), passed=bool(r["passed"]),
+            weight=r.get("weight"), gating=bool(r["gating"]),
+            advisory=bool(r.get("advisory")), disabled=bool(r.get("disabled")),
+            error=r.get("error"), outputs=outputs,
+            suite_thresholds=thresholds.get(key) if r.get("suite_id") else None))
     records = []
     for t in trials.iter_rows(named=True):
         started = t.get("started_at")
         reason = t.get("outcome_reason")
-        records.append({
-            "trial_id": t["trial_id"], "variant_id": t["variant_id"],
-            "experiment_id": t.get("experiment_id"), "task_id": t["task_id"],
-            "suite_id": t.get("suite_id"), "row_id": t.get("row_id"),
-            "repeat": t["repeat"], "tags": t.get("tags") or [],
-            "task_file": t.get("task_file"), "plan_hash": t.get("plan_hash"),
-            "agent": t.get("agent"), "model": t.get("model"), "status": t["status"],
-            "success": t["status"] == "SUCCESS",
-            "stopped_early": bool(t["stopped_early"]),
-            "early_stop_reason": t.get("early_stop_reason"),
-            "weighted_score": t["weighted_score"],
-            "started_at": started.isoformat() if started is not None else None,
-            "duration_s": t.get("duration_s"),
-            "agent_outcome": None if reason is None else {
-                "reason": reason, "detail": t.get("outcome_detail") or ""},
-            "usage": {"input_tokens": t["input_tokens"], "output_tokens": t["output_tokens"],
-                      "cost_usd": t["cost_usd"], "turns": t["turns"],
-                      "tool_calls": t["tool_calls"]},
-            "expected_turns": t.get("expected_turns"),
-            "criteria": criteria.get(t["trial_id"], []),
-            "error": t.get("error"),
-        })
+        records.append(TrialRecord(
+            trial_id=t["trial_id"], variant_id=t["variant_id"],
+            experiment_id=t.get("experiment_id"), task_id=t["task_id"],
+            suite_id=t.get("suite_id"), row_id=t.get("row_id"),
+            repeat=t["repeat"], tags=t.get("tags") or [],
+            task_file=t.get("task_file"), plan_hash=t.get("plan_hash"),
+            agent=t.get("agent"), model=t.get("model"), status=t["status"],
+            success=t["status"] == Status.SUCCESS,
+            stopped_early=bool(t["stopped_early"]),
+            early_stop_reason=t.get("early_stop_reason"),
+            weighted_score=t["weighted_score"],
+            started_at=started.isoformat() if started is not None else None,
+            duration_s=t.get("duration_s"),
+            agent_outcome=None if reason is None else AgentOutcome(
+                reason=reason, detail=t.get("outcome_detail") or ""),
+            usage=Usage(input_tokens=t["input_tokens"], output_tokens=t["output_tokens"],
+                        cost_usd=t["cost_usd"], turns=t["turns"], tool_calls=t["tool_calls"]),
+            expected_turns=t.get("expected_turns"),
+            criteria=criteria.get(t["trial_id"], []),
+            error=t.get("error"),
+        ))
     return records

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ce_runtime.report.text import failed_criteria, fmt_score
+from ce_runtime.store.record import NOT_FAILED_STATUSES, Status, TrialRecord, as_records
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-_NOT_FAILED = ("SUCCESS", "NOT_GRADED")
 
 
 def _criterion_lines(task_file: str | None) -> dict[int, int]:
@@ -65,7 +65,7 @@ def _index(criterion_id: Any) -> int | None:
     return None
 
 
-def render_sarif(records: Sequence[dict[str, Any]], tool_version: str,
+def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: str,
                  base: str | None = None) -> str:
     """The SARIF document for `records` (task.json-shaped, as `ce run` and `ce report`
     hold them). `base`: the directory URIs are relative to (default: the current one)."""
@@ -79,9 +79,9 @@ def render_sarif(records: Sequence[dict[str, Any]], tool_version: str,
             rules[rule_id] = {"id": rule_id, "shortDescription": {"text": text}}
         return list(rules).index(rule_id)
 
-    def add(rec: dict[str, Any], rule_id: str, rule_text: str, level: str, message: str,
+    def add(rec: TrialRecord, rule_id: str, rule_text: str, level: str, message: str,
             key: str, criterion_id: Any = None) -> None:
-        task_file = rec.get("task_file")
+        task_file = rec.task_file
         if task_file not in lines_cache:
             lines_cache[task_file] = _criterion_lines(task_file)
         idx = _index(criterion_id)
@@ -93,36 +93,35 @@ def render_sarif(records: Sequence[dict[str, Any]], tool_version: str,
                 "artifactLocation": {"uri": _uri(task_file, base)},
                 "region": {"startLine": line}}}],
             "partialFingerprints": {"ceTrialCriterion/v1": key},
-            "properties": {"trial_id": rec.get("trial_id"), "variant_id": rec.get("variant_id"),
-                           "task_id": rec.get("task_id"), "status": rec.get("status"),
-                           "weighted_score": rec.get("weighted_score")},
+            "properties": {"trial_id": rec.trial_id, "variant_id": rec.variant_id,
+                           "task_id": rec.task_id, "status": str(rec.status),
+                           "weighted_score": rec.weighted_score},
         })
 
-    for rec in records:
-        status = rec.get("status")
-        if status in _NOT_FAILED and not failed_criteria(rec):
+    for rec in as_records(records):
+        status = rec.status
+        if status in NOT_FAILED_STATUSES and not failed_criteria(rec):
             continue
-        trial = rec.get("trial_id")
+        trial = rec.trial_id
         failures = failed_criteria(rec)
         for c in failures:
-            ctype = c.get("type") or "criterion"
-            text = (f"{trial}: criterion {c.get('id')} {ctype}"
-                    + (f" ({c['description']})" if c.get("description") else "")
-                    + f" scored {fmt_score(c.get('score'))} < "
-                      f"{fmt_score(c.get('pass_threshold'))}")
-            if c.get("error"):
-                text += f"; error: {c['error']}"
+            ctype = c.type or "criterion"
+            text = (f"{trial}: criterion {c.id} {ctype}"
+                    + (f" ({c.description})" if c.description else "")
+                    + f" scored {fmt_score(c.score)} < {fmt_score(c.pass_threshold)}")
+            if c.error:
+                text += f"; error: {c.error}"
             add(rec, f"ce/{ctype}", f"A {ctype} criterion failed", "error"
-                if c.get("gating") else "warning", text, f"{trial}#{c.get('id')}", c.get("id"))
-        if failures or status in _NOT_FAILED:
+                if c.gating else "warning", text, f"{trial}#{c.id}", c.id)
+        if failures or status in NOT_FAILED_STATUSES:
             continue
-        if status == "ERROR":
+        if status == Status.ERROR:
             add(rec, "ce/trial-error", "A trial ended in an error", "error",
-                f"{trial}: ERROR" + (f": {rec['error']}" if rec.get("error") else ""),
+                f"{trial}: {Status.ERROR}" + (f": {rec.error}" if rec.error else ""),
                 f"{trial}#error")
         else:
-            outcome = (rec.get("agent_outcome") or {})
-            detail = outcome.get("detail") or outcome.get("reason") or ""
+            outcome = rec.agent_outcome
+            detail = (outcome.detail or outcome.reason) if outcome is not None else ""
             add(rec, "ce/trial-status", "A trial stopped at a run limit or failed", "warning",
                 f"{trial}: {status}" + (f" ({detail})" if detail else ""), f"{trial}#status")
     doc = {

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ce_runtime.report.frames import EPSILON, STATUSES, ratio, trials_frame
+from ce_runtime.report.frames import EPSILON, Records, ratio, trials_frame
 from ce_runtime.report.gates import SuiteGate
 from ce_runtime.report.text import fmt_metric
+from ce_runtime.store.record import STATUSES, Status
 
 if TYPE_CHECKING:
     import polars as pl
@@ -34,7 +35,7 @@ def _stats_exprs() -> list[pl.Expr]:
     within = pl.col("within_expected_turns")
     return [
         pl.len().alias("trials"),
-        *[(pl.col("status") == s).sum().alias(f"status.{s}") for s in STATUSES],
+        *[(pl.col("status") == s.value).sum().alias(f"status.{s.value}") for s in STATUSES],
         n.alias("graded"),
         passed.alias("passed"),
         pl.when(n > 0).then(p).alias("pass_rate"),
@@ -72,7 +73,8 @@ def _breakdown(row: dict[str, Any], pak: dict[str, Any] | None) -> dict[str, Any
         k = pak["k_min"]
     return {
         "trials": row["trials"],
-        "by_status": {s: row[f"status.{s}"] for s in STATUSES if row[f"status.{s}"]},
+        "by_status": {s.value: row[f"status.{s.value}"] for s in STATUSES
+                      if row[f"status.{s.value}"]},
         "graded": row["graded"],
         "passed": row["passed"],
         "pass_rate": row["pass_rate"],
@@ -145,7 +147,7 @@ def _comparison(trials: pl.LazyFrame, variants: list[str]) -> list[dict[str, Any
     return out
 
 
-def summary(records: Sequence[dict[str, Any]], gates: Sequence[SuiteGate], run_id: str,
+def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
             config: dict[str, Any] | None) -> dict[str, Any]:
     """The run.json document. `config` is stored under `args` (what `ce run --resume`
     reads back)."""
@@ -171,7 +173,7 @@ def summary(records: Sequence[dict[str, Any]], gates: Sequence[SuiteGate], run_i
     variants = [r["variant_id"] for r in per_variant.iter_rows(named=True)]
 
     failed_gates = [g for g in gates if not g.passed]
-    not_success = total["trials"] - total["status.SUCCESS"]
+    not_success = total["trials"] - total[f"status.{Status.SUCCESS.value}"]
     reasons = []
     if not records:
         reasons.append("no trial ran")

@@ -3,9 +3,8 @@ as the reports show them, and which criteria count as a trial's failures."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ce_runtime.report.frames import EPSILON
+from ce_runtime.store.record import CriterionRecord, TrialRecord
 
 
 def fmt_metric(v: float | None) -> str:
@@ -44,8 +43,7 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{h}h {m:02d}m"
 
 
-def failed_criteria(rec: dict[str, Any]) -> list[dict[str, Any]]:
+def failed_criteria(rec: TrialRecord) -> list[CriterionRecord]:
     """Criteria that failed and counted, or failed with an error (advisory included)."""
-    return [c for c in rec.get("criteria") or ()
-            if not c.get("disabled") and not c.get("passed")
-            and (c.get("gating") or c.get("error"))]
+    return [c for c in rec.criteria
+            if not c.disabled and not c.passed and (c.gating or c.error)]

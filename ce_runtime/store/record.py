@@ -137,7 +137,7 @@ class DialogRecord(_Part):
 
     turns: int = 0
     ended_by: str = "agent"
-    checks: Any = None
+    checks: list[dict[str, Any]] = []
     user_messages: int = 0
 
 
@@ -256,13 +256,23 @@ def decode_record(data: bytes | str, where: str = "task record") -> TrialRecord:
         raise InvalidRecord(f"not valid JSON: {exc}", where) from None
 
 
-def read_record(trial_dir: str) -> TrialRecord:
-    """A trial directory's task.json, checked as the archive checks it (its own digest,
-    its ids and plan hash), then typed. DamagedArchive ("damaged archive: PATH: why")
-    for either failure, as every other archived file."""
+def read_record(path: str) -> TrialRecord:
+    """A trial's task.json (`path`: the trial directory or the file), checked as the
+    archive checks it (its own digest, its ids and plan hash), then typed.
+    DamagedArchive ("damaged archive: PATH: why") for either failure, as for every other
+    archived file."""
     import os
 
-    task = load_task_record(trial_dir)
+    trial_dir = os.path.dirname(path) if os.path.basename(path) == "task.json" \
+        and os.path.isfile(path) else path
+    return checked_record(load_task_record(trial_dir), trial_dir)
+
+
+def checked_record(task: dict[str, Any], trial_dir: str) -> TrialRecord:
+    """The record of a task.json the archive read and checked (`verified_trial`,
+    `load_task_record`); a field of the wrong type is DamagedArchive too."""
+    import os
+
     try:
         return as_record(task)
     except InvalidRecord as exc:

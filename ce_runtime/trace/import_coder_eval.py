@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 
+from ce_runtime.store.record import Status
 from ce_runtime.trace.import_builder import (
     Builder,
     ImportResult,
@@ -192,13 +193,13 @@ def _ce_end(it: dict[str, Any], data: dict[str, Any], last: bool) -> tuple[str, 
     early = data.get("early_stop")
     if isinstance(early, dict):
         reason, detail = "stopped_early", str(early.get("reason") or "")
-    elif status == "TIMEOUT":
+    elif status == Status.TIMEOUT:  # coder_eval's FinalStatus: ce's statuses are its own
         reason = "timeout"
-    elif status in ("TOKEN_BUDGET_EXCEEDED", "COST_BUDGET_EXCEEDED"):
+    elif status in (Status.TOKEN_BUDGET_EXCEEDED, Status.COST_BUDGET_EXCEEDED):
         reason = "budget"
-    elif status == "MAX_TURNS_EXHAUSTED":
+    elif status == Status.MAX_TURNS_EXHAUSTED:
         reason = "max_turns"
-    elif status == "ERROR" and reason == "finished":
+    elif status == Status.ERROR and reason == "finished":
         reason, detail = "error", str(data.get("error_message") or "")
     if isinstance(status, str):
         detail = f"coder_eval final_status={status}" + (f": {detail}" if detail else "")
