@@ -154,3 +154,23 @@ def test_trial_venvs_are_private_copies_of_one_template(tmp_path, venv_plan):
     c = tmp_path / "c"
     assert prepare_workspace(venv_plan, str(tmp_path), str(c)).ok
     assert "relocatable" in (c / ".venv/pyvenv.cfg").read_text()  # the template is intact
+
+
+def test_the_trash_deletes_everything_put_in_it_by_close(tmp_path):
+    from ce_runtime.execute.trash import Trash
+
+    trash = Trash()
+    trees = []
+    for i in range(20):
+        tree = tmp_path / f"scratch-{i}" / "ws" / "deep"
+        tree.mkdir(parents=True)
+        (tree / "file").write_text("x")
+        trees.append(tree.parent.parent)
+        trash.put(str(trees[-1]))
+    trash.close()
+    assert not any(t.exists() for t in trees)
+    trash.close()  # twice is harmless
+    (tmp_path / "later").mkdir()
+    trash.put(str(tmp_path / "later"))  # usable again after a close
+    trash.close()
+    assert not (tmp_path / "later").exists()

@@ -100,8 +100,12 @@ class LocalExecutor:
 
         clean_stale_scratch()
         work_root = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-")
-        ctx = make_context(run_dir, work_root, options, hidden_paths(trials, options))
         from ce_runtime.execute.sandbox.tempdir import uses_zygote, zygote
+        from ce_runtime.execute.trash import Trash
+
+        trash = Trash()
+        ctx = attrs.evolve(make_context(run_dir, work_root, options,
+                                        hidden_paths(trials, options)), discard=trash.put)
 
         if any(uses_zygote(t.plan.sandbox) for t in trials):
             zygote().prestart(work_root)
@@ -137,6 +141,7 @@ class LocalExecutor:
             from ce_runtime.execute.sandbox.tempdir import close_warm_inits
 
             await asyncio.shield(close_warm_inits())
+            await asyncio.shield(asyncio.to_thread(trash.close))
             shutil.rmtree(work_root, ignore_errors=True)
         return records
 

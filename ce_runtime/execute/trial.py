@@ -50,6 +50,7 @@ class RunContext:
     # more directories ce writes while the trial runs: a remote trial's run directory is
     # a scratch one, and the driver writes the real one (and its parent, the runs)
     writes: tuple[str, ...] = ()
+    discard: Any = None  # deletes a trial's scratch (default: at once, in the loop)
 
 
 def trial_dir_of(run_dir: str, trial: Trial) -> str:
@@ -520,7 +521,10 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             if sandbox is not None:  # interrupted or failed: nothing it started survives
                 await finish_despite_cancels(sandbox.teardown())
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if ctx.discard is not None:
+                ctx.discard(scratch)
+            else:
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _early_stop_record(plan, monitor: LiveMonitor, sink: TrialSink) -> EarlyStop | None:
