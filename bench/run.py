@@ -259,8 +259,12 @@ def render(r: dict[str, Any]) -> str:
              f"    {'sandbox':<32} {'trials':>6} {'median ms':>10} {'p90 ms':>8} "
              f"{'min ms':>8}"]
     for python, row in r["overhead"].items():
+        goal = ""
+        if python == "none":  # issue 14: <= 20 ms per agentless trial without a venv
+            goal = "  goal <= 20 ms: " + ("met" if row["median_ms"] <= 20 else "NOT met")
         lines.append(f"    {'python: ' + PYTHON[python]:<32} {row['trials']:>6} "
-                     f"{row['median_ms']:>10.1f} {row['p90_ms']:>8.1f} {row['min_ms']:>8.1f}")
+                     f"{row['median_ms']:>10.1f} {row['p90_ms']:>8.1f} {row['min_ms']:>8.1f}"
+                     + goal)
     if r.get("drivers"):
         base = r["drivers"].get("tempdir", {}).get("median_ms")
         lines += ["", "(1b) per trial by sandbox driver, python: null, -j 1; one command = "
