@@ -80,7 +80,7 @@ class SandboxSpec:
     uv_cache: str | None = None
     workspace: str | None = None  # an existing workspace (re-grading); else scratch/ws
     setup_network: bool = False  # set-up downloads packages (docker: online until pre_run)
-    warm: bool = False  # may adopt an init started ahead (a run of many trials)
+    warm: bool = False  # a run of many trials: tempdir forks its init from the run's zygote
     tools: tuple[str, ...] = ()  # host directories commands must see read-only (agent CLIs)
     mock_path_dirs: tuple[str, ...] = ()  # workspace dirs first on the agent's PATH
     record_cli: str | None = None  # the workspace dir of record_cli shims (cli_mocks)
