@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "__version__": "ce_lang",
     # front end
     "CompileOptions": "ce_lang.compiler",
+    "compile_cache": "ce_lang.compile_cache",
     "compile_paths": "ce_lang.compiler",
     "Diagnostics": "ce_lang.diagnostics",
     "did_you_mean": "ce_lang.diagnostics",
@@ -79,7 +80,7 @@ _EXPORTS: dict[str, str] = {
     "TraceView": "ce_lang.lang.values",
     "unwrap_shell": "ce_lang.lang.values",
 }
-_MODULES = {"ast", "argv_match"}  # exported as the module itself
+_MODULES = {"ast", "argv_match", "compile_cache"}  # exported as the module itself
 
 __all__ = sorted(_EXPORTS)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,9 +35,9 @@ print(json.dumps({{"exit": code, "modules": sorted(sys.modules)}}))
 """
 
 
-def _probe(code: str) -> dict:
+def _probe(code: str, env: dict | None = None) -> dict:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+                          cwd=ROOT, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -54,9 +55,28 @@ def test_cli_does_not_import_heavy_libraries(argv):
 
 
 def test_compile_does_not_import_agents():
-    out = _probe(CLI_PROBE.format(argv=["compile", "tasks/hello_world.yaml"]))
+    out = _probe(CLI_PROBE.format(argv=["compile", "tasks/hello_world.yaml", "--no-cache"]))
     assert "ce_lang.compiler" in out["modules"]
     assert _top_level(out["modules"], ("ce_agents",)) == []
+    # nor the runtime's sandboxes (asyncio ...): the host is probed only for a task
+    # that sets a resource limit
+    assert _top_level(out["modules"], ("asyncio",)) == []
+    assert "ce_runtime.execute.sandbox" not in out["modules"]
+
+
+def test_a_compile_cache_hit_imports_no_compiler(tmp_path):
+    """A hit replays the output from the cache: no schema classes, YAML or cattrs."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    env.pop("CE_NO_COMPILE_CACHE", None)
+    argv = ["compile", "tasks/hello_world.yaml"]
+    miss = _probe(CLI_PROBE.format(argv=argv), env)
+    assert miss["exit"] == 0 and "ce_lang.compiler" in miss["modules"]
+    hit = _probe(CLI_PROBE.format(argv=argv), env)
+    assert hit["exit"] == 0
+    loaded = [m for m in hit["modules"] if m.split(".")[0] in ("yaml", "cattrs", "attr",
+                                                               "attrs", "lark")
+              or m in ("ce_lang.compiler", "ce_lang.schema", "ce_lang.plan")]
+    assert loaded == []
 
 
 def test_import_ce_lang_stands_alone():

@@ -35,8 +35,12 @@ import click
 @click.option("--explain", "explain_code", metavar="CODE",
               help="Explain a diagnostic code (e.g. CE0101; `all` lists every code) and exit.")
 @click.option("-q", "--quiet", is_flag=True, help="Print errors only, and no summary line.")
+@click.option("--no-cache", is_flag=True,
+              help="Compile even if an identical compile is cached (also CE_NO_COMPILE_CACHE=1"
+                   "). The cache replays a compile's output only while every file, listing, "
+                   "glob and setting it consulted, and ce itself, are unchanged.")
 def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats, sample,
-                allow_paths, emit_dir, fmt, explain_code, quiet):
+                allow_paths, emit_dir, fmt, explain_code, quiet, no_cache):
     """Check task files and resolve every trial they define.
 
     PATHS are task files, directories (searched recursively for *.yaml / *.yml; files
@@ -59,6 +63,59 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
         return
     if not paths:
         raise click.UsageError("give at least one task file, directory or glob")
+    color = sys.stderr.isatty() and "NO_COLOR" not in os.environ
+    options = dict(experiment=experiment, overrides=tuple(overrides), model=model,
+                   agent_type=agent_type, driver=driver, repeats=repeats, sample=sample,
+                   allow_paths=tuple(allow_paths))
+    cache = key = None
+    if not no_cache:
+        from ce_lang.api import compile_cache as cache
+
+        if cache.disabled_by_env() or not _cacheable_streams():
+            cache = None
+    if cache is not None:
+        request = ("compile", tuple(paths), tuple(sorted(options.items())), emit_dir, fmt,
+                   quiet, color, sys.stdout.isatty(), sys.stderr.isatty())
+        key = cache.make_key(request, _CODE)
+        hit = cache.lookup(key, {"host_limits": _host_limits})
+        if hit is not None:  # the compiler is not even imported
+            actions, code = hit
+            _replay(actions)
+            sys.exit(code)
+    out = _Out()
+    if cache is None:
+        code = _compile(paths, options, emit_dir, fmt, quiet, color, out)
+    else:
+        with cache.recording() as recorder, _WarningsSeen() as warned:
+            code = _compile(paths, options, emit_dir, fmt, quiet, color, out)
+        if not warned.seen:  # a Python warning went to stderr: not replayable
+            cache.store(key, recorder, out.actions, code)
+    sys.exit(code)
+
+
+# the command's own code, in every cache key besides ce_lang's
+_CODE = (os.path.abspath(__file__),
+         os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"))
+
+
+def _cacheable_streams() -> bool:
+    """Output is replayed byte for byte only through UTF-8 text streams (click writes
+    to anything else through its own wrapper)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or ""
+        if encoding.lower().replace("-", "") != "utf8" or not hasattr(stream, "isatty"):
+            return False
+    return True
+
+
+def _host_limits() -> dict:
+    """What this host's sandboxes can enforce (probed only for a task setting a limit)."""
+    from ce_runtime.execute.sandbox import host_limits
+
+    return host_limits()
+
+
+def _compile(paths, options: dict, emit_dir, fmt, quiet, color, out: _Out) -> int:
     from ce_lang.api import (
         CompileOptions,
         __version__,
@@ -67,12 +124,8 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
         render_json,
         render_sarif,
     )
-    from ce_runtime.execute.sandbox import host_limits
 
-    result = compile_paths(paths, CompileOptions(
-        host_limits=host_limits(), experiment=experiment, overrides=tuple(overrides), model=model,
-        agent_type=agent_type, driver=driver, repeats=repeats, sample=sample,
-        allow_paths=tuple(allow_paths)))
+    result = compile_paths(paths, CompileOptions(host_limits=_host_limits, **options))
     diags = [d for d in result.diagnostics if not quiet or d.severity == "error"]
     summary = {
         "tasks": result.task_files,
@@ -82,21 +135,73 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
         "warnings": result.warnings,
     }
     if fmt == "json":
-        click.echo(render_json(diags, summary), nl=False)
+        out.echo(render_json(diags, summary), nl=False)
     elif fmt == "sarif":
-        click.echo(render_sarif(diags, __version__), nl=False)
+        out.echo(render_sarif(diags, __version__), nl=False)
     else:
-        color = sys.stderr.isatty() and "NO_COLOR" not in os.environ
-        click.echo(render_human(diags, result.sources, color=color), nl=False, err=True)
+        out.echo(render_human(diags, result.sources, color=color), nl=False, err=True)
         if not quiet:
-            click.echo(_summary_line(summary), err=True)
+            out.echo(_summary_line(summary), err=True)
     if emit_dir and not result.usage_error and result.errors == 0:
-        _emit(emit_dir, result)
+        _emit(emit_dir, result, out)
     elif emit_dir:
-        click.echo(f"nothing written to {emit_dir}: fix the errors first", err=True)
+        out.echo(f"nothing written to {emit_dir}: fix the errors first", err=True)
     if result.usage_error:
-        sys.exit(2)
-    sys.exit(1 if result.errors else 0)
+        return 2
+    return 1 if result.errors else 0
+
+
+class _Out:
+    """What the command prints and writes, done and logged: a cache hit replays the log."""
+
+    def __init__(self) -> None:
+        self.actions: list[tuple] = []
+
+    def echo(self, text: str, nl: bool = True, err: bool = False) -> None:
+        self.actions.append(("echo", text, nl, err))
+        click.echo(text, nl=nl, err=err)
+
+    def makedirs(self, path: str) -> None:
+        self.actions.append(("mkdir", path))
+        os.makedirs(path, exist_ok=True)
+
+    def write_json(self, path: str, value) -> None:
+        from ce_runtime.store.atomic import write_json_atomic
+
+        self.actions.append(("json", path, value))
+        write_json_atomic(path, value)
+
+
+def _replay(actions: list[tuple]) -> None:
+    out = _Out()
+    for action in actions:
+        if action[0] == "echo":
+            out.echo(action[1], nl=action[2], err=action[3])
+        elif action[0] == "mkdir":
+            out.makedirs(action[1])
+        else:
+            out.write_json(action[1], action[2])
+
+
+class _WarningsSeen:
+    """Notes whether Python printed a warning (a regex's FutureWarning ...) meanwhile."""
+
+    def __enter__(self) -> _WarningsSeen:
+        import warnings
+
+        self.seen, self._shown = False, warnings.showwarning
+
+        def show(*args, **kwargs):
+            self.seen = True
+            return self._shown(*args, **kwargs)
+
+        warnings.showwarning = show
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import warnings
+
+        warnings.showwarning = self._shown
 
 
 def _summary_line(s: dict) -> str:
@@ -109,20 +214,19 @@ def _summary_line(s: dict) -> str:
             f"{n(s['warnings'], 'warning')}")
 
 
-def _emit(out_dir: str, result) -> None:
+def _emit(out_dir: str, result, out: _Out) -> None:
     from ce_lang.api import plan_to_json, trial_to_json
-    from ce_runtime.store.atomic import write_json_atomic
 
-    os.makedirs(os.path.join(out_dir, "plans"), exist_ok=True)
+    out.makedirs(os.path.join(out_dir, "plans"))
     written = set()
     for trial in result.trials:
         if trial.plan_hash not in written:
             written.add(trial.plan_hash)
-            write_json_atomic(os.path.join(out_dir, "plans", f"{trial.plan_hash}.json"),
-                              {"hash": trial.plan_hash, "plan": plan_to_json(trial.plan)})
-    write_json_atomic(os.path.join(out_dir, "trials.json"),
-                      {"trials": [trial_to_json(t) for t in result.trials]})
-    click.echo(f"wrote {len(written)} plan(s) and trials.json to {out_dir}", err=True)
+            out.write_json(os.path.join(out_dir, "plans", f"{trial.plan_hash}.json"),
+                           {"hash": trial.plan_hash, "plan": plan_to_json(trial.plan)})
+    out.write_json(os.path.join(out_dir, "trials.json"),
+                   {"trials": [trial_to_json(t) for t in result.trials]})
+    out.echo(f"wrote {len(written)} plan(s) and trials.json to {out_dir}", err=True)
 
 
 def _explain(code: str) -> None:
