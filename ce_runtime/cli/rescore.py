@@ -73,8 +73,14 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     """
     from ce_runtime.cli.pick import by_prefix, latest_run
     from ce_runtime.execute.sandbox.runner import local_runner
-    from ce_runtime.grade.rescore import criterion_changes, rescore_trial, trial_dirs
-    from ce_runtime.store.archive import DamagedArchive, find_run_root, load_task_record
+    from ce_runtime.grade.rescore import rescore_trial, trial_dirs
+    from ce_runtime.store.archive import (
+        DamagedArchive,
+        find_run_root,
+        load_task_record,
+        verified_trial,
+    )
+    from ce_runtime.store.staged_run import StagedRun
     from ce_runtime.store.verdicts import VerdictStore
 
     if refresh_judges and offline:
@@ -103,47 +109,45 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     out = out_dir or os.path.join(run_dir, "rescored",
                                   dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     mode = "offline" if offline else ("refresh" if refresh_judges else "use")
-    verdicts = VerdictStore(os.path.join(out, "judges"), mode,
+    # the results are staged and renamed into place at the end: interrupted, nothing
+    staged = StagedRun(out)
+    verdicts = VerdictStore(os.path.join(staged.path, "judges"), mode,
                             also_read=(os.path.join(run_dir, "judges"),))
     runner_for = functools.partial(_runner, local_runner, _uv_cache())
     judge, loopback = _judge(judge_replies)
-    records, evidences, changed, missing, used = [], [], 0, 0, {}
+    records, changed, missing, used = [], 0, 0, {}
     damaged: list[str] = []
-    try:
-        for d in dirs:
-            try:  # a damaged trial is listed; the others are re-scored
-                old = load_task_record(d)
-                trial_id = old["trial_id"]
-                plan = plans.get((old["variant_id"], old["task_id"])) if tasks else None
-                if tasks and plan is None:
-                    missing += 1
+    with staged:
+        try:
+            for d in dirs:
+                try:  # a damaged trial is listed; the others are re-scored
+                    plan = None
+                    if tasks:  # a trial without a task in TASKS is only counted
+                        old = load_task_record(d)
+                        plan = plans.get((old["variant_id"], old["task_id"]))
+                        if plan is None:
+                            missing += 1
+                            continue
+                    loaded = verified_trial(d)
+                    old = loaded[0]
+                    rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
+                                                  verdicts=verdicts, today=today,
+                                                  used_plans=used, loaded=loaded)
+                except DamagedArchive as exc:
+                    damaged.append(str(exc))
+                    click.echo(f"! {os.path.relpath(d, run_dir):<40} {exc}", err=True)
                     continue
-                rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
-                                              verdicts=verdicts, today=today,
-                                              used_plans=used)
-            except DamagedArchive as exc:
-                damaged.append(str(exc))
-                click.echo(f"! {os.path.relpath(d, run_dir):<40} {exc}", err=True)
-                continue
-            records.append(rec)
-            evidences.append(evidence)
-            before = rec["previous"]
-            moved = before["status"] != rec["status"] or _differs(before["weighted_score"],
-                                                                    rec["weighted_score"])
-            changed += moved
-            if quiet and not moved:
-                continue
-            mark = "*" if moved else " "
-            click.echo(f"{mark} {trial_id:<40} {before['status']:>9} -> {rec['status']:<9} "
-                       f"{_fmt(before['weighted_score'])} -> {_fmt(rec['weighted_score'])}")
-            for line in criterion_changes(old.get("criteria"), rec.get("criteria") or []):
-                click.echo(f"      {line}")
-            for note in () if quiet else rec.get("rescore_notes", ()):
-                click.echo(f"      note: {note}", err=True)
-    finally:
-        if loopback is not None:
-            loopback.__exit__(None, None, None)
-    code = _write(out, records, evidences, run_dir, used)
+                # written now (staged): memory holds the records the reports need only
+                staged.trial(rec["rescored_from"], d, rec, evidence,
+                             old.get("trace_sha256"), old.get("workspace_sha256"))
+                records.append(rec)
+                _echo(rec, old, quiet)
+                changed += _moved(rec)
+        finally:
+            if loopback is not None:
+                loopback.__exit__(None, None, None)
+        code = _write(staged.path, records, run_dir, used, out)
+        staged.commit()
     note = f"; {missing} trial(s) have no task in TASKS" if missing else ""
     if damaged:
         code = max(code, 1)
@@ -155,6 +159,27 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     sys.exit(code)
 
 
+def _moved(rec) -> bool:
+    before = rec["previous"]
+    return before["status"] != rec["status"] or _differs(before["weighted_score"],
+                                                         rec["weighted_score"])
+
+
+def _echo(rec, old, quiet: bool) -> None:
+    """One line per trial (a moved one marked `*`), with the criteria that changed."""
+    from ce_runtime.grade.rescore import criterion_changes
+
+    moved = _moved(rec)
+    if quiet and not moved:
+        return
+    before = rec["previous"]
+    mark = "*" if moved else " "
+    click.echo(f"{mark} {rec['trial_id']:<40} {before['status']:>9} -> {rec['status']:<9} "
+               f"{_fmt(before['weighted_score'])} -> {_fmt(rec['weighted_score'])}")
+    for line in criterion_changes(old.get("criteria"), rec.get("criteria") or []):
+        click.echo(f"      {line}")
+    for note in () if quiet else rec.get("rescore_notes", ()):
+        click.echo(f"      note: {note}", err=True)
 def _compile(tasks, experiment, overrides, allow_paths=()) -> dict:
     from ce_lang.api import CompileOptions, compile_paths, render_human
 
@@ -212,26 +237,17 @@ def _fmt(x) -> str:
     return f"{x:.3f}" if isinstance(x, int | float) else "  -  "
 
 
-def _write(out: str, records, evidences, run_dir: str, plans: dict) -> int:
-    """The results as a run directory of their own: each trial's record, trace and
-    workspace manifest, the plans it was graded with, the definitions, the objects (a
-    link to the run's) and the verdicts used: `ce explain` and `ce rescore` work on it."""
+def _write(out: str, records, run_dir: str, plans: dict, name: str) -> int:
+    """The rest of the results' run directory (the trials are written as they are
+    graded): the plans graded with, the definitions, the objects (a link to the run's),
+    run.json and the reports. `ce explain` and `ce rescore` work on it. `name`: where
+    the directory ends up (its run id)."""
     from ce_runtime import report
-    from ce_runtime.store.archive import load_json, write_trial_files
     from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
 
-    os.makedirs(out, exist_ok=True)
     _link_run_parts(out, run_dir, plans)
-    for rec, evidence in zip(records, evidences, strict=True):
-        src = os.path.join(run_dir, rec["rescored_from"])
-        tdir = os.path.join(out, rec["rescored_from"])
-        os.makedirs(tdir, exist_ok=True)
-        if os.path.isfile(os.path.join(src, "trace.msgpack")):
-            _link_or_copy(os.path.join(src, "trace.msgpack"),
-                          os.path.join(tdir, "trace.msgpack"))
-        write_trial_files(tdir, rec, load_json(os.path.join(src, "workspace.json")), evidence)
     gates = report.suite_metrics(records)
-    summary = report.summary(records, gates, os.path.basename(os.path.abspath(out)),
+    summary = report.summary(records, gates, os.path.basename(os.path.abspath(name)),
                              {"rescored_from": os.path.abspath(run_dir)})
     summary["status"] = "complete"
     write_json_atomic(os.path.join(out, "run.json"), summary)

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from ce_lang.api import CriterionError, TraceView, read_regular
+from ce_runtime.store.snapshot_view import NeedsWorkspace
 
 
 class InfrastructureError(Exception):
@@ -64,6 +65,12 @@ class Host:
     current: str | None = None  # the criterion being graded (its evidence is filed under it)
     evidence: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
     reads: list[str] = attrs.field(factory=list)
+    # An archived workspace read in place (store.snapshot_view.SnapshotView), with
+    # `materialize() -> directory` restoring it on disk when a criterion needs the real
+    # one (a command, an agent judge, a question the snapshot cannot answer exactly).
+    # The answers are the restored directory's; `workspace` is set when restored.
+    files: Any = None
+    materialize: Any = None
     _step_cache: dict = attrs.field(factory=dict)
     _resolved_root: Path | None = None  # the workspace, resolved once per grading
 
@@ -81,7 +88,16 @@ class Host:
         key = (name, repr(args))
         if name in _CACHEABLE and key in self._step_cache:  # shared workspace reads
             return self._step_cache[key]
-        value = method(*args)
+        if self.files is None:
+            value = method(*args)
+        else:
+            reads = len(self.reads)
+            try:
+                value = method(*args)
+            except NeedsWorkspace:  # before any effect: ask the restored directory
+                del self.reads[reads:]
+                self.use_workspace()
+                value = method(*args)
         if name in _CACHEABLE:
             self._step_cache[key] = value
         elif name in ("run", "uipath_eval"):
@@ -89,7 +105,17 @@ class Host:
         return value
 
     # -- paths -------------------------------------------------------------------------------
+    def use_workspace(self) -> str:
+        """The workspace on disk (an archived one is restored now, once)."""
+        if self.files is not None:
+            self.workspace = self.materialize()
+            self.files = None
+            self._resolved_root = None
+        return self.workspace
+
     def _root(self) -> Path:
+        if self.files is not None:
+            self.use_workspace()
         if self._resolved_root is None:
             self._resolved_root = Path(self.workspace).resolve()
         return self._resolved_root
@@ -112,6 +138,17 @@ class Host:
         """Workspace-relative matches: the literal path if it exists, else the glob's files."""
         if os.path.isabs(pattern):
             raise CriterionError(f"path {pattern!r} must be relative to the workspace")
+        files = self.files
+        if files is not None:  # the archived snapshot, answering as the disk would
+            if files.lexists(pattern):
+                if not files.inside(pattern):
+                    raise CriterionError(f"path {pattern!r} resolves outside the workspace")
+                return [pattern]
+            try:
+                found = sorted(files.glob(pattern))
+            except (ValueError, NotImplementedError) as exc:
+                raise CriterionError(f"invalid glob {pattern!r}: {exc}") from exc
+            return self._not_ignored(pattern, found)
         root = self._root()
         literal = root / pattern
         if os.path.lexists(literal):
@@ -124,6 +161,9 @@ class Host:
                 if p.is_file() and self._inside(p))
         except (ValueError, NotImplementedError) as exc:
             raise CriterionError(f"invalid glob {pattern!r}: {exc}") from exc
+        return self._not_ignored(pattern, found)
+
+    def _not_ignored(self, pattern: str, found: list[str]) -> list[str]:
         named = frozenset(seg for seg in pattern.replace(os.sep, "/").split("/")
                           if seg and not any(ch in seg for ch in "*?["))
         return [f for f in found if not self._ignored(f, named)]
@@ -148,14 +188,23 @@ class Host:
         rel = self._one(pattern)
         if rel is None:
             return None
-        full = self._root() / rel
-        if full.is_dir():
-            return None
-        self.reads.append(rel)
-        try:  # the agent wrote the workspace: a FIFO there must not block grading
-            data = read_regular(str(full))
-        except OSError as exc:
-            raise CriterionError(f"cannot read {rel}: {exc.strerror}") from exc
+        if self.files is not None:
+            if self.files.is_dir(rel):
+                return None
+            self.reads.append(rel)
+            try:
+                data = self.files.read(rel)
+            except OSError as exc:
+                raise CriterionError(f"cannot read {rel}: {exc.strerror}") from exc
+        else:
+            full = self._root() / rel
+            if full.is_dir():
+                return None
+            self.reads.append(rel)
+            try:  # the agent wrote the workspace: a FIFO there must not block grading
+                data = read_regular(str(full))
+            except OSError as exc:
+                raise CriterionError(f"cannot read {rel}: {exc.strerror}") from exc
         try:
             return SourceText(data.decode("utf-8"), rel)
         except UnicodeDecodeError as exc:
@@ -186,7 +235,7 @@ class Host:
             return {"error": f"invocation log {path!r} does not exist", "calls": calls}
         sentinel = self.matches(path + ".error") if not _has_glob(path) else []
         if sentinel:
-            dropped = read_regular(str(self._root() / sentinel[0])).decode(
+            dropped = self._read_bytes(sentinel[0]).decode(
                 "utf-8", errors="replace").splitlines()
             return {"error": f"the recorder could not write {len(dropped)} record(s) to "
                              f"{path!r}: the log is incomplete", "calls": calls}
@@ -227,9 +276,11 @@ class Host:
             rel = self._one(schema_path)
             if rel is None:
                 raise CriterionError(f"JSON Schema {schema_path!r} not found")
-            full = self._root() / rel
+            full = rel
         try:
-            schema = json.loads(read_regular(str(full)).decode("utf-8"))
+            raw = read_regular(str(full)) if isinstance(full, Path) \
+                else self._read_bytes(full)
+            schema = json.loads(raw.decode("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CriterionError(f"cannot load JSON Schema {schema_path!r}: {exc}") from exc
         try:
@@ -275,6 +326,7 @@ class Host:
         group is killed on timeout, and what it leaves running dies with the sandbox."""
         if self.runner is None:
             raise InfrastructureError(f"no sandbox to run `{command}` in")
+        self.use_workspace()
         res = self.runner.run(command, timeout, _MAX_OUTPUT)  # InfrastructureError if lost
         rec = CommandRecord(command, res.exit_code, res.stdout, res.stderr, res.timed_out,
                             res.duration_ms)
@@ -293,6 +345,7 @@ class Host:
         import shlex
         import uuid
 
+        self.use_workspace()
         resolved = os.path.join(self.task_dir, eval_set) if self.task_dir else eval_set
         target = resolved if os.path.exists(resolved) else eval_set
         out_name = f".ce-uipath-eval-{uuid.uuid4().hex[:8]}.json"
@@ -325,6 +378,7 @@ class Host:
         return self._judge("llm_judge", rubric, files, settings)
 
     def b_agent_judge(self, rubric: str, files: list[str], settings: dict[str, Any]) -> dict:
+        self.use_workspace()  # it reads (a copy of) the workspace itself
         return self._judge("agent_judge", rubric, files, settings)
 
     def _file(self, what: str, record: dict[str, Any]) -> None:
@@ -384,6 +438,17 @@ class Host:
         for line in {ln.strip() for ln in reference.splitlines() if len(ln.strip()) >= 12}:
             text = text.replace(line, "[reference scrubbed]")
         return text
+
+
+    def _read_bytes(self, rel: str) -> bytes:
+        """A matched file's bytes; where the read fails, the disk's own error (it names
+        the path, so an archived snapshot defers to the restored directory)."""
+        if self.files is not None:
+            try:
+                return self.files.read(rel)
+            except OSError:
+                raise NeedsWorkspace(rel) from None
+        return read_regular(str(self._root() / rel))
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -113,8 +113,10 @@ class Grader:
     else the cached program of the plan (`program_for`)."""
 
     def __init__(self, plan: Plan, registry: Registry | None = None, *,
-                 program: Program | None = None):
+                 program: Program | None = None, evaluator: Any = None):
         self.plan = plan
+        # (host, lambda nodes, links) -> an evaluator; rescoring passes compiled closures
+        self._evaluator = evaluator or EvidenceEvaluator
         if program is None:
             program = Program.build(plan, registry) if registry is not None \
                 else program_for(plan)
@@ -142,7 +144,7 @@ class Grader:
                 kind=inst.result_kind, score=0.0, pass_threshold=call.pass_threshold,
                 passed=False, weight=call.weight, gating=False, advisory=advisory, error=None,
                 outputs={}, values={}, matched={}, duration_ms=0.0, disabled=True)
-        ev = EvidenceEvaluator(host, nodes, links)
+        ev = self._evaluator(host, nodes, links)
         if hasattr(host, "current"):
             host.current = call.id  # what it runs and asks is filed under this criterion
         started = time.monotonic()

@@ -28,9 +28,8 @@ from ce_runtime.store.archive import (
     unshare_objects,
     verified_trial,
 )
-
-RUN_STATUSES = ("TIMEOUT", "MAX_TURNS_EXHAUSTED", "TOKEN_BUDGET_EXCEEDED",
-                "COST_BUDGET_EXCEEDED")
+from ce_runtime.store.record import RUN_LIMIT_STATUSES, Status
+from ce_runtime.store.snapshot_view import SnapshotView
 
 
 def trial_dirs(run_dir: str) -> list[str]:
@@ -73,6 +72,7 @@ def archived_plan(run_dir: str, plan_hash: str) -> Plan:
 def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
                   judge: Any = None, runner_for: Any = None, *, verdicts: Any = None,
                   today: bool = False, used_plans: dict[str, Plan] | None = None,
+                  loaded: tuple[dict[str, Any], dict[str, Any], str | None] | None = None,
                   ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """A new task.json record for one archived trial and its evidence.json (nothing on
     disk is changed).
@@ -82,12 +82,15 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     `runner_for(workspace, task_dir, reference, plan)` is a context manager giving the
     sandbox that runs the criteria's commands. `verdicts`: the judge verdict store.
     `used_plans` collects the plans graded with, by hash (to archive with the results).
-    Every archived part is checked first: DamagedArchive when one is not what was written."""
-    from ce_runtime.grade.grading import grade_files, reference_paths
+    `loaded`: the trial's `verified_trial` parts, when the caller read them already.
+    Every archived part is checked first: DamagedArchive when one is not what was written.
+
+    File criteria read the snapshot in place (manifest and object store); the workspace
+    is restored on disk only when a criterion needs it (a command, an agent judge)."""
     from ce_runtime.grade.host import InfrastructureError
     from ce_runtime.trace.events import TraceDamaged
 
-    old, manifest, trace = verified_trial(trial_dir)
+    old, manifest, trace = loaded or verified_trial(trial_dir)
     notes: list[str] = []
     if "workspace_sha256" not in old:
         notes.append("written by an older ce: no recorded digests, the trace and workspace "
@@ -110,37 +113,124 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     record.pop("rescore_notes", None)
     if notes:
         record["rescore_notes"] = notes
-    with tempfile.TemporaryDirectory(prefix="ce-rescore-") as ws:
-        # files linked to the store, not copied: most criteria only read; the first
-        # command (which may write) gets private copies first
-        restore_workspace(manifest, os.path.join(run_dir, "objects"), ws, link_objects=True)
-        task_dir = old.get("task_dir", "")
-        runner = runner_for(ws, task_dir, reference_paths(plan, task_dir), plan,
-                            before_start=lambda: unshare_objects(manifest, ws)) \
-            if runner_for else contextlib.nullcontext()
+    objects = os.path.join(run_dir, "objects")
+    files = SnapshotView(manifest, objects)  # checked as a restore checks it
+    task_dir = old.get("task_dir", "")
+    with contextlib.ExitStack() as stack:
+        workspace = LazyWorkspace(manifest, objects, stack)
+        runner = _LazyRunner(workspace, stack, runner_for, task_dir, plan) \
+            if runner_for else None
         try:
-            with runner as commands:
-                _, graded, host, _ = grade_files(plan, task_dir, ws, trace, judge,
-                                                 bool(old.get("stopped_early")),
-                                                 commands, stdlib, verdicts,
-                                                 strict_trace=True, plan_hash=graded_hash)
+            graded, host = _grade(plan, stdlib, graded_hash, task_dir, trace, judge,
+                                  bool(old.get("stopped_early")), runner, verdicts,
+                                  files, workspace.path)
         except TraceDamaged as exc:
             raise DamagedArchive(exc.path, f"{exc.why} at byte {exc.offset}") from None
         except InfrastructureError as exc:
-            record.update(status="ERROR", error=f"grading failed: {exc}", success=False)
+            record.update(status=Status.ERROR.value, error=f"grading failed: {exc}",
+                          success=False)
             return record, None
-    if old.get("status") == "ERROR" and not old.get("criteria"):
+    if old.get("status") == Status.ERROR and not old.get("criteria"):
         return record, None  # it never reached grading: nothing to re-score
     from ce_runtime.grade.interpreter import criterion_records
 
     record["criteria"] = criterion_records(plan, graded)
     record["weighted_score"] = graded.weighted_score
     status = old.get("status")
-    if status not in RUN_STATUSES:
-        status = "SUCCESS" if graded.success else "FAILURE"
-    record.update(status=status, success=status == "SUCCESS", plan_hash=graded_hash,
-                  error=None if status != "ERROR" else record.get("error"))
+    if status not in RUN_LIMITS:
+        status = (Status.SUCCESS if graded.success else Status.FAILURE).value
+    record.update(status=status, success=status == Status.SUCCESS, plan_hash=graded_hash,
+                  error=None if status != Status.ERROR else record.get("error"))
     return record, {"schema_version": 1, "criteria": host.evidence}
+
+
+RUN_LIMITS = frozenset(s.value for s in RUN_LIMIT_STATUSES)
+RESTORED = [0]  # workspaces restored on disk in this process (tests read it)
+
+
+class LazyWorkspace:
+    """A trial's workspace on disk, restored the first time something asks for it (files
+    linked to the store; a command unshares them first), removed with `stack`."""
+
+    def __init__(self, manifest: dict[str, Any], objects: str, stack: contextlib.ExitStack):
+        self.manifest, self.objects, self._stack = manifest, objects, stack
+        self._dir: str | None = None
+
+    def path(self) -> str:
+        if self._dir is None:
+            ws = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="ce-rescore-"))
+            restore_workspace(self.manifest, self.objects, ws, link_objects=True)
+            RESTORED[0] += 1
+            self._dir = ws
+        return self._dir
+
+
+class _LazyRunner:
+    """The trial's sandbox, started at its first command (most trials run none)."""
+
+    def __init__(self, workspace: LazyWorkspace, stack: contextlib.ExitStack,
+                 runner_for: Any, task_dir: str, plan: Plan):
+        self._workspace, self._stack, self._runner_for = workspace, stack, runner_for
+        self._task_dir, self._plan = task_dir, plan
+        self._commands: Any = None
+
+    def run(self, command: str, timeout: int, max_output: int) -> Any:
+        if self._commands is None:
+            from ce_runtime.grade.grading import reference_paths
+            from ce_runtime.grade.host import InfrastructureError
+
+            ws = self._workspace.path()
+            manifest = self._workspace.manifest
+            try:
+                self._commands = self._stack.enter_context(self._runner_for(
+                    ws, self._task_dir, reference_paths(self._plan, self._task_dir),
+                    self._plan, before_start=lambda: unshare_objects(manifest, ws)))
+            except InfrastructureError:
+                raise
+            except Exception as exc:
+                raise InfrastructureError(f"the sandbox did not start ({type(exc).__name__}"
+                                          f": {exc})") from exc
+        return self._commands.run(command, timeout, max_output)
+
+    def cancel(self) -> None:
+        if self._commands is not None:
+            self._commands.cancel()
+
+
+_GRADERS: dict[str, Any] = {}  # graded plan hash -> Grader over compiled closures
+_JUDGE: list[Any] = []  # the judge from the environment, looked up once
+
+
+def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: str,
+           trace_path: str | None, judge: Any, stopped_early: bool, runner: Any,
+           verdicts: Any, files: SnapshotView, materialize: Any) -> tuple[Any, Any]:
+    """`grade_files` for an archived trial: the trace strictly read, the workspace the
+    snapshot view, the plan's grader (compiled closures) built once per process."""
+    from ce_lang.api import program_for
+    from ce_runtime.grade.compiled import CompiledProgram
+    from ce_runtime.grade.grading import host_for
+    from ce_runtime.grade.interpreter import Grader
+    from ce_runtime.trace.events import load_trace
+    from ce_runtime.trace.view import build_view
+
+    view = build_view(load_trace(trace_path).events) if trace_path else None
+    grader = _GRADERS.get(plan_hash)
+    if grader is None or grader.plan is not plan:
+        if len(_GRADERS) > 64:
+            _GRADERS.clear()
+        grader = _GRADERS[plan_hash] = Grader(
+            plan, program=program_for(plan, stdlib, plan_hash=plan_hash),
+            evaluator=CompiledProgram())
+    if judge is None:
+        if not _JUDGE:
+            from ce_runtime.grade.judge import judge_from_env
+
+            _JUDGE.append(judge_from_env())
+        judge = _JUDGE[0]
+    host = host_for(plan, "", task_dir, view, judge, runner, verdicts)
+    host.files, host.materialize = files, materialize
+    stopped_early = stopped_early and bool(plan.early_stop.armed)  # else: gate on all
+    return grader.grade(host, stopped_early=stopped_early, armed=plan.early_stop.armed), host
 
 
 _ARCHIVED: dict[tuple, tuple] = {}  # (run, plan hash, today, plan file identity) -> below

@@ -22,6 +22,8 @@ import re
 import stat
 from typing import Any
 
+import msgspec
+
 from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
 
 SNAPSHOT_VERSION = 1
@@ -48,6 +50,14 @@ def file_sha256(path: str) -> str:
 def record_digest(record: dict[str, Any]) -> str:
     """sha256 of a task.json record's canonical JSON, its own `record_sha256` left out."""
     body = {k: v for k, v in json.loads(json.dumps(record)).items() if k != "record_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
+def _decoded_record_digest(record: dict[str, Any]) -> str:
+    """`record_digest` of a record just decoded from JSON: already plain JSON values,
+    so the round trip that normalizes a built record is skipped."""
+    body = {k: v for k, v in record.items() if k != "record_sha256"}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"),
                                      ensure_ascii=False).encode()).hexdigest()
 
@@ -258,11 +268,17 @@ def load_json(path: str) -> Any:
         return json.load(fh)
 
 
-def load_archived_json(path: str) -> dict[str, Any]:
-    """A JSON object from the archive, or DamagedArchive (never a traceback)."""
+def load_archived_json(path: str, data: bytes | None = None) -> dict[str, Any]:
+    """A JSON object from the archive, or DamagedArchive (never a traceback). `data`:
+    the file's bytes, when the caller read them already."""
     try:
-        with open(path, "rb") as fh:
-            value = json.loads(fh.read().decode("utf-8"))
+        if data is None:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        try:  # msgspec is strict JSON: what it refuses, json says why (or accepts: NaN)
+            value = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            value = json.loads(data.decode("utf-8"))
     except OSError as exc:
         raise DamagedArchive(path, f"unreadable ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -278,7 +294,7 @@ def load_task_record(trial_dir: str) -> dict[str, Any]:
     path = os.path.join(trial_dir, "task.json")
     task = load_archived_json(path)
     want = task.get("record_sha256")
-    if want is not None and want != record_digest(task):
+    if want is not None and want != _decoded_record_digest(task):
         raise DamagedArchive(path, "the record does not match its own recorded digest "
                                    "(record_sha256): it was changed after the trial")
     if not isinstance(task.get("plan_hash"), str) or not HEX64.fullmatch(task["plan_hash"]):
@@ -314,15 +330,17 @@ def verified_trial(trial_dir: str) -> tuple[dict[str, Any], dict[str, Any], str 
             raise DamagedArchive(trace, "the trace does not match its recorded digest")
     ws_path = os.path.join(trial_dir, "workspace.json")
     want = task.get("workspace_sha256")
+    data = None  # read once: checked, then decoded
     if want is not None:
         try:
-            ok = file_sha256(ws_path) == want
+            with open(ws_path, "rb") as fh:
+                data = fh.read()
         except OSError as exc:
             raise DamagedArchive(ws_path, f"unreadable ({exc.strerror})") from None
-        if not ok:
+        if hashlib.sha256(data).hexdigest() != want:
             raise DamagedArchive(ws_path, "the workspace manifest does not match its "
                                           "recorded digest")
-    manifest = load_archived_json(ws_path)
+    manifest = load_archived_json(ws_path, data)
     if not isinstance(manifest.get("files"), dict):
         raise DamagedArchive(ws_path, "no `files` mapping")
     return task, manifest, trace if has_trace else None

@@ -1,0 +1,321 @@
+"""Criteria compiled to Python closures, once per program: the evidence evaluator's exact
+semantics without its per-node dispatch.
+
+`EvidenceEvaluator` (interpreter.py) walks the tree on every trial: an isinstance chain
+per node, ~270 node visits per trial of six criteria. Re-scoring grades thousands of
+trials of one plan, so each criterion's nodes are turned once into closures that do only
+the node's own work. Same values, same evidence (the value of every node outside
+lambdas, in evaluation order; what each comprehension kept), same errors: a differential
+test grades both ways and compares.
+
+One per-trial memo: a tool call's `matches` texts (its shell-normalized command forms:
+three shlex parses) are computed once per call per grading, not once per criterion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ce_lang.api import CriterionError, Link, Regex, ToolCallView
+from ce_lang.api import ast as A
+
+COMPREHENSIONS = ("count", "exists", "all", "filter", "map")
+
+Fn = Callable[["_State", dict[str, Any]], Any]
+
+
+class _State:
+    """What one criterion's evaluation writes: its evidence, and the per-grading memo."""
+
+    __slots__ = ("host", "matched", "texts", "values")
+
+    def __init__(self, host: Any, texts: dict[int, tuple[ToolCallView, list[str]]]):
+        self.host = host
+        self.values: dict[int, Any] = {}
+        self.matched: dict[int, list[int]] = {}
+        self.texts = texts
+
+
+class CompiledEvaluator:
+    """Drop-in for `EvidenceEvaluator` (eval, values, matched) over compiled closures."""
+
+    __slots__ = ("_compiler", "_state", "matched", "values")
+
+    def __init__(self, compiler: _Compiler, state: _State):
+        self._compiler, self._state = compiler, state
+        self.values, self.matched = state.values, state.matched
+
+    def eval(self, node: A.Node, env: dict[str, Any]) -> Any:
+        fn = self._compiler.roots.get(node.id)
+        if fn is None:
+            fn = self._compiler.roots[node.id] = self._compiler.node(node)
+        return fn(self._state, env)
+
+
+class CompiledProgram:
+    """A factory for `Grader(evaluator=...)`: (host, lambda nodes, links) -> evaluator.
+    A criterion's closures are built the first time its links are seen; keep one
+    factory per program (a plan's criteria)."""
+
+    def __init__(self) -> None:
+        self._by_links: dict[int, tuple[Mapping[int, Link], _Compiler]] = {}
+        self._memo: tuple[Any, dict[int, tuple[ToolCallView, list[str]]]] = (None, {})
+
+    def __call__(self, host: Any, nodes: frozenset[int] | set[int],
+                 links: Mapping[int, Link]) -> CompiledEvaluator:
+        hit = self._by_links.get(id(links))
+        if hit is None or hit[0] is not links:
+            hit = self._by_links[id(links)] = (links, _Compiler(frozenset(nodes), links))
+        if self._memo[0] is not host:  # the texts memo lives for one host (one grading)
+            self._memo = (host, {})
+        return CompiledEvaluator(hit[1], _State(host, self._memo[1]))
+
+
+class _Compiler:
+    def __init__(self, inside: frozenset[int], links: Mapping[int, Link]):
+        self.inside, self.links = inside, links
+        self.roots: dict[int, Fn] = {}
+
+    def node(self, node: A.Node) -> Fn:
+        raw = self._raw(node)
+        if node.id in self.inside:
+            return raw
+        nid = node.id
+
+        def recorded(s: _State, env: dict[str, Any]) -> Any:
+            value = raw(s, env)
+            s.values[nid] = value
+            return value
+
+        return recorded
+
+    def _raw(self, node: A.Node) -> Fn:
+        if isinstance(node, A.Lit):
+            value = Regex(node.value) if node.kind == "regex" else node.value
+            return lambda s, env: value
+        if isinstance(node, A.Name):
+            return _name(node.name)
+        if isinstance(node, A.Member):
+            return _member(self.node(node.obj), node.name)
+        if isinstance(node, A.Index):
+            return _index(self.node(node.obj), self.node(node.index))
+        if isinstance(node, A.Unary):
+            operand = self.node(node.operand)
+            if node.op == "not":
+                return lambda s, env: not operand(s, env)
+            return lambda s, env: -operand(s, env)
+        if isinstance(node, A.Binary):
+            return _binary(node.op, self.node(node.left), self.node(node.right))
+        if isinstance(node, A.Cond):
+            test, then, else_ = self.node(node.test), self.node(node.then), \
+                self.node(node.else_)
+            return lambda s, env: then(s, env) if test(s, env) else else_(s, env)
+        if isinstance(node, A.ListLit):
+            items = tuple(self.node(i) for i in node.items)
+            return lambda s, env: [f(s, env) for f in items]
+        if isinstance(node, A.MapLit):
+            pairs = tuple(zip(node.keys, (self.node(v) for v in node.values), strict=True))
+            return lambda s, env: {k: f(s, env) for k, f in pairs}
+        if isinstance(node, A.Call):
+            return self._call(node)
+        if isinstance(node, A.Method):
+            return self._method(node)
+        kind = type(node).__name__
+
+        def cannot(s: _State, env: dict[str, Any]) -> Any:
+            raise CriterionError(f"cannot evaluate {kind}")
+
+        return cannot
+
+    def _call(self, node: A.Call) -> Fn:
+        if node.func in COMPREHENSIONS and node.id not in self.inside \
+                and len(node.args) == 2 and isinstance(node.args[1], A.Lambda):
+            return _comprehension(node.func, node.id, self.node(node.args[0]),
+                                  node.args[1].param, self.node(node.args[1].body))
+        impl = self.links[node.id].impl
+        func = node.func
+        parts: list[tuple[bool, Any]] = []
+        for a in node.args:
+            if isinstance(a, A.Lambda):
+                parts.append((True, (a.param, self.node(a.body))))
+            else:
+                parts.append((False, self.node(a)))
+
+        def call(s: _State, env: dict[str, Any]) -> Any:
+            args: list[Any] = []
+            for is_lambda, part in parts:
+                if is_lambda:
+                    args.append(_closure(s, env, *part))
+                else:
+                    args.append(part(s, env))
+            if impl is not None:
+                return impl(*args)
+            return s.host.call(func, args)
+
+        return call
+
+    def _method(self, node: A.Method) -> Fn:
+        obj_fn = self.node(node.obj)
+        arg_fns = tuple(self.node(a) for a in node.args)
+        link = self.links[node.id]
+        name = node.name
+        receiver, impl, regex_args = link.receiver, link.impl, link.regex_args
+        fast_matches = receiver is ToolCallView and impl is ToolCallView.matches
+
+        def method(s: _State, env: dict[str, Any]) -> Any:
+            obj = obj_fn(s, env)
+            args = [f(s, env) for f in arg_fns]
+            if receiver is not None and type(obj) is receiver:
+                for i in regex_args:
+                    if isinstance(args[i], str):
+                        args[i] = Regex(args[i])
+                if fast_matches and len(args) == 1 and type(args[0]) is Regex:
+                    return _matches(s, obj, args[0])
+                return impl(obj, *args)
+            if name == "matches" and args and isinstance(args[0], str):
+                args[0] = Regex(args[0])
+            return getattr(obj, name)(*args)
+
+        return method
+
+
+def _matches(s: _State, call: ToolCallView, pattern: Regex) -> bool:
+    """`ToolCallView.matches`, its texts computed once per call per grading."""
+    hit = s.texts.get(id(call))
+    if hit is None or hit[0] is not call:
+        hit = s.texts[id(call)] = (call, call.texts())
+    texts = hit[1]
+    return any(pattern.search(t) for t in texts)
+
+
+def _closure(s: _State, env: dict[str, Any], param: str, body: Fn) -> Callable[[Any], Any]:
+    def apply(x: Any) -> Any:
+        return body(s, {**env, param: x})
+
+    return apply
+
+
+def _comprehension(func: str, nid: int, items_fn: Fn, param: str, body: Fn) -> Fn:
+    """count / exists / all / filter / map outside lambdas: what each kept is evidence."""
+    if func == "map":
+        return lambda s, env: [body(s, {**env, param: item}) for item in items_fn(s, env)]
+
+    def comprehension(s: _State, env: dict[str, Any]) -> Any:
+        items = items_fn(s, env)
+        hits = []
+        for i, item in enumerate(items):
+            ok = body(s, {**env, param: item}) is True
+            if ok:
+                hits.append(i)
+            if (func == "exists" and ok) or (func == "all" and not ok):
+                break
+        kept = [items[i] for i in hits]
+        s.matched[nid] = [items[i].index if isinstance(items[i], ToolCallView) else i
+                          for i in hits]
+        if func == "count":
+            return len(kept)
+        if func == "exists":
+            return bool(kept)
+        if func == "all":
+            return len(kept) == len(items)
+        return kept
+
+    return comprehension
+
+
+def _eq(a: Any, b: Any) -> bool:
+    """The language's `==` (evaluate.py's): a bool never equals a number."""
+    if isinstance(a, bool) != isinstance(b, bool):
+        return False
+    return a == b
+
+
+def _name(name: str) -> Fn:
+    if name == "trace":
+        def trace(s: _State, env: dict[str, Any]) -> Any:
+            if name in env:
+                return env[name]
+            if s.host.trace is None:
+                raise CriterionError("no agent trace is available")
+            return s.host.trace
+
+        return trace
+
+    def lookup(s: _State, env: dict[str, Any]) -> Any:
+        try:
+            return env[name]
+        except KeyError:
+            raise CriterionError(f"unbound name {name!r}") from None
+
+    return lookup
+
+
+def _member(obj_fn: Fn, name: str) -> Fn:
+    def member(s: _State, env: dict[str, Any]) -> Any:
+        obj = obj_fn(s, env)
+        if isinstance(obj, dict):
+            return obj.get(name)
+        if obj is None:
+            raise CriterionError(f"`.{name}` of null")
+        return getattr(obj, name)
+
+    return member
+
+
+def _index(obj_fn: Fn, idx_fn: Fn) -> Fn:
+    def index(s: _State, env: dict[str, Any]) -> Any:
+        obj = obj_fn(s, env)
+        idx = idx_fn(s, env)
+        try:
+            if isinstance(obj, dict):
+                return obj.get(idx)
+            return obj[idx]
+        except (IndexError, TypeError, KeyError) as exc:
+            raise CriterionError(f"index {idx!r} out of range") from exc
+
+    return index
+
+
+_ARITH: dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b, "%": lambda a, b: a % b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _binary(op: str, left: Fn, right: Fn) -> Fn:
+    if op == "and":
+        return lambda s, env: bool(left(s, env)) and bool(right(s, env))
+    if op == "or":
+        return lambda s, env: bool(left(s, env)) or bool(right(s, env))
+    if op == "==":
+        return lambda s, env: _eq(left(s, env), right(s, env))
+    if op == "!=":
+        return lambda s, env: not _eq(left(s, env), right(s, env))
+    if op == "in":
+        def contains(s: _State, env: dict[str, Any]) -> Any:
+            a = left(s, env)
+            b = right(s, env)
+            return False if b is None else a in b
+
+        return contains
+    fn = _ARITH.get(op)
+    if fn is None:
+        def unknown(s: _State, env: dict[str, Any]) -> Any:
+            left(s, env)
+            right(s, env)
+            raise CriterionError(f"unknown operator {op}")
+
+        return unknown
+
+    def arith(s: _State, env: dict[str, Any]) -> Any:
+        a = left(s, env)
+        b = right(s, env)
+        try:
+            return fn(a, b)
+        except ZeroDivisionError as exc:
+            raise CriterionError("division by zero") from exc
+        except TypeError as exc:
+            raise CriterionError(f"`{op}` on {a!r} and {b!r}") from exc
+
+    return arith

@@ -1,0 +1,137 @@
+"""A run directory written whole: built under a hidden staging name, renamed into place.
+
+`ce rescore` writes thousands of trial directories (task.json, evidence.json, the trace
+and workspace manifest linked from the archive). An atomic write per file (a temp file,
+a rename) costs more than the grading; staged, each file is written once, plainly, and
+the one rename at the end is the commit: an interrupted rescore leaves no results
+directory at all, never half of one (only `.NAME.partial-PID`, hidden from `ce` and
+removed when the interruption is an exception). When the target already exists and is
+not empty, files are written in place, each atomically, as before.
+
+The files are the ones `write_trial_files` writes, byte for byte (task.json's digests
+included); the trace and workspace.json are hard links to the archived ones (their
+digests are the verified ones the archive recorded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from typing import Any
+
+import msgspec
+
+from ce_runtime.store.archive import DIGEST_KEYS, file_sha256
+from ce_runtime.store.atomic import FILE_MODE, write_bytes_atomic
+
+
+def json_bytes(value: Any) -> bytes:
+    """`json.dumps(value, indent=2, sort_keys=True) + "\\n"`, byte for byte, at C speed:
+    the compact form reformatted (NaN and Infinity, which msgspec refuses to format,
+    take the slow path)."""
+    compact = json.dumps(value, separators=(",", ":"), sort_keys=True)
+    try:
+        return msgspec.json.format(compact.encode(), indent=2) + b"\n"
+    except msgspec.DecodeError:
+        return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
+
+
+def signed_record(task: dict[str, Any], trace_sha256: str | None,
+                  workspace_sha256: str) -> bytes:
+    """task.json's bytes as `write_trial_files` makes them: the digests of the trace and
+    manifest, then `record_sha256` over the canonical JSON of the rest."""
+    body = {k: v for k, v in task.items() if k not in DIGEST_KEYS}
+    if trace_sha256 is not None:
+        body["trace_sha256"] = trace_sha256
+    body["workspace_sha256"] = workspace_sha256
+    # record_digest's canonical form: a JSON round trip, then sorted, compact, UTF-8
+    canonical = json.dumps(json.loads(json.dumps(body, separators=(",", ":"))),
+                           sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    body["record_sha256"] = hashlib.sha256(canonical.encode()).hexdigest()
+    return json_bytes(body)
+
+
+class StagedRun:
+    """Write a run directory at `final`; `commit()` puts it in place. Use as a context
+    manager: leaving it by an exception removes what was staged."""
+
+    def __init__(self, final: str):
+        self.final = os.path.abspath(final)
+        parent, name = os.path.split(self.final)
+        os.makedirs(parent, exist_ok=True)
+        in_place = os.path.isdir(self.final) and bool(os.listdir(self.final))
+        self.staged = not in_place
+        self.path = self.final if in_place else \
+            os.path.join(parent, f".{name}.partial-{os.getpid()}")
+        if self.staged:
+            shutil.rmtree(self.path, ignore_errors=True)
+        os.makedirs(self.path, exist_ok=True)
+        self._dirs: set[str] = set()
+
+    def __enter__(self) -> StagedRun:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is not None and self.staged:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def write(self, rel: str, data: bytes) -> None:
+        """One file of the run; plain in a staging directory, atomic in place."""
+        path = os.path.join(self.path, rel)
+        self._dir(os.path.dirname(path))
+        if not self.staged:
+            write_bytes_atomic(path, data)
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        with open(fd, "wb", closefd=True) as fh:
+            fh.write(data)
+
+    def link(self, src: str, rel: str) -> None:
+        """A hard link to an archived file (a copy across file systems)."""
+        dst = os.path.join(self.path, rel)
+        self._dir(os.path.dirname(dst))
+        if os.path.exists(dst):
+            return
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    def trial(self, rel: str, src: str, task: dict[str, Any], evidence: dict | None,
+              trace_sha256: str | None, workspace_sha256: str | None) -> None:
+        """A re-scored trial at `rel`, from the archived trial directory `src`: what
+        `write_trial_files` writes (task.json last), its trace and manifest linked.
+        The digests are the archive's verified ones (None: not recorded, computed)."""
+        trace = os.path.join(src, "trace.msgpack")
+        has_trace = os.path.isfile(trace)
+        if has_trace:
+            self.link(trace, os.path.join(rel, "trace.msgpack"))
+            if trace_sha256 is None:
+                trace_sha256 = file_sha256(trace)
+        manifest = os.path.join(src, "workspace.json")
+        self.link(manifest, os.path.join(rel, "workspace.json"))
+        if workspace_sha256 is None:
+            workspace_sha256 = file_sha256(manifest)
+        if evidence is not None:
+            self.write(os.path.join(rel, "evidence.json"), json_bytes(evidence))
+        self.write(os.path.join(rel, "task.json"),
+                   signed_record(task, trace_sha256 if has_trace else None,
+                                 workspace_sha256))
+
+    def commit(self) -> None:
+        """Put the staged directory in place (an empty target directory is replaced)."""
+        if not self.staged:
+            return
+        with contextlib.suppress(FileNotFoundError, OSError):
+            os.rmdir(self.final)  # an empty directory the user named
+        os.rename(self.path, self.final)
+        self.staged = False
+        self.path = self.final
+
+    def _dir(self, path: str) -> None:
+        if path not in self._dirs:
+            os.makedirs(path, exist_ok=True)
+            self._dirs.add(path)
