@@ -11,8 +11,9 @@ them), `os.path.realpath`'s resolution for "inside the workspace", Python 3.11
 it, in the same order, with the same `DamagedArchive` messages, objects included.
 
 What it cannot answer exactly (a path that leaves the workspace through `..` or a link,
-where the answer depends on the disk outside; a link loop, whose error names the
-temp dir) raises `NeedsWorkspace`: the caller restores the snapshot and asks the disk.
+where the answer depends on the disk outside; a link loop met while resolving a path,
+whose error names the temp dir; the error of reading a directory, which names it too)
+raises `NeedsWorkspace`: the caller restores the snapshot and asks the disk.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 from ce_runtime.store.archive import HEX64, DamagedArchive, _safe_parts, _verified_object
 
 _ROOT = "/\0"  # where the view's root "is" for textual checks; no link target holds \0
-_MAX_LINKS = 32  # below the kernel's 40: a longer chain is answered by the disk
+_MAX_LINKS = 40  # the kernel's MAXSYMLINKS: one more followed is ELOOP
 
 
 class NeedsWorkspace(Exception):
@@ -205,7 +206,7 @@ def _walk(stack: list[dict], parts: list[str], follow_last: bool,
         if isinstance(child, _Link) and (i < last or follow_last):
             hops[0] += 1
             if hops[0] > _MAX_LINKS:
-                raise NeedsWorkspace(name)  # a loop (its ELOOP error names the path)
+                raise _Missing(errno.ELOOP)  # a loop, or too long a chain
             target = child.target
             stack, child = _walk(stack, _parts(target), True, hops)
             if target.endswith("/") and not isinstance(child, dict):
@@ -231,7 +232,7 @@ def _lookup_plain(root: dict, path: list[str]) -> Node:
 def _realpath(root: dict, path: list[str], rest: str, seen: dict, depth: int) -> list[str]:
     """posixpath._joinrealpath (non-strict), from the root: textual `..` on the resolved
     prefix, links resolved, missing components kept as written."""
-    if depth > _MAX_LINKS:
+    if depth > 100:  # the disk's recursion, not ours
         raise NeedsWorkspace(rest)
     for name in rest.split("/"):
         if not name or name == ".":
