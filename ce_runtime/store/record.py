@@ -15,6 +15,8 @@ re-scoring need. Nothing else in ce_runtime spells a status out (a test checks).
 from __future__ import annotations
 
 import enum
+import json
+import os
 from typing import Any
 
 import msgspec
@@ -42,8 +44,6 @@ RUN_LIMIT_STATUSES = (Status.TIMEOUT, Status.MAX_TURNS_EXHAUSTED,
 # a task.json can hold these, in the order the reports list them (LOST is never written)
 STATUSES = (Status.SUCCESS, Status.FAILURE, *RUN_LIMIT_STATUSES, Status.ERROR,
             Status.NOT_GRADED)
-# graded and not passed, the infrastructure not at fault (JUnit's <failure>)
-FAILING_STATUSES = (Status.FAILURE, *RUN_LIMIT_STATUSES)
 # neither a failure nor an error (SARIF reports nothing for these)
 NOT_FAILED_STATUSES = (Status.SUCCESS, Status.NOT_GRADED)
 
@@ -200,11 +200,6 @@ class TrialRecord(_Part, kw_only=True):
     workspace_sha256: str | None = None
     record_sha256: str | None = None
 
-    @property
-    def gating_failed(self) -> list[CriterionRecord]:
-        """The gating criteria that did not pass (what failed the trial)."""
-        return [c for c in self.criteria if c.gating and not c.passed]
-
 
 # keys a record has only once something wrote them (the archive, a re-score)
 _PRESENT_ONLY = (*DIGEST_KEYS, "rescored_from", "previous", "rescore_notes")
@@ -223,8 +218,6 @@ def record_dict(rec: TrialRecord) -> dict[str, Any]:
 def encode_record(rec: TrialRecord) -> bytes:
     """task.json's bytes for `rec` (as archive.write_trial_files lays them out: sorted
     keys, indented; the digests are the archive's to add)."""
-    import json
-
     return (json.dumps(record_dict(rec), indent=2, sort_keys=True) + "\n").encode()
 
 
@@ -243,6 +236,7 @@ def as_record(value: TrialRecord | dict[str, Any], where: str = "task record"
 
 
 def as_records(values) -> list[TrialRecord]:
+    """`as_record` of each: the reports take typed records or task.json-shaped dicts."""
     return [as_record(v) for v in values]
 
 
@@ -261,8 +255,6 @@ def read_record(path: str) -> TrialRecord:
     archive checks it (its own digest, its ids and plan hash), then typed.
     DamagedArchive ("damaged archive: PATH: why") for either failure, as for every other
     archived file."""
-    import os
-
     trial_dir = os.path.dirname(path) if os.path.basename(path) == "task.json" \
         and os.path.isfile(path) else path
     return checked_record(load_task_record(trial_dir), trial_dir)
@@ -271,8 +263,6 @@ def read_record(path: str) -> TrialRecord:
 def checked_record(task: dict[str, Any], trial_dir: str) -> TrialRecord:
     """The record of a task.json the archive read and checked (`verified_trial`,
     `load_task_record`); a field of the wrong type is DamagedArchive too."""
-    import os
-
     try:
         return as_record(task)
     except InvalidRecord as exc:
