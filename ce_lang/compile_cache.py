@@ -18,7 +18,6 @@ are pruned to the newest `MAX_ENTRIES` / `MAX_BYTES`.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import marshal
 import os
 import stat
@@ -75,7 +74,7 @@ def code_stamp(extra: tuple[str, ...] = ()) -> str:
     found: list = []
     for root in (*CODE_ROOTS, *extra):
         _stat_tree(root, found)
-    return hashlib.sha256(repr(found).encode()).hexdigest()
+    return hostfs.sha256(repr(found).encode()).hexdigest()
 
 
 def _packages_stamp() -> tuple:
@@ -93,7 +92,7 @@ def make_key(request: tuple, extra_code: tuple[str, ...] = ()) -> str:
     """The entry name for a command `request` (its options and output facts) run here."""
     material = (FORMAT, __version__, sys.version, sys.prefix,
                 _packages_stamp(), code_stamp(extra_code), os.getcwd(), request)
-    return hashlib.sha256(repr(material).encode()).hexdigest()
+    return hostfs.sha256(repr(material).encode()).hexdigest()
 
 
 # -- entries --------------------------------------------------------------------------------

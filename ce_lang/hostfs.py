@@ -15,14 +15,32 @@ covered by the code digest of the cache key, so they are not logged.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 _CHUNK = 1 << 20
+
+
+def sha256(data: bytes = b"") -> Any:
+    """hashlib's sha256 once something has imported hashlib (OpenSSL: fast on big files);
+    before that (a compile cache hit) the built-in one, which loads in no time."""
+    hashlib = sys.modules.get("hashlib")
+    if hashlib is not None:
+        return hashlib.sha256(data)
+    try:
+        from _sha2 import sha256 as builtin  # Python >= 3.12
+    except ImportError:
+        try:
+            from _sha256 import sha256 as builtin  # Python 3.11
+        except ImportError:
+            from hashlib import sha256 as builtin
+    return builtin(data)
+
+
 _active: Recorder | None = None
 # caller-supplied observations (e.g. the runtime's host limit probe): name -> function
 PROBES: dict[str, Callable[[], Any]] = {}
@@ -163,7 +181,7 @@ def _read_digest(path: str, regular: bool) -> tuple:
     """What a read of `path` saw: ("ok", sha256 of the bytes) or ("!", error, text).
     Replayed always as a regular-file read: a file swapped for a FIFO is a changed input
     (a miss), never a hang."""
-    h = hashlib.sha256()
+    h = sha256()
     try:
         with _open_regular(path) as fh:
             while chunk := fh.read(_CHUNK):
@@ -325,7 +343,7 @@ def _read(path: str, regular: bool) -> bytes:
         _log("read", (path, regular), _error(exc))
         raise
     if _active is not None:
-        _active.add("read", (path, regular), ("ok", hashlib.sha256(data).hexdigest()))
+        _active.add("read", (path, regular), ("ok", sha256(data).hexdigest()))
     return data
 
 
@@ -342,7 +360,7 @@ def read_text(path: str) -> str:
 def feed(path: str, h: Any) -> bool:
     """Stream a regular file's bytes into hash `h`; False (after a partial feed, maybe)
     when it cannot be read."""
-    mine = hashlib.sha256() if _active is not None else None
+    mine = sha256() if _active is not None else None
     try:
         with _open_regular(path) as fh:
             while chunk := fh.read(_CHUNK):

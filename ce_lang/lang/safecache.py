@@ -14,7 +14,6 @@ import io
 import os
 import pickle
 import stat
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -89,6 +88,8 @@ def store(name: str, obj: Any) -> None:
     directory = cache_dir()
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        import tempfile  # only when storing: start-up stays without it
+
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
         with os.fdopen(fd, "wb") as fh:
             pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
