@@ -17,8 +17,6 @@ import os
 import re
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
 from typing import Any
 
 from ce_lang.api import CriterionError, read_regular
@@ -130,6 +128,9 @@ class HttpJudge:
         return parse_verdict(session["text"])
 
     def _check_reachable(self) -> None:
+        import urllib.error  # here, not at the top: every trial imports this module
+        import urllib.request
+
         req = urllib.request.Request(self.base_url + "/", method="HEAD")
         try:
             with urllib.request.urlopen(req, timeout=min(self.timeout, 15.0)):
@@ -183,6 +184,9 @@ def complete(judge: HttpJudge, model: str, system: str, prompt: str, temperature
         url = judge.base_url + "/v1/messages"
         headers = {"content-type": "application/json", "x-api-key": judge.api_key,
                    "anthropic-version": "2023-06-01"}
+    import urllib.error  # here, not at the top: every trial imports this module
+    import urllib.request
+
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers=headers)
     try:
