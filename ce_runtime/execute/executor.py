@@ -33,7 +33,7 @@ import attrs
 from ce_lang.api import Trial
 from ce_runtime.execute.trial import RunContext, TrialLost, execute_trial, trial_dir_of
 from ce_runtime.store.atomic import write_bytes_atomic
-from ce_runtime.store.record import Status, TrialRecord
+from ce_runtime.store.record import Status, TrialRecord, as_record
 
 # A trial whose directory vanished mid-run: reported by `ce run` (exit 1), never written.
 LOST = Status.LOST
@@ -42,7 +42,7 @@ TRIAL_FILES = ("trace.msgpack", "workspace.json", "evidence.json", "task.json") 
 SHARED_DIRS = ("objects", "judges")  # run-level, content-addressed
 
 OnStart = Callable[[Trial], None] | None
-OnDone = Callable[[Trial, dict[str, Any]], None] | None
+OnDone = Callable[[Trial, TrialRecord], None] | None
 
 
 class ExecutorUnavailable(Exception):
@@ -54,7 +54,7 @@ class Executor(Protocol):
 
     async def execute(self, trials: list[Trial], run_dir: str, options: Any,
                       on_start: OnStart = None, on_done: OnDone = None
-                      ) -> list[dict[str, Any]]: ...
+                      ) -> list[TrialRecord]: ...
 
 
 @attrs.frozen
@@ -95,7 +95,7 @@ class LocalExecutor:
 
     async def execute(self, trials: list[Trial], run_dir: str, options: Any,
                       on_start: OnStart = None, on_done: OnDone = None
-                      ) -> list[dict[str, Any]]:
+                      ) -> list[TrialRecord]:
         from ce_runtime.execute.suite import clean_stale_scratch, hidden_paths
 
         clean_stale_scratch()
@@ -110,14 +110,14 @@ class LocalExecutor:
         if any(uses_zygote(t.plan.sandbox) for t in trials):
             zygote().prestart(work_root)
         sem = asyncio.Semaphore(max(1, options.jobs))
-        records: list[dict[str, Any]] = []
+        records: list[TrialRecord] = []
 
         async def one(trial: Trial) -> None:
             async with sem:
                 if on_start:
                     on_start(trial)
                 try:
-                    record = await execute_trial(trial, ctx)
+                    record = as_record(await execute_trial(trial, ctx))
                 except TrialLost as exc:  # reported; the other trials go on
                     record = lost_record(trial, str(exc))
                 records.append(record)

@@ -46,6 +46,7 @@ from ce_runtime.execute.executor import (
     run_in_scratch,
     write_result,
 )
+from ce_runtime.store.record import TrialRecord, as_record
 
 CANCEL_GRACE_S = 30.0
 
@@ -58,7 +59,7 @@ class RayExecutor:
 
     async def execute(self, trials: list[Trial], run_dir: str, options: Any,
                       on_start: OnStart = None, on_done: OnDone = None
-                      ) -> list[dict[str, Any]]:
+                      ) -> list[TrialRecord]:
         ray = _import_ray()
 
         from ce_runtime.execute.suite import clean_stale_scratch, hidden_paths
@@ -82,7 +83,7 @@ class RayExecutor:
         pending = list(reversed(trials))
         inflight: dict[asyncio.Future, tuple[Trial, Any]] = {}
         written: set[str] = set()
-        records: list[dict[str, Any]] = []
+        records: list[TrialRecord] = []
         try:
             while pending or inflight:
                 while pending and len(inflight) < jobs:
@@ -115,7 +116,7 @@ class RayExecutor:
         return records
 
     async def _take(self, ray, fut: asyncio.Future, trial: Trial, run_dir: str,
-                    written: set[str]) -> dict[str, Any] | None:
+                    written: set[str]) -> TrialRecord | None:
         """A finished task's record, its files written first; None for a trial already
         written (a second result)."""
         try:
@@ -131,7 +132,7 @@ class RayExecutor:
         if not result.lost:
             await asyncio.to_thread(write_result, run_dir, trial, result)
         written.add(result.trial_id)
-        return result.record
+        return as_record(result.record)
 
 
 def _import_ray():

@@ -197,8 +197,8 @@ def hidden_paths(trials: list[Trial], options: RunOptions) -> tuple[str, ...]:
 
 async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
                   on_start: Callable[[Trial], None] | None = None,
-                  on_done: Callable[[Trial, dict[str, Any]], None] | None = None,
-                  ) -> list[dict[str, Any]]:
+                  on_done: Callable[[Trial, TrialRecord], None] | None = None,
+                  ) -> list[TrialRecord]:
     """Run the trials (skipping finished ones) with `options.jobs` at a time, on the
     executor `options.executor` names (executor.py: the local pool, or Ray)."""
     from ce_runtime.execute.executor import executor_for
