@@ -78,7 +78,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
         DamagedArchive,
         find_run_root,
         load_task_record,
-        verified_trial,
+        verified_trial_data,
     )
     from ce_runtime.store.staged_run import StagedRun
     from ce_runtime.store.verdicts import VerdictStore
@@ -128,7 +128,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
                         if plan is None:
                             missing += 1
                             continue
-                    loaded = verified_trial(d)
+                    loaded = verified_trial_data(d)
                     old = loaded[0]
                     rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
                                                   verdicts=verdicts, today=today,
@@ -138,7 +138,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
                     click.echo(f"! {os.path.relpath(d, run_dir):<40} {exc}", err=True)
                     continue
                 # written now (staged): memory holds the records the reports need only
-                staged.trial(rec["rescored_from"], d, rec, evidence,
+                staged.trial(rec["rescored_from"], d, rec, evidence, loaded[2] is not None,
                              old.get("trace_sha256"), old.get("workspace_sha256"))
                 records.append(rec)
                 _echo(rec, old, quiet)
@@ -244,8 +244,10 @@ def _write(out: str, records, run_dir: str, plans: dict, name: str) -> int:
     the directory ends up (its run id)."""
     from ce_runtime import report
     from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
+    from ce_runtime.store.record import as_records
 
     _link_run_parts(out, run_dir, plans)
+    records = as_records(records)  # typed once, not once per report
     gates = report.suite_metrics(records)
     summary = report.summary(records, gates, os.path.basename(os.path.abspath(name)),
                              {"rescored_from": os.path.abspath(run_dir)})

@@ -26,7 +26,7 @@ from ce_runtime.store.archive import (
     load_definitions,
     restore_workspace,
     unshare_objects,
-    verified_trial,
+    verified_trial_data,
 )
 from ce_runtime.store.record import RUN_LIMIT_STATUSES, Status
 from ce_runtime.store.snapshot_view import SnapshotView
@@ -72,7 +72,8 @@ def archived_plan(run_dir: str, plan_hash: str) -> Plan:
 def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
                   judge: Any = None, runner_for: Any = None, *, verdicts: Any = None,
                   today: bool = False, used_plans: dict[str, Plan] | None = None,
-                  loaded: tuple[dict[str, Any], dict[str, Any], str | None] | None = None,
+                  loaded: tuple[dict[str, Any], dict[str, Any], str | None, bytes | None]
+                  | None = None,
                   ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """A new task.json record for one archived trial and its evidence.json (nothing on
     disk is changed).
@@ -82,7 +83,7 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     `runner_for(workspace, task_dir, reference, plan)` is a context manager giving the
     sandbox that runs the criteria's commands. `verdicts`: the judge verdict store.
     `used_plans` collects the plans graded with, by hash (to archive with the results).
-    `loaded`: the trial's `verified_trial` parts, when the caller read them already.
+    `loaded`: the trial's `verified_trial_data`, when the caller read it already.
     Every archived part is checked first: DamagedArchive when one is not what was written.
 
     File criteria read the snapshot in place (manifest and object store); the workspace
@@ -90,7 +91,7 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     from ce_runtime.grade.host import InfrastructureError
     from ce_runtime.trace.events import TraceDamaged
 
-    old, manifest, trace = loaded or verified_trial(trial_dir)
+    old, manifest, trace, trace_data = loaded or verified_trial_data(trial_dir)
     notes: list[str] = []
     if "workspace_sha256" not in old:
         notes.append("written by an older ce: no recorded digests, the trace and workspace "
@@ -121,7 +122,8 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
         runner = _LazyRunner(workspace, stack, runner_for, task_dir, plan) \
             if runner_for else None
         try:
-            graded, host = _grade(plan, stdlib, graded_hash, task_dir, trace, judge,
+            graded, host = _grade(plan, stdlib, graded_hash, task_dir, trace, trace_data,
+                                  judge,
                                   bool(old.get("stopped_early")), runner, verdicts,
                                   files, workspace.path)
         except TraceDamaged as exc:
@@ -202,7 +204,8 @@ _JUDGE: list[Any] = []  # the judge from the environment, looked up once
 
 
 def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: str,
-           trace_path: str | None, judge: Any, stopped_early: bool, runner: Any,
+           trace_path: str | None, trace_data: bytes | None, judge: Any,
+           stopped_early: bool, runner: Any,
            verdicts: Any, files: SnapshotView, materialize: Any) -> tuple[Any, Any]:
     """`grade_files` for an archived trial: the trace strictly read, the workspace the
     snapshot view, the plan's grader (compiled closures) built once per process."""
@@ -210,10 +213,10 @@ def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: 
     from ce_runtime.grade.compiled import CompiledProgram
     from ce_runtime.grade.grading import host_for
     from ce_runtime.grade.interpreter import Grader
-    from ce_runtime.trace.events import load_trace
     from ce_runtime.trace.view import build_view
 
-    view = build_view(load_trace(trace_path).events) if trace_path else None
+    view = build_view(_strict_trace(trace_path, trace_data).events) \
+        if trace_path and trace_data is not None else None
     grader = _GRADERS.get(plan_hash)
     if grader is None or grader.plan is not plan:
         if len(_GRADERS) > 64:
@@ -265,6 +268,20 @@ def _archived_grading(run_dir: str, plan_hash: str, today: bool
         _ARCHIVED.clear()
     _ARCHIVED[key] = hit
     return hit
+
+
+def _strict_trace(path: str, data: bytes) -> Any:
+    """`load_trace` of bytes read already (when verified): every byte a whole, decodable
+    frame, or TraceDamaged, worded as load_trace words it."""
+    from ce_runtime.trace.events import TraceDamaged, decode_frames
+
+    result = decode_frames(data)
+    if result.truncated:
+        raise TraceDamaged(path, result.bytes_read, f"truncated frame ({result.ignored_bytes} "
+                                                    "byte(s) after the last whole frame)")
+    if result.corrupt_at is not None:
+        raise TraceDamaged(path, result.corrupt_at, "undecodable frame")
+    return result
 
 
 def criterion_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:

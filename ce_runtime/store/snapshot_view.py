@@ -26,7 +26,13 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ce_runtime.store.archive import HEX64, DamagedArchive, _safe_parts, _verified_object
+from ce_runtime.store.archive import (
+    HEX64,
+    DamagedArchive,
+    _safe_parts,
+    _verified_object,
+    read_bytes,
+)
 
 _ROOT = "/\0"  # where the view's root "is" for textual checks; no link target holds \0
 _MAX_LINKS = 40  # the kernel's MAXSYMLINKS: one more followed is ELOOP
@@ -91,8 +97,7 @@ class SnapshotView:
             raise OSError(exc.code, os.strerror(exc.code)) from None
         if not isinstance(node, str):
             raise NeedsWorkspace(rel)  # a directory: read_regular's error names the path
-        with open(node, "rb") as fh:
-            return fh.read()
+        return read_bytes(node)
 
     def glob(self, pattern: str) -> list[str]:
         """`[str(p.relative_to(root)) for p in root.glob(pattern) if p.is_file() and

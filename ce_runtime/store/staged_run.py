@@ -42,14 +42,17 @@ def json_bytes(value: Any) -> bytes:
 def signed_record(task: dict[str, Any], trace_sha256: str | None,
                   workspace_sha256: str) -> bytes:
     """task.json's bytes as `write_trial_files` makes them: the digests of the trace and
-    manifest, then `record_sha256` over the canonical JSON of the rest."""
+    manifest, then `record_sha256` over the canonical JSON of the rest (`record_digest`:
+    sorted, compact, UTF-8; a re-scored record holds JSON values only, so its JSON round
+    trip is the identity and is skipped)."""
     body = {k: v for k, v in task.items() if k not in DIGEST_KEYS}
     if trace_sha256 is not None:
         body["trace_sha256"] = trace_sha256
     body["workspace_sha256"] = workspace_sha256
-    # record_digest's canonical form: a JSON round trip, then sorted, compact, UTF-8
-    canonical = json.dumps(json.loads(json.dumps(body, separators=(",", ":"))),
-                           sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    compact = json.dumps(body, separators=(",", ":"), sort_keys=True)
+    # ASCII-escaped and UTF-8 forms differ only where a \u escape is (or might be)
+    canonical = compact if "\\u" not in compact else json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     body["record_sha256"] = hashlib.sha256(canonical.encode()).hexdigest()
     return json_bytes(body)
 
@@ -70,6 +73,7 @@ class StagedRun:
             shutil.rmtree(self.path, ignore_errors=True)
         os.makedirs(self.path, exist_ok=True)
         self._dirs: set[str] = set()
+        self._written: dict[bytes, str] = {}  # small files' digests -> a staged copy
 
     def __enter__(self) -> StagedRun:
         return self
@@ -101,25 +105,46 @@ class StagedRun:
             shutil.copy2(src, dst)
 
     def trial(self, rel: str, src: str, task: dict[str, Any], evidence: dict | None,
-              trace_sha256: str | None, workspace_sha256: str | None) -> None:
+              has_trace: bool, trace_sha256: str | None,
+              workspace_sha256: str | None) -> None:
         """A re-scored trial at `rel`, from the archived trial directory `src`: what
         `write_trial_files` writes (task.json last), its trace and manifest linked.
         The digests are the archive's verified ones (None: not recorded, computed)."""
         trace = os.path.join(src, "trace.msgpack")
-        has_trace = os.path.isfile(trace)
-        if has_trace:
-            self.link(trace, os.path.join(rel, "trace.msgpack"))
-            if trace_sha256 is None:
-                trace_sha256 = file_sha256(trace)
+        if has_trace and trace_sha256 is None:
+            trace_sha256 = file_sha256(trace)
         manifest = os.path.join(src, "workspace.json")
-        self.link(manifest, os.path.join(rel, "workspace.json"))
         if workspace_sha256 is None:
             workspace_sha256 = file_sha256(manifest)
+        if has_trace:
+            self.link(trace, os.path.join(rel, "trace.msgpack"))
+        self.link(manifest, os.path.join(rel, "workspace.json"))
         if evidence is not None:
-            self.write(os.path.join(rel, "evidence.json"), json_bytes(evidence))
-        self.write(os.path.join(rel, "task.json"),
+            self._shared(os.path.join(rel, "evidence.json"), json_bytes(evidence))
+        self.write(os.path.join(rel, "task.json"),  # last: the trial is complete
                    signed_record(task, trace_sha256 if has_trace else None,
                                  workspace_sha256))
+
+    def _shared(self, rel: str, data: bytes) -> None:
+        """A file many trials write alike (trace and file criteria file no evidence:
+        every evidence.json is the same 44 bytes): written once, then hard-linked, as
+        the archive links traces and manifests (a link costs a tenth of a new file)."""
+        if len(data) > 65536 or not self.staged:
+            self.write(rel, data)
+            return
+        key = hashlib.sha256(data).digest()
+        first = self._written.get(key)
+        if first is not None:
+            dst = os.path.join(self.path, rel)
+            self._dir(os.path.dirname(dst))
+            try:
+                os.link(first, dst)
+                return
+            except OSError:
+                pass  # too many links, or another file system: a file of its own
+        self.write(rel, data)
+        if len(self._written) < 1024:
+            self._written[key] = os.path.join(self.path, rel)
 
     def commit(self) -> None:
         """Put the staged directory in place (an empty target directory is replaced)."""
