@@ -314,10 +314,11 @@ def test_ce_rescore_writes_the_same_files_and_leaves_nothing_staged(run_dir):
                            str(src / "again")], capture_output=True, text=True, timeout=300)
     assert "2 trial(s) re-scored, 0 changed" in proc.stdout, proc.stderr
     assert not [n for n in os.listdir(src) if ".partial" in n]
-    from ce_runtime.store.archive import verified_trial
+    from ce_runtime.store.archive import record_digest, verified_trial
 
     for d in R.trial_dirs(str(src / "again")):
         task, _manifest, _trace = verified_trial(d)  # digests hold
+        assert record_digest(task) == task["record_sha256"]  # as the archive signs
         orig = os.path.join(run, task["rescored_from"])
         with open(os.path.join(orig, "evidence.json"), "rb") as a, \
                 open(os.path.join(d, "evidence.json"), "rb") as b:
@@ -366,15 +367,17 @@ def test_compiled_criteria_grade_as_the_tree_walker(run_dir):
         view = build_view(load_trace(trace).events)
         graded = []
         for grader in (Grader(plan, program=program),
-                       Grader(plan, program=program, evaluator=CompiledProgram())):
+                       Grader(plan, program=program, evaluator=CompiledProgram()),
+                       Grader(plan, program=program, evaluator=CompiledProgram(program))):
             host = host_for(plan, "", "", view)
             host.files = SnapshotView(manifest, os.path.join(run, "objects"))
             graded.append(grader.grade(host))
-        tree, compiled = graded
-        assert tree.weighted_score == compiled.weighted_score
+        tree = graded[0]
         errors = set()
-        for a, b in zip(tree.criteria, compiled.criteria, strict=True):
-            assert attrs.evolve(a, duration_ms=0) == attrs.evolve(b, duration_ms=0)
-            assert list(a.values.items()) == list(b.values.items())
-            errors.add(a.error and a.error.split(" ")[0])
+        for compiled in graded[1:]:  # plain, and with parameter-only terms folded
+            assert tree.weighted_score == compiled.weighted_score
+            for a, b in zip(tree.criteria, compiled.criteria, strict=True):
+                assert attrs.evolve(a, duration_ms=0) == attrs.evolve(b, duration_ms=0)
+                assert list(a.values.items()) == list(b.values.items())
+                errors.add(a.error and a.error.split(" ")[0])
         assert {"index", "division"} <= errors  # the error paths were taken

@@ -56,30 +56,57 @@ class CompiledEvaluator:
 class CompiledProgram:
     """A factory for `Grader(evaluator=...)`: (host, lambda nodes, links) -> evaluator.
     A criterion's closures are built the first time its links are seen; keep one
-    factory per program (a plan's criteria)."""
+    factory per program (a plan's criteria). Given the program, what inside a lambda
+    depends on the criterion's parameters only (`tool_name == null`, evaluated per
+    tool call) is computed once: it has no evidence of its own to record."""
 
-    def __init__(self) -> None:
+    def __init__(self, program: Any = None) -> None:
         self._by_links: dict[int, tuple[Mapping[int, Link], _Compiler]] = {}
         self._memo: tuple[Any, dict[int, tuple[ToolCallView, list[str]]]] = (None, {})
+        self._params: dict[int, dict[str, Any]] = {}
+        for c in program.criteria if program is not None else ():
+            self._params[id(c.links)] = _static_params(c.instance)
 
     def __call__(self, host: Any, nodes: frozenset[int] | set[int],
                  links: Mapping[int, Link]) -> CompiledEvaluator:
         hit = self._by_links.get(id(links))
         if hit is None or hit[0] is not links:
-            hit = self._by_links[id(links)] = (links, _Compiler(frozenset(nodes), links))
+            hit = self._by_links[id(links)] = (links, _Compiler(
+                frozenset(nodes), links, self._params.get(id(links))))
         if self._memo[0] is not host:  # the texts memo lives for one host (one grading)
             self._memo = (host, {})
         return CompiledEvaluator(hit[1], _State(host, self._memo[1]))
 
 
+def _static_params(inst: Any) -> dict[str, Any]:
+    """The instance's parameters no let and no lambda parameter shadows: constants."""
+    shadowed = {let.name for let in inst.lets}
+    for root in (inst.score, *(let.expr for let in inst.lets), *(o.expr for o in inst.outputs)):
+        if root is not None:
+            shadowed.update(n.param for n in A.walk(root) if isinstance(n, A.Lambda))
+    return {k: v for k, v in dict(inst.params).items() if k not in shadowed}
+
+
+_STATIC_KINDS = (A.Name, A.Unary, A.Binary, A.Cond, A.ListLit, A.MapLit, A.Member, A.Index)
+
+
 class _Compiler:
-    def __init__(self, inside: frozenset[int], links: Mapping[int, Link]):
-        self.inside, self.links = inside, links
+    def __init__(self, inside: frozenset[int], links: Mapping[int, Link],
+                 params: dict[str, Any] | None = None):
+        self.inside, self.links, self.params = inside, links, params
         self.roots: dict[int, Fn] = {}
+        self._static: dict[int, bool] = {}
 
     def node(self, node: A.Node) -> Fn:
         raw = self._raw(node)
         if node.id in self.inside:
+            if self.params is not None and isinstance(node, _STATIC_KINDS) \
+                    and self._is_static(node):
+                try:  # a constant: computed now (an error is left to happen per trial)
+                    value = raw(_State(None, {}), dict(self.params))
+                except Exception:
+                    return raw
+                return lambda s, env: value
             return raw
         nid = node.id
 
@@ -89,6 +116,21 @@ class _Compiler:
             return value
 
         return recorded
+
+    def _is_static(self, node: A.Node) -> bool:
+        """Only literals, unshadowed parameters and operators over them."""
+        hit = self._static.get(node.id)
+        if hit is None:
+            if isinstance(node, A.Lit):
+                hit = node.kind != "regex"
+            elif isinstance(node, A.Name):
+                hit = self.params is not None and node.name in self.params
+            elif isinstance(node, _STATIC_KINDS):
+                hit = all(self._is_static(c) for c in _children(node))
+            else:
+                hit = False
+            self._static[node.id] = hit
+        return hit
 
     def _raw(self, node: A.Node) -> Fn:
         if isinstance(node, A.Lit):
@@ -178,6 +220,24 @@ class _Compiler:
             return getattr(obj, name)(*args)
 
         return method
+
+
+def _children(node: A.Node) -> tuple[A.Node, ...]:
+    if isinstance(node, A.Unary):
+        return (node.operand,)
+    if isinstance(node, A.Binary):
+        return (node.left, node.right)
+    if isinstance(node, A.Cond):
+        return (node.test, node.then, node.else_)
+    if isinstance(node, A.ListLit):
+        return tuple(node.items)
+    if isinstance(node, A.MapLit):
+        return tuple(node.values)
+    if isinstance(node, A.Member):
+        return (node.obj,)
+    if isinstance(node, A.Index):
+        return (node.obj, node.index)
+    return ()
 
 
 def _matches(s: _State, call: ToolCallView, pattern: Regex) -> bool:

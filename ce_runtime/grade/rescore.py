@@ -221,9 +221,9 @@ def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: 
     if grader is None or grader.plan is not plan:
         if len(_GRADERS) > 64:
             _GRADERS.clear()
-        grader = _GRADERS[plan_hash] = Grader(
-            plan, program=program_for(plan, stdlib, plan_hash=plan_hash),
-            evaluator=CompiledProgram())
+        program = program_for(plan, stdlib, plan_hash=plan_hash)
+        grader = _GRADERS[plan_hash] = Grader(plan, program=program,
+                                              evaluator=CompiledProgram(program))
     if judge is None:
         if not _JUDGE:
             from ce_runtime.grade.judge import judge_from_env
