@@ -58,6 +58,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEFAULT_DATA = os.path.join(HERE, ".data")
 CE = os.path.join(os.path.dirname(sys.executable), "ce")
+GOAL = 1000  # trials/s for trace and file criteria (issue 14), marginal and end-to-end
 TASK_ID = "archived"  # not "rescored", "plans", ...: trial_dirs() skips those names
 
 TASK = r"""task_id: archived
@@ -297,6 +298,12 @@ def render(r: dict[str, Any]) -> str:
               f"cost of one ce rescore (1 trial of (a)): {v['a']['one_trial']['seconds']:.2f} s"]
     if "d" in v:
         lines.append(f"a run_command criterion: +{ms['d'] - ms['a']:.2f} ms/trial over (a)")
+    a = v["a"]
+    marginal = a["marginal_trials_per_s"] or 0.0
+    lines.append(f"goal (issue 14): (a) >= {GOAL:,} trials/s: end-to-end "
+                 f"{a['trials_per_s']:,.0f}/s over {a['trials']:,} trials "
+                 f"({'met' if a['trials_per_s'] >= GOAL else 'NOT met'}), marginal "
+                 f"{marginal:,.0f}/s ({'met' if marginal >= GOAL else 'NOT met'})")
     if r.get("profile"):
         lines += ["", r["profile"]]
     return "\n".join(lines) + "\n"
