@@ -71,7 +71,7 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
     if not no_cache:
         from ce_lang.api import compile_cache as cache
 
-        if cache.disabled_by_env() or not _cacheable_streams():
+        if cache.disabled_by_env():
             cache = None
     if cache is not None:
         request = ("compile", tuple(paths), tuple(sorted(options.items())), emit_dir, fmt,
@@ -79,7 +79,7 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
         key = cache.make_key(request, _CODE)
         hit = cache.lookup(key, {"host_limits": _host_limits})
         if hit is not None:  # the compiler is not even imported
-            actions, code = hit
+            actions, code = hit  # printed through click.echo as a compile prints them
             _replay(actions)
             sys.exit(code)
     out = _Out()
@@ -96,16 +96,6 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
 # the command's own code, in every cache key besides ce_lang's
 _CODE = (os.path.abspath(__file__),
          os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"))
-
-
-def _cacheable_streams() -> bool:
-    """Output is replayed byte for byte only through UTF-8 text streams (click writes
-    to anything else through its own wrapper)."""
-    for stream in (sys.stdout, sys.stderr):
-        encoding = getattr(stream, "encoding", None) or ""
-        if encoding.lower().replace("-", "") != "utf8" or not hasattr(stream, "isatty"):
-            return False
-    return True
 
 
 def _host_limits() -> dict:
