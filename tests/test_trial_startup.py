@@ -174,3 +174,19 @@ def test_the_trash_deletes_everything_put_in_it_by_close(tmp_path):
     trash.put(str(tmp_path / "later"))  # usable again after a close
     trash.close()
     assert not (tmp_path / "later").exists()
+
+
+def test_a_runs_venv_templates_live_in_its_scratch_root(tmp_path, venv_plan):
+    root = tmp_path / "run-scratch"
+    root.mkdir()
+    for ws in ("a", "b"):
+        assert prepare_workspace(venv_plan, str(tmp_path), str(tmp_path / ws),
+                                 venv_templates=str(root)).ok
+    assert [p.name[:8] for p in root.iterdir()] == ["ce-venv-"]  # built once, kept there
+    import shutil
+
+    shutil.rmtree(root)  # the run ended: the next run builds its own
+    root.mkdir()
+    assert prepare_workspace(venv_plan, str(tmp_path), str(tmp_path / "c"),
+                             venv_templates=str(root)).ok
+    assert len(list(root.iterdir())) == 1 and (tmp_path / "c/.venv/bin/python").exists()

@@ -239,8 +239,11 @@ class SupervisedSandbox(FileOps):
         `sources=False`: the environments only (re-grading restores the files)."""
         from ce_runtime.execute.sandbox.workspace import prepare_workspace
 
-        return await asyncio.to_thread(prepare_workspace, plan, self.spec.task_dir,
-                                       self.workspace, self.spec.uv_cache, cancel, sources)
+        return await asyncio.to_thread(
+            prepare_workspace, plan, self.spec.task_dir, self.workspace, self.spec.uv_cache,
+            cancel, sources,
+            # a run's trials keep the run's venvs in its scratch root (gone with it)
+            os.path.dirname(os.path.abspath(self.spec.scratch)) if self.spec.warm else None)
 
     # -- environment --------------------------------------------------------------------
     def env(self, view: str = AGENT) -> dict[str, str]:

@@ -8,9 +8,11 @@ own path, not an absolute one written at build time), so a copy works wherever a
 workspace lives, inside a bwrap mount included. The copy is a real copy, never links:
 an agent editing its venv in place edits its own trial's files only.
 
-Templates live for the process (a directory under the system temp dir, removed at
-exit): every trial of a run sees the same resolved packages, and nothing is reused from
-an earlier run whose package index may have moved on.
+Templates live as long as the run's scratch root (`ce run` passes it: the run's end, or
+the sweep of a dead worker's scratch, removes them; without one, a directory of this
+process under the system temp dir, removed at exit): every trial of a run sees the same
+resolved packages, and nothing is reused from an earlier run whose package index may
+have moved on.
 """
 
 from __future__ import annotations
@@ -36,18 +38,19 @@ def _root() -> str:
         return _ROOT[0]
 
 
-def clone_venv(key: tuple, dest: str, build: Callable[[str, list[str]], None]
-               ) -> list[str]:
+def clone_venv(key: tuple, dest: str, build: Callable[[str, list[str]], None],
+               root: str | None = None) -> list[str]:
     """Copy the template venv for `key` to `dest` (which must not exist), building it
     first with `build(path, log)` if this process has none yet; the build's log lines.
     A failed build raises (whatever `build` raises) and leaves no template behind, so the
-    next trial tries again."""
+    next trial tries again. `root`: the directory to keep the template in."""
+    key = (*key, root)
     with _LOCK:
         lock = _KEY_LOCKS.setdefault(key, threading.Lock())
     with lock:  # trials set up in threads: one builds, the others wait for it
         built = _BUILT.get(key)
         if built is None or not os.path.isdir(built[0]):
-            staging = tempfile.mkdtemp(prefix="build-", dir=_root())
+            staging = tempfile.mkdtemp(prefix="ce-venv-", dir=root or _root())
             path = os.path.join(staging, "venv")
             log: list[str] = []
             try:

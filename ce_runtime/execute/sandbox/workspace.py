@@ -95,16 +95,19 @@ class SetupError(Exception):
 def prepare_workspace(plan: Plan, task_dir: str, workspace: str,
                       uv_cache: str | None = None,
                       cancel: threading.Event | None = None,
-                      sources: bool = True) -> SetupResult:
+                      sources: bool = True, venv_templates: str | None = None
+                      ) -> SetupResult:
     """Apply the plan's template sources, then build the Python venv and node packages.
 
     `cancel`, set from another thread (the trial was interrupted while this runs in a
     worker thread), kills the set-up command running then and fails the set-up at once,
     instead of letting a clone or an install run on to its timeout. `sources=False`
-    builds the environments only (re-grading: the files come from the snapshot)."""
+    builds the environments only (re-grading: the files come from the snapshot).
+    `venv_templates`: where the run keeps its built venvs (its scratch root, removed with
+    it; default: a directory of this process under the system's temp dir)."""
     token = _CANCEL.set(cancel)
     try:
-        return _prepare(plan, task_dir, workspace, uv_cache, sources)
+        return _prepare(plan, task_dir, workspace, uv_cache, sources, venv_templates)
     finally:
         _CANCEL.reset(token)
 
@@ -116,7 +119,7 @@ CANCEL_POLL_S = 0.1
 
 
 def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None,
-             sources: bool = True) -> SetupResult:
+             sources: bool = True, venv_templates: str | None = None) -> SetupResult:
     started = time.monotonic()
     log: list[str] = []
 
@@ -132,7 +135,7 @@ def _prepare(plan: Plan, task_dir: str, workspace: str, uv_cache: str | None,
         python = plan.sandbox.python
         if python is not None:
             try:
-                _python_env(root, list(python.env_packages), uv_cache, log)
+                _python_env(root, list(python.env_packages), uv_cache, log, venv_templates)
             except (SetupError, OSError) as exc:
                 return result(f"sandbox.python: {_why(exc)}")
         node = plan.sandbox.node
@@ -360,7 +363,7 @@ def _remove(path: str) -> None:
 
 
 def _python_env(root: str, packages: list[str], uv_cache: str | None,
-                log: list[str]) -> None:
+                log: list[str], templates: str | None = None) -> None:
     """`.venv`: a copy of the run's template for this interpreter and package list (see
     venvs.py), built with `uv venv --relocatable` and `uv pip install` on first use."""
     from ce_runtime.execute.sandbox.venvs import clone_venv
@@ -371,7 +374,8 @@ def _python_env(root: str, packages: list[str], uv_cache: str | None,
         log.append("python: replaced an existing .venv")
     key = (_uv_bin(), os.path.realpath(sys.executable), tuple(packages), uv_cache)
     log.extend(clone_venv(key, venv, lambda path, out: _build_venv(path, packages,
-                                                                    uv_cache, root, out)))
+                                                                    uv_cache, root, out),
+                          templates))
 
 
 def _build_venv(venv: str, packages: list[str], uv_cache: str | None, cwd: str,
