@@ -121,7 +121,7 @@ class TrialSink:
             self.turn_started = time.monotonic()
             max_turns = self.limits.max_turns
             if max_turns is not None and self.turns > max_turns:
-                self._hit("MAX_TURNS_EXHAUSTED")
+                self._hit(Status.MAX_TURNS_EXHAUSTED)
         elif isinstance(event, T.TurnEnd):
             self.turn_started = None
         elif isinstance(event, T.Usage):
@@ -131,9 +131,9 @@ class TrialSink:
             if (lim.max_input_tokens and counted_input > lim.max_input_tokens) or (
                     lim.max_output_tokens and b.output_tokens > lim.max_output_tokens) or (
                     lim.max_total_tokens and total > lim.max_total_tokens):
-                self._hit("TOKEN_BUDGET_EXCEEDED")
+                self._hit(Status.TOKEN_BUDGET_EXCEEDED)
             elif lim.max_usd and b.cost_usd > lim.max_usd:
-                self._hit("COST_BUDGET_EXCEEDED")
+                self._hit(Status.COST_BUDGET_EXCEEDED)
         if self.monitor.should_stop and not self.stop.is_set():
             self._stop_when_settled(event)
 
@@ -168,11 +168,11 @@ async def _run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: a
             await asyncio.wait({task}, timeout=0.05)
             now = time.monotonic()
             if deadline is not None and now > deadline:
-                sink.limit_hit = sink.limit_hit or "TIMEOUT"
+                sink.limit_hit = sink.limit_hit or Status.TIMEOUT
                 break
             if limits.turn_timeout and sink.turn_started is not None \
                     and now - sink.turn_started > limits.turn_timeout:
-                sink.limit_hit = sink.limit_hit or "TIMEOUT"
+                sink.limit_hit = sink.limit_hit or Status.TIMEOUT
                 break
             if stop.is_set():
                 stop_seen = stop_seen or now
