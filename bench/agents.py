@@ -98,7 +98,7 @@ def ce_trials(driver: str, trials: int) -> dict[str, Any]:
 
         def on_done(trial, record) -> None:
             walls.append((time.perf_counter() - started[trial.trial_id]) * 1000)
-            statuses[record["status"]] = statuses.get(record["status"], 0) + 1
+            statuses[str(record.status)] = statuses.get(str(record.status), 0) + 1
 
         asyncio.run(R.execute(result.trials, run_dir,
                               R.RunOptions(jobs=1, scripted_model=True), on_start, on_done))

@@ -81,7 +81,7 @@ def _execute(trials: list, runs: str, jobs: int, executor: str) -> float:
     start = time.perf_counter()
     records = asyncio.run(R.execute(trials, run_dir, options))
     wall = time.perf_counter() - start
-    bad = [r for r in records if r["status"] != "SUCCESS"]
+    bad = [r for r in records if r.status != "SUCCESS"]
     if bad or len(records) != len(trials):
         sys.exit(f"{executor}: {len(bad)} trial(s) not SUCCESS of {len(records)}: "
                  f"{bad[:1]}")

@@ -153,7 +153,7 @@ def measure(python: str, trials: int, jobs: int) -> dict[str, Any]:
 
         def on_done(trial, record) -> None:
             walls.append((time.perf_counter() - started[trial.trial_id]) * 1000)
-            statuses[record["status"]] = statuses.get(record["status"], 0) + 1
+            statuses[str(record.status)] = statuses.get(str(record.status), 0) + 1
 
         t0 = time.perf_counter()
         asyncio.run(R.execute(result.trials, run_dir,
