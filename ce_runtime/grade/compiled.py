@@ -98,6 +98,8 @@ class _Compiler:
         self._static: dict[int, bool] = {}
 
     def node(self, node: A.Node) -> Fn:
+        if node.id not in self.inside and isinstance(node, A.Lit | A.Name):
+            return self._recorded_leaf(node)  # the most common nodes: one call, not two
         raw = self._raw(node)
         if node.id in self.inside:
             if self.params is not None and isinstance(node, _STATIC_KINDS) \
@@ -116,6 +118,25 @@ class _Compiler:
             return value
 
         return recorded
+
+    def _recorded_leaf(self, node: A.Lit | A.Name) -> Fn:
+        nid = node.id
+        if isinstance(node, A.Lit):
+            value = Regex(node.value) if node.kind == "regex" else node.value
+
+            def literal(s: _State, env: dict[str, Any]) -> Any:
+                s.values[nid] = value
+                return value
+
+            return literal
+        name, lookup = node.name, _name(node.name)
+
+        def recorded_name(s: _State, env: dict[str, Any]) -> Any:
+            value = env[name] if name in env else lookup(s, env)
+            s.values[nid] = value
+            return value
+
+        return recorded_name
 
     def _is_static(self, node: A.Node) -> bool:
         """Only literals, unshadowed parameters and operators over them."""
@@ -264,8 +285,10 @@ def _comprehension(func: str, nid: int, items_fn: Fn, param: str, body: Fn) -> F
     def comprehension(s: _State, env: dict[str, Any]) -> Any:
         items = items_fn(s, env)
         hits = []
-        for i, item in enumerate(items):
-            ok = body(s, {**env, param: item}) is True
+        inner = dict(env)  # one scope for all elements: closures made in the body are
+        for i, item in enumerate(items):  # called before the next element, never kept
+            inner[param] = item
+            ok = body(s, inner) is True
             if ok:
                 hits.append(i)
             if (func == "exists" and ok) or (func == "all" and not ok):

@@ -97,10 +97,10 @@ class StagedRun:
         """A hard link to an archived file (a copy across file systems)."""
         dst = os.path.join(self.path, rel)
         self._dir(os.path.dirname(dst))
-        if os.path.exists(dst):
-            return
         try:
             os.link(src, dst)
+        except FileExistsError:
+            return
         except OSError:
             shutil.copy2(src, dst)
 
