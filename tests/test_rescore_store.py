@@ -381,3 +381,18 @@ def test_compiled_criteria_grade_as_the_tree_walker(run_dir):
                 assert list(a.values.items()) == list(b.values.items())
                 errors.add(a.error and a.error.split(" ")[0])
         assert {"index", "division"} <= errors  # the error paths were taken
+
+
+@pytest.mark.parametrize("command", [
+    "cat report.json", "bash -lc 'rm -rf /tmp/x'", "sh -c \"echo 'x'\"", "c'u'rl x",
+    "unterminated 'quote", "", "bash -c", "zsh -lc 'bash -c \"ls -la\"'", "a  b\tc"])
+def test_compiled_matches_searches_the_texts_tool_calls_search(command):
+    from ce_lang.api import Regex, ToolCallView
+    from ce_runtime.grade.compiled import _matches, _State, _texts
+
+    for tool, params in (("Bash", {"command": command}), ("Read", {"path": command})):
+        call = ToolCallView(index=0, tool=tool, raw_tool=tool, params=params)
+        assert _texts(call) == call.texts()
+        for pattern in ("rm -rf", "curl", "ls -la", "^cat", "x", "quote", "path"):
+            regex = Regex(pattern)
+            assert _matches(_State(None, {}), call, regex) == call.matches(regex)

@@ -9,15 +9,17 @@ lambdas, in evaluation order; what each comprehension kept), same errors: a diff
 test grades both ways and compares.
 
 One per-trial memo: a tool call's `matches` texts (its shell-normalized command forms:
-three shlex parses) are computed once per call per grading, not once per criterion.
+shlex parses) are made once per call per grading, not once per criterion, and only
+when the raw command does not match already.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ce_lang.api import CriterionError, Link, Regex, ToolCallView
+from ce_lang.api import CriterionError, Link, Regex, ToolCallView, unwrap_shell
 from ce_lang.api import ast as A
 
 COMPREHENSIONS = ("count", "exists", "all", "filter", "map")
@@ -262,12 +264,38 @@ def _children(node: A.Node) -> tuple[A.Node, ...]:
 
 
 def _matches(s: _State, call: ToolCallView, pattern: Regex) -> bool:
-    """`ToolCallView.matches`, its texts computed once per call per grading."""
+    """`ToolCallView.matches`: the pattern searched in each of the call's texts, in
+    order. The raw command is searched before its shell-normalized forms are made
+    (three shlex parses, once per call per grading, only when the raw one misses)."""
+    cmd = call.command
+    if cmd is not None and pattern.search(cmd):
+        return True
     hit = s.texts.get(id(call))
     if hit is None or hit[0] is not call:
-        hit = s.texts[id(call)] = (call, call.texts())
+        hit = s.texts[id(call)] = (call, _texts(call))
     texts = hit[1]
-    return any(pattern.search(t) for t in texts)
+    return any(pattern.search(t) for t in (texts[1:] if cmd is not None else texts))
+
+
+def _texts(call: ToolCallView) -> list[str]:
+    """`call.texts()`, the unwrapped command parsed once instead of twice."""
+    cmd = call.command
+    if cmd is None:
+        return call.texts()
+    unwrapped = unwrap_shell(cmd)
+    forms = [cmd]
+    for form in (unwrapped, _normalized(unwrapped)):
+        if form not in forms:
+            forms.append(form)
+    return forms
+
+
+def _normalized(command: str) -> str:
+    """values.normalize_shell: the words with shell quoting removed."""
+    try:
+        return " ".join(shlex.split(command))
+    except ValueError:
+        return command
 
 
 def _closure(s: _State, env: dict[str, Any], param: str, body: Fn) -> Callable[[Any], Any]:
