@@ -44,17 +44,38 @@ def signed_record(task: dict[str, Any], trace_sha256: str | None,
     """task.json's bytes as `write_trial_files` makes them: the digests of the trace and
     manifest, then `record_sha256` over the canonical JSON of the rest (`record_digest`:
     sorted, compact, UTF-8; a re-scored record holds JSON values only, so its JSON round
-    trip is the identity and is skipped)."""
+    trip is the identity and is skipped). One encoding serves both: the keys sorting
+    before and after `record_sha256` are encoded apart and joined around it."""
     body = {k: v for k, v in task.items() if k not in DIGEST_KEYS}
     if trace_sha256 is not None:
         body["trace_sha256"] = trace_sha256
     body["workspace_sha256"] = workspace_sha256
-    compact = json.dumps(body, separators=(",", ":"), sort_keys=True)
-    # ASCII-escaped and UTF-8 forms differ only where a \u escape is (or might be)
+    before = _compact({k: v for k, v in body.items() if k < "record_sha256"})
+    after = _compact({k: v for k, v in body.items() if k > "record_sha256"})
+    compact = _joined(before, after)  # == json.dumps(body, sort_keys=True, compact)
+    # ASCII-escaped and UTF-8 forms differ only where a \\u escape is (or might be)
     canonical = compact if "\\u" not in compact else json.dumps(
         body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    body["record_sha256"] = hashlib.sha256(canonical.encode()).hexdigest()
-    return json_bytes(body)
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    signed = _joined(_joined(before, f'{{"record_sha256":"{digest}"}}'), after)
+    try:
+        return msgspec.json.format(signed.encode(), indent=2) + b"\n"
+    except msgspec.DecodeError:  # NaN or Infinity: json's own indented form
+        return (json.dumps({**body, "record_sha256": digest}, indent=2, sort_keys=True)
+                + "\n").encode()
+
+
+def _compact(value: dict[str, Any]) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _joined(left: str, right: str) -> str:
+    """Two compact JSON objects whose keys all sort left before right, as one."""
+    if left == "{}":
+        return right
+    if right == "{}":
+        return left
+    return left[:-1] + "," + right[1:]
 
 
 class StagedRun:
