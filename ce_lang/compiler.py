@@ -364,6 +364,8 @@ class _Compiler:
                        *ds.string_sources(value.get("success_criteria"), ("success_criteria",),
                                           span_of, doc.text),
                        *ds.string_sources(value.get("reference"), ("reference",), span_of,
+                                          doc.text),
+                       *ds.string_sources(_agent_script(value), ("agent", "script"), span_of,
                                           doc.text)]
             ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission
         base_id = value["task_id"]
@@ -375,6 +377,9 @@ class _Compiler:
                 for key in ("initial_prompt", "success_criteria", "reference"):
                     if key in value:
                         task_value[key] = ds.substitute_tree(value[key], row)
+                if _agent_script(value) is not None:  # ce's script agent: as reference.solve
+                    task_value["agent"] = {**value["agent"], "script": ds.substitute_tree(
+                        value["agent"]["script"], row)}
                 task_value.pop("dataset", None)
             original = self.original_path
             task_layer = Layer("task", task_value, lambda p, o=original: doc.span(o(p)),
@@ -568,3 +573,9 @@ def _experiment_layer(name: str, value: dict[str, Any], doc: LocatedDoc, base: P
 
     return Layer(name, shaped, lambda p: doc.span(translate(p)),
                  lambda p: doc.key_span(translate(p)), translate)
+
+
+def _agent_script(value: dict[str, Any]) -> Any:
+    """The task's own `agent.script` (its rows substitute there, as in `reference`)."""
+    agent = value.get("agent")
+    return agent.get("script") if isinstance(agent, dict) else None

@@ -169,6 +169,23 @@ def test_dataset_rows_expand_and_substitute(write):
     assert b.criteria[1].suite_thresholds == {"recall.yes": 0.5, "f1.macro": 0.5}
 
 
+def test_rows_substitute_in_the_script_agents_actions_and_nowhere_else(write):
+    text = DATASET_TASK.replace("success_criteria:", """agent:
+  type: script
+  model: m-${row.word}
+  script:
+    - write: "${row.word}.txt"
+      content: "${row.word} ${row.expected_skill}"
+success_criteria:""", 1)
+    plans = {t.plan.task_id: t.plan for t in ok(compile_paths([write("ds.yaml", text)])).trials}
+    assert plans["ds/b"].agent.script == [{"write": "two.txt", "content": "two s"}]
+    assert plans["ds/b"].agent.model == "m-${row.word}"  # agent settings stay as written
+    bad = text.replace("${row.word} ${row.expected_skill}", "${row.word} ${row.nope}")
+    line = bad.splitlines().index('      content: "${row.word} ${row.nope}"') + 1
+    missing = compile_paths([write("ds2.yaml", bad)])
+    assert [(d.code, d.span.line) for d in missing.diagnostics] == [("CE0303", line)]
+
+
 def test_dataset_sampling_is_reproducible(write):
     text = DATASET_TASK.replace("  rows:", "  sample_per_stratum: 1\n  rows:")
     path = write("ds.yaml", text)
