@@ -396,3 +396,19 @@ def test_compiled_matches_searches_the_texts_tool_calls_search(command):
         for pattern in ("rm -rf", "curl", "ls -la", "^cat", "x", "quote", "path"):
             regex = Regex(pattern)
             assert _matches(_State(None, {}), call, regex) == call.matches(regex)
+
+
+def test_an_interrupted_write_leaves_no_results_directory(tmp_path):
+    from ce_runtime.store.staged_run import StagedRun
+
+    out = tmp_path / "rescored" / "now"
+    with pytest.raises(KeyboardInterrupt), StagedRun(str(out)) as staged:
+        staged.write("default/t/00/task.json", b"{}\n")
+        assert not out.exists()  # staged under a hidden name
+        raise KeyboardInterrupt
+    assert not out.exists() and os.listdir(tmp_path / "rescored") == []
+    with StagedRun(str(out)) as staged:
+        staged.write("default/t/00/task.json", b"{}\n")
+        staged.commit()
+    assert (out / "default" / "t" / "00" / "task.json").read_bytes() == b"{}\n"
+    assert os.listdir(tmp_path / "rescored") == ["now"]
