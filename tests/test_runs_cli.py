@@ -194,10 +194,20 @@ def test_trial_files_refuses_a_crafted_dotdot_name(made, tmp_path):
 
 
 def test_trial_files_usage(made, tmp_path):
-    root, run, _ = made
-    res = ce("trial", "files", str(run), cwd=root)
-    assert res.returncode == 2
-    assert res.stderr.startswith(f"ce trial files: {run}: not a trial directory")
+    root, run, trial = made
+    res = ce("trial", "files", str(run), cwd=root)  # a run of two trials: which one?
+    assert res.returncode == 2 and "name one with --trial" in res.stderr
+    assert "default/files/00" in res.stderr and "Traceback" not in res.stderr
+    direct = ce("trial", "files", str(trial), cwd=root).stdout
+    assert ce("trial", "files", str(run), "--trial", "default/files/00",
+              cwd=root).stdout == direct
+    latest = ce("trial", "files", "runs", "--trial", "default/files/00", cwd=root)
+    assert latest.stdout == direct and "using the latest" in latest.stderr
+    twice = ce("trial", "files", str(trial), "--trial", "x", cwd=root)
+    assert twice.returncode == 2 and "is a trial already" in twice.stderr
+    (tmp_path / "empty").mkdir()
+    res = ce("trial", "files", str(tmp_path / "empty"), cwd=root)
+    assert res.returncode == 2 and "not a run directory" in res.stderr
     assert "Traceback" not in res.stderr
 
 

@@ -59,7 +59,9 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     """
     as_json = as_json or fmt == "json"
     if os.path.isdir(task):
-        _explain_trial_dir(_trial_of_run(task, trial_id), only, as_json)
+        from ce_runtime.cli.pick import trial_of_run
+
+        _explain_trial_dir(trial_of_run(task, trial_id, "explain", "TASK"), only, as_json)
         return
     from ce_lang.api import CompileOptions, compile_paths, render_human
 
@@ -108,29 +110,6 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     else:
         click.echo(explain_trial(trial.plan, grader.instances, graded, host, only), nl=False)
     sys.exit(0 if graded.success else 1)
-
-
-def _trial_of_run(path: str, trial_id: str | None) -> str:
-    """The trial directory PATH names: PATH itself (a trial directory), or the trial
-    --trial names in the run PATH is (or the latest run of the directory of runs PATH)."""
-    from ce_runtime.cli.pick import by_prefix, latest_run
-    from ce_runtime.grade.rescore import trial_dirs
-
-    if os.path.isfile(os.path.join(path, "task.json")):
-        if trial_id:
-            raise click.UsageError("--trial picks a trial of a run; TASK is a trial already")
-        return path
-    run = latest_run(path, "explain")
-    ids = [os.path.relpath(d, run) for d in trial_dirs(run)]
-    if not ids:
-        raise click.BadParameter(f"{run} holds no trial (no task.json)", param_hint="TASK")
-    if trial_id is None:
-        if len(ids) == 1:
-            return os.path.join(run, ids[0])
-        shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
-        raise click.UsageError(f"{run} is a run of {len(ids)} trials: name one with --trial "
-                               f"(its id or a unique prefix): {shown}")
-    return os.path.join(run, by_prefix(trial_id, ids, "trial", "--trial"))
 
 
 def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:

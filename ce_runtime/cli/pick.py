@@ -71,6 +71,30 @@ def latest_run(path: str, command: str, hint: str = "RUN_DIR") -> str:
     return run
 
 
+def trial_of_run(path: str, trial_id: str | None, command: str, hint: str) -> str:
+    """The trial directory PATH names: PATH itself (a trial directory), or the trial
+    --trial names in the run PATH is (or the latest run of the directory of runs PATH);
+    a run of one trial needs no --trial."""
+    from ce_runtime.grade.rescore import trial_dirs
+
+    if os.path.isfile(os.path.join(path, "task.json")):
+        if trial_id:
+            raise click.UsageError(f"--trial picks a trial of a run; {hint} is a trial "
+                                   "already")
+        return path
+    run = latest_run(path, command, hint)
+    ids = [os.path.relpath(d, run) for d in trial_dirs(run)]
+    if not ids:
+        raise click.BadParameter(f"{run} holds no trial (no task.json)", param_hint=hint)
+    if trial_id is None:
+        if len(ids) == 1:
+            return os.path.join(run, ids[0])
+        shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+        raise click.UsageError(f"{run} is a run of {len(ids)} trials: name one with --trial "
+                               f"(its id or a unique prefix): {shown}")
+    return os.path.join(run, by_prefix(trial_id, ids, "trial", "--trial"))
+
+
 def _newest(path: str) -> str | None:
     """The most recently created run directory directly under `path` (no `latest` link)."""
     try:

@@ -27,12 +27,18 @@ def trial_cmd():
 
 @trial_cmd.command("files")
 @click.argument("trial_dir", metavar="TRIAL_DIR")
+@click.option("--trial", "trial_id", metavar="ID",
+              help="When TRIAL_DIR is a run (or a directory of runs: its latest), the trial: "
+                   "its id or a unique prefix (default/hello).")
 @click.option("--extract", "extract", metavar="DIR", type=click.Path(file_okay=False),
               help="Restore the files into DIR (it must not exist, or be empty).")
 @click.option("-f", "--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True, help="Listing format.")
-def files_cmd(trial_dir, extract, fmt):
+def files_cmd(trial_dir, trial_id, extract, fmt):
     """List the files of TRIAL_DIR's workspace as the trial left it, or restore them.
+
+    TRIAL_DIR is a trial directory, or a run with --trial ID (a run of one trial needs
+    none), or a directory of runs (its latest run is used, and said).
 
     The snapshot is the trial's workspace.json (path -> sha256, mode, size) and the
     run's content-addressed objects/. The listing shows each path, its size and the
@@ -56,9 +62,15 @@ def files_cmd(trial_dir, extract, fmt):
       ce trial files runs/latest/default/hello_world/00
       ce trial files runs/latest/default/hello_world/00 -f json
       ce trial files runs/latest/default/hello_world/00 --extract /tmp/ws
+      ce trial files runs --trial default/hello
     """
+    from ce_runtime.cli.pick import trial_of_run
     from ce_runtime.store.archive import DamagedArchive, find_run_root, verified_trial
 
+    if not os.path.isfile(os.path.join(trial_dir, "task.json")) and os.path.isdir(trial_dir):
+        trial_dir = trial_of_run(trial_dir, trial_id, "trial files", "TRIAL_DIR")
+    elif trial_id:
+        raise click.UsageError("--trial picks a trial of a run; TRIAL_DIR is a trial already")
     if not os.path.isfile(os.path.join(trial_dir, "task.json")):
         _fail(2, f"{trial_dir}: not a trial directory (no task.json; a trial directory is "
                  "<run>/<variant>/<task>/<repeat>, e.g. runs/latest/default/hello_world/00)")
