@@ -221,10 +221,11 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
     for repaired in R.write_plans(run_dir, trials):
         click.echo(f"ce run: damaged archive: {repaired}; written again from the task file",
                    err=True)
+    done, damaged = R.already_run(run_dir, trials)
     if resume_dir:
-        for damaged in R.damaged_records(run_dir, trials):
-            click.echo(f"ce run: {damaged}; the trial runs again", err=True)
-    todo = [t for t in trials if R.finished(run_dir, t) is None]
+        for why in damaged:
+            click.echo(f"ce run: {why}; the trial runs again", err=True)
+    todo = [t for t in trials if t.trial_id not in done]
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running", "created_at": R.now_iso(),
                                "args": config, "trials": len(trials)})
     if not quiet:

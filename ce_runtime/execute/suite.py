@@ -148,21 +148,27 @@ def finished(run_dir: str, trial: Trial) -> TrialRecord | None:
     return record if record.plan_hash == trial.plan_hash else None
 
 
-def damaged_records(run_dir: str, trials: list[Trial]) -> list[str]:
-    """The trials whose task.json is there but damaged ("damaged archive: PATH: why"):
-    a resume says so, then runs them again."""
+def already_run(run_dir: str, trials: list[Trial]) -> tuple[set[str], list[str]]:
+    """One read of every trial's record: the ids of the trials that finished with their
+    same plan (skipped on resume), and the damaged records ("damaged archive: PATH: why"),
+    whose trials a resume says so of, then runs again."""
     from ce_runtime.store.archive import DamagedArchive
     from ce_runtime.store.record import read_record
 
-    out = []
+    done: set[str] = set()
+    damaged: list[str] = []
     for t in trials:
         tdir = trial_dir_of(run_dir, t)
-        if os.path.isfile(os.path.join(tdir, "task.json")):
-            try:
-                read_record(tdir)
-            except DamagedArchive as exc:
-                out.append(str(exc))
-    return out
+        if not os.path.isfile(os.path.join(tdir, "task.json")):
+            continue
+        try:
+            record = read_record(tdir)
+        except DamagedArchive as exc:
+            damaged.append(str(exc))
+            continue
+        if record.plan_hash == t.plan_hash:
+            done.add(t.trial_id)
+    return done, damaged
 
 
 def clean_stale_scratch() -> None:
