@@ -4,6 +4,11 @@ The interpreter's `Host`: each effectful builtin declared in `ce_lang.lang.built
 method here. Semantics follow SEMANTICS.md: paths relative to the workspace, a literal
 existing path wins, otherwise a glob (files only, sorted, inside the workspace, ignore
 patterns apply); reads need exactly one match and valid UTF-8.
+
+Re-scoring reads an archived workspace in place (`files`: store.snapshot_view, the
+manifest and object store answering as the restored directory would); the workspace is
+restored on disk (`materialize`) only for what needs it: a command, an agent judge, or
+a question only the disk can answer (the builtin is then asked again, of the disk).
 """
 
 from __future__ import annotations
@@ -108,6 +113,8 @@ class Host:
     def use_workspace(self) -> str:
         """The workspace on disk (an archived one is restored now, once)."""
         if self.files is not None:
+            if self.materialize is None:
+                raise InfrastructureError("this archived workspace cannot be restored here")
             self.workspace = self.materialize()
             self.files = None
             self._resolved_root = None

@@ -7,6 +7,10 @@ plan uses the standard criteria the run archived (`definitions/`), so a newer ce
 it with the definitions it ran with unless told to use today's; commands run in the
 trial's own environment again (driver, venv, node packages); judge verdicts come from
 the run's `judges/` store.
+
+File criteria read the archived workspace in place (store/snapshot_view.py); a trial's
+workspace is restored, and its sandbox started, only when a criterion needs them
+(`RESTORED` counts restores). Criteria run as closures compiled once per plan.
 """
 
 from __future__ import annotations
