@@ -41,6 +41,22 @@ def test_snapshot_roundtrip_and_dedup(tmp_path):
     assert not (out / ".venv").exists()
 
 
+def test_a_link_to_a_directory_is_kept_as_a_link(tmp_path):
+    ws, objects = tmp_path / "ws", tmp_path / "objects"
+    (ws / "src" / "pkg").mkdir(parents=True)
+    (ws / "src" / "pkg" / "mod.py").write_text("x = 1\n")
+    os.symlink("src/pkg", ws / "pkg")  # os.walk lists it among the directories
+    os.symlink("src", ws / "src" / "loop")  # a link into its own parent is not walked
+    manifest = snapshot_workspace(str(ws), str(objects))
+    assert manifest["files"]["pkg"] == {"link": "src/pkg"}
+    assert manifest["files"]["src/loop"] == {"link": "src"}
+    assert set(manifest["files"]) == {"src/pkg/mod.py", "pkg", "src/loop"}
+    out = tmp_path / "restored"
+    restore_workspace(manifest, str(objects), str(out))
+    assert (out / "pkg" / "mod.py").read_text() == "x = 1\n"  # read through the link
+    assert os.readlink(out / "pkg") == "src/pkg"
+
+
 def test_explain_a_trial_directory(tmp_path):
     trial = compile_paths([os.path.join(ROOT, "tasks", "hello_world.yaml")]).trials[0]
     run = tmp_path / "run"

@@ -77,7 +77,12 @@ def snapshot_workspace(workspace: str, objects: str, skip_dirs: tuple[str, ...] 
     files: dict[str, dict[str, Any]] = {}
     for root, dirs, names in os.walk(workspace):
         dirs[:] = sorted(d for d in dirs if d not in skip_dirs)
-        for name in sorted(names):
+        # a link to a directory is listed with the directories (and not walked into):
+        # it is a link of the workspace like any other
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        if links:
+            dirs[:] = [d for d in dirs if d not in links]
+        for name in sorted([*names, *links]):
             full = os.path.join(root, name)
             rel = os.path.relpath(full, workspace).replace(os.sep, "/")
             st = os.lstat(full)
