@@ -580,3 +580,21 @@ def test_import_does_not_load_polars():
                           cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_frame_is_built_once_per_list_of_records_and_never_reused_for_another(records):
+    import msgspec
+
+    from ce_runtime.store.record import as_records
+
+    typed = as_records(records)
+    first = R.trials_frame(typed)
+    assert R.trials_frame(typed) is first and R.results_frame(typed) is \
+        R.results_frame(typed)  # the metrics, summary and parquet of one list share it
+    copy = list(typed)
+    assert R.trials_frame(copy) is first  # the same records in a new list
+    other = [msgspec.structs.replace(typed[0], status="ERROR"), *typed[1:]]
+    changed = R.trials_frame(other)
+    assert changed is not first and changed["status"][0] == "ERROR"
+    assert R.trials_frame(typed[:-1]).height == len(typed) - 1
+    assert R.trials_frame(typed)["status"].to_list() == first["status"].to_list()

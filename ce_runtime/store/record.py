@@ -57,7 +57,7 @@ class InvalidRecord(ValueError):
         self.where, self.why = where, why
 
 
-class _Part(msgspec.Struct, kw_only=True, omit_defaults=False):
+class _Part(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
     pass
 
 
@@ -236,7 +236,10 @@ def as_record(value: TrialRecord | dict[str, Any], where: str = "task record"
 
 
 def as_records(values) -> list[TrialRecord]:
-    """`as_record` of each: the reports take typed records or task.json-shaped dicts."""
+    """`as_record` of each: the reports take typed records or task.json-shaped dicts. A
+    list of records already is returned as it is (the reports key their frames on it)."""
+    if isinstance(values, list) and all(type(v) is TrialRecord for v in values):
+        return values
     return [as_record(v) for v in values]
 
 
