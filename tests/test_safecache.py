@@ -109,3 +109,29 @@ def test_old_entries_of_a_kind_are_pruned_and_the_used_ones_kept(tmp_path, monke
     assert kept == sorted(["stdlib-0005.pickle", "stdlib-new.pickle", *newest,
                            "stdlib-extra-part.pickle"])
     assert (directory / "criteria-lark-aaaa.pickle").exists()
+
+
+def test_an_archived_stdlib_is_checked_once_per_machine(tmp_path, monkeypatch):
+    """A rescore or explain of an archived run loads the standard criteria the run kept;
+    the second time (another process) they come from the cache, equal to a fresh check."""
+    from ce_lang.lang import stdlib
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    texts = tuple(sorted(stdlib.stdlib_texts().items()))
+    stdlib.archived_stdlib_registry.cache_clear()
+    fresh = stdlib.archived_stdlib_registry(texts)
+    stored = sorted((tmp_path / "ce").glob("archived_stdlib-*.pickle"))
+    assert len(stored) == 1
+    stdlib.archived_stdlib_registry.cache_clear()
+    import ce_lang.lang.parser as parser
+
+    monkeypatch.setattr(parser, "parse_module", None)  # a hit must not parse anything
+    again = stdlib.archived_stdlib_registry(texts)
+    assert sorted(again.criteria) == sorted(fresh.criteria) and again.origin == fresh.origin
+    edited = tuple((n, t + "\n# edited\n") if i == 0 else (n, t)
+                   for i, (n, t) in enumerate(texts))
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    stdlib.archived_stdlib_registry(edited)  # other texts: another entry
+    assert len(list((tmp_path / "ce").glob("archived_stdlib-*.pickle"))) == 2
+    stdlib.archived_stdlib_registry.cache_clear()

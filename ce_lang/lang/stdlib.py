@@ -31,20 +31,29 @@ def stdlib_texts() -> dict[str, str]:
 
 @cache
 def archived_stdlib_registry(texts_key: tuple[tuple[str, str], ...]) -> Registry:
-    """The standard criteria as an archived run had them (not today's files)."""
+    """The standard criteria as an archived run had them (not today's files): parsed and
+    checked once per machine for those texts (`safecache`, as today's are), so a rescore
+    or an explain of an archived trial does not pay Lark for them every time."""
+    texts = {f"<archived stdlib>/{name}": text for name, text in texts_key}
+    for shown, text in texts.items():
+        register_source(shown, text)
+    cache_name = f"archived_stdlib-{_cache_key(texts)}.pickle"
+    cached = safecache.load(cache_name, safecache.ce_lang_classes)
+    if isinstance(cached, Registry):
+        return cached
     from ce_lang.lang.parser import parse_module
 
     diags = Diagnostics()
     registry = Registry()
-    for name, text in texts_key:
-        shown = f"<archived stdlib>/{name}"
-        register_source(shown, text)
+    for shown, text in texts.items():
         module = parse_module(text, shown, diags)
         if module is not None:
-            check_module(module, registry, diags, f"stdlib {name}")
+            check_module(module, registry, diags, f"stdlib {shown.rsplit('/', 1)[1]}")
     if diags.has_errors:
         raise ValueError("the archived standard criteria do not compile with this ce: "
                          + "; ".join(f"{d.span}: {d.message}" for d in diags)[:2000])
+    if not diags:
+        safecache.store(cache_name, registry)
     return registry
 
 
