@@ -6,8 +6,8 @@ then its removal) only to read a few files. `SnapshotView` answers the questions
 grading host asks a workspace (does this path exist, does it stay inside, which files
 match this glob, is it a directory, its bytes) from the manifest, with the restored
 directory's exact semantics: POSIX lookup (links followed where the kernel follows
-them), `os.path.realpath`'s resolution for "inside the workspace", Python 3.11
-`pathlib.Path.glob`'s selectors. The manifest is checked as `restore_workspace` checks
+them), `os.path.realpath`'s resolution for "inside the workspace", `pathlib.Path.glob`'s
+selectors (3.11's, with 3.13's files for a trailing `**` when ce runs on 3.13). The manifest is checked as `restore_workspace` checks
 it, in the same order, with the same `DamagedArchive` messages, objects included.
 
 What it cannot answer exactly (a path that leaves the workspace through `..` or a link,
@@ -23,6 +23,7 @@ import fnmatch
 import functools
 import os
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,8 +108,8 @@ class SnapshotView:
         parts = [p for p in pattern.split("/") if p and p != "."]
         if pattern.endswith("/"):
             parts.append("")
-        for part in parts:
-            if part != "**" and "**" in part:
+        for part in parts:  # 3.13 reads `a**b` as `a*b`; 3.11 and 3.12 refuse it
+            if part != "**" and "**" in part and not TRAILING_STARSTAR_MATCHES_FILES:
                 raise ValueError("Invalid pattern: '**' can only be an entire path component")
         out = []
         for path in self._select(tuple(parts), ()):
@@ -150,6 +151,11 @@ class SnapshotView:
                     if p not in yielded:
                         yielded.add(p)
                         yield p
+                if not rest and TRAILING_STARSTAR_MATCHES_FILES:
+                    node = self._node("/".join(start))  # what is not a directory, too
+                    for name, child in list(node.items()) if isinstance(node, dict) else ():
+                        if not isinstance(child, dict):
+                            yield (*start, name)
         elif "*" in pat or "?" in pat or "[" in pat:
             match = _compiled(pat)
             for name in self._entries(parent):
@@ -174,6 +180,13 @@ class SnapshotView:
         for name, child in list(node.items()):
             if isinstance(child, dict):
                 yield from self._directories((*parent, name))
+
+
+# Python 3.13's pathlib: a pattern ending in `**` matches files as well as directories
+# (3.11 and 3.12: directories only), and `**` inside a component is `*` (an error
+# before). The grader globs with the running interpreter's pathlib, so the view does as
+# that interpreter does.
+TRAILING_STARSTAR_MATCHES_FILES = sys.version_info >= (3, 13)
 
 
 @functools.lru_cache(maxsize=512)
