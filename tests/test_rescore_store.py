@@ -412,3 +412,24 @@ def test_an_interrupted_write_leaves_no_results_directory(tmp_path):
         staged.commit()
     assert (out / "default" / "t" / "00" / "task.json").read_bytes() == b"{}\n"
     assert os.listdir(tmp_path / "rescored") == ["now"]
+
+
+def test_a_glob_means_the_same_under_every_python(tmp_path):
+    """`src/**` and `a**b` as Python 3.13's pathlib reads them (coder_eval's), on the
+    disk and from the snapshot, whichever Python runs ce."""
+    ws = tmp_path / "ws"
+    (ws / "src" / "pkg").mkdir(parents=True)
+    for rel in ("src/top.py", "src/pkg/mod.py", "abxb.txt", "other.txt"):
+        (ws / rel).write_text(rel)
+    os.symlink("pkg", ws / "src" / "linked")  # `**` does not go through it
+    objects = str(tmp_path / "objects")
+    manifest = snapshot_workspace(str(ws), objects)
+    disk = Host(workspace=str(ws))
+    view = _view_host(manifest, objects, str(tmp_path), [])
+    for host in (disk, view):
+        assert host.matches("src/**") == ["src/pkg/mod.py", "src/top.py"]
+        assert host.matches("**") == ["abxb.txt", "other.txt", "src/pkg/mod.py",
+                                      "src/top.py"]
+        assert host.matches("a**b.txt") == host.matches("a*b.txt") == ["abxb.txt"]
+        assert host.matches("src/**/") == []  # directories only: no file
+        assert host.matches("src/**/*.py") == ["src/pkg/mod.py", "src/top.py"]

@@ -420,7 +420,9 @@ JSON_FILE, COMMAND_RESULT, VERDICT = T("JsonFile"), T("CommandResult"), T("Verdi
 declare("path_exists", sig(PATH, ret=BOOL), effect="workspace",
         doc="the path exists in the workspace (a literal path, else a glob; directories count)")
 declare("glob", sig(PATH, ret=list_of(PATH)), effect="workspace",
-        doc="workspace files matching the glob, sorted (ignore patterns apply)")
+        doc="workspace files matching the glob, sorted (ignore patterns apply); pathlib's "
+            "rules of Python 3.13 on every Python: `**` is any depth of directories, a "
+            "trailing `**` the files below")
 declare("read_text", sig(PATH, ret=OPT_STR), effect="workspace",
         doc="the UTF-8 text of the one file the path (or glob) names; null when none; a "
             "criterion error when several match or the file is not UTF-8")

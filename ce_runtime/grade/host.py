@@ -17,6 +17,7 @@ import contextlib
 import fnmatch
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,8 @@ class Host:
                    for pat in self.ignore_patterns)
 
     def matches(self, pattern: str) -> list[str]:
-        """Workspace-relative matches: the literal path if it exists, else the glob's files."""
+        """Workspace-relative matches: the literal path if it exists, else the glob's files
+        (`same_glob`: one meaning whatever Python runs ce)."""
         if os.path.isabs(pattern):
             raise CriterionError(f"path {pattern!r} must be relative to the workspace")
         files = self.files
@@ -152,7 +154,7 @@ class Host:
                     raise CriterionError(f"path {pattern!r} resolves outside the workspace")
                 return [pattern]
             try:
-                found = sorted(files.glob(pattern))
+                found = sorted(files.glob(same_glob(pattern)))
             except (ValueError, NotImplementedError) as exc:
                 raise CriterionError(f"invalid glob {pattern!r}: {exc}") from exc
             return self._not_ignored(pattern, found)
@@ -164,7 +166,8 @@ class Host:
             return [pattern]
         try:
             found = sorted(
-                str(p.relative_to(root)).replace(os.sep, "/") for p in root.glob(pattern)
+                str(p.relative_to(root)).replace(os.sep, "/")
+                for p in root.glob(same_glob(pattern))
                 if p.is_file() and self._inside(p))
         except (ValueError, NotImplementedError) as exc:
             raise CriterionError(f"invalid glob {pattern!r}: {exc}") from exc
@@ -460,6 +463,19 @@ class Host:
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def same_glob(pattern: str) -> str:
+    """The pattern spelled so that pathlib gives every Python (3.11 to 3.13) Python 3.13's
+    answer, which coder_eval (3.13) gets: a trailing `**` matches the files below it
+    (3.11/3.12 read it as directories only, so a criterion on `src/**` never matched a
+    file), and `**` inside a name is `*` (an error on 3.11/3.12). Without this the same
+    trial scored differently under different interpreters."""
+    parts = [p if p == "**" or "**" not in p else re.sub(r"\*{2,}", "*", p)
+             for p in pattern.split("/")]
+    if parts[-1] == "**":
+        parts.append("*")
+    return "/".join(parts)
 
 
 def _has_glob(path: str) -> bool:
