@@ -83,3 +83,38 @@ def test_a_command_that_writes_the_restored_workspace_leaves_the_store_intact(tm
     again = ce("rescore", "runs/latest", "--out", "again", cwd=tmp_path)
     assert again.returncode == 0 and "1 trial(s) re-scored, 0 changed" in again.stdout, \
         again.stderr
+
+
+LINKS_OUT = """\
+task_id: links
+description: the agent links to host paths, as agents do
+initial_prompt: link
+agent:
+  type: script
+  script:
+    - run: "ln -s /usr/bin/env myenv && mkdir sub && ln -s ../../x sub/up && echo hi > out.txt"
+sandbox: {python: null}
+success_criteria:
+  - type: file_contains
+    path: out.txt
+    includes: [hi]
+    description: wrote its file
+  - type: file_exists
+    path: myenv
+    description: made its link
+"""
+
+
+def test_a_trial_with_links_out_of_its_workspace_regrades_and_explains(tmp_path):
+    (tmp_path / "t.yaml").write_text(LINKS_OUT)
+    run = ce("run", "t.yaml", cwd=tmp_path)
+    assert run.returncode in (0, 1), run.stderr
+    manifest = json.loads(next((tmp_path / "runs").glob("*/default/links/00/workspace.json"))
+                          .read_text())["files"]
+    assert manifest["myenv"] == {"link": "/usr/bin/env"} and "sub/up" in manifest
+    again = ce("rescore", "runs/latest", "--out", "again", cwd=tmp_path)
+    assert again.returncode == run.returncode, again.stderr
+    assert "1 trial(s) re-scored, 0 changed" in again.stdout  # no "damaged archive"
+    explained = ce("explain", "runs/latest", cwd=tmp_path)
+    assert explained.returncode == run.returncode and "damaged" not in explained.stderr
+    assert "c1" in explained.stdout

@@ -433,3 +433,42 @@ def test_a_glob_means_the_same_under_every_python(tmp_path):
         assert host.matches("a**b.txt") == host.matches("a*b.txt") == ["abxb.txt"]
         assert host.matches("src/**/") == []  # directories only: no file
         assert host.matches("src/**/*.py") == ["src/pkg/mod.py", "src/top.py"]
+
+
+def test_links_out_of_the_workspace_are_the_agents_and_regrade_as_they_graded(tmp_path):
+    """`ln -s /usr/bin/env myenv` is agent output, not damage: re-grading keeps such
+    links (the snapshot view and the restored directory answer alike, and never read
+    through them), while extraction for a person still refuses them."""
+    ws, objects = tmp_path / "ws", str(tmp_path / "objects")
+    (ws / "sub").mkdir(parents=True)
+    (ws / "out.txt").write_text("hi\n")
+    (tmp_path / "outside.txt").write_text("host secret\n")
+    os.symlink("/usr/bin/env", ws / "myenv")
+    os.symlink("../../outside.txt", ws / "sub" / "esc")
+    os.symlink(str(tmp_path), ws / "hostdir")
+    manifest = snapshot_workspace(str(ws), objects)
+    assert manifest["files"]["myenv"] == {"link": "/usr/bin/env"}
+    with pytest.raises(DamagedArchive, match="pointing out of the workspace"):
+        SnapshotView(manifest, objects)  # the default: a restore for a person refuses
+    ref = tmp_path / "restored"
+    restore_workspace(manifest, objects, str(ref), outward_links=True)
+    assert os.readlink(ref / "myenv") == "/usr/bin/env"
+    restored = []
+
+    def materialize():
+        restored.append(1)
+        path = tempfile.mkdtemp(dir=tmp_path)
+        restore_workspace(manifest, objects, path, link_objects=True, outward_links=True)
+        return path
+
+    for pattern in ["myenv", "sub/esc", "hostdir", "hostdir/outside.txt", "out.txt", "*",
+                    "**", "sub/*", "**/*", "myenv/x"]:
+        for op in OPS:
+            view = Host(workspace="", files=SnapshotView(manifest, objects,
+                                                         outward_links=True),
+                        materialize=materialize)
+            disk = Host(workspace=str(ref))
+            got, want = _outcome(view, op, [pattern], [str(ref)]), \
+                _outcome(disk, op, [pattern], [str(ref)])
+            assert got == want, (op, pattern)
+            assert "host secret" not in repr(got)  # nothing read through a link out

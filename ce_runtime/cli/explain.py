@@ -153,7 +153,8 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
             from ce_runtime.cli.pick import criterion
 
             criterion(only, [(c.id, c.type) for c in plan.criteria])
-            restore_workspace(manifest, os.path.join(root, "objects"), ws)
+            restore_workspace(manifest, os.path.join(root, "objects"), ws,
+                              outward_links=True)
             task_dir = task.task_dir or ""
             with local_runner(ws, task_dir, reference_paths(plan, task_dir), plan=plan,
                               uv_cache=_uv_cache()) as runner:

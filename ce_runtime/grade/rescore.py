@@ -119,7 +119,8 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     if notes:
         record["rescore_notes"] = notes
     objects = os.path.join(run_dir, "objects")
-    files = SnapshotView(manifest, objects)  # checked as a restore checks it
+    # checked as a restore checks it; links out of the workspace are the agent's own
+    files = SnapshotView(manifest, objects, outward_links=True)
     task_dir = old.get("task_dir", "")
     with contextlib.ExitStack() as stack:
         workspace = LazyWorkspace(manifest, objects, stack)
@@ -165,7 +166,8 @@ class LazyWorkspace:
     def path(self) -> str:
         if self._dir is None:
             ws = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="ce-rescore-"))
-            restore_workspace(self.manifest, self.objects, ws, link_objects=True)
+            restore_workspace(self.manifest, self.objects, ws, link_objects=True,
+                              outward_links=True)
             RESTORED[0] += 1
             self._dir = ws
         return self._dir

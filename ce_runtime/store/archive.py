@@ -132,10 +132,16 @@ def _verified_object(obj: str, digest: str, rel: str) -> bytes | None:
 
 
 def restore_workspace(manifest: dict[str, Any], objects: str, dest: str,
-                      link_objects: bool = False) -> None:
+                      link_objects: bool = False, outward_links: bool = False) -> None:
     """Rebuild a snapshot in `dest`. Every object must match its digest; names must be
     relative and stay inside `dest` (no absolute name, no `..`, no path through a link);
-    a link must point inside `dest`. Raises DamagedArchive (what was written stays).
+    a link must point inside `dest`, unless `outward_links`. Raises DamagedArchive
+    (what was written stays).
+
+    `outward_links`: a link out of the workspace is restored as the agent made it
+    (`ln -s /usr/bin/env env` is ordinary agent output, not damage). For re-grading
+    only: the grader never reads through a path that resolves outside the workspace, as
+    in the trial itself; extracting for a person (`ce trial files --extract`) refuses.
 
     `link_objects`: files are hard links to the objects (no bytes copied; re-grading
     thousands of trials reads the store in place). Only for readers: anything that may
@@ -167,8 +173,8 @@ def restore_workspace(manifest: dict[str, Any], objects: str, dest: str,
             if not isinstance(link, str) or not link or "\0" in link:
                 raise DamagedArchive(where, f"{rel!r}: a link without a target")
             resolved = os.path.normpath(os.path.join(parent, link))
-            if os.path.isabs(link) or not (resolved == root or
-                                           resolved.startswith(root + os.sep)):
+            if not outward_links and (os.path.isabs(link) or not (
+                    resolved == root or resolved.startswith(root + os.sep))):
                 raise DamagedArchive(where, f"{rel!r}: a link pointing out of the "
                                             f"workspace ({link!r})")
             os.symlink(link, target)

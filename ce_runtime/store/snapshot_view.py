@@ -65,8 +65,10 @@ class SnapshotView:
 
     __slots__ = ("_root",)
 
-    def __init__(self, manifest: Any, objects: str):
-        self._root = _build(manifest, objects)
+    def __init__(self, manifest: Any, objects: str, outward_links: bool = False):
+        """`outward_links`: as `restore_workspace`'s (a path through such a link is
+        NeedsWorkspace: the answer depends on the disk outside)."""
+        self._root = _build(manifest, objects, outward_links)
 
     # -- what the host asks ------------------------------------------------------------------
     def lexists(self, rel: str) -> bool:
@@ -226,6 +228,8 @@ def _walk(stack: list[dict], parts: list[str], follow_last: bool,
             if hops[0] > _MAX_LINKS:
                 raise _Missing(errno.ELOOP)  # a loop, or too long a chain
             target = child.target
+            if target.startswith("/"):
+                raise NeedsWorkspace(target)  # out of the workspace: the disk decides
             stack, child = _walk(stack, _parts(target), True, hops)
             if target.endswith("/") and not isinstance(child, dict):
                 raise _Missing(errno.ENOTDIR)
@@ -271,13 +275,15 @@ def _realpath(root: dict, path: list[str], rest: str, seen: dict, depth: int) ->
                 raise NeedsWorkspace(rest)  # a loop: resolve() names the temp dir
             path = seen[key]
             continue
+        if node.target.startswith("/"):
+            raise NeedsWorkspace(rest)  # out of the workspace: the disk decides
         seen[key] = None
         path = _realpath(root, path, node.target, seen, depth + 1)
         seen[key] = path
     return path
 
 
-def _build(manifest: Any, objects: str) -> dict:
+def _build(manifest: Any, objects: str, outward_links: bool = False) -> dict:
     """The tree, checked exactly as `restore_workspace` checks (same order, same
     messages): names, entries, parents, duplicates, links, digests, objects, modes."""
     where = "workspace.json"
@@ -307,8 +313,8 @@ def _build(manifest: Any, objects: str) -> dict:
                 raise DamagedArchive(where, f"{rel!r}: a link without a target")
             base = "/".join([_ROOT, *parts[:-1]])
             resolved = os.path.normpath(os.path.join(base, link))
-            if os.path.isabs(link) or not (resolved == _ROOT or
-                                           resolved.startswith(_ROOT + "/")):
+            if not outward_links and (os.path.isabs(link) or not (
+                    resolved == _ROOT or resolved.startswith(_ROOT + "/"))):
                 raise DamagedArchive(where, f"{rel!r}: a link pointing out of the "
                                             f"workspace ({link!r})")
             parent[name] = _Link(link)
