@@ -277,17 +277,10 @@ def _archived_grading(run_dir: str, plan_hash: str, today: bool
 
 
 def _strict_trace(path: str, data: bytes) -> Any:
-    """`load_trace` of bytes read already (when verified): every byte a whole, decodable
-    frame, or TraceDamaged, worded as load_trace words it."""
-    from ce_runtime.trace.events import TraceDamaged, decode_frames
+    """`load_trace` of bytes read already (when verified)."""
+    from ce_runtime.trace.events import decode_frames, strict_frames
 
-    result = decode_frames(data)
-    if result.truncated:
-        raise TraceDamaged(path, result.bytes_read, f"truncated frame ({result.ignored_bytes} "
-                                                    "byte(s) after the last whole frame)")
-    if result.corrupt_at is not None:
-        raise TraceDamaged(path, result.corrupt_at, "undecodable frame")
-    return result
+    return strict_frames(path, decode_frames(data))
 
 
 def criterion_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:

@@ -220,7 +220,12 @@ def read_trace(path: str) -> TraceReadResult:
 
 def load_trace(path: str) -> TraceReadResult:
     """Strict: every byte of the trace is a whole, decodable frame, or TraceDamaged."""
-    result = read_trace(path)
+    return strict_frames(path, read_trace(path))
+
+
+def strict_frames(path: str, result: TraceReadResult) -> TraceReadResult:
+    """`result` (of the trace at `path`) when every byte was a whole, decodable frame;
+    else TraceDamaged."""
     if result.truncated:
         raise TraceDamaged(path, result.bytes_read, f"truncated frame ({result.ignored_bytes} "
                                                     "byte(s) after the last whole frame)")

@@ -148,8 +148,11 @@ def _by_scan(root: int) -> dict[int, tuple[int, str]]:
     return out
 
 
-class Shim:
-    def __init__(self, ctl_path: str):
+class _Server:
+    """A unix-socket listener and a SIGCHLD wake-up pipe on one selector: what the init
+    and the zygote both serve from."""
+
+    def __init__(self, ctl_path: str, on_sigterm) -> None:
         self.me = os.getpid()
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -157,13 +160,37 @@ class Shim:
         self.listener.listen(128)
         self.listener.setblocking(False)
         self.sel.register(self.listener, selectors.EVENT_READ, "accept")
-        self.wake_r, wake_w = os.pipe()
+        self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
-        os.set_blocking(wake_w, False)
-        signal.set_wakeup_fd(wake_w)
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGTERM, lambda *_: self._exit())
+        signal.signal(signal.SIGTERM, lambda *_: on_sigterm())
         self.sel.register(self.wake_r, selectors.EVENT_READ, "reap")
+
+    def _accepted(self) -> list[socket.socket]:
+        """Every connection waiting, non-blocking and registered."""
+        out = []
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except BlockingIOError:
+                return out
+            conn.setblocking(False)
+            self.sel.register(conn, selectors.EVENT_READ, "conn")
+            out.append(conn)
+
+    def _drain_wakeup(self) -> None:
+        try:
+            while os.read(self.wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+
+class Shim(_Server):
+    def __init__(self, ctl_path: str):
+        super().__init__(ctl_path, lambda: self._exit())
         self.buffers: dict[socket.socket, bytearray] = {}
         self.fds: dict[socket.socket, list[int]] = {}
         self.commands: dict[int, socket.socket] = {}  # pid -> its connection
@@ -188,22 +215,9 @@ class Shim:
             self._reap()
 
     def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except BlockingIOError:
-                return
-            conn.setblocking(False)
+        for conn in self._accepted():
             self.buffers[conn] = bytearray()
             self.fds[conn] = []
-            self.sel.register(conn, selectors.EVENT_READ, "conn")
-
-    def _drain_wakeup(self) -> None:
-        try:
-            while os.read(self.wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
 
     def _readable(self, conn: socket.socket) -> None:
         try:
@@ -343,24 +357,11 @@ class Shim:
 
 
 
-class Zygote:
+class Zygote(_Server):
     """Forks the trials' inits (see the module's docstring)."""
 
     def __init__(self, ctl_path: str):
-        self.me = os.getpid()
-        self.sel = selectors.DefaultSelector()
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        _in_dir_of(ctl_path, self.listener.bind)
-        self.listener.listen(128)
-        self.listener.setblocking(False)
-        self.sel.register(self.listener, selectors.EVENT_READ, "accept")
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_r, False)
-        os.set_blocking(self.wake_w, False)
-        signal.set_wakeup_fd(self.wake_w)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # its inits hear it too
-        self.sel.register(self.wake_r, selectors.EVENT_READ, "reap")
+        super().__init__(ctl_path, lambda: os._exit(0))  # its inits hear it too
         self.pending: dict[socket.socket, tuple[bytearray, list[int]]] = {}
         self.inits: dict[int, socket.socket] = {}  # pid -> the connection that asked
 
@@ -372,22 +373,14 @@ class Zygote:
                 if key.data == "accept":
                     self._accept()
                 elif key.data == "reap":
-                    with contextlib.suppress(BlockingIOError):
-                        while os.read(self.wake_r, 4096):
-                            pass
+                    self._drain_wakeup()
                 else:
                     self._readable(key.fileobj)
             self._reap()
 
     def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except BlockingIOError:
-                return
-            conn.setblocking(False)
+        for conn in self._accepted():
             self.pending[conn] = (bytearray(), [])
-            self.sel.register(conn, selectors.EVENT_READ, "conn")
 
     def _readable(self, conn: socket.socket) -> None:
         try:
