@@ -79,6 +79,8 @@ _EXPORTS: dict[str, str] = {
     "ToolCallView": "ce_lang.lang.values",
     "TraceView": "ce_lang.lang.values",
     "unwrap_shell": "ce_lang.lang.values",
+    "normalize_shell": "ce_lang.lang.values",
+    "index_value": "ce_lang.lang.evaluate",
 }
 _MODULES = {"ast", "argv_match", "compile_cache"}  # exported as the module itself
 

@@ -82,14 +82,7 @@ class Evaluator:
                 raise CriterionError(f"`.{node.name}` of null")
             return getattr(obj, node.name)
         if isinstance(node, A.Index):
-            obj = self.eval(node.obj, env)
-            idx = self.eval(node.index, env)
-            try:
-                if isinstance(obj, dict):
-                    return obj.get(idx)
-                return obj[idx]
-            except (IndexError, TypeError, KeyError) as exc:
-                raise CriterionError(f"index {idx!r} out of range") from exc
+            return index_value(self.eval(node.obj, env), self.eval(node.index, env))
         if isinstance(node, A.Unary):
             v = self.eval(node.operand, env)
             return (not v) if node.op == "not" else -v
@@ -183,3 +176,13 @@ def _eq(a: Any, b: Any) -> bool:
     if isinstance(a, bool) != isinstance(b, bool):
         return False
     return a == b
+
+
+def index_value(obj: Any, idx: Any) -> Any:
+    """`obj[idx]`: null for a key a mapping lacks, a criterion error out of range."""
+    try:
+        if isinstance(obj, dict):
+            return obj.get(idx)
+        return obj[idx]
+    except (IndexError, TypeError, KeyError) as exc:
+        raise CriterionError(f"index {idx!r} out of range") from exc

@@ -15,11 +15,18 @@ when the raw command does not match already.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ce_lang.api import CriterionError, Link, Regex, ToolCallView, unwrap_shell
+from ce_lang.api import (
+    CriterionError,
+    Link,
+    Regex,
+    ToolCallView,
+    index_value,
+    normalize_shell,
+    unwrap_shell,
+)
 from ce_lang.api import ast as A
 
 COMPREHENSIONS = ("count", "exists", "all", "filter", "map")
@@ -290,12 +297,7 @@ def _texts(call: ToolCallView) -> list[str]:
     return forms
 
 
-def _normalized(command: str) -> str:
-    """values.normalize_shell: the words with shell quoting removed."""
-    try:
-        return " ".join(shlex.split(command))
-    except ValueError:
-        return command
+_normalized = normalize_shell
 
 
 def _closure(s: _State, env: dict[str, Any], param: str, body: Fn) -> Callable[[Any], Any]:
@@ -376,14 +378,7 @@ def _member(obj_fn: Fn, name: str) -> Fn:
 
 def _index(obj_fn: Fn, idx_fn: Fn) -> Fn:
     def index(s: _State, env: dict[str, Any]) -> Any:
-        obj = obj_fn(s, env)
-        idx = idx_fn(s, env)
-        try:
-            if isinstance(obj, dict):
-                return obj.get(idx)
-            return obj[idx]
-        except (IndexError, TypeError, KeyError) as exc:
-            raise CriterionError(f"index {idx!r} out of range") from exc
+        return index_value(obj_fn(s, env), idx_fn(s, env))
 
     return index
 
