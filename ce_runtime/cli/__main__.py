@@ -1,5 +1,5 @@
 """`python -m ce_runtime.cli ...` runs the `ce` command."""
 
-from ce_runtime.cli import main
+from ce_runtime.cli import entry
 
-main()
+entry()
