@@ -2,11 +2,14 @@
 
     .venv/bin/python bench/versus_reference.py [--reference BIN] [--reference-tasks DIR]
                                                [--repeat 5] [--tasks 40] [--run-tasks 8]
+                                               [--out bench/.data]
 
 The reference installs beside ce (see ../shared/SEMANTICS.md: Python >= 3.13,
 `pip install coder-eval==0.12.16 typer==0.28.0`; its task files come with its source
-distribution). Two measurements, each a median of `--repeat` fresh processes, ce and the
-reference interleaved so a busy machine hurts both alike:
+distribution). .ci/run installs both under /tmp/ce_ref and exports CE_REFERENCE_BIN and
+CE_REFERENCE_TASKS, the defaults of --reference and --reference-tasks. Two measurements,
+each a median of `--repeat` fresh processes, ce and the reference interleaved so a busy
+machine hurts both alike:
 
 1. **compile**: `ce compile SUITE...` against `coder-eval plan SUITE...` on the
    reference's own example tasks that both accept (the first `--tasks`, sorted by path;
@@ -18,7 +21,8 @@ reference interleaved so a busy machine hurts both alike:
    file criteria: the reference's own agentless smoke test, renamed), each into a fresh
    run directory.
 
-Prints wall times and ratios (reference / ce), and writes bench/.data/versus.json.
+Prints wall times and ratios (reference / ce), and writes OUT/versus.json (OUT: --out,
+bench/.data by default; the .pyc files of both tools go to OUT/pycache).
 Goals of issue 14: >= 10x on both.
 """
 
@@ -58,10 +62,13 @@ success_criteria:
 """
 
 
+PYCACHE = os.path.join(DATA, "pycache")  # under --out once main() has parsed it
+
+
 def env() -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out.update(TELEMETRY_ENABLED="false", CE_PLAIN="1", NO_COLOR="1",
-               PYTHONPYCACHEPREFIX=os.path.join(DATA, "pycache"))
+               PYTHONPYCACHEPREFIX=PYCACHE)
     return out
 
 
@@ -131,17 +138,23 @@ def median_compile(cold: list[str], warm: list[str], ref: list[str], cwd: str,
 
 
 def main() -> None:
+    global PYCACHE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reference", default=os.environ.get("CE_REFERENCE_BIN",
                                                           "/tmp/ref313/bin/coder-eval"))
-    ap.add_argument("--reference-tasks", default="/tmp/ce_ref/coder_eval-0.12.16/tasks")
+    ap.add_argument("--reference-tasks", default=os.environ.get(
+        "CE_REFERENCE_TASKS", "/tmp/ce_ref/coder_eval-0.12.16/tasks"))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--tasks", type=int, default=40)
     ap.add_argument("--run-tasks", type=int, default=8)
+    ap.add_argument("--out", default=DATA, help="where versus.json (and the .pyc files) go")
     args = ap.parse_args()
     if not os.access(args.reference, os.X_OK):
         sys.exit(f"no reference at {args.reference} (see the docstring to install it)")
-    os.makedirs(DATA, exist_ok=True)
+    if not os.path.isdir(args.reference_tasks):
+        sys.exit(f"no reference tasks at {args.reference_tasks} (its sdist's tasks/)")
+    os.makedirs(args.out, exist_ok=True)
+    PYCACHE = os.path.join(args.out, "pycache")
     rev = git_rev()
     with tempfile.TemporaryDirectory(prefix="ce-versus-") as work:
         suite = choose_suite(args.reference, args.reference_tasks, args.tasks, work)
@@ -171,7 +184,7 @@ def main() -> None:
     for name, (n, c, r) in rows.items():
         print(f"    {name:<12} {n:>5} {c:>8.3f} {r:>12.3f} {r / c:>6.1f}x  >= 10x")
     print("    compile suite: " + ", ".join(suite))
-    with open(os.path.join(DATA, "versus.json"), "w") as fh:
+    with open(os.path.join(args.out, "versus.json"), "w") as fh:
         json.dump({"git": rev, "suite": suite, "repeat": args.repeat,
                    "load": load[0], "results": {k: {"tasks": n, "ce_s": c, "reference_s": r,
                                                    "ratio": r / c}
