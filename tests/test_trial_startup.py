@@ -19,7 +19,7 @@ import pytest
 from ce_runtime.execute.sandbox import shim
 from ce_runtime.execute.sandbox.base import SandboxSpec
 from ce_runtime.execute.sandbox.tempdir import TempdirSandbox, close_warm_inits, zygote
-from ce_runtime.execute.sandbox.venvs import forget_templates
+from ce_runtime.execute.sandbox.venvs import clone_venv, forget_templates, machine_cache_dir
 from ce_runtime.execute.sandbox.workspace import prepare_workspace
 from tests.processes import process_stats
 
@@ -156,6 +156,53 @@ def test_trial_venvs_are_private_copies_of_one_template(tmp_path, venv_plan):
     assert "relocatable" in (c / ".venv/pyvenv.cfg").read_text()  # the template is intact
 
 
+def test_an_empty_venv_template_is_the_machines_and_outlives_the_process(tmp_path,
+                                                                        monkeypatch,
+                                                                        venv_plan):
+    """Installing nothing, the template is kept per machine: a later process (here: the
+    process's templates forgotten) copies it without running uv again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    forget_templates()
+    first = prepare_workspace(venv_plan, str(tmp_path), str(tmp_path / "a"))
+    assert first.ok, first
+    kept = os.listdir(machine_cache_dir())
+    assert len(kept) == 1 and not kept[0].startswith(".building-")
+    template = Path(machine_cache_dir(), kept[0], "venv")
+    stamp = os.stat(template / "pyvenv.cfg").st_mtime_ns
+    forget_templates()
+    second = prepare_workspace(venv_plan, str(tmp_path), str(tmp_path / "b"))
+    assert second.ok and second.log == first.log
+    assert os.listdir(machine_cache_dir()) == kept  # not built again
+    assert os.stat(template / "pyvenv.cfg").st_mtime_ns == stamp
+    copy = tmp_path / "b/.venv"
+    assert os.stat(copy / "pyvenv.cfg").st_ino != os.stat(template / "pyvenv.cfg").st_ino
+    out = subprocess.run([str(copy / "bin/python"), "-c", "import sys; print(sys.prefix)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert os.path.realpath(out) == os.path.realpath(copy)
+
+
+def test_a_machine_template_others_could_have_written_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    built: list[str] = []
+
+    def build(path: str, log: list[str]) -> None:
+        os.makedirs(os.path.join(path, "bin"))
+        Path(path, "pyvenv.cfg").write_text(f"build {len(built)}\n")
+        built.append(path)
+        log.append(f"built {len(built)}")
+
+    machine = (sys.executable,)
+    assert clone_venv(("k",), str(tmp_path / "a"), build, str(tmp_path), machine) == ["built 1"]
+    assert clone_venv(("k",), str(tmp_path / "b"), build, str(tmp_path), machine) == ["built 1"]
+    (entry,) = os.listdir(machine_cache_dir())
+    os.chmod(os.path.join(machine_cache_dir(), entry), 0o777)  # group/world-writable
+    forget_templates()
+    assert clone_venv(("k",), str(tmp_path / "c"), build, str(tmp_path), machine) == ["built 2"]
+    assert (tmp_path / "c/pyvenv.cfg").read_text() == "build 1\n"
+    assert clone_venv(("k2",), str(tmp_path / "d"), build, str(tmp_path), machine) == ["built 3"]
+    forget_templates()
+
+
 def test_the_trash_deletes_everything_put_in_it_by_close(tmp_path):
     from ce_runtime.execute.trash import Trash
 
@@ -176,17 +223,26 @@ def test_the_trash_deletes_everything_put_in_it_by_close(tmp_path):
     assert not (tmp_path / "later").exists()
 
 
-def test_a_runs_venv_templates_live_in_its_scratch_root(tmp_path, venv_plan):
+def test_a_runs_venv_templates_live_in_its_scratch_root(tmp_path):
+    """A venv with packages (here: a build that stands for `uv venv` + `uv pip install`)
+    is templated per run, in the run's scratch root: the next run resolves again."""
+    builds: list[str] = []
+
+    def build(path: str, log: list[str]) -> None:
+        os.makedirs(os.path.join(path, "bin"))
+        builds.append(path)
+
     root = tmp_path / "run-scratch"
     root.mkdir()
+    key = ("uv", sys.executable, ("requests",), None)
     for ws in ("a", "b"):
-        assert prepare_workspace(venv_plan, str(tmp_path), str(tmp_path / ws),
-                                 venv_templates=str(root)).ok
+        clone_venv(key, str(tmp_path / ws / ".venv"), build, str(root))
     assert [p.name[:8] for p in root.iterdir()] == ["ce-venv-"]  # built once, kept there
+    assert len(builds) == 1
     import shutil
 
     shutil.rmtree(root)  # the run ended: the next run builds its own
     root.mkdir()
-    assert prepare_workspace(venv_plan, str(tmp_path), str(tmp_path / "c"),
-                             venv_templates=str(root)).ok
-    assert len(list(root.iterdir())) == 1 and (tmp_path / "c/.venv/bin/python").exists()
+    clone_venv(key, str(tmp_path / "c" / ".venv"), build, str(root))
+    assert len(list(root.iterdir())) == 1 and (tmp_path / "c/.venv/bin").is_dir()
+    assert len(builds) == 2

@@ -373,9 +373,10 @@ def _python_env(root: str, packages: list[str], uv_cache: str | None,
         _remove(venv)  # a template's .venv: the sandbox builds its own
         log.append("python: replaced an existing .venv")
     key = (_uv_bin(), os.path.realpath(sys.executable), tuple(packages), uv_cache)
+    machine = () if packages else (_uv_bin(), sys.executable)  # installs nothing
     log.extend(clone_venv(key, venv, lambda path, out: _build_venv(path, packages,
                                                                     uv_cache, root, out),
-                          templates))
+                          templates, machine))
 
 
 def _build_venv(venv: str, packages: list[str], uv_cache: str | None, cwd: str,
