@@ -54,12 +54,60 @@ def record_digest(record: dict[str, Any]) -> str:
                                      ensure_ascii=False).encode()).hexdigest()
 
 
-def _decoded_record_digest(record: dict[str, Any]) -> str:
+def _decoded_record_digest(record: dict[str, Any], strict: bool = False) -> str:
     """`record_digest` of a record just decoded from JSON: already plain JSON values,
-    so the round trip that normalizes a built record is skipped."""
+    so the round trip that normalizes a built record is skipped. `strict`: msgspec
+    decoded it (no NaN, no Infinity)."""
     body = {k: v for k, v in record.items() if k != "record_sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"),
-                                     ensure_ascii=False).encode()).hexdigest()
+    data = sorted_json(body, decoded=strict)
+    if data is None:
+        data = json.dumps(body, sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+class _NotPython(Exception):
+    """A float msgspec spells otherwise than Python's repr."""
+
+
+def _python_float(text: str) -> float:
+    # msgspec and repr() differ exactly where msgspec writes an exponent or a number
+    # below 1e-4 positionally (`0.00001`, repr: `1e-05`): checked over every exponent
+    # and 10^5 random doubles when this was written (tests/test_staged_run.py)
+    if "e" in text or text.startswith(("0.0000", "-0.0000")):
+        raise _NotPython(text)
+    return float(text)
+
+
+_SORTED = msgspec.json.Encoder(order="sorted")
+_CHECKED = msgspec.json.Decoder(float_hook=_python_float)
+_PLAIN = msgspec.json.Decoder()
+
+
+def sorted_json(value: Any, decoded: bool = False) -> bytes | None:
+    """`json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`
+    as UTF-8, made by msgspec (several times faster), or None when msgspec's bytes might
+    differ: every float must be spelled as Python spells it (`_python_float`), and the
+    bytes must decode to `value` again (NaN and Infinity, which msgspec writes as null,
+    tuples, non-string keys, values json cannot encode: all None, and the caller uses
+    json). `decoded`: `value` is what msgspec decoded from JSON (plain JSON values)."""
+    try:
+        data = _SORTED.encode(value)
+        back = _CHECKED.decode(data)  # _NotPython: a float spelled otherwise
+        if decoded or back == value:
+            return data
+    except Exception:  # anything msgspec refuses or spells otherwise: json decides
+        pass
+    return None
+
+
+def ascii_sorted_json(value: Any) -> bytes | None:
+    """`sorted_json`, only when it is also `json.dumps`'s default ASCII form (no
+    character json would escape as \\uXXXX: none above 0x7e)."""
+    data = sorted_json(value)
+    if data is None or not data.isascii() or b"\x7f" in data:
+        return None
+    return data
 
 
 def _store(objects: str, data: bytes) -> str:
@@ -299,12 +347,19 @@ def load_json(path: str) -> Any:
 def load_archived_json(path: str, data: bytes | None = None) -> dict[str, Any]:
     """A JSON object from the archive, or DamagedArchive (never a traceback). `data`:
     the file's bytes, when the caller read them already."""
+    return _archived_json(path, data)[0]
+
+
+def _archived_json(path: str, data: bytes | None = None) -> tuple[dict[str, Any], bool]:
+    """`load_archived_json`, and whether msgspec decoded it (strict JSON: no NaN)."""
+    strict = True
     try:
         if data is None:
             data = read_bytes(path)
         try:  # msgspec is strict JSON: what it refuses, json says why (or accepts: NaN)
-            value = msgspec.json.decode(data)
+            value = _PLAIN.decode(data)
         except msgspec.DecodeError:
+            strict = False
             value = json.loads(data.decode("utf-8"))
     except OSError as exc:
         raise DamagedArchive(path, f"unreadable ({exc.strerror or exc})") from None
@@ -312,16 +367,16 @@ def load_archived_json(path: str, data: bytes | None = None) -> dict[str, Any]:
         raise DamagedArchive(path, f"not valid JSON ({exc})") from None
     if not isinstance(value, dict):
         raise DamagedArchive(path, "not a JSON object")
-    return value
+    return value, strict
 
 
 def load_task_record(trial_dir: str) -> dict[str, Any]:
     """A trial's task.json, checked: its own digest (when recorded) and the fields that
     name other files (plan_hash)."""
     path = os.path.join(trial_dir, "task.json")
-    task = load_archived_json(path)
+    task, strict = _archived_json(path)
     want = task.get("record_sha256")
-    if want is not None and want != _decoded_record_digest(task):
+    if want is not None and want != _decoded_record_digest(task, strict):
         raise DamagedArchive(path, "the record does not match its own recorded digest "
                                    "(record_sha256): it was changed after the trial")
     if not isinstance(task.get("plan_hash"), str) or not HEX64.fullmatch(task["plan_hash"]):

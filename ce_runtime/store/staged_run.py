@@ -24,14 +24,17 @@ from typing import Any
 
 import msgspec
 
-from ce_runtime.store.archive import DIGEST_KEYS, file_sha256
+from ce_runtime.store.archive import DIGEST_KEYS, ascii_sorted_json, file_sha256
 from ce_runtime.store.atomic import FILE_MODE, write_bytes_atomic
 
 
 def json_bytes(value: Any) -> bytes:
     """`json.dumps(value, indent=2, sort_keys=True) + "\\n"`, byte for byte, at C speed:
-    the compact form reformatted (NaN and Infinity, which msgspec refuses to format,
-    take the slow path)."""
+    the compact form (msgspec's when it is json's: `ascii_sorted_json`) reformatted
+    (NaN and Infinity, which msgspec refuses to format, take the slow path)."""
+    fast = ascii_sorted_json(value)
+    if fast is not None:
+        return msgspec.json.format(fast, indent=2) + b"\n"
     compact = json.dumps(value, separators=(",", ":"), sort_keys=True)
     try:
         return msgspec.json.format(compact.encode(), indent=2) + b"\n"
@@ -50,6 +53,9 @@ def signed_record(task: dict[str, Any], trace_sha256: str | None,
     if trace_sha256 is not None:
         body["trace_sha256"] = trace_sha256
     body["workspace_sha256"] = workspace_sha256
+    fast = _signed_fast(body)
+    if fast is not None:
+        return fast
     before = _compact({k: v for k, v in body.items() if k < "record_sha256"})
     after = _compact({k: v for k, v in body.items() if k > "record_sha256"})
     compact = _joined(before, after)  # == json.dumps(body, sort_keys=True, compact)
@@ -63,6 +69,28 @@ def signed_record(task: dict[str, Any], trace_sha256: str | None,
     except msgspec.DecodeError:  # NaN or Infinity: json's own indented form
         return (json.dumps({**body, "record_sha256": digest}, indent=2, sort_keys=True)
                 + "\n").encode()
+
+
+def _signed_fast(body: dict[str, Any]) -> bytes | None:
+    """`signed_record`'s bytes from msgspec's encoding (`ascii_sorted_json`: where it is
+    exactly json's ASCII form, which then is the canonical UTF-8 form too), or None."""
+    before = ascii_sorted_json({k: v for k, v in body.items() if k < "record_sha256"})
+    after = ascii_sorted_json({k: v for k, v in body.items() if k > "record_sha256"})
+    if before is None or after is None:
+        return None
+    digest = hashlib.sha256(_joined_bytes(before, after)).hexdigest()
+    signed = _joined_bytes(_joined_bytes(before, b'{"record_sha256":"%s"}' % digest.encode()),
+                           after)
+    return msgspec.json.format(signed, indent=2) + b"\n"
+
+
+def _joined_bytes(left: bytes, right: bytes) -> bytes:
+    """`_joined` of encoded objects."""
+    if left == b"{}":
+        return right
+    if right == b"{}":
+        return left
+    return left[:-1] + b"," + right[1:]
 
 
 def _compact(value: dict[str, Any]) -> str:

@@ -1,0 +1,138 @@
+"""The staged run's files are json's bytes, however they are made.
+
+task.json and evidence.json are written byte for byte as `write_trial_files` writes them
+(`json.dumps`, sorted keys, indented). ce makes them with msgspec where msgspec's bytes
+are provably json's (`sorted_json`), and with json elsewhere: these tests hold both
+paths to json's output, and show that the fast path is the one ordinary records take.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import struct
+
+import pytest
+
+from ce_runtime.store import archive as A
+from ce_runtime.store.staged_run import StagedRun, json_bytes, signed_record
+
+
+def _json(value, ascii_only=False) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=ascii_only).encode()
+
+
+def _floats():
+    rng = random.Random(14)
+    for e in range(-323, 308):
+        for _ in range(4):
+            yield rng.random() * 10.0 ** e
+            yield -float(rng.randint(0, 10 ** rng.randint(0, 17))) * 10.0 ** e
+    for _ in range(5_000):  # scores, durations, costs
+        yield round(rng.uniform(-1000, 1000), rng.randint(0, 12))
+    for _ in range(20_000):
+        v = struct.unpack("d", rng.randbytes(8))[0]
+        if math.isfinite(v):
+            yield v
+    for k in range(1075):
+        yield 2.0 ** -k
+        if k < 1024:
+            yield 2.0 ** k
+    yield from (0.0, -0.0, 1e-4, 1e-5, 9.999e-5, 1e15, 1e16, 9999999999999998.0, 0.1)
+
+
+def test_every_float_msgspec_writes_is_written_as_json_writes_it():
+    """What `sorted_json` accepts is json's spelling; what it refuses goes to json.
+    Both happen: most floats are fast, exponents and tiny ones are not."""
+    fast = slow = 0
+    for v in _floats():
+        got = A.sorted_json({"x": [v]})
+        if got is None:
+            slow += 1
+        else:
+            fast += 1
+            assert got == _json({"x": [v]}), v
+    assert fast > 5_000 and slow > 10_000
+
+
+@pytest.mark.parametrize("value", [
+    {"a": float("nan")}, {"a": [float("inf")]}, {"a": -float("inf")},  # msgspec: null
+    {"a": (1, 2)}, {1: "int key"}, {"a": b"bytes"}, {"a": {1, 2}},  # not JSON values
+    {"a": 1e-05}, {"a": 1e16}, {"a": 1.5e300},  # floats spelled otherwise
+])
+def test_what_msgspec_would_write_otherwise_is_left_to_json(value):
+    assert A.sorted_json(value) is None
+    assert A.ascii_sorted_json(value) is None
+
+
+@pytest.mark.parametrize("value", [
+    {"b": 1, "a": [True, False, None, 0.5, -3, 2 ** 70, ""]},
+    {"quote": 'say "hi"\\n', "ctl": "\x00\x1f\t\n\r\x08\x0c", "slash": "a/b"},
+    {"é": "ü", "\uffff": "\U00010000", "\ue000": 1, "z": "\u2028\x7f"},  # non-ASCII keys
+    {"nested": {"z": {"y": [{"b": 1.25, "a": None}]}, "a": {}}, "list": []},
+])
+def test_plain_json_values_are_json_bytes(value):
+    assert A.sorted_json(value) == _json(value)
+    ascii_form = A.ascii_sorted_json(value)
+    if ascii_form is not None:
+        assert ascii_form == _json(value, ascii_only=True)
+    assert json_bytes(value) == (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _record(**extra):
+    rec = {"schema_version": 1, "trial_id": "default/t/00", "task_id": "t", "status":
+           "SUCCESS", "weighted_score": 0.9, "duration_s": 1.207, "error": None,
+           "plan_hash": "cd" * 32,
+           "usage": {"input_tokens": 10, "output_tokens": 3, "cost_usd": 0.0},
+           "criteria": [{"id": "c1", "type": "file_exists", "score": 1.0, "weight": 1.0,
+                         "outputs": {"observed": "yes"}, "passed": True}],
+           "previous": {"status": "SUCCESS", "weighted_score": 0.9, "plan_hash": "ab" * 32}}
+    rec.update(extra)
+    return rec
+
+
+@pytest.mark.parametrize("extra", [
+    {}, {"description": "naïve — ünïcode"}, {"duration_s": 1e-07},
+    {"weighted_score": float("nan")}, {"notes": ["escaped \\u0041 and \"quotes\""]},
+    {"tags": ("a", "b")}, {"error": "\x7f"},
+])
+def test_task_json_is_the_archives_bytes(tmp_path, extra):
+    """`signed_record` (msgspec where it can, json elsewhere) writes what
+    `write_trial_files` writes, digests included; the archive reads it back verified."""
+    task = _record(**extra)
+    ref = tmp_path / "ref"
+    A.write_trial_files(str(ref), task, {"version": 1, "files": {}})
+    ws_digest = A.file_sha256(str(ref / "workspace.json"))
+    assert signed_record(task, None, ws_digest) == (ref / "task.json").read_bytes()
+    # the digest the reader checks, on the fast path and off it
+    loaded = A.load_task_record(str(ref))
+    assert loaded["record_sha256"] == A.record_digest(loaded)
+
+
+def test_the_fast_paths_are_the_ones_ordinary_records_take():
+    """Not a speed test: the msgspec path is taken (a regression to json everywhere
+    would pass every byte test above)."""
+    body = _record()
+    assert A.sorted_json(body) is not None
+    assert A.ascii_sorted_json(body) is not None
+    assert A.sorted_json(body, decoded=True) is not None
+
+
+def test_a_staged_trial_is_signed_as_written(tmp_path):
+    """StagedRun.trial: task.json as write_trial_files lays it out, evidence.json as json
+    writes it, the trace and manifest linked."""
+    src = tmp_path / "src"
+    task = _record()
+    evidence = {"schema_version": 1, "criteria": {"c1": [{"ran": "cat x", "exit": 0}]}}
+    A.write_trial_files(str(src), task, {"version": 1, "files": {}}, evidence)
+    staged = StagedRun(str(tmp_path / "out"))
+    with staged:
+        staged.trial("default/t/00", str(src), task, evidence, False, None, None)
+        staged.commit()
+    out = tmp_path / "out" / "default" / "t" / "00"
+    for name in ("task.json", "evidence.json", "workspace.json"):
+        assert (out / name).read_bytes() == (src / name).read_bytes(), name
+    assert os.stat(out / "workspace.json").st_ino == os.stat(src / "workspace.json").st_ino
