@@ -279,15 +279,15 @@ def test_judge_rationale_in_the_trial_detail(tmp_path):
 
 def test_a_bug_in_the_html_costs_ce_run_only_the_page(tmp_path, monkeypatch, capsys):
     """ce run writes report.html last; a bug there is a warning, not the run's exit 3."""
-    import ce_runtime.cli.report as cli_report
-    from ce_runtime.cli import run as cli_run
+    import ce_runtime.report.render as cli_report
+    from ce_runtime.report import run_end
 
     def broken(run, fmt):
         raise ValueError("boom")
 
     monkeypatch.setattr(cli_report, "render", broken)
     monkeypatch.delenv("CE_DEBUG", raising=False)
-    cli_run._write_html(str(tmp_path))
+    run_end.write_html(str(tmp_path))
     err = capsys.readouterr().err
     assert "report.html not written: a bug in ce (ValueError: boom)" in err
     assert not (tmp_path / "report.html").exists()

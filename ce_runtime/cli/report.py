@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import click
 
-FORMATS = ("md", "json", "junit", "html")
+from ce_runtime.report.render import FORMATS, render
 
 
 @click.command("report")
@@ -60,26 +59,3 @@ def report_cmd(run, fmt, output):
         click.echo(f"report: {output}", err=True)
     else:
         click.echo(text, nl=False)
-
-
-def render(run: str, fmt: str) -> str:
-    """The report of the run directory `run` in format `fmt` (see FORMATS)."""
-    from ce_runtime import report
-    from ce_runtime.report.rundir import load_run
-
-    data = load_run(run)
-    gates = report.suite_metrics(data.records)
-    summary = report.summary(data.records, gates, data.run_id, data.run_json.get("args"))
-    for key in ("status", "trials_planned", "lost_trials"):
-        if key in data.run_json:
-            summary[key] = data.run_json[key]
-    if fmt == "md":
-        return report.render_markdown(summary, data.records, gates)
-    if fmt == "json":
-        return json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
-    if fmt == "junit":
-        return report.render_junit(data.records, gates)
-    from ce_runtime.report.html import page_data
-    from ce_runtime.report.html_page import render_html
-
-    return render_html(page_data(data, summary, gates))

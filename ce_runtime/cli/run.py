@@ -133,6 +133,23 @@ def run_cmd(**params):
 def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
          allow_paths, tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
          judge_replies, executor=None, ray_address=None, quiet=False, run_dir=None):
+    from ce_runtime.report.worker import ReportWorker
+
+    worker = ReportWorker.start()  # imports Polars on another CPU meanwhile
+    try:
+        _run_with(state, worker, paths, experiment, overrides, agent_type, model, driver,
+                  jobs, repeats, sample, allow_paths, tags, exclude_tags, runs_root,
+                  resume_dir, junit_xml, scripted_model, judge_replies, executor,
+                  ray_address, quiet, run_dir)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def _run_with(state, worker, paths, experiment, overrides, agent_type, model, driver, jobs,
+              repeats, sample, allow_paths, tags, exclude_tags, runs_root, resume_dir,
+              junit_xml, scripted_model, judge_replies, executor, ray_address, quiet,
+              run_dir):
     from ce_lang.api import CompileOptions, compile_paths, render_human
     from ce_runtime.cli import run_dirs
     from ce_runtime.cli import run_preflight as P
@@ -263,7 +280,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
             loopback.__exit__(None, None, None)
     records = R.collect(run_dir, trials)
     code = _finish(run_dir, run_id, config, records, len(trials), interrupted, junit_xml,
-                   progress.lost)
+                   progress.lost, worker)
     os.close(lock)  # unlocked only once everything is written
     sys.exit(1 if interrupted else code)
 
@@ -340,7 +357,6 @@ def _run_until_stopped(work) -> str | None:
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)  # kept until ce exits: the finishing writes finish
-    _preload("polars", "ce_runtime.report", "ce_runtime.report.html", "ce_runtime.cli.report")
     try:
         asyncio.run(main())
     except KeyboardInterrupt:
@@ -350,23 +366,6 @@ def _run_until_stopped(work) -> str | None:
             raise
         return received[0]
     return received[0] if received else None
-
-
-def _preload(*modules: str) -> None:
-    """Import what the run's end needs (Polars above all: 0.1-0.2 s) while the trials
-    run: they mostly wait on their processes, so the import takes no wall time there. A
-    failure here is left for the end's own import to report."""
-    import importlib
-    import threading
-
-    def load() -> None:
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception:  # imported again (and reported) at the end
-                return
-
-    threading.Thread(target=load, name="ce-preload", daemon=True).start()
 
 
 def _check_executor(name: str, ray_address: str | None) -> str:
@@ -388,33 +387,24 @@ def _uv_cache() -> str:
 
 
 def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
-            lost=()) -> int:
-    """run.json, parquet, report.md and .html, JUnit and the summary table; the exit
-    code. A lost trial (its directory deleted while it ran) is listed and makes the exit
-    1."""
-    from ce_runtime import report
+            lost=(), worker=None) -> int:
+    """run.json, parquet, report.md and .html, JUnit (by the report worker, or here
+    without one) and the summary table; the exit code. A lost trial (its directory
+    deleted while it ran) is listed and makes the exit 1."""
     from ce_runtime.cli.run_output import summary_table
-    from ce_runtime.execute.suite import write_run_json
-    from ce_runtime.store.atomic import write_bytes_atomic
 
-    gates = report.suite_metrics(records)
-    summary = report.summary(records, gates, run_id, config)
-    summary["status"] = "interrupted" if interrupted else \
-        "incomplete" if lost or len(records) < total else "complete"
-    summary["trials_planned"] = total
-    if lost:
-        summary["lost_trials"] = [{"trial_id": r["trial_id"], "error": r["error"]}
-                                  for r in lost]
-    write_run_json(run_dir, summary)
-    if records:
-        report.write_parquet(run_dir, records)
-    write_bytes_atomic(os.path.join(run_dir, "report.md"),
-                       report.render_markdown(summary, records, gates).encode())
-    if records:
-        _write_html(run_dir)
-    if junit_xml:
-        os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
-        write_bytes_atomic(junit_xml, report.render_junit(records, gates).encode())
+    lost = [dict(r) for r in lost]
+    summary = None
+    if worker is not None:
+        from ce_runtime.report.worker import Job
+
+        summary = worker.write_reports(Job(run_dir, run_id, config, records, total,
+                                           interrupted, junit_xml, lost))
+    if summary is None:
+        from ce_runtime.report.run_end import write_run_reports
+
+        summary = write_run_reports(run_dir, run_id, config, records, total, interrupted,
+                                    junit_xml, lost)
     summary_table(records)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.get("by_status", {}).items()))
     click.echo(f"{len(records)}/{total} trial(s): {counts or 'none'}; report: "
@@ -422,23 +412,3 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     for r in lost:
         click.echo(f"ce run: trial {r['trial_id']} lost: {r['error']}", err=True)
     return 1 if lost else int(summary.get("exit_code", 1))
-
-
-def _write_html(run_dir: str) -> None:
-    """report.html beside report.md, made as `ce report RUN -f html` makes it (from the
-    parquet just written). A failure is said and the run goes on: the results are all
-    written by now."""
-    from ce_runtime.cli.report import render
-    from ce_runtime.report.rundir import RunDirError
-    from ce_runtime.store.atomic import write_bytes_atomic
-
-    path = os.path.join(run_dir, "report.html")
-    try:
-        write_bytes_atomic(path, render(run_dir, "html").encode())
-    except (RunDirError, OSError) as exc:
-        click.echo(f"warning: report.html not written ({exc})", err=True)
-    except Exception as exc:  # a bug in the HTML report must not cost the run its exit
-        if os.environ.get("CE_DEBUG"):
-            raise
-        click.echo(f"warning: report.html not written: a bug in ce ({type(exc).__name__}: "
-                   f"{exc}); `ce report {run_dir} -f html` retries it", err=True)

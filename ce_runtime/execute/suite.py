@@ -27,6 +27,7 @@ from ce_runtime.execute.trial import trial_dir_of
 from ce_runtime.store.archive import load_json  # noqa: F401 - `ce run` reads run.json with it
 from ce_runtime.store.atomic import write_json_atomic
 from ce_runtime.store.record import TrialRecord
+from ce_runtime.store.run_json import write_run_json  # noqa: F401 - `ce run` writes run.json
 
 
 @attrs.frozen
@@ -221,13 +222,6 @@ def collect(run_dir: str, trials: list[Trial]) -> list[TrialRecord]:
         if rec is not None:
             out.append(rec)
     return out
-
-
-def write_run_json(run_dir: str, data: dict[str, Any]) -> None:
-    from ce_runtime.store.redact import Redactor
-
-    write_json_atomic(os.path.join(run_dir, "run.json"), Redactor.from_environ().value(data),
-                      durable=True)
 
 
 def now_iso() -> str:

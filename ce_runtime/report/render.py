@@ -1,0 +1,31 @@
+"""A run directory's report in one format, computed from its results (`ce report`, and
+report.html at the end of `ce run`)."""
+
+from __future__ import annotations
+
+import json
+
+FORMATS = ("md", "json", "junit", "html")
+
+
+def render(run: str, fmt: str) -> str:
+    """The report of the run directory `run` in format `fmt` (see FORMATS)."""
+    from ce_runtime import report
+    from ce_runtime.report.rundir import load_run
+
+    data = load_run(run)
+    gates = report.suite_metrics(data.records)
+    summary = report.summary(data.records, gates, data.run_id, data.run_json.get("args"))
+    for key in ("status", "trials_planned", "lost_trials"):
+        if key in data.run_json:
+            summary[key] = data.run_json[key]
+    if fmt == "md":
+        return report.render_markdown(summary, data.records, gates)
+    if fmt == "json":
+        return json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
+    if fmt == "junit":
+        return report.render_junit(data.records, gates)
+    from ce_runtime.report.html import page_data
+    from ce_runtime.report.html_page import render_html
+
+    return render_html(page_data(data, summary, gates))

@@ -1,0 +1,63 @@
+"""The run's end: run.json's summary, trials.parquet and results.parquet, report.md,
+report.html and JUnit, written from the trial records.
+
+`ce run` has a report worker (worker.py) do this: a process started with the run, which
+imports Polars while the trials run. Without one (it could not start, it died, or
+CE_REPORT_WORKER=0) `ce run` calls `write_run_reports` itself, so both write the same
+files the same way."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+
+def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
+                      total: int, interrupted: bool, junit_xml: str | None,
+                      lost: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every report file of the run; run.json's summary (what `ce run` prints from)."""
+    from ce_runtime import report
+    from ce_runtime.store.atomic import write_bytes_atomic
+    from ce_runtime.store.run_json import write_run_json
+
+    gates = report.suite_metrics(records)
+    summary = report.summary(records, gates, run_id, config)
+    summary["status"] = "interrupted" if interrupted else \
+        "incomplete" if lost or len(records) < total else "complete"
+    summary["trials_planned"] = total
+    if lost:
+        summary["lost_trials"] = [{"trial_id": r["trial_id"], "error": r["error"]}
+                                  for r in lost]
+    write_run_json(run_dir, summary)
+    if records:
+        report.write_parquet(run_dir, records)
+    write_bytes_atomic(os.path.join(run_dir, "report.md"),
+                       report.render_markdown(summary, records, gates).encode())
+    if records:
+        write_html(run_dir)
+    if junit_xml:
+        os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
+        write_bytes_atomic(junit_xml, report.render_junit(records, gates).encode())
+    return summary
+
+
+def write_html(run_dir: str) -> None:
+    """report.html beside report.md, made as `ce report RUN -f html` makes it (from the
+    parquet just written). A failure is said and the run goes on: the results are all
+    written by now."""
+    from ce_runtime.report.render import render
+    from ce_runtime.report.rundir import RunDirError
+    from ce_runtime.store.atomic import write_bytes_atomic
+
+    path = os.path.join(run_dir, "report.html")
+    try:
+        write_bytes_atomic(path, render(run_dir, "html").encode())
+    except (RunDirError, OSError) as exc:
+        click.echo(f"warning: report.html not written ({exc})", err=True)
+    except Exception as exc:  # a bug in the HTML report must not cost the run its exit
+        if os.environ.get("CE_DEBUG"):
+            raise
+        click.echo(f"warning: report.html not written: a bug in ce ({type(exc).__name__}: "
+                   f"{exc}); `ce report {run_dir} -f html` retries it", err=True)

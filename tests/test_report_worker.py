@@ -1,0 +1,129 @@
+"""The report worker writes a run's reports exactly as `ce run` writes them itself, and
+never costs the run anything when it fails: see ce_runtime/report/worker.py."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ce_runtime.report.run_end import write_run_reports
+from ce_runtime.report.worker import Job, ReportWorker
+from ce_runtime.store.record import read_record
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = ("run.json", "report.md", "report.html", "junit.xml")
+TASK = """task_id: {name}
+description: worker test
+agent: {{type: none}}
+sandbox: {{python: null}}
+pre_run:
+  - command: "printf hi > out.txt"
+success_criteria:
+  - {{type: file_exists, path: out.txt, description: written}}
+  - {{type: file_contains, path: out.txt, includes: [{word}], description: says it}}
+"""
+ENV = {**os.environ, "CE_PLAIN": "1", "NO_COLOR": "1"}
+
+
+@pytest.fixture(scope="module")
+def archived_run(tmp_path_factory):
+    """A real run (one pass, one fail), its reports written in-process."""
+    base = tmp_path_factory.mktemp("worker")
+    (base / "tasks").mkdir()
+    for name, word in (("passes", "hi"), ("fails", "bye")):
+        (base / "tasks" / f"{name}.yaml").write_text(TASK.format(name=name, word=word))
+    res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", "tasks",
+                          "--run-dir", "run", "-q"], cwd=base, capture_output=True,
+                         text=True, timeout=300, env={**ENV, "CE_REPORT_WORKER": "0"})
+    assert res.returncode == 1, res.stderr
+    return base / "run"
+
+
+def _job(archive: Path, **kw) -> Job:
+    records = [read_record(p) for p in sorted(glob.glob(f"{archive}/*/*/*/task.json"))]
+    fields = dict(run_dir=str(archive), run_id="r1", config={"paths": ["tasks"]},
+                  records=records, total=len(records) + 1, interrupted=False,
+                  junit_xml=str(archive / "junit.xml"), lost=[
+                      {"trial_id": "default/gone/00", "error": "its directory vanished"}])
+    fields.update(kw)
+    return Job(**fields)
+
+
+def _fresh_copy(run: Path, dest: Path) -> Path:
+    shutil.copytree(run, dest)
+    for name in (*REPORTS, "trials.parquet", "results.parquet"):
+        (dest / name).unlink(missing_ok=True)
+    return dest
+
+
+def test_the_worker_writes_the_same_files_as_ce_run_itself(archived_run, tmp_path):
+    here, there = _fresh_copy(archived_run, tmp_path / "a"), _fresh_copy(archived_run,
+                                                                         tmp_path / "b")
+    a, b = _job(here), _job(there)
+    in_process = write_run_reports(a.run_dir, a.run_id, a.config, a.records, a.total,
+                                   a.interrupted, a.junit_xml, a.lost)
+    worker = ReportWorker.start()
+    assert worker is not None
+    by_worker = worker.write_reports(b)
+    assert worker.proc.returncode == 0
+    assert by_worker == in_process and by_worker["status"] == "incomplete"
+    assert by_worker["lost_trials"] == [{"trial_id": "default/gone/00",
+                                         "error": "its directory vanished"}]
+    for name in REPORTS:
+        mine, theirs = (here / name).read_text(), (there / name).read_text()
+        assert mine.replace(str(here), "RUN") == theirs.replace(str(there), "RUN"), name
+    for name in ("trials.parquet", "results.parquet"):
+        assert pl.read_parquet(here / name).equals(pl.read_parquet(there / name)), name
+
+
+def test_a_failed_write_comes_back_as_the_same_oserror(archived_run, tmp_path):
+    job = _job(archived_run, run_dir=str(tmp_path / "no" / "such" / "dir"))
+    worker = ReportWorker.start()
+    with pytest.raises(OSError) as raised:
+        worker.write_reports(job)
+    with pytest.raises(OSError) as in_process:
+        write_run_reports(job.run_dir, job.run_id, job.config, job.records, job.total,
+                          job.interrupted, job.junit_xml, job.lost)
+    assert type(raised.value) is type(in_process.value) is FileNotFoundError
+    assert raised.value.errno == in_process.value.errno
+    assert os.path.dirname(raised.value.filename) == os.path.dirname(in_process.value.filename)
+
+
+def test_a_dead_worker_means_the_run_writes_its_reports_itself(archived_run, tmp_path):
+    worker = ReportWorker.start()
+    worker.proc.kill()
+    worker.proc.wait()
+    assert worker.write_reports(_job(_fresh_copy(archived_run, tmp_path / "c"))) is None
+    assert not (tmp_path / "c" / "report.md").exists()  # nothing written: the caller does it
+
+
+def test_a_worker_without_a_job_ends_on_end_of_input():
+    worker = ReportWorker.start()
+    worker.close()
+    assert worker.proc.returncode == 0
+
+
+def test_ce_run_writes_its_reports_without_importing_polars(tmp_path):
+    (tmp_path / "t.yaml").write_text(TASK.format(name="t", word="hi"))
+    code = ("import sys\n"
+            "from ce_runtime.cli import main\n"
+            "try:\n"
+            "    main(['run', 't.yaml', '--run-dir', 'run', '-q'])\n"
+            "except SystemExit as done:\n"
+            "    print('exit', done.code, 'polars' in sys.modules)\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, env=ENV)
+    assert res.stdout.splitlines()[-1] == "exit 0 False", res.stderr
+    assert (tmp_path / "run" / "report.html").is_file()
+    assert (tmp_path / "run" / "trials.parquet").is_file()
+    off = subprocess.run([sys.executable, "-c", code.replace("'run', '-q'", "'run0', '-q'")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**ENV, "CE_REPORT_WORKER": "0"})
+    assert off.stdout.splitlines()[-1] == "exit 0 True", off.stderr
