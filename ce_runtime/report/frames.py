@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ce_runtime.store.atomic import write_bytes_atomic
-from ce_runtime.store.record import Status, TrialRecord, as_records, record_dict
+from ce_runtime.store.record import Status, TrialRecord, as_records
 
 if TYPE_CHECKING:
     import polars as pl
@@ -26,26 +26,6 @@ EPSILON = 1e-9  # a metric within this of its minimum meets it (float noise in F
 
 TRIAL_KEYS = ("trial_id", "variant_id", "experiment_id", "task_id", "suite_id", "row_id",
               "repeat")
-
-
-def _trial_input_schema() -> dict[str, Any]:
-    import polars as pl
-
-    return {
-        "trial_id": pl.String, "variant_id": pl.String, "experiment_id": pl.String,
-        "task_id": pl.String, "suite_id": pl.String, "row_id": pl.String,
-        "repeat": pl.Int64, "tags": pl.List(pl.String), "task_file": pl.String,
-        "plan_hash": pl.String, "agent": pl.String, "model": pl.String,
-        "status": pl.String, "stopped_early": pl.Boolean, "early_stop_reason": pl.String,
-        "weighted_score": pl.Float64, "started_at": pl.String, "duration_s": pl.Float64,
-        "agent_outcome": pl.Struct({"reason": pl.String, "detail": pl.String}),
-        "usage": pl.Struct({"input_tokens": pl.Int64, "output_tokens": pl.Int64,
-                            "cost_usd": pl.Float64, "turns": pl.Int64,
-                            "tool_calls": pl.Int64}),
-        "expected_turns": pl.Int64,
-        "criteria": pl.List(pl.Struct({"passed": pl.Boolean, "gating": pl.Boolean})),
-        "error": pl.String,
-    }
 
 
 Records = Sequence[TrialRecord | dict[str, Any]]  # typed, or task.json-shaped dicts
@@ -80,12 +60,10 @@ def trials_frame(records: Records) -> pl.DataFrame:
 def _trials_frame(records: list[TrialRecord]) -> pl.DataFrame:
     import polars as pl
 
-    raw = pl.from_dicts([record_dict(r) for r in records],
-                        schema=_trial_input_schema(), strict=False)
-    usage = pl.col("usage").struct
+    raw = pl.DataFrame(_trial_columns(records), schema=_trial_columns_schema(), strict=False)
     status = pl.col("status")
     graded = status.is_not_null() & (status != Status.NOT_GRADED.value)
-    visible_turns = usage.field("tool_calls").fill_null(0) + 1
+    visible_turns = pl.col("tool_calls") + 1
     return raw.lazy().select(
         *TRIAL_KEYS,
         status,
@@ -96,28 +74,60 @@ def _trials_frame(records: list[TrialRecord]) -> pl.DataFrame:
         "early_stop_reason",
         pl.col("started_at").str.to_datetime(time_unit="us", time_zone="UTC", strict=False),
         "duration_s",
-        usage.field("input_tokens").fill_null(0).alias("input_tokens"),
-        usage.field("output_tokens").fill_null(0).alias("output_tokens"),
-        (usage.field("input_tokens").fill_null(0) + usage.field("output_tokens").fill_null(0))
-        .alias("total_tokens"),
-        usage.field("cost_usd").fill_null(0.0).alias("cost_usd"),
-        usage.field("turns").fill_null(0).alias("turns"),
-        usage.field("tool_calls").fill_null(0).alias("tool_calls"),
+        "input_tokens", "output_tokens",
+        (pl.col("input_tokens") + pl.col("output_tokens")).alias("total_tokens"),
+        "cost_usd", "turns", "tool_calls",
         visible_turns.alias("visible_turns"),
         "expected_turns",
         pl.when(pl.col("expected_turns").is_not_null() & graded)
         .then((status == Status.SUCCESS.value)
               & (visible_turns <= TURN_BUDGET_FACTOR * pl.col("expected_turns")))
         .alias("within_expected_turns"),
-        "agent", "model", "tags", "task_file", "plan_hash",
-        pl.col("agent_outcome").struct.field("reason").alias("outcome_reason"),
-        pl.col("agent_outcome").struct.field("detail").alias("outcome_detail"),
-        "error",
-        pl.col("criteria").list.len().fill_null(0).cast(pl.Int64).alias("n_criteria"),
-        pl.col("criteria").list.eval(
-            (pl.element().struct.field("gating") & ~pl.element().struct.field("passed"))
-            .cast(pl.Int64)).list.sum().fill_null(0).alias("n_failed_criteria"),
+        "agent", "model", "tags", "task_file", "plan_hash", "outcome_reason",
+        "outcome_detail", "error", "n_criteria", "n_failed_criteria",
     ).collect()
+
+
+_PLAIN_TRIAL_FIELDS = (*TRIAL_KEYS, "tags", "task_file", "plan_hash", "agent", "model",
+                       "status", "stopped_early", "early_stop_reason", "weighted_score",
+                       "started_at", "duration_s", "expected_turns", "error")
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cost_usd", "turns", "tool_calls")
+
+
+def _trial_columns_schema() -> dict[str, Any]:
+    import polars as pl
+
+    return {
+        **{k: (pl.Int64 if k == "repeat" else pl.String) for k in TRIAL_KEYS},
+        "tags": pl.List(pl.String), "task_file": pl.String, "plan_hash": pl.String,
+        "agent": pl.String, "model": pl.String, "status": pl.String,
+        "stopped_early": pl.Boolean, "early_stop_reason": pl.String,
+        "weighted_score": pl.Float64, "started_at": pl.String, "duration_s": pl.Float64,
+        "expected_turns": pl.Int64, "error": pl.String,
+        "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64,
+        "turns": pl.Int64, "tool_calls": pl.Int64,
+        "outcome_reason": pl.String, "outcome_detail": pl.String,
+        "n_criteria": pl.Int64, "n_failed_criteria": pl.Int64,
+    }
+
+
+def _trial_columns(records: list[TrialRecord]) -> dict[str, list[Any]]:
+    """The trials frame's input, flat, column by column from the records' attributes
+    (nothing nested for Polars to convert: usage and the agent's outcome by field, the
+    criteria counted here)."""
+    cols: dict[str, list[Any]] = {k: [getattr(r, k) for r in records]
+                                  for k in _PLAIN_TRIAL_FIELDS}
+    cols["status"] = [None if v is None else str(v) for v in cols["status"]]
+    usages = [r.usage for r in records]
+    for k in _USAGE_FIELDS:
+        cols[k] = [getattr(u, k) for u in usages]
+    outcomes = [r.agent_outcome for r in records]
+    cols["outcome_reason"] = [None if o is None else o.reason for o in outcomes]
+    cols["outcome_detail"] = [None if o is None else o.detail for o in outcomes]
+    cols["n_criteria"] = [len(r.criteria) for r in records]
+    cols["n_failed_criteria"] = [sum(1 for c in r.criteria if c.gating and not c.passed)
+                                 for r in records]
+    return cols
 
 
 def _results_schema() -> dict[str, Any]:
@@ -142,23 +152,24 @@ def _label(value: Any) -> str | None:
     return str(value)
 
 
-def _result_rows(records: Records) -> Iterable[dict[str, Any]]:
-    # Reshaping only: `outputs` is an open mapping whose values Polars cannot type up front.
-    for rec in as_records(records):
-        base = {k: getattr(rec, k) for k in TRIAL_KEYS}
-        base["status"] = str(rec.status)
-        base["stopped_early"] = rec.stopped_early
-        for c in rec.criteria:
-            yield {
-                **base, "criterion_id": c.id, "type": c.type,
-                "description": c.description, "kind": c.kind,
-                "score": c.score, "pass_threshold": c.pass_threshold,
-                "passed": c.passed, "weight": c.weight,
-                "gating": c.gating, "advisory": c.advisory,
-                "disabled": c.disabled, "error": c.error,
-                "observed": _label(c.outputs.get("observed")),
-                "expected": _label(c.outputs.get("expected")),
-            }
+_CRITERION_FIELDS = ("type", "description", "kind", "score", "pass_threshold", "passed",
+                     "weight", "gating", "advisory", "disabled", "error")
+
+
+def _result_columns(records: list[TrialRecord]) -> dict[str, list[Any]]:
+    """The results frame, column by column: a row per criterion result, the trial's
+    keys repeated on each (reshaping only: `outputs` is an open mapping whose values
+    Polars cannot type up front)."""
+    results = [(r, c) for r in records for c in r.criteria]
+    cols: dict[str, list[Any]] = {k: [getattr(r, k) for r, _ in results] for k in TRIAL_KEYS}
+    cols["status"] = [str(r.status) for r, _ in results]
+    cols["stopped_early"] = [r.stopped_early for r, _ in results]
+    cols["criterion_id"] = [c.id for _, c in results]
+    for k in _CRITERION_FIELDS:
+        cols[k] = [getattr(c, k) for _, c in results]
+    cols["observed"] = [_label(c.outputs.get("observed")) for _, c in results]
+    cols["expected"] = [_label(c.outputs.get("expected")) for _, c in results]
+    return cols
 
 
 def results_frame(records: Records) -> pl.DataFrame:
@@ -170,7 +181,7 @@ def results_frame(records: Records) -> pl.DataFrame:
 def _results_frame(records: list[TrialRecord]) -> pl.DataFrame:
     import polars as pl
 
-    return pl.DataFrame(list(_result_rows(records)), schema=_results_schema(), strict=False)
+    return pl.DataFrame(_result_columns(records), schema=_results_schema(), strict=False)
 
 
 def _parquet_bytes(frame: pl.DataFrame) -> bytes:
