@@ -87,6 +87,11 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("-q", "--quiet", is_flag=True,
               help="No progress and no compile warnings on stderr; errors and the results "
                    "(stdout) are still printed.")
+@click.option("--no-cache", is_flag=True,
+              help="Compile the tasks even if an identical compile is cached (also "
+                   "CE_NO_COMPILE_CACHE=1). The cache gives the compiled trials only while "
+                   "every file, listing, glob and setting the compile consulted, and ce "
+                   "itself, are unchanged.")
 def run_cmd(**params):
     """Run the agent on every trial of PATHS and grade it.
 
@@ -132,7 +137,8 @@ def run_cmd(**params):
 
 def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
          allow_paths, tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
-         judge_replies, executor=None, ray_address=None, quiet=False, run_dir=None):
+         judge_replies, executor=None, ray_address=None, quiet=False, run_dir=None,
+         no_cache=False):
     from ce_runtime.report.worker import ReportWorker
 
     worker = ReportWorker.start()  # imports Polars on another CPU meanwhile
@@ -140,7 +146,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
         _run_with(state, worker, paths, experiment, overrides, agent_type, model, driver,
                   jobs, repeats, sample, allow_paths, tags, exclude_tags, runs_root,
                   resume_dir, junit_xml, scripted_model, judge_replies, executor,
-                  ray_address, quiet, run_dir)
+                  ray_address, quiet, run_dir, no_cache)
     finally:
         if worker is not None:
             worker.close()
@@ -149,8 +155,8 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
 def _run_with(state, worker, paths, experiment, overrides, agent_type, model, driver, jobs,
               repeats, sample, allow_paths, tags, exclude_tags, runs_root, resume_dir,
               junit_xml, scripted_model, judge_replies, executor, ray_address, quiet,
-              run_dir):
-    from ce_lang.api import CompileOptions, compile_paths, render_human
+              run_dir, no_cache):
+    from ce_lang.api import render_human
     from ce_runtime.cli import run_dirs
     from ce_runtime.cli import run_preflight as P
     from ce_runtime.cli.run_output import Progress
@@ -192,15 +198,15 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
         raise click.UsageError("give at least one task file, directory or glob")
     # --agent replaces the agent at run time (recorded in each task.json), except on
     # `agent: {type: none}` tasks, which have no agent to replace
-    from ce_runtime.execute.sandbox import host_limits
+    from ce_runtime.cli.run_plans import compile_for_run
 
     # `--agent none` is `-D agent.type=none`: the same contract (no prompt, no trace
     # criteria); any other --agent is checked against each task (CE0220 for the oracle)
-    result = compile_paths(paths, CompileOptions(
-        host_limits=host_limits(), experiment=experiment, overrides=tuple(overrides), model=model,
+    result = compile_for_run(tuple(paths), dict(
+        experiment=experiment, overrides=tuple(overrides), model=model,
         driver=driver, repeats=repeats, sample=sample, allow_paths=tuple(allow_paths),
         agent_type="none" if agent_type == "none" else None,
-        run_agent=agent_type if agent_type != "none" else None))
+        run_agent=agent_type if agent_type != "none" else None), cached=not no_cache)
     color = sys.stderr.isatty() and "NO_COLOR" not in os.environ
     if result.errors:
         errors = [d for d in result.diagnostics if d.severity == "error" or not quiet]
