@@ -388,14 +388,19 @@ def test_compiled_criteria_grade_as_the_tree_walker(run_dir):
     "unterminated 'quote", "", "bash -c", "zsh -lc 'bash -c \"ls -la\"'", "a  b\tc"])
 def test_compiled_matches_searches_the_texts_tool_calls_search(command):
     from ce_lang.api import Regex, ToolCallView
-    from ce_runtime.grade.compiled import _matches, _State, _texts
+    from ce_runtime.grade.compiled import _FORMS, _matches, _shell_forms, _State
 
-    for tool, params in (("Bash", {"command": command}), ("Read", {"path": command})):
-        call = ToolCallView(index=0, tool=tool, raw_tool=tool, params=params)
-        assert _texts(call) == call.texts()
-        for pattern in ("rm -rf", "curl", "ls -la", "^cat", "x", "quote", "path"):
-            regex = Regex(pattern)
-            assert _matches(_State(None, {}), call, regex) == call.matches(regex)
+    _FORMS.pop(command, None)
+    assert (command, *_shell_forms(command)) == tuple(ToolCallView(
+        index=0, tool="Bash", raw_tool="Bash", params={"command": command}).texts())
+    for reused in (False, True):  # the forms made, then the forms a later trial reuses
+        if not reused:
+            _FORMS.pop(command, None)
+        for tool, params in (("Bash", {"command": command}), ("Read", {"path": command})):
+            call = ToolCallView(index=0, tool=tool, raw_tool=tool, params=params)
+            for pattern in ("rm -rf", "curl", "ls -la", "^cat", "x", "quote", "path"):
+                regex = Regex(pattern)
+                assert _matches(_State(None, {}), call, regex) == call.matches(regex)
 
 
 def test_an_interrupted_write_leaves_no_results_directory(tmp_path):

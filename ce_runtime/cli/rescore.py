@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import os
 import shutil
@@ -72,7 +71,6 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
       ce rescore runs/ --trial default/hello -q
     """
     from ce_runtime.cli.pick import by_prefix, latest_run
-    from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.rescore import rescore_trial, trial_dirs
     from ce_runtime.store.archive import (
         DamagedArchive,
@@ -113,7 +111,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     staged = StagedRun(out)
     verdicts = VerdictStore(os.path.join(staged.path, "judges"), mode,
                             also_read=(os.path.join(run_dir, "judges"),))
-    runner_for = functools.partial(_runner, local_runner, _uv_cache())
+    runner_for = _runner  # the sandbox code is imported when a criterion runs a command
     judge, loopback = _judge(judge_replies)
     records, changed, missing, used = [], 0, 0, {}
     damaged: list[str] = []
@@ -203,8 +201,10 @@ def _run_experiment(run_dir: str) -> str | None:
     return path if path and os.path.isfile(path) else None
 
 
-def _runner(local_runner, uv_cache, workspace, task_dir, reference, plan, before_start=None):
-    return local_runner(workspace, task_dir, reference, plan=plan, uv_cache=uv_cache,
+def _runner(workspace, task_dir, reference, plan, before_start=None):
+    from ce_runtime.execute.sandbox.runner import local_runner
+
+    return local_runner(workspace, task_dir, reference, plan=plan, uv_cache=_uv_cache(),
                         before_start=before_start)
 
 

@@ -8,9 +8,10 @@ the node's own work. Same values, same evidence (the value of every node outside
 lambdas, in evaluation order; what each comprehension kept), same errors: a differential
 test grades both ways and compares.
 
-One per-trial memo: a tool call's `matches` texts (its shell-normalized command forms:
-shlex parses) are made once per call per grading, not once per criterion, and only
-when the raw command does not match already.
+Memos: a shell command's normalized forms (shlex parses) are made once per distinct
+command in a process (archives repeat their commands trial after trial), and only when
+the raw command does not match already; another tool's `matches` texts once per call
+per grading, not once per criterion.
 """
 
 from __future__ import annotations
@@ -273,28 +274,39 @@ def _children(node: A.Node) -> tuple[A.Node, ...]:
 def _matches(s: _State, call: ToolCallView, pattern: Regex) -> bool:
     """`ToolCallView.matches`: the pattern searched in each of the call's texts, in
     order. The raw command is searched before its shell-normalized forms are made
-    (three shlex parses, once per call per grading, only when the raw one misses)."""
+    (shlex parses, once per distinct command in a process, only when the raw one
+    misses; a call without a command: its texts once per call per grading)."""
     cmd = call.command
-    if cmd is not None and pattern.search(cmd):
-        return True
+    if cmd is not None:
+        if pattern.search(cmd):
+            return True
+        forms = _FORMS.get(cmd)
+        if forms is None:
+            forms = _shell_forms(cmd)
+        return any(pattern.search(t) for t in forms)
     hit = s.texts.get(id(call))
     if hit is None or hit[0] is not call:
-        hit = s.texts[id(call)] = (call, _texts(call))
-    texts = hit[1]
-    return any(pattern.search(t) for t in (texts[1:] if cmd is not None else texts))
+        hit = s.texts[id(call)] = (call, call.texts())
+    return any(pattern.search(t) for t in hit[1])
 
 
-def _texts(call: ToolCallView) -> list[str]:
-    """`call.texts()`, the unwrapped command parsed once instead of twice."""
-    cmd = call.command
-    if cmd is None:
-        return call.texts()
+# a command's shell-normalized forms after the raw one (a function of the string only:
+# archives repeat their commands, trial after trial)
+_FORMS: dict[str, tuple[str, ...]] = {}
+
+
+def _shell_forms(cmd: str) -> tuple[str, ...]:
+    """`texts()[1:]` of a call whose command is `cmd`: the unwrapped command parsed once
+    instead of twice."""
     unwrapped = unwrap_shell(cmd)
     forms = [cmd]
     for form in (unwrapped, _normalized(unwrapped)):
         if form not in forms:
             forms.append(form)
-    return forms
+    if len(_FORMS) >= 20_000:
+        _FORMS.clear()
+    out = _FORMS[cmd] = tuple(forms[1:])
+    return out
 
 
 _normalized = normalize_shell
