@@ -118,7 +118,20 @@ def test_the_fast_paths_are_the_ones_ordinary_records_take():
     body = _record()
     assert A.sorted_json(body) is not None
     assert A.ascii_sorted_json(body) is not None
-    assert A.sorted_json(body, decoded=True) is not None
+
+
+
+@pytest.mark.parametrize(("extra", "plain"), [
+    ({}, True), ({"duration_s": 1e-05}, False), ({"usage": {"cost_usd": 2.5e16}}, False),
+    ({"weighted_score": float("nan")}, False), ({"big": 10 ** 30}, True)])
+def test_a_record_read_back_is_known_plain_or_not(tmp_path, extra, plain):
+    """Reading task.json tells whether msgspec may encode the record again unchecked
+    (its digest): not when a float would be spelled otherwise, nor for NaN."""
+    A.write_trial_files(str(tmp_path), _record(**extra), {"version": 1, "files": {}})
+    value, got = A._archived_json(str(tmp_path / "task.json"))
+    assert got is plain
+    assert value["record_sha256"] == A._decoded_record_digest(value, got) \
+        == A.record_digest(value)
 
 
 def test_a_staged_trial_is_signed_as_written(tmp_path):
@@ -136,3 +149,40 @@ def test_a_staged_trial_is_signed_as_written(tmp_path):
     for name in ("task.json", "evidence.json", "workspace.json"):
         assert (out / name).read_bytes() == (src / name).read_bytes(), name
     assert os.stat(out / "workspace.json").st_ino == os.stat(src / "workspace.json").st_ino
+
+
+def test_many_trials_are_all_written_by_commit(tmp_path):
+    """The writer thread writes every queued trial before the directory is put in place."""
+    src = tmp_path / "src"
+    A.write_trial_files(str(src), _record(), {"version": 1, "files": {}},
+                        {"schema_version": 1, "criteria": {}})
+    staged = StagedRun(str(tmp_path / "out"))
+    with staged:
+        for i in range(300):
+            staged.trial(f"v/t/{i:03d}", str(src), {**_record(), "repeat": i},
+                         {"schema_version": 1, "criteria": {}}, False, None, None)
+        staged.commit()
+    for i in range(300):
+        out = tmp_path / "out" / "v" / "t" / f"{i:03d}"
+        assert json.loads((out / "task.json").read_bytes())["repeat"] == i
+        assert (out / "evidence.json").read_bytes() == (src / "evidence.json").read_bytes()
+    assert not [n for n in os.listdir(tmp_path) if ".partial" in n]
+
+
+def test_a_failed_write_is_raised_and_nothing_is_left(tmp_path):
+    """A write that fails in the writer thread (here: a file where a trial's directory
+    goes) is raised in the caller's thread, by the next trial or by commit; the staged
+    directory is removed, as when the write failed in the caller's thread."""
+    src = tmp_path / "src"
+    A.write_trial_files(str(src), _record(), {"version": 1, "files": {}})
+    for then_trial in (False, True):
+        out = tmp_path / f"out{then_trial}"
+        with pytest.raises(OSError), StagedRun(str(out)) as staged:
+            staged.write("v", b"not a directory")
+            staged.trial("v/t/00", str(src), _record(), None, False, None, None)
+            if then_trial:
+                staged._drain()  # the writer has failed by now
+                staged.trial("v/t/01", str(src), _record(), None, False, None, None)
+            staged.commit()
+        assert not out.exists()
+        assert not [n for n in os.listdir(tmp_path) if ".partial" in n]

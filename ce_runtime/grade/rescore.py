@@ -293,12 +293,17 @@ def criterion_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> l
         if was is None:
             out.append(f"{c['id']} {c['type']}: new criterion, {_verdict(c)}")
             continue
-        if _verdict(was) != _verdict(c) or was.get("error") != c.get("error"):
-            why = f" ({c['error']})" if c.get("error") else ""
+        error = c.get("error")
+        if was.get("error") == error and was.get("score") == c.get("score") \
+                and bool(was.get("passed")) == bool(c.get("passed")):
+            continue  # the same verdict (the usual case: no verdict spelled out)
+        if _verdict(was) != _verdict(c) or was.get("error") != error:
+            why = f" ({error})" if error else ""
             out.append(f"{c['id']} {c['type']}: recorded {_verdict(was)}, now "
                        f"{_verdict(c)}{why}")
+    ids = {c["id"] for c in new}
     out += [f"{i} {c['type']}: no longer a criterion" for i, c in before.items()
-            if i not in {c["id"] for c in new}]
+            if i not in ids]
     return out
 
 

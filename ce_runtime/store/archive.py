@@ -54,12 +54,12 @@ def record_digest(record: dict[str, Any]) -> str:
                                      ensure_ascii=False).encode()).hexdigest()
 
 
-def _decoded_record_digest(record: dict[str, Any], strict: bool = False) -> str:
+def _decoded_record_digest(record: dict[str, Any], plain: bool = False) -> str:
     """`record_digest` of a record just decoded from JSON: already plain JSON values,
-    so the round trip that normalizes a built record is skipped. `strict`: msgspec
-    decoded it (no NaN, no Infinity)."""
+    so the round trip that normalizes a built record is skipped. `plain`: msgspec
+    decoded it and saw only floats it spells as Python does (`_archived_json`)."""
     body = {k: v for k, v in record.items() if k != "record_sha256"}
-    data = sorted_json(body, decoded=strict)
+    data = _SORTED.encode(body) if plain else sorted_json(body)
     if data is None:
         data = json.dumps(body, sort_keys=True, separators=(",", ":"),
                           ensure_ascii=False).encode()
@@ -70,31 +70,46 @@ class _NotPython(Exception):
     """A float msgspec spells otherwise than Python's repr."""
 
 
+def _spelled_alike(value: float) -> bool:
+    """msgspec writes `value` as repr() does: exactly the floats repr writes without an
+    exponent (msgspec writes its own exponent, and 1e-05 as 0.00001). Checked over
+    every exponent and 10^6 random doubles when this was written (and by
+    tests/test_staged_run.py)."""
+    return value == 0 or 1e-4 <= abs(value) < 1e16  # NaN and infinities: False
+
+
 def _python_float(text: str) -> float:
-    # msgspec and repr() differ exactly where msgspec writes an exponent or a number
-    # below 1e-4 positionally (`0.00001`, repr: `1e-05`): checked over every exponent
-    # and 10^5 random doubles when this was written (tests/test_staged_run.py)
-    if "e" in text or text.startswith(("0.0000", "-0.0000")):
+    value = float(text)
+    if not _spelled_alike(value):
         raise _NotPython(text)
-    return float(text)
+    return value
+
+
+_UNLIKE = [0]  # floats `_watched_float` saw that msgspec spells otherwise (a counter)
+
+
+def _watched_float(text: str) -> float:
+    value = float(text)
+    if not _spelled_alike(value):
+        _UNLIKE[0] += 1
+    return value
 
 
 _SORTED = msgspec.json.Encoder(order="sorted")
 _CHECKED = msgspec.json.Decoder(float_hook=_python_float)
-_PLAIN = msgspec.json.Decoder()
+_WATCHED = msgspec.json.Decoder(float_hook=_watched_float)
 
 
-def sorted_json(value: Any, decoded: bool = False) -> bytes | None:
+def sorted_json(value: Any) -> bytes | None:
     """`json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`
     as UTF-8, made by msgspec (several times faster), or None when msgspec's bytes might
-    differ: every float must be spelled as Python spells it (`_python_float`), and the
+    differ: every float must be spelled as Python spells it (`_spelled_alike`), and the
     bytes must decode to `value` again (NaN and Infinity, which msgspec writes as null,
     tuples, non-string keys, values json cannot encode: all None, and the caller uses
-    json). `decoded`: `value` is what msgspec decoded from JSON (plain JSON values)."""
+    json)."""
     try:
         data = _SORTED.encode(value)
-        back = _CHECKED.decode(data)  # _NotPython: a float spelled otherwise
-        if decoded or back == value:
+        if _CHECKED.decode(data) == value:  # _NotPython: a float spelled otherwise
             return data
     except Exception:  # anything msgspec refuses or spells otherwise: json decides
         pass
@@ -351,15 +366,18 @@ def load_archived_json(path: str, data: bytes | None = None) -> dict[str, Any]:
 
 
 def _archived_json(path: str, data: bytes | None = None) -> tuple[dict[str, Any], bool]:
-    """`load_archived_json`, and whether msgspec decoded it (strict JSON: no NaN)."""
-    strict = True
+    """`load_archived_json`, and whether the value is plain for msgspec: it decoded it
+    (strict JSON: no NaN) and every float in it is one it spells as Python does, so
+    msgspec encodes it again as json would (`_decoded_record_digest`)."""
     try:
         if data is None:
             data = read_bytes(path)
         try:  # msgspec is strict JSON: what it refuses, json says why (or accepts: NaN)
-            value = _PLAIN.decode(data)
+            unlike = _UNLIKE[0]
+            value = _WATCHED.decode(data)
+            plain = _UNLIKE[0] == unlike  # (another thread's count: only less plain)
         except msgspec.DecodeError:
-            strict = False
+            plain = False
             value = json.loads(data.decode("utf-8"))
     except OSError as exc:
         raise DamagedArchive(path, f"unreadable ({exc.strerror or exc})") from None
@@ -367,16 +385,16 @@ def _archived_json(path: str, data: bytes | None = None) -> tuple[dict[str, Any]
         raise DamagedArchive(path, f"not valid JSON ({exc})") from None
     if not isinstance(value, dict):
         raise DamagedArchive(path, "not a JSON object")
-    return value, strict
+    return value, plain
 
 
 def load_task_record(trial_dir: str) -> dict[str, Any]:
     """A trial's task.json, checked: its own digest (when recorded) and the fields that
     name other files (plan_hash)."""
     path = os.path.join(trial_dir, "task.json")
-    task, strict = _archived_json(path)
+    task, plain = _archived_json(path)
     want = task.get("record_sha256")
-    if want is not None and want != _decoded_record_digest(task, strict):
+    if want is not None and want != _decoded_record_digest(task, plain):
         raise DamagedArchive(path, "the record does not match its own recorded digest "
                                    "(record_sha256): it was changed after the trial")
     if not isinstance(task.get("plan_hash"), str) or not HEX64.fullmatch(task["plan_hash"]):

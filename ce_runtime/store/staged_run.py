@@ -19,7 +19,9 @@ import contextlib
 import hashlib
 import json
 import os
+import queue
 import shutil
+import threading
 from typing import Any
 
 import msgspec
@@ -108,7 +110,12 @@ def _joined(left: str, right: str) -> str:
 
 class StagedRun:
     """Write a run directory at `final`; `commit()` puts it in place. Use as a context
-    manager: leaving it by an exception removes what was staged."""
+    manager: leaving it by an exception removes what was staged.
+
+    Staged, a trial's files are made by a writer thread, in order, while the caller
+    grades the next trial (its bytes are made in the caller's thread: the writer only
+    makes directories, links and writes, which release the GIL). A failed write is
+    raised by the next `trial()` or by `commit()`, as it would have been by the write."""
 
     def __init__(self, final: str):
         self.final = os.path.abspath(final)
@@ -121,15 +128,22 @@ class StagedRun:
         if self.staged:
             shutil.rmtree(self.path, ignore_errors=True)
         os.makedirs(self.path, exist_ok=True)
-        self._dirs: set[str] = set()
+        self._dirs: set[str] = {self.path}
         self._written: dict[bytes, str] = {}  # small files' digests -> a staged copy
+        self._queue: queue.SimpleQueue | None = None
+        self._writer: threading.Thread | None = None
+        self._failed: BaseException | None = None
+        self._abandoned = False
 
     def __enter__(self) -> StagedRun:
         return self
 
     def __exit__(self, kind, exc, tb) -> None:
-        if kind is not None and self.staged:
-            shutil.rmtree(self.path, ignore_errors=True)
+        if kind is not None:
+            self._abandoned = True  # what is still queued is not written
+            self._drain()
+            if self.staged:
+                shutil.rmtree(self.path, ignore_errors=True)
 
     def write(self, rel: str, data: bytes) -> None:
         """One file of the run; plain in a staging directory, atomic in place."""
@@ -139,8 +153,10 @@ class StagedRun:
             write_bytes_atomic(path, data)
             return
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-        with open(fd, "wb", closefd=True) as fh:
-            fh.write(data)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
 
     def link(self, src: str, rel: str) -> None:
         """A hard link to an archived file (a copy across file systems)."""
@@ -159,20 +175,52 @@ class StagedRun:
         """A re-scored trial at `rel`, from the archived trial directory `src`: what
         `write_trial_files` writes (task.json last), its trace and manifest linked.
         The digests are the archive's verified ones (None: not recorded, computed)."""
+        if self._failed is not None:
+            raise self._failed
         trace = os.path.join(src, "trace.msgpack")
         if has_trace and trace_sha256 is None:
             trace_sha256 = file_sha256(trace)
         manifest = os.path.join(src, "workspace.json")
         if workspace_sha256 is None:
             workspace_sha256 = file_sha256(manifest)
-        if has_trace:
+        shared = json_bytes(evidence) if evidence is not None else None
+        record = signed_record(task, trace_sha256 if has_trace else None, workspace_sha256)
+        if not self.staged:
+            self._files(rel, trace if has_trace else None, manifest, shared, record)
+            return
+        if self._queue is None:
+            self._queue = queue.SimpleQueue()
+            self._writer = threading.Thread(target=self._write_queued, daemon=True,
+                                            name="ce-staged-writer")
+            self._writer.start()
+        self._queue.put((rel, trace if has_trace else None, manifest, shared, record))
+
+    def _files(self, rel: str, trace: str | None, manifest: str, evidence: bytes | None,
+               record: bytes) -> None:
+        if trace is not None:
             self.link(trace, os.path.join(rel, "trace.msgpack"))
         self.link(manifest, os.path.join(rel, "workspace.json"))
         if evidence is not None:
-            self._shared(os.path.join(rel, "evidence.json"), json_bytes(evidence))
-        self.write(os.path.join(rel, "task.json"),  # last: the trial is complete
-                   signed_record(task, trace_sha256 if has_trace else None,
-                                 workspace_sha256))
+            self._shared(os.path.join(rel, "evidence.json"), evidence)
+        self.write(os.path.join(rel, "task.json"), record)  # last: the trial is complete
+
+    def _write_queued(self) -> None:
+        """The writer thread: each queued trial's files, until None; after a failure
+        only the queue is emptied (the failure is raised in the caller's thread)."""
+        assert self._queue is not None
+        while (item := self._queue.get()) is not None:
+            if self._failed is None and not self._abandoned:
+                try:
+                    self._files(*item)
+                except BaseException as exc:  # raised in the caller's thread
+                    self._failed = exc
+
+    def _drain(self) -> None:
+        """Wait for the writer to finish what was queued."""
+        if self._writer is not None and self._queue is not None:
+            self._queue.put(None)
+            self._writer.join()
+            self._writer = self._queue = None
 
     def _shared(self, rel: str, data: bytes) -> None:
         """A file many trials write alike (trace and file criteria file no evidence:
@@ -196,7 +244,11 @@ class StagedRun:
             self._written[key] = os.path.join(self.path, rel)
 
     def commit(self) -> None:
-        """Put the staged directory in place (an empty target directory is replaced)."""
+        """Put the staged directory in place (an empty target directory is replaced),
+        once every queued trial is written (a failed write is raised here)."""
+        self._drain()
+        if self._failed is not None:
+            raise self._failed
         if not self.staged:
             return
         with contextlib.suppress(FileNotFoundError, OSError):
@@ -206,6 +258,22 @@ class StagedRun:
         self.path = self.final
 
     def _dir(self, path: str) -> None:
-        if path not in self._dirs:
-            os.makedirs(path, exist_ok=True)
-            self._dirs.add(path)
+        """`os.makedirs(path, exist_ok=True)`, each directory made once (a known parent:
+        one mkdir, not a stat of each ancestor and a mkdir)."""
+        if path in self._dirs:
+            return
+        parent = os.path.dirname(path)
+        if parent != path:
+            self._dir(parent)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+        self._dirs.add(path)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
