@@ -236,6 +236,22 @@ def test_detail_is_capped(run_dir):
     assert "not embedded in this report" in small
 
 
+def test_an_empty_template_is_known_without_rebuilding_it(run_dir):
+    """A plan without template sources or recorded CLIs starts from an empty workspace:
+    the report says so without loading the plan, and gets what the rebuild gets."""
+    from ce_runtime.report.html_trial import TemplateCache
+    from ce_runtime.report.rundir import load_run
+
+    data = load_run(run_dir)
+    cache = TemplateCache(data.run_dir)
+    empty = 0
+    for rec in data.records:
+        got = cache.get(rec.plan_hash, rec.task_dir)
+        assert got == cache._build(rec.plan_hash, rec.task_dir or ""), rec.trial_id
+        empty += bool(cache.plan_facts(rec.plan_hash).get("empty_template"))
+    assert 0 < empty < len(data.records)  # both kinds are in the fixture's run
+
+
 def test_forged_manifest_reads_nothing_outside_objects(run_dir, tmp_path):
     """workspace.json is archive data: a `sha256` that is a path (objects/../..//secret)
     never brings a file from outside objects/ into the report."""

@@ -214,6 +214,10 @@ class TemplateCache:
                                                                   str) else None
                 facts["args"] = {c.get("id"): c.get("args") for c in plan.get("criteria") or ()
                                  if isinstance(c, dict) and isinstance(c.get("args"), dict)}
+                sandbox = plan.get("sandbox")
+                facts["empty_template"] = (
+                    (doc or {}).get("hash") == plan_hash and isinstance(sandbox, dict)
+                    and all(sandbox.get(k) == [] for k in ("template_sources", "record_cli")))
             self._plans[plan_hash] = facts
         return self._plans[plan_hash]
 
@@ -222,6 +226,10 @@ class TemplateCache:
         if not plan_hash:
             return None, "the trial names no plan: files are shown without a diff"
         key = f"{plan_hash}\0{task_dir}"
+        if key not in self._cache and self.plan_facts(plan_hash).get("empty_template"):
+            # nothing to rebuild: a workspace that started empty (no template source, no
+            # recorded CLI) is all new files, without loading the plan's classes
+            self._cache[key] = ({}, None)
         if key not in self._cache:
             self._cache[key] = self._build(plan_hash, task_dir or "")
         return self._cache[key]
