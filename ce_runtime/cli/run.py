@@ -241,7 +241,7 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
               "judge_replies": os.path.abspath(judge_replies) if judge_replies else None,
               "scripted_model": scripted_model, "executor": executor,
               "ray_address": ray_address}
-    for repaired in R.write_plans(run_dir, trials):
+    for repaired in R.write_plans(run_dir, trials, result.plan_files):
         click.echo(f"ce run: damaged archive: {repaired}; written again from the task file",
                    err=True)
     done, damaged = R.already_run(run_dir, trials)

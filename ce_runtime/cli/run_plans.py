@@ -1,7 +1,9 @@
 """`ce run`'s compile, through the compile cache (ce_lang/compile_cache.py).
 
 `ce compile` caches what a compile printed; `ce run` caches what it needs: the trials
-(their plans), the diagnostics and the sources they point into, pickled. A hit re-checks
+(their plans), the diagnostics and the sources they point into, pickled, and each
+plan's file for the run directory (plans/<hash>.json, whose encoding costs as much as
+the compile). A hit re-checks
 every file, listing, glob and setting the compile consulted, exactly as `ce compile`'s
 does, then loads them without importing the compiler (~0.1 s of imports, plus the compile
 itself). The cache is off with CE_NO_COMPILE_CACHE=1.
@@ -21,6 +23,7 @@ class CompiledRun(NamedTuple):
     trials: list
     diagnostics: list
     sources: dict[str, str]
+    plan_files: dict[str, bytes]  # plans/<hash>.json's bytes (suite.plan_file_bytes)
 
     @property
     def errors(self) -> int:
@@ -63,6 +66,9 @@ def compile_for_run(paths: tuple[str, ...], options: dict[str, Any],
 
 def _compile(paths, options: dict[str, Any], host_limits) -> CompiledRun:
     from ce_lang.api import CompileOptions, compile_paths
+    from ce_runtime.execute.suite import plan_file_bytes
 
     result = compile_paths(paths, CompileOptions(host_limits=host_limits, **options))
-    return CompiledRun(result.trials, result.diagnostics, result.sources)
+    plans = {t.plan_hash: t.plan for t in result.trials}
+    return CompiledRun(result.trials, result.diagnostics, result.sources,
+                       {h: plan_file_bytes(h, plan) for h, plan in plans.items()})

@@ -25,7 +25,6 @@ from ce_lang.api import Trial, plan_to_json
 from ce_runtime.execute.executor import LOST  # noqa: F401 - a trial whose directory vanished
 from ce_runtime.execute.trial import trial_dir_of
 from ce_runtime.store.archive import load_json  # noqa: F401 - `ce run` reads run.json with it
-from ce_runtime.store.atomic import write_json_atomic
 from ce_runtime.store.record import TrialRecord
 from ce_runtime.store.run_json import write_run_json  # noqa: F401 - `ce run` writes run.json
 
@@ -110,13 +109,22 @@ def interleave(trials: list[Trial]) -> list[Trial]:
     return out
 
 
-def write_plans(run_dir: str, trials: list[Trial]) -> list[str]:
-    """plans/<hash>.json for every trial. A plan file already there (a resumed run) is
-    checked against its name; a damaged one is written again from the task file, which
-    compiled to that very hash. Returns what was repaired ("PATH: why")."""
+def plan_file_bytes(plan_hash: str, plan: Any) -> bytes:
+    """plans/<hash>.json's bytes."""
+    return (json.dumps({"hash": plan_hash, "plan": plan_to_json(plan)}, indent=2,
+                       sort_keys=True) + "\n").encode()
+
+
+def write_plans(run_dir: str, trials: list[Trial],
+                encoded: dict[str, bytes] | None = None) -> list[str]:
+    """plans/<hash>.json for every trial (`encoded`: files already made by
+    `plan_file_bytes`, by hash). A plan file already there (a resumed run) is checked
+    against its name; a damaged one is written again from the task file, which compiled
+    to that very hash. Returns what was repaired ("PATH: why")."""
     from ce_lang.api import stdlib_digest, stdlib_texts
     from ce_runtime.grade.rescore import load_plan_file
     from ce_runtime.store.archive import DamagedArchive, write_definitions
+    from ce_runtime.store.atomic import write_bytes_atomic
 
     write_definitions(run_dir, stdlib_digest(), stdlib_texts())
     repaired: list[str] = []
@@ -128,7 +136,8 @@ def write_plans(run_dir: str, trials: list[Trial]) -> list[str]:
                 continue
             except DamagedArchive as exc:
                 repaired.append(f"{path}: {exc.why}")
-        write_json_atomic(path, {"hash": plan_hash, "plan": plan_to_json(t.plan)})
+        data = (encoded or {}).get(plan_hash) or plan_file_bytes(plan_hash, t.plan)
+        write_bytes_atomic(path, data)
     return repaired
 
 
