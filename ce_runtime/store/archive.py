@@ -194,6 +194,30 @@ def _verified_object(obj: str, digest: str, rel: str) -> bytes | None:
     return data
 
 
+_OBJECT_BYTES: dict[str, tuple[tuple[int, int, int], bytes]] = {}
+_OBJECT_BYTES_HELD = [0]
+OBJECT_CACHE_BYTES = 64 << 20  # at most this much; objects over 1 MiB are not kept
+
+
+def object_bytes(obj: str) -> bytes:
+    """An object's bytes. One checked against its digest in this process and still the
+    file that was checked (`_verified_object`: same inode, size and mtime) is read once
+    and then kept: re-grading reads the same objects trial after trial (a task's files,
+    the files every trial writes alike)."""
+    identity = _VERIFIED.get(obj)
+    hit = _OBJECT_BYTES.get(obj)
+    if hit is not None and identity is not None and hit[0] == identity:
+        return hit[1]
+    data = read_bytes(obj)
+    if identity is not None and len(data) <= 1 << 20:
+        if _OBJECT_BYTES_HELD[0] + len(data) > OBJECT_CACHE_BYTES:
+            _OBJECT_BYTES.clear()
+            _OBJECT_BYTES_HELD[0] = 0
+        _OBJECT_BYTES[obj] = (identity, data)
+        _OBJECT_BYTES_HELD[0] += len(data)
+    return data
+
+
 def restore_workspace(manifest: dict[str, Any], objects: str, dest: str,
                       link_objects: bool = False, outward_links: bool = False) -> None:
     """Rebuild a snapshot in `dest`. Every object must match its digest; names must be
@@ -344,7 +368,7 @@ def read_bytes(path: str) -> bytes:
     try:
         size = os.fstat(fd).st_size
         data = os.read(fd, size + 1)
-        if len(data) <= size:  # short (or grown): read on to the end
+        if len(data) != size:  # short, or grown since the fstat: read on to the end
             chunks = [data]
             while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)

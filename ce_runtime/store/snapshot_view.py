@@ -32,7 +32,7 @@ from ce_runtime.store.archive import (
     DamagedArchive,
     _safe_parts,
     _verified_object,
-    read_bytes,
+    object_bytes,
 )
 
 _ROOT = "/\0"  # where the view's root "is" for textual checks; no link target holds \0
@@ -100,7 +100,7 @@ class SnapshotView:
             raise OSError(exc.code, os.strerror(exc.code)) from None
         if not isinstance(node, str):
             raise NeedsWorkspace(rel)  # a directory: read_regular's error names the path
-        return read_bytes(node)
+        return object_bytes(node)
 
     def glob(self, pattern: str) -> list[str]:
         """`[str(p.relative_to(root)) for p in root.glob(pattern) if p.is_file() and
