@@ -352,7 +352,7 @@ def test_compiled_criteria_grade_as_the_tree_walker(run_dir):
     import attrs
 
     from ce_lang.api import program_for
-    from ce_runtime.grade.compiled import CompiledProgram
+    from ce_runtime.grade.compiled import CompiledProgram, compiled_grader
     from ce_runtime.grade.grading import host_for
     from ce_runtime.grade.interpreter import Grader
     from ce_runtime.store.archive import verified_trial
@@ -365,22 +365,29 @@ def test_compiled_criteria_grade_as_the_tree_walker(run_dir):
         plan, stdlib, digest, _ = R._archived_grading(run, old["plan_hash"], False)
         program = program_for(plan, stdlib, plan_hash=digest)
         view = build_view(load_trace(trace).events)
-        graded = []
-        for grader in (Grader(plan, program=program),
-                       Grader(plan, program=program, evaluator=CompiledProgram()),
-                       Grader(plan, program=program, evaluator=CompiledProgram(program))):
-            host = host_for(plan, "", "", view)
-            host.files = SnapshotView(manifest, os.path.join(run, "objects"))
-            graded.append(grader.grade(host))
-        tree = graded[0]
-        errors = set()
-        for compiled in graded[1:]:  # plain, and with parameter-only terms folded
-            assert tree.weighted_score == compiled.weighted_score
-            for a, b in zip(tree.criteria, compiled.criteria, strict=True):
-                assert attrs.evolve(a, duration_ms=0) == attrs.evolve(b, duration_ms=0)
-                assert list(a.values.items()) == list(b.values.items())
-                errors.add(a.error and a.error.split(" ")[0])
-        assert {"index", "division"} <= errors  # the error paths were taken
+        compiled = compiled_grader(plan, program)
+        graders = (Grader(plan, program=program),
+                   Grader(plan, program=program, evaluator=CompiledProgram()),
+                   Grader(plan, program=program, evaluator=CompiledProgram(program)),
+                   compiled, compiled)  # (twice: the closures built, then reused)
+        for stopped, armed in ((False, ()), (True, (plan.criteria[0].id,))):
+            graded = []
+            for grader in graders:
+                host = host_for(plan, "", "", view)
+                host.files = SnapshotView(manifest, os.path.join(run, "objects"))
+                graded.append(grader.grade(host, stopped_early=stopped, armed=armed))
+            tree = graded[0]
+            errors = set()
+            # plain, with parameter-only terms folded, rescore's grader (looked up once)
+            for compiled in graded[1:]:
+                assert (tree.weighted_score, tree.success, tree.stopped_early) == \
+                    (compiled.weighted_score, compiled.success, compiled.stopped_early)
+                for a, b in zip(tree.criteria, compiled.criteria, strict=True):
+                    assert attrs.evolve(a, duration_ms=0) == attrs.evolve(b, duration_ms=0)
+                    assert list(a.values.items()) == list(b.values.items())
+                    errors.add(a.error and a.error.split(" ")[0])
+            assert {"index", "division"} <= errors  # the error paths were taken
+            assert any(c.advisory for c in tree.criteria) is stopped
 
 
 @pytest.mark.parametrize("command", [

@@ -437,3 +437,102 @@ def _binary(op: str, left: Fn, right: Fn) -> Fn:
             raise CriterionError(f"`{op}` on {a!r} and {b!r}") from exc
 
     return arith
+
+
+def compiled_grader(plan: Any, program: Any) -> Any:
+    """A `Grader` of `plan` over compiled closures (`CompiledGrader`)."""
+    return _grader_class()(plan, program)
+
+
+_GRADER: list[type] = []
+
+
+def _grader_class() -> type:
+    """`CompiledGrader`, defined on first use (interpreter.py imports the runtime's host,
+    which this module does not need otherwise)."""
+    if _GRADER:
+        return _GRADER[0]
+    import time
+
+    from ce_runtime.grade.interpreter import (
+        CriterionResult,
+        Grader,
+        InfrastructureError,
+        _as_score,
+        is_disabled,
+        summarize,
+    )
+
+    class CompiledGrader(Grader):
+        """`Grader(plan, program=program, evaluator=CompiledProgram(program))`, with what
+        the interpreter looks up per criterion per trial (is it disabled, its compiled
+        closures, the early-stop gate) looked up once per plan. The same results: the
+        differential test grades with all of them."""
+
+        def __init__(self, plan: Any, program: Any) -> None:
+            factory = CompiledProgram(program)
+            super().__init__(plan, program=program, evaluator=factory)
+            self._criteria = []
+            for call, inst, nodes, links in zip(plan.criteria, self.instances,
+                                                self._lambda_nodes, self._links, strict=True):
+                compiler = _Compiler(frozenset(nodes), links, factory._params.get(id(links)))
+                self._criteria.append((call, inst, compiler, is_disabled(call)))
+            self._gate = plan.early_stop.gate_threshold \
+                if plan.early_stop.rule == "weighted" else None
+
+        def grade(self, host: Any, stopped_early: bool = False,
+                  armed: tuple[str, ...] = ()) -> Any:
+            texts: dict[int, tuple[ToolCallView, list[str]]] = {}  # one grading's memo
+            has_current = hasattr(host, "current")
+            results = []
+            for call, inst, compiler, disabled in self._criteria:
+                advisory = stopped_early and call.id not in armed
+                if disabled:  # never call the model: out of the score and the gate
+                    results.append(CriterionResult(
+                        id=call.id, type=call.type, description=call.description,
+                        kind=inst.result_kind, score=0.0, pass_threshold=call.pass_threshold,
+                        passed=False, weight=call.weight, gating=False, advisory=advisory,
+                        error=None, outputs={}, values={}, matched={}, duration_ms=0.0,
+                        disabled=True))
+                    continue
+                state = _State(host, texts)
+                if has_current:
+                    host.current = call.id  # what it runs and asks is filed under it
+                started = time.monotonic()
+                env: dict[str, Any] = dict(inst.params)
+                error = None
+                score = 0.0
+                outputs: dict[str, Any] = {}
+                roots = compiler.roots
+                try:
+                    for let in inst.lets:
+                        fn = roots.get(let.expr.id) or _root(compiler, let.expr)
+                        env[let.name] = fn(state, env)
+                    fn = roots.get(inst.score.id) or _root(compiler, inst.score)
+                    score = _as_score(fn(state, env))
+                    for out in inst.outputs:
+                        fn = roots.get(out.expr.id) or _root(compiler, out.expr)
+                        outputs[out.name] = fn(state, env)
+                except InfrastructureError:
+                    raise
+                except CriterionError as exc:
+                    error, score = str(exc), 0.0
+                except Exception as exc:
+                    error, score = f"{type(exc).__name__}: {exc}", 0.0
+                results.append(CriterionResult(
+                    id=call.id, type=call.type, description=call.description,
+                    kind=inst.result_kind, score=score, pass_threshold=call.pass_threshold,
+                    passed=error is None and score >= call.pass_threshold,
+                    weight=call.weight, gating=call.gating and not advisory,
+                    advisory=advisory, error=error, outputs=outputs, values=state.values,
+                    matched=state.matched, duration_ms=(time.monotonic() - started) * 1000,
+                    env=env))
+            return summarize(results, stopped_early, self._gate)
+
+    _GRADER.append(CompiledGrader)
+    return CompiledGrader
+
+
+def _root(compiler: _Compiler, node: A.Node) -> Fn:
+    fn = compiler.roots[node.id] = compiler.node(node)
+    return fn

@@ -216,9 +216,8 @@ def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: 
     """`grade_files` for an archived trial: the trace strictly read, the workspace the
     snapshot view, the plan's grader (compiled closures) built once per process."""
     from ce_lang.api import program_for
-    from ce_runtime.grade.compiled import CompiledProgram
+    from ce_runtime.grade.compiled import compiled_grader
     from ce_runtime.grade.grading import host_for
-    from ce_runtime.grade.interpreter import Grader
     from ce_runtime.trace.view import build_view
 
     view = build_view(_strict_trace(trace_path, trace_data).events) \
@@ -228,8 +227,7 @@ def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: 
         if len(_GRADERS) > 64:
             _GRADERS.clear()
         program = program_for(plan, stdlib, plan_hash=plan_hash)
-        grader = _GRADERS[plan_hash] = Grader(plan, program=program,
-                                              evaluator=CompiledProgram(program))
+        grader = _GRADERS[plan_hash] = compiled_grader(plan, program)
     if judge is None:
         if not _JUDGE:
             from ce_runtime.grade.judge import judge_from_env
