@@ -310,7 +310,7 @@ def _spawn_sites(path: Path) -> list[str]:
 
 # ce's own processes, never a trial's: the report worker (`ce run` writes its reports in
 # a process that imported Polars while the trials ran)
-OWN_PROCESSES = ("ce_runtime/report/worker.py",)
+OWN_PROCESSES = ("ce_runtime/cli/report_worker.py",)
 
 
 def test_only_the_sandbox_package_starts_processes():

@@ -1,5 +1,5 @@
 """The report worker writes a run's reports exactly as `ce run` writes them itself, and
-never costs the run anything when it fails: see ce_runtime/report/worker.py."""
+never costs the run anything when it fails: see ce_runtime/cli/report_worker.py."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from ce_runtime.cli.report_job import Job
+from ce_runtime.cli.report_worker import ReportWorker
 from ce_runtime.report.run_end import write_run_reports
-from ce_runtime.report.worker import Job, ReportWorker
 from ce_runtime.store.record import read_record
 
 ROOT = Path(__file__).resolve().parent.parent

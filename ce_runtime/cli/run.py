@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 
@@ -139,7 +138,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
          allow_paths, tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
          judge_replies, executor=None, ray_address=None, quiet=False, run_dir=None,
          no_cache=False):
-    from ce_runtime.report.worker import ReportWorker
+    from ce_runtime.cli.report_worker import ReportWorker
 
     worker = ReportWorker.start()  # imports Polars on another CPU meanwhile
     try:
@@ -342,6 +341,7 @@ def _run_until_stopped(work) -> str | None:
     removed). Their handler cancels the main task itself rather than raising SIGINT, so
     they work where SIGINT is ignored (a script's background job, nohup). A second signal
     while the run directory is being finished is noted and does not cut the writes."""
+    import asyncio
     import signal
 
     received: list[str] = []
@@ -402,7 +402,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     lost = [dict(r) for r in lost]
     summary = None
     if worker is not None:
-        from ce_runtime.report.worker import Job
+        from ce_runtime.cli.report_job import Job
 
         summary = worker.write_reports(Job(run_dir, run_id, config, records, total,
                                            interrupted, junit_xml, lost))

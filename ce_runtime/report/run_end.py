@@ -1,7 +1,7 @@
 """The run's end: run.json's summary, trials.parquet and results.parquet, report.md,
 report.html and JUnit, written from the trial records.
 
-`ce run` has a report worker (worker.py) do this: a process started with the run, which
+`ce run` has a report worker (cli/report_worker.py) do this: a process started with the run, which
 imports Polars while the trials run. Without one (it could not start, it died, or
 CE_REPORT_WORKER=0) `ce run` calls `write_run_reports` itself, so both write the same
 files the same way."""

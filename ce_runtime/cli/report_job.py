@@ -1,0 +1,75 @@
+"""The report worker's job and reply (msgpack), and the worker itself: `python -m
+ce_runtime.cli.report_job` (started by report_worker.ReportWorker)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import msgspec
+
+from ce_runtime.store.record import TrialRecord
+
+
+class Job(msgspec.Struct, frozen=True):
+    run_dir: str
+    run_id: str
+    config: dict[str, Any]
+    records: list[TrialRecord]
+    total: int
+    interrupted: bool
+    junit_xml: str | None
+    lost: list[dict[str, Any]]
+
+
+class WriteFailed(msgspec.Struct, frozen=True):
+    errno: int | None
+    strerror: str | None
+    filename: str | None
+    filename2: str | None
+
+
+class Reply(msgspec.Struct, frozen=True):
+    summary: dict[str, Any] | None = None
+    write_failed: WriteFailed | None = None
+
+
+def main() -> int:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import polars  # noqa: F401 - the point: imported before the job arrives
+
+        import ce_runtime.report
+        import ce_runtime.report.html  # noqa: F401
+        from ce_runtime.report.run_end import write_run_reports
+    except Exception:  # `ce run` writes the reports, and reports the import's failure
+        return 3
+    data = sys.stdin.buffer.read()
+    if not data:  # no job: the run stopped before its end
+        return 0
+    try:
+        job = msgspec.msgpack.decode(data, type=Job)
+        summary = write_run_reports(job.run_dir, job.run_id, job.config, job.records,
+                                    job.total, job.interrupted, job.junit_xml, job.lost)
+        reply = Reply(summary=summary)
+    except OSError as exc:
+        reply = Reply(write_failed=WriteFailed(
+            exc.errno, exc.strerror, None if exc.filename is None else str(exc.filename),
+            None if exc.filename2 is None else str(exc.filename2)))
+    except Exception:
+        if os.environ.get("CE_DEBUG"):
+            raise
+        return 3  # `ce run` writes the reports itself and says what failed
+    sys.stdout.buffer.write(msgspec.msgpack.encode(reply))
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # nothing to tear down that anyone would see (see cli.entry)
