@@ -203,6 +203,22 @@ def test_a_machine_template_others_could_have_written_is_not_used(tmp_path, monk
     forget_templates()
 
 
+def test_a_killed_build_of_a_machine_template_is_swept(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    os.makedirs(machine_cache_dir())
+    old, fresh = (Path(machine_cache_dir(), n) for n in (".building-old", ".building-new"))
+    for d in (old, fresh):
+        (d / "venv").mkdir(parents=True)
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+
+    def build(path: str, log: list[str]) -> None:
+        os.makedirs(path)
+
+    clone_venv(("k",), str(tmp_path / "a"), build, str(tmp_path), (sys.executable,))
+    assert not old.exists() and fresh.exists()  # another process may be building that one
+    forget_templates()
+
+
 def test_the_trash_deletes_everything_put_in_it_by_close(tmp_path):
     from ce_runtime.execute.trash import Trash
 

@@ -15,8 +15,11 @@ import os
 import pickle
 from typing import Any, NamedTuple
 
-# the pickled objects' shape is ce_lang's (in every key); this module decides what is kept
-_CODE = (os.path.abspath(__file__),)
+# the pickled objects' shape is ce_lang's (in every key); this module decides what is
+# kept, and the suite's plan_file_bytes how a plan file is spelled
+_CODE = (os.path.abspath(__file__),
+         os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "execute", "suite.py"))
 
 
 class CompiledRun(NamedTuple):

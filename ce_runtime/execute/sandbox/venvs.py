@@ -105,6 +105,7 @@ def _machine_template(key: tuple, machine: tuple[str, ...],
             return _read_template(final)
         try:
             os.makedirs(machine_cache_dir(), mode=0o700, exist_ok=True)
+            _sweep_abandoned(machine_cache_dir())
             staging = tempfile.mkdtemp(prefix=".building-", dir=machine_cache_dir())
         except OSError:
             return None
@@ -121,6 +122,21 @@ def _machine_template(key: tuple, machine: tuple[str, ...],
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return _read_template(final)
+
+
+def _sweep_abandoned(directory: str, older_than: float = 3600.0) -> None:
+    """Builds a killed process left (`.building-*` untouched for an hour)."""
+    import time
+
+    now = time.time()
+    with os.scandir(directory) as it:
+        for entry in it:
+            try:
+                if entry.name.startswith(".building-") and \
+                        now - entry.stat(follow_symlinks=False).st_mtime > older_than:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+            except OSError:
+                continue
 
 
 def _read_template(final: str) -> tuple[str, tuple[str, ...]] | None:
