@@ -71,7 +71,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
       ce rescore runs/ --trial default/hello -q
     """
     from ce_runtime.cli.pick import by_prefix, latest_run
-    from ce_runtime.grade.rescore import rescore_trial, trial_dirs
+    from ce_runtime.grade.rescore import read_ahead, rescore_trial, trial_dirs
     from ce_runtime.store.archive import (
         DamagedArchive,
         find_run_root,
@@ -117,16 +117,16 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     damaged: list[str] = []
     with staged:
         try:
-            for d in dirs:
+            for d, files in read_ahead(dirs):
                 try:  # a damaged trial is listed; the others are re-scored
                     plan = None
                     if tasks:  # a trial without a task in TASKS is only counted
-                        old = load_task_record(d)
+                        old = load_task_record(d, files.task)
                         plan = plans.get((old["variant_id"], old["task_id"]))
                         if plan is None:
                             missing += 1
                             continue
-                    loaded = verified_trial_data(d)
+                    loaded = verified_trial_data(d, files)
                     old = loaded[0]
                     rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
                                                   verdicts=verdicts, today=today,

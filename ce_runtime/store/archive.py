@@ -20,7 +20,7 @@ import json
 import os
 import re
 import stat
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -383,17 +383,21 @@ def load_json(path: str) -> Any:
         return json.load(fh)
 
 
-def load_archived_json(path: str, data: bytes | None = None) -> dict[str, Any]:
+def load_archived_json(path: str, data: bytes | OSError | None = None) -> dict[str, Any]:
     """A JSON object from the archive, or DamagedArchive (never a traceback). `data`:
     the file's bytes, when the caller read them already."""
     return _archived_json(path, data)[0]
 
 
-def _archived_json(path: str, data: bytes | None = None) -> tuple[dict[str, Any], bool]:
+def _archived_json(path: str, data: bytes | OSError | None = None
+                   ) -> tuple[dict[str, Any], bool]:
     """`load_archived_json`, and whether the value is plain for msgspec: it decoded it
     (strict JSON: no NaN) and every float in it is one it spells as Python does, so
-    msgspec encodes it again as json would (`_decoded_record_digest`)."""
+    msgspec encodes it again as json would (`_decoded_record_digest`). `data` may be
+    the OSError reading the file raised (`read_trial_files`)."""
     try:
+        if isinstance(data, OSError):
+            raise data
         if data is None:
             data = read_bytes(path)
         try:  # msgspec is strict JSON: what it refuses, json says why (or accepts: NaN)
@@ -412,11 +416,12 @@ def _archived_json(path: str, data: bytes | None = None) -> tuple[dict[str, Any]
     return value, plain
 
 
-def load_task_record(trial_dir: str) -> dict[str, Any]:
+def load_task_record(trial_dir: str, data: bytes | OSError | None = None
+                     ) -> dict[str, Any]:
     """A trial's task.json, checked: its own digest (when recorded) and the fields that
-    name other files (plan_hash)."""
+    name other files (plan_hash). `data`: its bytes, read already (`read_trial_files`)."""
     path = os.path.join(trial_dir, "task.json")
-    task, plain = _archived_json(path)
+    task, plain = _archived_json(path, data)
     want = task.get("record_sha256")
     if want is not None and want != _decoded_record_digest(task, plain):
         raise DamagedArchive(path, "the record does not match its own recorded digest "
@@ -446,36 +451,69 @@ def verified_trial(trial_dir: str) -> tuple[dict[str, Any], dict[str, Any], str 
     return verified_trial_data(trial_dir)[:3]
 
 
-def verified_trial_data(trial_dir: str) -> tuple[dict[str, Any], dict[str, Any],
-                                                 str | None, bytes | None]:
-    """`verified_trial` and the trace's bytes (read once: checked, then decoded)."""
-    task = load_task_record(trial_dir)
+def verified_trial_data(trial_dir: str, files: TrialFiles | None = None,
+                        ) -> tuple[dict[str, Any], dict[str, Any], str | None, bytes | None]:
+    """`verified_trial` and the trace's bytes (read once: checked, then decoded).
+    `files`: the trial's files as `read_trial_files` read them (ahead, in another
+    thread): checked and refused exactly as when they are read here."""
+    if files is None:
+        files = read_trial_files(trial_dir, hashed=False)
+    task = load_task_record(trial_dir, files.task)
     trace = os.path.join(trial_dir, "trace.msgpack")
-    try:
-        trace_data: bytes | None = read_bytes(trace)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+    trace_data = files.trace
+    if isinstance(trace_data, OSError):
+        if not isinstance(trace_data, (FileNotFoundError, NotADirectoryError,
+                                       IsADirectoryError)):
+            raise trace_data
         trace_data = None  # what os.path.isfile says is no trace
     want = task.get("trace_sha256")
     if want is not None:
         if trace_data is None:
             raise DamagedArchive(trace, "the recorded trace is missing")
-        if hashlib.sha256(trace_data).hexdigest() != want:
+        if (files.trace_sha256 or hashlib.sha256(trace_data).hexdigest()) != want:
             raise DamagedArchive(trace, "the trace does not match its recorded digest")
     ws_path = os.path.join(trial_dir, "workspace.json")
     want = task.get("workspace_sha256")
-    data = None  # read once: checked, then decoded
+    data = files.workspace  # read once: checked, then decoded
     if want is not None:
-        try:
-            data = read_bytes(ws_path)
-        except OSError as exc:
-            raise DamagedArchive(ws_path, f"unreadable ({exc.strerror})") from None
-        if hashlib.sha256(data).hexdigest() != want:
+        if isinstance(data, OSError):
+            raise DamagedArchive(ws_path, f"unreadable ({data.strerror})") from None
+        if (files.workspace_sha256 or hashlib.sha256(data).hexdigest()) != want:
             raise DamagedArchive(ws_path, "the workspace manifest does not match its "
                                           "recorded digest")
     manifest = load_archived_json(ws_path, data)
     if not isinstance(manifest.get("files"), dict):
         raise DamagedArchive(ws_path, "no `files` mapping")
     return task, manifest, (trace if trace_data is not None else None), trace_data
+
+
+class TrialFiles(NamedTuple):
+    """A trial directory's three archived files as read (each its bytes or the OSError
+    reading it raised), with the sha256 of the trace and manifest when they were made."""
+
+    task: bytes | OSError
+    trace: bytes | OSError
+    workspace: bytes | OSError
+    trace_sha256: str | None = None
+    workspace_sha256: str | None = None
+
+
+def read_trial_files(trial_dir: str, hashed: bool = True) -> TrialFiles:
+    """Read a trial's task.json, trace.msgpack and workspace.json (and, `hashed`, digest
+    the last two: hashlib lets other threads run meanwhile). Nothing is checked here:
+    `verified_trial_data` checks what was read."""
+    out: list[bytes | OSError] = []
+    for name in ("task.json", "trace.msgpack", "workspace.json"):
+        try:
+            out.append(read_bytes(os.path.join(trial_dir, name)))
+        except OSError as exc:
+            out.append(exc)
+    trace, workspace = out[1], out[2]
+    return TrialFiles(out[0], trace, workspace,
+                      hashlib.sha256(trace).hexdigest()
+                      if hashed and isinstance(trace, bytes) else None,
+                      hashlib.sha256(workspace).hexdigest()
+                      if hashed and isinstance(workspace, bytes) else None)
 
 
 def write_definitions(run_dir: str, digest: str, texts: dict[str, str]) -> None:
