@@ -43,7 +43,10 @@ def main() -> int:
         import polars  # noqa: F401 - the point: imported before the job arrives
 
         import ce_runtime.report
-        import ce_runtime.report.html  # noqa: F401
+        import ce_runtime.report.html
+        import ce_runtime.report.html_trial
+        import ce_runtime.report.render
+        import ce_runtime.report.rundir  # noqa: F401
         from ce_runtime.report.run_end import write_run_reports
     except Exception:  # `ce run` writes the reports, and reports the import's failure
         return 3
