@@ -22,6 +22,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 from typing import Any
 
 import msgspec
@@ -194,6 +195,15 @@ class StagedRun:
                                             name="ce-staged-writer")
             self._writer.start()
         self._queue.put((rel, trace if has_trace else None, manifest, shared, record))
+
+    def pause(self) -> None:
+        """Let the writer thread run now, if it has trials to write: it needs the GIL
+        back after each system call, and a thread computing (grading) gives it up only
+        every few milliseconds, so the writes fall behind and wait for the end. The
+        caller pauses a few times per trial (a sleep(0): a few microseconds)."""
+        queued = self._queue
+        if queued is not None and not queued.empty():
+            time.sleep(0)
 
     def _files(self, rel: str, trace: str | None, manifest: str, evidence: bytes | None,
                record: bytes) -> None:
