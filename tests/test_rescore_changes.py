@@ -56,3 +56,22 @@ def test_the_printed_changes_are_both_verdicts_compared():
         printed += bool(got)
     assert 500 < printed < 5000  # both kinds of trial were seen
     assert criterion_changes(None, []) == []
+
+
+def test_a_trials_relative_name_is_relpaths():
+    import itertools
+    import os
+
+    from ce_runtime.grade.rescore import _relative
+
+    starts = ["runs/latest", "/tmp/run", "a/..", "./r", "r/", "/", "x/../y", "r//s", "."]
+    rests = ["default/t/00", "t", "a/./b", "a/../b", "a//b", "", "a/", "..", "."]
+    def outcome(fn, path, start):
+        try:
+            return fn(path, start)
+        except ValueError as exc:
+            return str(exc)
+
+    for start, rest in itertools.product(starts, rests):
+        for path in (start + "/" + rest, start + rest, rest):
+            assert outcome(_relative, path, start) == outcome(os.path.relpath, path, start)

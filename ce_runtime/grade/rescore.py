@@ -149,7 +149,7 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
         notes.append(f"planned under grading semantics v{plan.semantics_version}; this ce "
                      f"grades with v{SEMANTICS_VERSION}")
     record = dict(old)
-    record["rescored_from"] = os.path.relpath(trial_dir, run_dir)
+    record["rescored_from"] = _relative(trial_dir, run_dir)
     record["previous"] = {"status": old.get("status"),
                           "weighted_score": old.get("weighted_score"),
                           "plan_hash": old.get("plan_hash")}
@@ -187,6 +187,18 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     record.update(status=status, success=status == Status.SUCCESS, plan_hash=graded_hash,
                   error=None if status != Status.ERROR else record.get("error"))
     return record, {"schema_version": 1, "criteria": host.evidence}
+
+
+def _relative(path: str, start: str) -> str:
+    """`os.path.relpath(path, start)`; a path `trial_dirs` made (`start`, a slash, plain
+    names) without the two `abspath` calls."""
+    if start and path.startswith(start) and path[len(start):len(start) + 1] == "/" \
+            and not start.endswith("/"):
+        rest = path[len(start) + 1:]
+        if rest and "//" not in rest and not rest.endswith("/") and not any(
+                part in (".", "..") for part in rest.split("/")):
+            return rest
+    return os.path.relpath(path, start)
 
 
 RUN_LIMITS = frozenset(s.value for s in RUN_LIMIT_STATUSES)
@@ -253,8 +265,6 @@ def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: 
            verdicts: Any, files: SnapshotView, materialize: Any) -> tuple[Any, Any]:
     """`grade_files` for an archived trial: the trace strictly read, the workspace the
     snapshot view, the plan's grader (compiled closures) built once per process."""
-    from ce_lang.api import program_for
-    from ce_runtime.grade.compiled import compiled_grader
     from ce_runtime.grade.grading import host_for
     from ce_runtime.trace.view import build_view
 
@@ -262,6 +272,9 @@ def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: 
         if trace_path and trace_data is not None else None
     grader = _GRADERS.get(plan_hash)
     if grader is None or grader.plan is not plan:
+        from ce_lang.api import program_for
+        from ce_runtime.grade.compiled import compiled_grader
+
         if len(_GRADERS) > 64:
             _GRADERS.clear()
         program = program_for(plan, stdlib, plan_hash=plan_hash)
