@@ -110,6 +110,12 @@ class _Compiler:
     def node(self, node: A.Node) -> Fn:
         if node.id not in self.inside and isinstance(node, A.Lit | A.Name):
             return self._recorded_leaf(node)  # the most common nodes: one call, not two
+        if node.id in self.inside and self.params is not None \
+                and isinstance(node, A.Binary) and node.op in ("and", "or") \
+                and self._is_static(node.left):
+            decided = self._short_circuit(node)
+            if decided is not None:
+                return decided
         raw = self._raw(node)
         if node.id in self.inside:
             if self.params is not None and isinstance(node, _STATIC_KINDS) \
@@ -128,6 +134,19 @@ class _Compiler:
             return value
 
         return recorded
+
+    def _short_circuit(self, node: A.Binary) -> Fn | None:
+        """`and` / `or` inside a lambda whose left operand is a constant (`tool_name ==
+        null or c.tool == tool_name`): decided now, or just the right operand's truth
+        (nothing inside a lambda is recorded). None: the constant raised; as written."""
+        try:
+            left = bool(self.node(node.left)(_State(None, {}), dict(self.params or {})))
+        except Exception:
+            return None
+        if left is (node.op == "or"):  # `true or ...`, `false and ...`
+            return lambda s, env: left
+        right = self.node(node.right)
+        return lambda s, env: bool(right(s, env))
 
     def _recorded_leaf(self, node: A.Lit | A.Name) -> Fn:
         nid = node.id
@@ -214,6 +233,8 @@ class _Compiler:
                 parts.append((True, (a.param, self.node(a.body))))
             else:
                 parts.append((False, self.node(a)))
+        if not any(is_lambda for is_lambda, _ in parts):
+            return _plain_call(impl, func, tuple(part for _, part in parts))
 
         def call(s: _State, env: dict[str, Any]) -> Any:
             args: list[Any] = []
@@ -251,6 +272,20 @@ class _Compiler:
             return getattr(obj, name)(*args)
 
         return method
+
+
+def _plain_call(impl: Any, func: str, fns: tuple[Fn, ...]) -> Fn:
+    """A call without lambda arguments: the arguments evaluated in order, then the
+    builtin (or the host's effect), without building a list where none is needed."""
+    if impl is None:
+        return lambda s, env: s.host.call(func, [f(s, env) for f in fns])
+    if len(fns) == 1:
+        (f0,) = fns
+        return lambda s, env: impl(f0(s, env))
+    if len(fns) == 2:
+        f0, f1 = fns
+        return lambda s, env: impl(f0(s, env), f1(s, env))
+    return lambda s, env: impl(*[f(s, env) for f in fns])
 
 
 def _children(node: A.Node) -> tuple[A.Node, ...]:
@@ -407,7 +442,12 @@ def _binary(op: str, left: Fn, right: Fn) -> Fn:
     if op == "or":
         return lambda s, env: bool(left(s, env)) or bool(right(s, env))
     if op == "==":
-        return lambda s, env: _eq(left(s, env), right(s, env))
+        def eq(s: _State, env: dict[str, Any]) -> Any:
+            a = left(s, env)
+            b = right(s, env)
+            return (type(a) is bool) == (type(b) is bool) and a == b  # _eq, inline
+
+        return eq
     if op == "!=":
         return lambda s, env: not _eq(left(s, env), right(s, env))
     if op == "in":
