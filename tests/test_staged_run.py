@@ -186,3 +186,11 @@ def test_a_failed_write_is_raised_and_nothing_is_left(tmp_path):
             staged.commit()
         assert not out.exists()
         assert not [n for n in os.listdir(tmp_path) if ".partial" in n]
+
+
+def test_a_digest_made_in_pieces_is_the_digest():
+    import hashlib
+
+    for n in (0, 1, 2046, 2047, 2048, 4094, 4095, 10_000, 65_537):
+        data = bytes(range(256)) * (n // 256) + bytes(n % 256)
+        assert A.held_sha256(data) == hashlib.sha256(data).hexdigest(), n

@@ -54,6 +54,20 @@ def record_digest(record: dict[str, Any]) -> str:
                                      ensure_ascii=False).encode()).hexdigest()
 
 
+def held_sha256(data: bytes) -> str:
+    """`hashlib.sha256(data).hexdigest()` without letting go of the GIL: hashlib lets
+    other threads run while it hashes 2 KiB or more, and getting the GIL back from a
+    thread that took it meanwhile (rescore's reader and writer) costs more than hashing
+    a task.json. In pieces under 2 KiB it keeps it."""
+    if len(data) < 2048:
+        return hashlib.sha256(data).hexdigest()
+    h = hashlib.sha256()
+    view = memoryview(data)
+    for start in range(0, len(view), 2047):
+        h.update(view[start:start + 2047])
+    return h.hexdigest()
+
+
 def _decoded_record_digest(record: dict[str, Any], plain: bool = False) -> str:
     """`record_digest` of a record just decoded from JSON: already plain JSON values,
     so the round trip that normalizes a built record is skipped. `plain`: msgspec
@@ -63,7 +77,7 @@ def _decoded_record_digest(record: dict[str, Any], plain: bool = False) -> str:
     if data is None:
         data = json.dumps(body, sort_keys=True, separators=(",", ":"),
                           ensure_ascii=False).encode()
-    return hashlib.sha256(data).hexdigest()
+    return held_sha256(data)
 
 
 class _NotPython(Exception):

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from ce_runtime.store.archive import DIGEST_KEYS, ascii_sorted_json, file_sha256
+from ce_runtime.store.archive import DIGEST_KEYS, ascii_sorted_json, file_sha256, held_sha256
 from ce_runtime.store.atomic import FILE_MODE, write_bytes_atomic
 
 
@@ -81,7 +81,7 @@ def _signed_fast(body: dict[str, Any]) -> bytes | None:
     after = ascii_sorted_json({k: v for k, v in body.items() if k > "record_sha256"})
     if before is None or after is None:
         return None
-    digest = hashlib.sha256(_joined_bytes(before, after)).hexdigest()
+    digest = held_sha256(_joined_bytes(before, after))
     signed = _joined_bytes(_joined_bytes(before, b'{"record_sha256":"%s"}' % digest.encode()),
                            after)
     return msgspec.json.format(signed, indent=2) + b"\n"
