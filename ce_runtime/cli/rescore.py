@@ -71,11 +71,12 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
       ce rescore runs/ --trial default/hello -q
     """
     from ce_runtime.cli.pick import by_prefix, latest_run
-    from ce_runtime.grade.rescore import read_ahead, rescore_trial, trial_dirs
+    from ce_runtime.grade.rescore import rescore_trial, trial_dirs
     from ce_runtime.store.archive import (
         DamagedArchive,
         find_run_root,
         load_task_record,
+        read_trial_files,
         verified_trial_data,
     )
     from ce_runtime.store.staged_run import StagedRun
@@ -117,8 +118,9 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     damaged: list[str] = []
     with staged:
         try:
-            for d, files in read_ahead(dirs):
+            for d in dirs:
                 try:  # a damaged trial is listed; the others are re-scored
+                    files = read_trial_files(d)  # each read once
                     plan = None
                     if tasks:  # a trial without a task in TASKS is only counted
                         old = load_task_record(d, files.task)

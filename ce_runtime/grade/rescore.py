@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import tempfile
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -29,10 +26,8 @@ from ce_lang.api import SEMANTICS_VERSION, Plan, stdlib_digest
 from ce_runtime.store.archive import (
     HEX64,
     DamagedArchive,
-    TrialFiles,
     load_archived_json,
     load_definitions,
-    read_trial_files,
     restore_workspace,
     unshare_objects,
     verified_trial_data,
@@ -51,39 +46,6 @@ def trial_dirs(run_dir: str) -> list[str]:
         if "task.json" in files:
             out.append(root)
     return sorted(out)
-
-
-def read_ahead(dirs: list[str], depth: int = 64) -> Iterator[tuple[str, TrialFiles]]:
-    """(trial dir, its files as `read_trial_files` reads them) for each of `dirs`, in
-    order, read up to `depth` trials ahead by a thread (reads and digests let the
-    caller's thread run meanwhile: it grades while the next trials are read). Leaving
-    the loop early stops the reader."""
-    ahead: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def reader() -> None:
-        try:
-            for d in dirs:
-                if stop.is_set():
-                    return
-                ahead.put((d, read_trial_files(d)))
-        except BaseException as exc:  # a bug: raised in the caller's thread
-            ahead.put(exc)
-            return
-        ahead.put(None)
-
-    thread = threading.Thread(target=reader, daemon=True, name="ce-read-ahead")
-    thread.start()
-    try:
-        while (item := ahead.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while thread.is_alive():  # a reader blocked on a full queue: let it see `stop`
-            with contextlib.suppress(queue.Empty):
-                ahead.get(timeout=0.01)
 
 
 def load_plan_file(run_dir: str, plan_hash: str) -> Plan:

@@ -468,10 +468,10 @@ def verified_trial(trial_dir: str) -> tuple[dict[str, Any], dict[str, Any], str 
 def verified_trial_data(trial_dir: str, files: TrialFiles | None = None,
                         ) -> tuple[dict[str, Any], dict[str, Any], str | None, bytes | None]:
     """`verified_trial` and the trace's bytes (read once: checked, then decoded).
-    `files`: the trial's files as `read_trial_files` read them (ahead, in another
-    thread): checked and refused exactly as when they are read here."""
+    `files`: the trial's files as `read_trial_files` read them (by the caller, ahead):
+    checked and refused exactly as when they are read here."""
     if files is None:
-        files = read_trial_files(trial_dir, hashed=False)
+        files = read_trial_files(trial_dir)
     task = load_task_record(trial_dir, files.task)
     trace = os.path.join(trial_dir, "trace.msgpack")
     trace_data = files.trace
@@ -484,7 +484,7 @@ def verified_trial_data(trial_dir: str, files: TrialFiles | None = None,
     if want is not None:
         if trace_data is None:
             raise DamagedArchive(trace, "the recorded trace is missing")
-        if (files.trace_sha256 or hashlib.sha256(trace_data).hexdigest()) != want:
+        if hashlib.sha256(trace_data).hexdigest() != want:
             raise DamagedArchive(trace, "the trace does not match its recorded digest")
     ws_path = os.path.join(trial_dir, "workspace.json")
     want = task.get("workspace_sha256")
@@ -492,7 +492,7 @@ def verified_trial_data(trial_dir: str, files: TrialFiles | None = None,
     if want is not None:
         if isinstance(data, OSError):
             raise DamagedArchive(ws_path, f"unreadable ({data.strerror})") from None
-        if (files.workspace_sha256 or hashlib.sha256(data).hexdigest()) != want:
+        if hashlib.sha256(data).hexdigest() != want:
             raise DamagedArchive(ws_path, "the workspace manifest does not match its "
                                           "recorded digest")
     manifest = load_archived_json(ws_path, data)
@@ -502,32 +502,24 @@ def verified_trial_data(trial_dir: str, files: TrialFiles | None = None,
 
 
 class TrialFiles(NamedTuple):
-    """A trial directory's three archived files as read (each its bytes or the OSError
-    reading it raised), with the sha256 of the trace and manifest when they were made."""
+    """A trial directory's three archived files as read: each its bytes, or the OSError
+    reading it raised (raised again where `verified_trial_data` checks that file)."""
 
     task: bytes | OSError
     trace: bytes | OSError
     workspace: bytes | OSError
-    trace_sha256: str | None = None
-    workspace_sha256: str | None = None
 
 
-def read_trial_files(trial_dir: str, hashed: bool = True) -> TrialFiles:
-    """Read a trial's task.json, trace.msgpack and workspace.json (and, `hashed`, digest
-    the last two: hashlib lets other threads run meanwhile). Nothing is checked here:
-    `verified_trial_data` checks what was read."""
+def read_trial_files(trial_dir: str) -> TrialFiles:
+    """Read a trial's task.json, trace.msgpack and workspace.json. Nothing is checked
+    here: `verified_trial_data` checks what was read."""
     out: list[bytes | OSError] = []
     for name in ("task.json", "trace.msgpack", "workspace.json"):
         try:
             out.append(read_bytes(os.path.join(trial_dir, name)))
         except OSError as exc:
             out.append(exc)
-    trace, workspace = out[1], out[2]
-    return TrialFiles(out[0], trace, workspace,
-                      hashlib.sha256(trace).hexdigest()
-                      if hashed and isinstance(trace, bytes) else None,
-                      hashlib.sha256(workspace).hexdigest()
-                      if hashed and isinstance(workspace, bytes) else None)
+    return TrialFiles(*out)
 
 
 def write_definitions(run_dir: str, digest: str, texts: dict[str, str]) -> None:

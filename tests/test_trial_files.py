@@ -1,16 +1,14 @@
-"""Trials read ahead by a thread (`read_ahead`, `read_trial_files`) are checked and
-refused exactly as trials read in place: the same values, the same damaged-archive
-messages, the same errors."""
+"""A trial's files read by the caller first (`read_trial_files`: rescore reads task.json
+once, for the TASKS filter and the checks) are checked and refused exactly as files read
+by `verified_trial_data` itself: the same values, the same damaged-archive messages, the
+same errors."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import threading
 
 import pytest
 
-from ce_runtime.grade.rescore import read_ahead
 from ce_runtime.store import archive as A
 
 
@@ -58,7 +56,7 @@ def _outcome(fn):
 @pytest.mark.parametrize("how", [
     "intact", "no trace", "trace is a directory", "trace changed", "no manifest",
     "manifest is a directory", "manifest not json", "no task.json", "task.json not json"])
-def test_read_ahead_is_checked_as_read_in_place(tmp_path, how, digests):
+def test_files_read_first_are_checked_as_read_in_place(tmp_path, how, digests):
     d = tmp_path / "t"
     _trial(d, digests)
     _damage(d, how)
@@ -69,21 +67,3 @@ def test_read_ahead_is_checked_as_read_in_place(tmp_path, how, digests):
         assert here[0] == "ok"
     if how in ("trace changed", "no manifest") and digests:
         assert here[0] == "DamagedArchive"
-
-
-def test_read_ahead_yields_every_trial_in_order_and_stops_when_left(tmp_path):
-    dirs = []
-    for i in range(200):
-        _trial(tmp_path / f"{i:03d}")
-        dirs.append(str(tmp_path / f"{i:03d}"))
-    got = [(d, files.task == (tmp_path / os.path.basename(d) / "task.json").read_bytes())
-           for d, files in read_ahead(dirs)]
-    assert got == [(d, True) for d in dirs]
-    before = threading.active_count()
-    for n, _item in enumerate(read_ahead(dirs, depth=4)):
-        if n == 10:
-            break  # the reader, blocked on a full queue, is stopped
-    assert threading.active_count() <= before
-    shutil.rmtree(tmp_path / "000")  # a trial gone meanwhile is an unreadable trial
-    first = next(iter(read_ahead(dirs)))[1]
-    assert isinstance(first.task, FileNotFoundError)
