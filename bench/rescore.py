@@ -110,7 +110,9 @@ VARIANTS = {
 
 
 def bench_env(data_dir: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # ce as a user runs it: bytecode cached, stdout buffered when it is no terminal
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")}
     env["PYTHONPYCACHEPREFIX"] = os.path.join(data_dir, "pycache")
     env["CE_PLAIN"] = "1"
     return env

@@ -4,6 +4,7 @@ is restored on disk only when a criterion needs one."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -484,3 +485,26 @@ def test_links_out_of_the_workspace_are_the_agents_and_regrade_as_they_graded(tm
                 _outcome(disk, op, [pattern], [str(ref)])
             assert got == want, (op, pattern)
             assert "host secret" not in repr(got)  # nothing read through a link out
+
+
+def test_trial_lines_and_damage_keep_their_order_in_a_merged_stream(run_dir, tmp_path):
+    """stdout's trial lines are written in blocks when it is no terminal; what goes to
+    stderr (a damaged trial) still comes after the lines before it, in one stream."""
+    _src, run = run_dir
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, symlinks=True)
+    first, second = R.trial_dirs(str(copy))
+    with open(os.path.join(second, "workspace.json"), "ab") as fh:
+        fh.write(b" ")  # no longer the recorded digest
+    proc = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "rescore", str(copy),
+                           "--out", str(tmp_path / "out")], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items()
+                               if k != "PYTHONUNBUFFERED"})  # buffered, as usual
+    lines = proc.stdout.splitlines()
+    order = [i for i, line in enumerate(lines)
+             if os.path.relpath(first, copy) in line or line.startswith("! ")]
+    assert proc.returncode == 1, proc.stdout
+    assert len(order) == 2 and lines[order[0]].startswith("  ") \
+        and lines[order[1]].startswith("! "), proc.stdout
+    assert lines[-1].startswith("1 trial(s) re-scored, 0 changed; 1 trial(s) not re-scored")

@@ -137,7 +137,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
                     staged.pause()
                 except DamagedArchive as exc:
                     damaged.append(str(exc))
-                    click.echo(f"! {os.path.relpath(d, run_dir):<40} {exc}", err=True)
+                    _err(f"! {os.path.relpath(d, run_dir):<40} {exc}")
                     continue
                 # written now (staged): memory holds the records the reports need only
                 staged.trial(rec["rescored_from"], d, rec, evidence, loaded[2] is not None,
@@ -177,12 +177,33 @@ def _echo(rec, old, quiet: bool) -> None:
         return
     before = rec["previous"]
     mark = "*" if moved else " "
-    click.echo(f"{mark} {rec['trial_id']:<40} {before['status']:>9} -> {rec['status']:<9} "
-               f"{_fmt(before['weighted_score'])} -> {_fmt(rec['weighted_score'])}")
+    _say(f"{mark} {rec['trial_id']:<40} {before['status']:>9} -> {rec['status']:<9} "
+         f"{_fmt(before['weighted_score'])} -> {_fmt(rec['weighted_score'])}")
     for line in criterion_changes(old.get("criteria"), rec.get("criteria") or []):
-        click.echo(f"      {line}")
+        _say(f"      {line}")
     for note in () if quiet else rec.get("rescore_notes", ()):
-        click.echo(f"      note: {note}", err=True)
+        _err(f"      note: {note}")
+
+
+def _say(line: str) -> None:
+    """`click.echo(line)`, without its flush when stdout is no terminal and the line
+    plain ASCII (nothing for click to strip or encode): a write per 8 KiB of lines, not
+    a write per trial. stdout is flushed before anything goes to stderr (`_err`), so a
+    merged stream keeps its order; and at the end (the summary line, or the exit)."""
+    if _PIPED[0] is None:
+        _PIPED[0] = sys.stdout is not None and not sys.stdout.isatty()
+    if _PIPED[0] and line.isascii() and "\x1b" not in line:
+        sys.stdout.write(line + "\n")
+    else:
+        click.echo(line)
+
+
+_PIPED: list[bool | None] = [None]
+
+
+def _err(line: str) -> None:
+    sys.stdout.flush()
+    click.echo(line, err=True)
 def _compile(tasks, experiment, overrides, allow_paths=()) -> dict:
     from ce_lang.api import CompileOptions, compile_paths, render_human
 
