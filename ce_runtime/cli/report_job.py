@@ -3,6 +3,7 @@ ce_runtime.cli.report_job` (started by report_worker.ReportWorker)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -39,6 +40,10 @@ def main() -> int:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        # its imports are for later: the trials' processes (on a machine with few CPUs,
+        # the same ones) come first; at the run's end it is all that runs anyway
+        os.nice(10)
     try:
         import polars  # noqa: F401 - the point: imported before the job arrives
 
