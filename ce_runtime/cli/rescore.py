@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import os
 import shutil
@@ -118,7 +119,9 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     damaged: list[str] = []
     with staged:
         try:
-            for d in dirs:
+            for n, d in enumerate(dirs, 1):
+                if n % 256 == 0:  # the records kept so far: out of the full passes (below)
+                    gc.freeze()
                 try:  # a damaged trial is listed; the others are re-scored
                     files = read_trial_files(d)  # each read once
                     plan = None
@@ -147,6 +150,10 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
                 _echo(rec, old, quiet)
                 changed += _moved(rec)
         finally:
+            # the collector's full passes scanned every record kept for the reports
+            # (tens of microseconds a trial, and growing with the run); frozen, they
+            # were left out, and are collectable again from here
+            gc.unfreeze()
             if loopback is not None:
                 loopback.__exit__(None, None, None)
         code = _write(staged.path, records, run_dir, used, out)
