@@ -84,6 +84,22 @@ def test_the_worker_writes_the_same_files_as_ce_run_itself(archived_run, tmp_pat
         assert pl.read_parquet(here / name).equals(pl.read_parquet(there / name)), name
 
 
+def test_a_rescores_reports_are_the_same_by_the_worker(archived_run, tmp_path):
+    from ce_runtime.report.run_end import write_rescore_reports
+
+    here, there = tmp_path / "a", tmp_path / "b"
+    here.mkdir()
+    there.mkdir()
+    job = _job(archived_run, run_dir=str(there), kind="rescore",
+               config={"rescored_from": str(archived_run)})
+    in_process = write_rescore_reports(str(here), job.records, job.run_id, str(archived_run))
+    by_worker = ReportWorker.start().write_reports(job)
+    assert by_worker == in_process and by_worker["exit_code"] == 1
+    for name in ("run.json", "report.md", "trials.parquet", "results.parquet"):
+        assert (here / name).read_bytes() == (there / name).read_bytes(), name
+    assert not (there / "report.html").exists()  # a re-score writes none
+
+
 def test_a_failed_write_comes_back_as_the_same_oserror(archived_run, tmp_path):
     job = _job(archived_run, run_dir=str(tmp_path / "no" / "such" / "dir"))
     worker = ReportWorker.start()

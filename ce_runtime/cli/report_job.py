@@ -1,5 +1,6 @@
 """The report worker's job and reply (msgpack), and the worker itself: `python -m
-ce_runtime.cli.report_job` (started by report_worker.ReportWorker)."""
+ce_runtime.cli.report_job` (started by report_worker.ReportWorker, for `ce run` and
+`ce rescore`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class Job(msgspec.Struct, frozen=True):
     interrupted: bool
     junit_xml: str | None
     lost: list[dict[str, Any]]
+    kind: str = "run"  # or "rescore": run_dir is the results' (staged) directory and
+    # config holds rescored_from (run_end.write_rescore_reports)
 
 
 class WriteFailed(msgspec.Struct, frozen=True):
@@ -52,7 +55,7 @@ def main() -> int:
         import ce_runtime.report.html_trial
         import ce_runtime.report.render
         import ce_runtime.report.rundir  # noqa: F401
-        from ce_runtime.report.run_end import write_run_reports
+        from ce_runtime.report.run_end import write_rescore_reports, write_run_reports
     except Exception:  # `ce run` writes the reports, and reports the import's failure
         return 3
     data = sys.stdin.buffer.read()
@@ -60,8 +63,12 @@ def main() -> int:
         return 0
     try:
         job = msgspec.msgpack.decode(data, type=Job)
-        summary = write_run_reports(job.run_dir, job.run_id, job.config, job.records,
-                                    job.total, job.interrupted, job.junit_xml, job.lost)
+        if job.kind == "rescore":
+            summary = write_rescore_reports(job.run_dir, job.records, job.run_id,
+                                            job.config["rescored_from"])
+        else:
+            summary = write_run_reports(job.run_dir, job.run_id, job.config, job.records,
+                                        job.total, job.interrupted, job.junit_xml, job.lost)
         reply = Reply(summary=summary)
     except OSError as exc:
         reply = Reply(write_failed=WriteFailed(

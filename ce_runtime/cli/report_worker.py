@@ -1,4 +1,5 @@
-"""The report worker: a process `ce run` starts with the run to write its reports.
+"""The report worker: a process `ce run` (and `ce rescore`) starts first thing to write
+the reports at the end.
 
 Polars (and the report modules) take 0.15-0.2 s of CPU to import. Imported in `ce run`'s
 own process, on a thread while the trials ran, they held the GIL against the trials'

@@ -71,6 +71,19 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
       ce rescore runs/latest --offline
       ce rescore runs/ --trial default/hello -q
     """
+    from ce_runtime.cli.report_worker import ReportWorker
+
+    worker = ReportWorker.start()  # imports Polars on another CPU while trials are graded
+    try:
+        _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
+                 refresh_judges, offline, judge_replies, trial_ids, quiet)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
+             refresh_judges, offline, judge_replies, trial_ids, quiet):
     from ce_runtime.cli.pick import by_prefix, latest_run
     from ce_runtime.grade.rescore import rescore_trial, trial_dirs
     from ce_runtime.store.archive import (
@@ -156,7 +169,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
             gc.unfreeze()
             if loopback is not None:
                 loopback.__exit__(None, None, None)
-        code = _write(staged.path, records, run_dir, used, out)
+        code = _write(staged.path, records, run_dir, used, out, worker)
         staged.commit()
     note = f"; {missing} trial(s) have no task in TASKS" if missing else ""
     if damaged:
@@ -270,26 +283,26 @@ def _fmt(x) -> str:
     return f"{x:.3f}" if isinstance(x, int | float) else "  -  "
 
 
-def _write(out: str, records, run_dir: str, plans: dict, name: str) -> int:
+def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None) -> int:
     """The rest of the results' run directory (the trials are written as they are
     graded): the plans graded with, the definitions, the objects (a link to the run's),
-    run.json and the reports. `ce explain` and `ce rescore` work on it. `name`: where
-    the directory ends up (its run id)."""
-    from ce_runtime import report
-    from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
+    run.json and the reports (by the report worker, or here without one). `ce explain`
+    and `ce rescore` work on it. `name`: where the directory ends up (its run id)."""
     from ce_runtime.store.record import as_records
 
     _link_run_parts(out, run_dir, plans)
     records = as_records(records)  # typed once, not once per report
-    gates = report.suite_metrics(records)
-    summary = report.summary(records, gates, os.path.basename(os.path.abspath(name)),
-                             {"rescored_from": os.path.abspath(run_dir)})
-    summary["status"] = "complete"
-    write_json_atomic(os.path.join(out, "run.json"), summary)
-    if records:
-        report.write_parquet(out, records)
-    write_bytes_atomic(os.path.join(out, "report.md"),
-                       report.render_markdown(summary, records, gates).encode())
+    run_id, source = os.path.basename(os.path.abspath(name)), os.path.abspath(run_dir)
+    summary = None
+    if worker is not None:
+        from ce_runtime.cli.report_job import Job
+
+        summary = worker.write_reports(Job(out, run_id, {"rescored_from": source}, records,
+                                           len(records), False, None, [], kind="rescore"))
+    if summary is None:
+        from ce_runtime.report.run_end import write_rescore_reports
+
+        summary = write_rescore_reports(out, records, run_id, source)
     return int(summary.get("exit_code", 1))
 
 

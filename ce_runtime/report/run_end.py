@@ -1,5 +1,6 @@
 """The run's end: run.json's summary, trials.parquet and results.parquet, report.md,
-report.html and JUnit, written from the trial records.
+report.html and JUnit, written from the trial records (and a re-score's: run.json, the
+parquet files and report.md).
 
 `ce run` has a report worker (cli/report_worker.py) do this: a process started with the run, which
 imports Polars while the trials run. Without one (it could not start, it died, or
@@ -40,6 +41,23 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
     if junit_xml:
         os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
         write_bytes_atomic(junit_xml, report.render_junit(records, gates).encode())
+    return summary
+
+
+def write_rescore_reports(out: str, records: list, run_id: str,
+                          rescored_from: str) -> dict[str, Any]:
+    """A re-score's run.json, parquet files and report.md; run.json's summary."""
+    from ce_runtime import report
+    from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
+
+    gates = report.suite_metrics(records)
+    summary = report.summary(records, gates, run_id, {"rescored_from": rescored_from})
+    summary["status"] = "complete"
+    write_json_atomic(os.path.join(out, "run.json"), summary)
+    if records:
+        report.write_parquet(out, records)
+    write_bytes_atomic(os.path.join(out, "report.md"),
+                       report.render_markdown(summary, records, gates).encode())
     return summary
 
 
