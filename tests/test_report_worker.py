@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ce_runtime.cli.report_job import Job
+from ce_runtime.cli.report_job import RescoreReports, RunReports
 from ce_runtime.cli.report_worker import ReportWorker
 from ce_runtime.report.run_end import write_run_reports
 from ce_runtime.store.record import read_record
@@ -47,14 +47,14 @@ def archived_run(tmp_path_factory):
     return base / "run"
 
 
-def _job(archive: Path, **kw) -> Job:
+def _job(archive: Path, **kw) -> RunReports:
     records = [read_record(p) for p in sorted(glob.glob(f"{archive}/*/*/*/task.json"))]
     fields = dict(run_dir=str(archive), run_id="r1", config={"paths": ["tasks"]},
                   records=records, total=len(records) + 1, interrupted=False,
                   junit_xml=str(archive / "junit.xml"), lost=[
                       {"trial_id": "default/gone/00", "error": "its directory vanished"}])
     fields.update(kw)
-    return Job(**fields)
+    return RunReports(**fields)
 
 
 def _fresh_copy(run: Path, dest: Path) -> Path:
@@ -90,8 +90,7 @@ def test_a_rescores_reports_are_the_same_by_the_worker(archived_run, tmp_path):
     here, there = tmp_path / "a", tmp_path / "b"
     here.mkdir()
     there.mkdir()
-    job = _job(archived_run, run_dir=str(there), kind="rescore",
-               config={"rescored_from": str(archived_run)})
+    job = RescoreReports(str(there), "r1", str(archived_run), _job(archived_run).records)
     in_process = write_rescore_reports(str(here), job.records, job.run_id, str(archived_run))
     by_worker = ReportWorker.start().write_reports(job)
     assert by_worker == in_process and by_worker["exit_code"] == 1

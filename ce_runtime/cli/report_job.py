@@ -14,7 +14,9 @@ import msgspec
 from ce_runtime.store.record import TrialRecord
 
 
-class Job(msgspec.Struct, frozen=True):
+class RunReports(msgspec.Struct, frozen=True, tag="run"):
+    """`ce run`'s end (run_end.write_run_reports)."""
+
     run_dir: str
     run_id: str
     config: dict[str, Any]
@@ -23,8 +25,19 @@ class Job(msgspec.Struct, frozen=True):
     interrupted: bool
     junit_xml: str | None
     lost: list[dict[str, Any]]
-    kind: str = "run"  # or "rescore": run_dir is the results' (staged) directory and
-    # config holds rescored_from (run_end.write_rescore_reports)
+
+
+class RescoreReports(msgspec.Struct, frozen=True, tag="rescore"):
+    """`ce rescore`'s reports, into its (staged) results directory `out`
+    (run_end.write_rescore_reports)."""
+
+    out: str
+    run_id: str
+    rescored_from: str
+    records: list[TrialRecord]
+
+
+Job = RunReports | RescoreReports
 
 
 class WriteFailed(msgspec.Struct, frozen=True):
@@ -63,9 +76,9 @@ def main() -> int:
         return 0
     try:
         job = msgspec.msgpack.decode(data, type=Job)
-        if job.kind == "rescore":
-            summary = write_rescore_reports(job.run_dir, job.records, job.run_id,
-                                            job.config["rescored_from"])
+        if isinstance(job, RescoreReports):
+            summary = write_rescore_reports(job.out, job.records, job.run_id,
+                                            job.rescored_from)
         else:
             summary = write_run_reports(job.run_dir, job.run_id, job.config, job.records,
                                         job.total, job.interrupted, job.junit_xml, job.lost)

@@ -46,8 +46,8 @@ class ReportWorker:
 
     def write_reports(self, job: Any) -> dict[str, Any] | None:
         """run.json's summary once the worker wrote every report (`job`: a
-        report_job.Job); None when it could not (the caller writes them itself). A write
-        that failed raises its OSError."""
+        report_job.RunReports or RescoreReports); None when it could not (the caller
+        writes them itself). A write that failed raises its OSError."""
         import msgspec
 
         from ce_runtime.cli.report_job import Reply

@@ -402,10 +402,10 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     lost = [dict(r) for r in lost]
     summary = None
     if worker is not None:
-        from ce_runtime.cli.report_job import Job
+        from ce_runtime.cli.report_job import RunReports
 
-        summary = worker.write_reports(Job(run_dir, run_id, config, records, total,
-                                           interrupted, junit_xml, lost))
+        summary = worker.write_reports(RunReports(run_dir, run_id, config, records, total,
+                                                  interrupted, junit_xml, lost))
     if summary is None:
         from ce_runtime.report.run_end import write_run_reports
 
