@@ -492,13 +492,10 @@ def _grader_class() -> type:
     which this module does not need otherwise)."""
     if _GRADER:
         return _GRADER[0]
-    import time
-
     from ce_runtime.grade.interpreter import (
-        CriterionResult,
         Grader,
-        InfrastructureError,
-        _as_score,
+        disabled_result,
+        evaluated_result,
         is_disabled,
         summarize,
     )
@@ -528,51 +525,13 @@ def _grader_class() -> type:
             for call, inst, compiler, disabled in self._criteria:
                 advisory = stopped_early and call.id not in armed
                 if disabled:  # never call the model: out of the score and the gate
-                    results.append(CriterionResult(
-                        id=call.id, type=call.type, description=call.description,
-                        kind=inst.result_kind, score=0.0, pass_threshold=call.pass_threshold,
-                        passed=False, weight=call.weight, gating=False, advisory=advisory,
-                        error=None, outputs={}, values={}, matched={}, duration_ms=0.0,
-                        disabled=True))
+                    results.append(disabled_result(call, inst, advisory))
                     continue
-                state = _State(host, texts)
                 if has_current:
                     host.current = call.id  # what it runs and asks is filed under it
-                started = time.monotonic()
-                env: dict[str, Any] = dict(inst.params)
-                error = None
-                score = 0.0
-                outputs: dict[str, Any] = {}
-                roots = compiler.roots
-                try:
-                    for let in inst.lets:
-                        fn = roots.get(let.expr.id) or _root(compiler, let.expr)
-                        env[let.name] = fn(state, env)
-                    fn = roots.get(inst.score.id) or _root(compiler, inst.score)
-                    score = _as_score(fn(state, env))
-                    for out in inst.outputs:
-                        fn = roots.get(out.expr.id) or _root(compiler, out.expr)
-                        outputs[out.name] = fn(state, env)
-                except InfrastructureError:
-                    raise
-                except CriterionError as exc:
-                    error, score = str(exc), 0.0
-                except Exception as exc:
-                    error, score = f"{type(exc).__name__}: {exc}", 0.0
-                results.append(CriterionResult(
-                    id=call.id, type=call.type, description=call.description,
-                    kind=inst.result_kind, score=score, pass_threshold=call.pass_threshold,
-                    passed=error is None and score >= call.pass_threshold,
-                    weight=call.weight, gating=call.gating and not advisory,
-                    advisory=advisory, error=error, outputs=outputs, values=state.values,
-                    matched=state.matched, duration_ms=(time.monotonic() - started) * 1000,
-                    env=env))
+                results.append(evaluated_result(
+                    call, inst, advisory, CompiledEvaluator(compiler, _State(host, texts))))
             return summarize(results, stopped_early, self._gate)
 
     _GRADER.append(CompiledGrader)
     return CompiledGrader
-
-
-def _root(compiler: _Compiler, node: A.Node) -> Fn:
-    fn = compiler.roots[node.id] = compiler.node(node)
-    return fn

@@ -139,39 +139,51 @@ class Grader:
                   stopped_early: bool, armed: tuple[str, ...], links=None) -> CriterionResult:
         advisory = stopped_early and call.id not in armed
         if is_disabled(call):  # never call the model: excluded from the score and the gate
-            return CriterionResult(
-                id=call.id, type=call.type, description=call.description,
-                kind=inst.result_kind, score=0.0, pass_threshold=call.pass_threshold,
-                passed=False, weight=call.weight, gating=False, advisory=advisory, error=None,
-                outputs={}, values={}, matched={}, duration_ms=0.0, disabled=True)
+            return disabled_result(call, inst, advisory)
         ev = self._evaluator(host, nodes, links)
         if hasattr(host, "current"):
             host.current = call.id  # what it runs and asks is filed under this criterion
-        started = time.monotonic()
-        env: dict[str, Any] = dict(inst.params)
-        error = None
-        score = 0.0
-        outputs: dict[str, Any] = {}
-        try:
-            for let in inst.lets:
-                env[let.name] = ev.eval(let.expr, env)
-            raw = ev.eval(inst.score, env)
-            score = _as_score(raw)
-            for out in inst.outputs:
-                outputs[out.name] = ev.eval(out.expr, env)
-        except InfrastructureError:
-            raise
-        except CriterionError as exc:
-            error, score = str(exc), 0.0
-        except Exception as exc:
-            error, score = f"{type(exc).__name__}: {exc}", 0.0
-        return CriterionResult(
-            id=call.id, type=call.type, description=call.description, kind=inst.result_kind,
-            score=score, pass_threshold=call.pass_threshold,
-            passed=error is None and score >= call.pass_threshold, weight=call.weight,
-            gating=call.gating and not advisory, advisory=advisory, error=error,
-            outputs=outputs, values=ev.values, matched=ev.matched,
-            duration_ms=(time.monotonic() - started) * 1000, env=env)
+        return evaluated_result(call, inst, advisory, ev)
+
+
+def disabled_result(call: CriterionCall, inst: Instance, advisory: bool) -> CriterionResult:
+    """A disabled criterion's result: not evaluated, out of the score and the gate."""
+    return CriterionResult(
+        id=call.id, type=call.type, description=call.description, kind=inst.result_kind,
+        score=0.0, pass_threshold=call.pass_threshold, passed=False, weight=call.weight,
+        gating=False, advisory=advisory, error=None, outputs={}, values={}, matched={},
+        duration_ms=0.0, disabled=True)
+
+
+def evaluated_result(call: CriterionCall, inst: Instance, advisory: bool,
+                     ev: Any) -> CriterionResult:
+    """The criterion evaluated by `ev` (anything with `eval(node, env)`, `values` and
+    `matched`: the tree walker, or compiled closures): its lets, score and outputs; an
+    error in the criterion is its result (score 0), an infrastructure error is raised."""
+    started = time.monotonic()
+    env: dict[str, Any] = dict(inst.params)
+    error = None
+    score = 0.0
+    outputs: dict[str, Any] = {}
+    try:
+        for let in inst.lets:
+            env[let.name] = ev.eval(let.expr, env)
+        score = _as_score(ev.eval(inst.score, env))
+        for out in inst.outputs:
+            outputs[out.name] = ev.eval(out.expr, env)
+    except InfrastructureError:
+        raise
+    except CriterionError as exc:
+        error, score = str(exc), 0.0
+    except Exception as exc:
+        error, score = f"{type(exc).__name__}: {exc}", 0.0
+    return CriterionResult(
+        id=call.id, type=call.type, description=call.description, kind=inst.result_kind,
+        score=score, pass_threshold=call.pass_threshold,
+        passed=error is None and score >= call.pass_threshold, weight=call.weight,
+        gating=call.gating and not advisory, advisory=advisory, error=error,
+        outputs=outputs, values=ev.values, matched=ev.matched,
+        duration_ms=(time.monotonic() - started) * 1000, env=env)
 
 
 def criterion_records(plan: Plan, graded: GradeResult) -> list[dict[str, Any]]:
