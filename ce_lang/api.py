@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 # public name -> module that defines it ("" after the module: the module itself)
 _EXPORTS: dict[str, str] = {
     "__version__": "ce_lang",
+    "ce_cache": "ce_lang.caches",
     # front end
     "CompileOptions": "ce_lang.compiler",
     "compile_cache": "ce_lang.compile_cache",

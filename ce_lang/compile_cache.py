@@ -25,6 +25,7 @@ import sys
 import time
 
 from ce_lang import __version__, hostfs
+from ce_lang.caches import ce_cache
 
 FORMAT = 1
 MAX_ENTRIES = 200
@@ -42,8 +43,7 @@ def disabled_by_env() -> bool:
 
 
 def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ce", "compile")
+    return ce_cache("compile")
 
 
 # -- the key --------------------------------------------------------------------------------

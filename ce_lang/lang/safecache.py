@@ -19,8 +19,9 @@ from typing import Any
 
 
 def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ce")
+    from ce_lang.caches import ce_cache
+
+    return ce_cache()
 
 
 class _Unpickler(pickle.Unpickler):

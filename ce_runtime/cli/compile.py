@@ -86,7 +86,7 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
     if cache is None:
         code = _compile(paths, options, emit_dir, fmt, quiet, color, out)
     else:
-        with cache.recording() as recorder, _WarningsSeen() as warned:
+        with cache.recording() as recorder, WarningsSeen() as warned:
             code = _compile(paths, options, emit_dir, fmt, quiet, color, out)
         if not warned.seen:  # a Python warning went to stderr: not replayable
             cache.store(key, recorder, out.actions, code)
@@ -173,10 +173,10 @@ def _replay(actions: list[tuple]) -> None:
             out.write_json(action[1], action[2])
 
 
-class _WarningsSeen:
+class WarningsSeen:
     """Notes whether Python printed a warning (a regex's FutureWarning ...) meanwhile."""
 
-    def __enter__(self) -> _WarningsSeen:
+    def __enter__(self) -> WarningsSeen:
         import warnings
 
         self.seen, self._shown = False, warnings.showwarning

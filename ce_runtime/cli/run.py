@@ -388,8 +388,9 @@ def _check_executor(name: str, ray_address: str | None) -> str:
 
 
 def _uv_cache() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ce", "uv")
+    from ce_lang.api import ce_cache
+
+    return ce_cache("uv")
 
 
 def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,

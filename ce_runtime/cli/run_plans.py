@@ -23,18 +23,14 @@ _CODE = (os.path.abspath(__file__),
 
 
 class CompiledRun(NamedTuple):
+    """What `ce run` uses of a CompileResult (whose class lives in the compiler)."""
+
     trials: list
     diagnostics: list
     sources: dict[str, str]
+    errors: int
+    warnings: int
     plan_files: dict[str, bytes]  # plans/<hash>.json's bytes (suite.plan_file_bytes)
-
-    @property
-    def errors(self) -> int:
-        return sum(1 for d in self.diagnostics if d.severity == "error")
-
-    @property
-    def warnings(self) -> int:
-        return sum(1 for d in self.diagnostics if d.severity == "warning")
 
 
 def compile_for_run(paths: tuple[str, ...], options: dict[str, Any],
@@ -54,9 +50,9 @@ def compile_for_run(paths: tuple[str, ...], options: dict[str, Any],
             return CompiledRun(*pickle.loads(hit[0][0]))
         except Exception:  # an entry this ce cannot load: compile
             pass
-    from ce_runtime.cli.compile import _WarningsSeen
+    from ce_runtime.cli.compile import WarningsSeen
 
-    with cache.recording() as recorder, _WarningsSeen() as warned:
+    with cache.recording() as recorder, WarningsSeen() as warned:
         compiled = _compile(paths, options, host_limits)
     if not warned.seen:  # a Python warning went to stderr: a hit would not show it
         try:
@@ -73,5 +69,6 @@ def _compile(paths, options: dict[str, Any], host_limits) -> CompiledRun:
 
     result = compile_paths(paths, CompileOptions(host_limits=host_limits, **options))
     plans = {t.plan_hash: t.plan for t in result.trials}
-    return CompiledRun(result.trials, result.diagnostics, result.sources,
+    return CompiledRun(result.trials, result.diagnostics, result.sources, result.errors,
+                       result.warnings,
                        {h: plan_file_bytes(h, plan) for h, plan in plans.items()})

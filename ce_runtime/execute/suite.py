@@ -204,8 +204,9 @@ def hidden_paths(trials: list[Trial], options: RunOptions) -> tuple[str, ...]:
     """What no agent of this run may see: every task directory of the suite (their
     hidden tests and references, the task files themselves), ce's caches."""
     paths = {os.path.abspath(t.task_dir) for t in trials if t.task_dir}
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    paths.add(os.path.join(cache, "ce"))
+    from ce_lang.api import ce_cache
+
+    paths.add(ce_cache())
     if options.uv_cache:
         paths.add(os.path.abspath(options.uv_cache))
     return tuple(sorted(paths))

@@ -29,8 +29,9 @@ class ToolError(Exception):
 
 
 def cache_root() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ce", "agents")
+    from ce_lang.api import ce_cache
+
+    return ce_cache("agents")
 
 
 def agent_dir(name: str) -> str:

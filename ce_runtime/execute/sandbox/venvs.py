@@ -80,8 +80,9 @@ _MARKER = ".ce-template.json"
 
 
 def machine_cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ce", "venvs")
+    from ce_lang.api import ce_cache
+
+    return ce_cache("venvs")
 
 
 def _machine_template(key: tuple, machine: tuple[str, ...],
