@@ -144,6 +144,16 @@ def test_html_is_self_contained(run_dir, tmp_path):
     assert len(details) == 16
 
 
+def test_run_page_is_the_report_page(run_dir, tmp_path):
+    """`ce run` makes report.html from the records in memory (reshaped as the parquet
+    reads back, its summary and gates not recomputed): byte for byte the page `ce report`
+    makes from the files, on a run with variants, a suite, gates and an early stop."""
+    out = tmp_path / "r.html"
+    res = ce_report(run_dir, "-f", "html", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert out.read_bytes() == Path(run_dir, "report.html").read_bytes()
+
+
 def test_rescored_results(run_dir, tmp_path):
     """The re-scored results are a run directory of their own: reported the same way."""
     out = tmp_path / "rescored"

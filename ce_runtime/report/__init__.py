@@ -37,6 +37,16 @@ Definitions (the report and run.json use the same ones):
 
 from __future__ import annotations
 
+import os
+
+# Polars sums a column in per-thread pieces whose split varies from one process to the
+# next, so a mean could differ in its last digit between `ce run`'s report and `ce
+# report` of the same run (measured: 0.6458333333333333 or ...334). One thread makes
+# every aggregate reproducible; report-sized frames gain nothing from more. Set before
+# Polars starts its thread pool: the report modules, whose package this is, and the
+# report worker import it before Polars.
+os.environ["POLARS_MAX_THREADS"] = "1"
+
 from ce_runtime.report.frames import results_frame, trials_frame, write_parquet
 from ce_runtime.report.gates import SuiteGate, suite_metrics
 from ce_runtime.report.junit import render_junit
@@ -53,3 +63,8 @@ __all__ = [
     "trials_frame",
     "write_parquet",
 ]
+
+
+def load_polars() -> None:
+    """Import Polars now (the report worker: while the trials run, not at the end)."""
+    import polars  # noqa: F401

@@ -84,9 +84,11 @@ def _check(metrics: dict[str, float], thresholds: dict[str, float]) -> list[str]
 def suite_metrics(records: Records) -> list[SuiteGate]:
     """A gate per (variant, dataset suite, criterion), in first-seen order. Disabled
     criteria and NOT_GRADED trials are left out."""
+    records = as_records(records)
+    if all(r.suite_id is None for r in records):  # no dataset suite: no gate (no Polars)
+        return []
     import polars as pl
 
-    records = as_records(records)
     results = results_frame(records).lazy().filter(
         pl.col("suite_id").is_not_null() & ~pl.col("disabled")
         & (pl.col("status") != Status.NOT_GRADED.value))

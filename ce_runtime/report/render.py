@@ -19,6 +19,15 @@ def render(run: str, fmt: str) -> str:
     for key in ("status", "trials_planned", "lost_trials"):
         if key in data.run_json:
             summary[key] = data.run_json[key]
+    return render_loaded(data, fmt, summary, gates)
+
+
+def render_loaded(data, fmt: str, summary: dict, gates: list) -> str:
+    """`render` of a run already read (`data`: a rundir.RunData) whose summary and suite
+    gates are computed: `ce run`'s end has them, and recomputing them from the parquet
+    just written doubled its report time."""
+    from ce_runtime import report
+
     if fmt == "md":
         return report.render_markdown(summary, data.records, gates)
     if fmt == "json":

@@ -37,7 +37,7 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
     write_bytes_atomic(os.path.join(run_dir, "report.md"),
                        report.render_markdown(summary, records, gates).encode())
     if records:
-        write_html(run_dir)
+        write_html(run_dir, (records, gates, summary))
     if junit_xml:
         os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
         write_bytes_atomic(junit_xml, report.render_junit(records, gates).encode())
@@ -61,17 +61,26 @@ def write_rescore_reports(out: str, records: list, run_id: str,
     return summary
 
 
-def write_html(run_dir: str) -> None:
-    """report.html beside report.md, made as `ce report RUN -f html` makes it (from the
-    parquet just written). A failure is said and the run goes on: the results are all
-    written by now."""
-    from ce_runtime.report.render import render
-    from ce_runtime.report.rundir import RunDirError
+def write_html(run_dir: str, computed: tuple | None = None) -> None:
+    """report.html beside report.md, made as `ce report RUN -f html` makes it: from the
+    run's files, or from `computed` (records, gates, summary) just written, reshaped as
+    `ce report` reads them back (the same page, tested). A failure is said and the run
+    goes on: the results are all written by now."""
+    from ce_runtime.report import frames
+    from ce_runtime.report.render import render, render_loaded
+    from ce_runtime.report.rundir import RunDirError, run_data
     from ce_runtime.store.atomic import write_bytes_atomic
 
     path = os.path.join(run_dir, "report.html")
     try:
-        write_bytes_atomic(path, render(run_dir, "html").encode())
+        if computed is None:
+            page = render(run_dir, "html")
+        else:
+            records, gates, summary = computed
+            read_back = run_data(run_dir, frames.trials_frame(records),
+                                 frames.results_frame(records))
+            page = render_loaded(read_back, "html", summary, gates)
+        write_bytes_atomic(path, page.encode())
     except (RunDirError, OSError) as exc:
         click.echo(f"warning: report.html not written ({exc})", err=True)
     except Exception as exc:  # a bug in the HTML report must not cost the run its exit
@@ -79,3 +88,4 @@ def write_html(run_dir: str) -> None:
             raise
         click.echo(f"warning: report.html not written: a bug in ce ({type(exc).__name__}: "
                    f"{exc}); `ce report {run_dir} -f html` retries it", err=True)
+

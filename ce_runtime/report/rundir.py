@@ -101,6 +101,17 @@ def load_run(path: str) -> RunData:
     if not os.path.isfile(results_path):
         raise RunDirError(results_path, "missing")
     results = _read_parquet(results_path, _RESULT_COLUMNS)
+    return run_data(run_dir, trials, results, run_json)
+
+
+def run_data(run_dir: str, trials: pl.DataFrame, results: pl.DataFrame,
+             run_json: dict[str, Any] | None = None) -> RunData:
+    """The run as `load_run` reads it, from its two frames: `ce run`'s end has them in
+    memory, having just written the parquet files from them (run.json is read unless
+    given)."""
+    run_dir = os.path.realpath(run_dir)
+    if run_json is None:
+        run_json = _read_run_json(run_dir)
     records = records_from_frames(trials, results, _thresholds(run_json))
     return RunData(run_dir, run_json, trials, results, records)
 
