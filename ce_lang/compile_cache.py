@@ -25,7 +25,7 @@ import sys
 import time
 
 from ce_lang import __version__, hostfs
-from ce_lang.caches import ce_cache
+from ce_lang.caches import ce_cache, read_private, write_private
 
 FORMAT = 1
 MAX_ENTRIES = 200
@@ -100,41 +100,12 @@ def _entry_path(key: str) -> str:
     return os.path.join(cache_dir(), key + ".entry")
 
 
-def _read_trusted(path: str) -> bytes | None:
-    """The file's bytes when it is a regular file this user owns that no one else may
-    write, in a directory of the same kind; else None."""
-    try:
-        dst = os.stat(os.path.dirname(path), follow_symlinks=False)
-        if not _private(dst, stat.S_IFDIR):
-            return None
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not _private(os.fstat(fd), stat.S_IFREG):
-            return None
-        with os.fdopen(fd, "rb") as fh:
-            fd = -1
-            return fh.read()
-    except OSError:
-        return None
-    finally:
-        if fd != -1:
-            os.close(fd)
-
-
-def _private(st: os.stat_result, kind: int) -> bool:
-    return (stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.getuid()
-            and not st.st_mode & 0o022)
-
-
 def lookup(key: str, probes: dict | None = None) -> tuple[list, int] | None:
     """(actions, exit code) of the entry for `key` when every observation it logged still
     holds; None (a miss) otherwise."""
     hostfs.PROBES.update(probes or {})
     path = _entry_path(key)
-    data = _read_trusted(path)
+    data = read_private(path)
     if data is None:
         return None
     try:
@@ -166,17 +137,7 @@ def store(key: str, recorder: hostfs.Recorder, actions: list, code: int) -> bool
     except ValueError:  # an unmarshallable value: never cached
         return False
     directory = cache_dir()
-    tmp = os.path.join(directory, f".tmp-{os.getpid()}-{key[:16]}")
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
-                     0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, _entry_path(key))
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    if not write_private(_entry_path(key), data):
         return False
     prune(directory)
     return True
