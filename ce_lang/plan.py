@@ -17,7 +17,6 @@ from typing import Any
 import attrs
 import msgspec
 
-from ce_lang.convert import converter
 from ce_lang.inputs import input_digests
 from ce_lang.schema import criteria as C
 from ce_lang.schema.agent import AgentConfig
@@ -226,7 +225,7 @@ def lower_criterion(i: int, c: C.CriterionBase) -> CriterionCall:
     if isinstance(c, C.UserCall):
         args = dict(c.args)
     else:
-        raw = converter.unstructure(c)
+        raw = _converter().unstructure(c)
         args = {k: v for k, v in raw.items() if k not in COMMON_FIELDS}
     if isinstance(c, C.ReferenceComparison):
         threshold = c.similarity_threshold  # the domain field wins, as in coder_eval
@@ -302,8 +301,16 @@ def _relative_reference(ref: Reference | None, task_dir: str) -> Reference | Non
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
+def _converter():
+    """cattrs' converter, imported when a plan is first (un)structured: `ce run` of cached
+    plans need not load cattrs at all."""
+    from ce_lang.convert import converter
+
+    return converter
+
+
 def plan_to_json(plan: Plan) -> dict[str, Any]:
-    return converter.unstructure(plan)
+    return _converter().unstructure(plan)
 
 
 @functools.cache
@@ -355,4 +362,4 @@ def trial_to_json(trial: Trial) -> dict[str, Any]:
 
 def plan_from_json(data: dict[str, Any]) -> Plan:
     """A plan written by `plan_to_json` (e.g. `plans/<hash>.json`), structured back."""
-    return converter.structure(data, Plan)
+    return _converter().structure(data, Plan)

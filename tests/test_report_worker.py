@@ -143,3 +143,13 @@ def test_ce_run_writes_its_reports_without_importing_polars(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
                          env={**ENV, "CE_REPORT_WORKER": "0"})
     assert off.stdout.splitlines()[-1] == "exit 0 True", off.stderr
+
+
+def test_warm_up_writes_nothing(tmp_path, monkeypatch):
+    """The worker's warm-up (a made-up trial's report, before the job arrives) stays in
+    memory: no file anywhere it could write (its run directory is "")."""
+    from ce_runtime.report.run_end import warm_up
+
+    monkeypatch.chdir(tmp_path)
+    warm_up()
+    assert list(tmp_path.iterdir()) == []

@@ -66,11 +66,13 @@ def main() -> int:
         import ce_runtime.report.html_trial
         import ce_runtime.report.render
         import ce_runtime.report.rundir
-        from ce_runtime.report.run_end import write_rescore_reports, write_run_reports
+        from ce_runtime.report.run_end import warm_up, write_rescore_reports, write_run_reports
 
         ce_runtime.report.load_polars()  # the point: before the job arrives
     except Exception:  # `ce run` writes the reports, and reports the import's failure
         return 3
+    with contextlib.suppress(Exception):  # a failed warm-up leaves the job as it was
+        warm_up()
     data = sys.stdin.buffer.read()
     if not data:  # no job: the run stopped before its end
         return 0

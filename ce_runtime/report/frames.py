@@ -184,7 +184,7 @@ def _results_frame(records: list[TrialRecord]) -> pl.DataFrame:
     return pl.DataFrame(_result_columns(records), schema=_results_schema(), strict=False)
 
 
-def _parquet_bytes(frame: pl.DataFrame) -> bytes:
+def parquet_bytes(frame: pl.DataFrame) -> bytes:
     buf = io.BytesIO()
     frame.write_parquet(buf)
     return buf.getvalue()
@@ -194,9 +194,9 @@ def write_parquet(run_dir: str, records: Records) -> None:
     """trials.parquet and results.parquet in `run_dir`, each written atomically."""
     records = as_records(records)
     write_bytes_atomic(os.path.join(run_dir, "trials.parquet"),
-                       _parquet_bytes(trials_frame(records)))
+                       parquet_bytes(trials_frame(records)))
     write_bytes_atomic(os.path.join(run_dir, "results.parquet"),
-                       _parquet_bytes(results_frame(records)))
+                       parquet_bytes(results_frame(records)))
 
 
 def ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
