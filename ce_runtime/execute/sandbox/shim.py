@@ -17,6 +17,10 @@ sent with the descriptors. Replies are JSON lines.
       + fds (stdin, stdout, stderr)  ->  {"pid": N} ... {"exit": CODE}
       later on the same connection: {"op": "kill"} kills the command's process group;
       a connection closed before the command exits kills it too.
+      The command is started by posix_spawn (no copy of the init's memory); by a fork
+      when it has rlimits to set or does not start (the fork reports why on its stderr,
+      exit 127). Either way: its own session, the three descriptors and no other, the
+      same signal dispositions, `cwd`, argv[0] looked up on the PATH of `env`.
   {"op": "mark"}                       ->  {"mark": N}   (the agent starts: the N
                                            processes alive now are spared later)
   {"op": "kill_since"}                 ->  {"killed": [[pid, name], ...]}   (all others)
@@ -374,6 +378,7 @@ class Zygote(_Server):
 
     def __init__(self, ctl_path: str):
         super().__init__(ctl_path, lambda: os._exit(0))  # its inits hear it too
+        _spawner()  # made once, inherited by every init
         self.pending: dict[socket.socket, tuple[bytearray, list[int]]] = {}
         self.inits: dict[int, socket.socket] = {}  # pid -> the connection that asked
 
@@ -474,41 +479,104 @@ class Zygote(_Server):
 
 
 _SIGDEF = (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT)
-_HOME: list[int] = []  # a descriptor of the init's own working directory
+POSIX_SPAWN_SETSIGDEF = 0x04
+POSIX_SPAWN_SETSID = 0x80
+
+
+class _Spawner:
+    """glibc's posix_spawn through ctypes. Not os.posix_spawn: it has no chdir, and its
+    `setsigdef` refuses glibc's two internal signals (32 and 33), which glibc's
+    posix_spawn leaves ignored in the command unless they are in that set: a fork leaves
+    them at their defaults."""
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.spawn = libc.posix_spawn
+        self.fa_init = libc.posix_spawn_file_actions_init
+        self.fa_destroy = libc.posix_spawn_file_actions_destroy
+        self.fa_dup2 = libc.posix_spawn_file_actions_adddup2
+        self.fa_chdir = libc.posix_spawn_file_actions_addchdir_np
+        self.at_init = libc.posix_spawnattr_init
+        self.at_destroy = libc.posix_spawnattr_destroy
+        self.at_flags = libc.posix_spawnattr_setflags
+        self.at_sigdef = libc.posix_spawnattr_setsigdefault
+        self.at_flags.argtypes = [ctypes.c_void_p, ctypes.c_short]
+        # a sigset_t as glibc lays it out (bit n-1 for signal n), built by hand:
+        # sigaddset refuses 32 and 33
+        words = [0] * 16
+        for sig in (*_SIGDEF, 32, 33):
+            words[(sig - 1) // 64] |= 1 << ((sig - 1) % 64)
+        self.sigdef = (ctypes.c_uint64 * 16)(*words)
+
+    def __call__(self, path: str, argv: list[str], env: dict[str, str], cwd: str,
+                 fds: list[int]) -> int | None:
+        fa = ctypes.create_string_buffer(512)  # larger than glibc's structures
+        attr = ctypes.create_string_buffer(1024)
+        if self.fa_init(fa) != 0:
+            return None
+        try:
+            if self.at_init(attr) != 0:
+                return None
+            try:
+                for i, fd in enumerate(fds):
+                    if self.fa_dup2(fa, fd, i) != 0:
+                        return None
+                if self.fa_chdir(fa, os.fsencode(cwd)) != 0 or \
+                        self.at_flags(attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID) != 0 \
+                        or self.at_sigdef(attr, self.sigdef) != 0:
+                    return None
+                args = (ctypes.c_char_p * (len(argv) + 1))(
+                    *[os.fsencode(a) for a in argv], None)
+                envp = (ctypes.c_char_p * (len(env) + 1))(
+                    *[os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items()], None)
+                pid = ctypes.c_int(0)
+                if self.spawn(ctypes.byref(pid), os.fsencode(path), fa, attr, args,
+                              envp) != 0:
+                    return None
+                return pid.value
+            finally:
+                self.at_destroy(attr)
+        finally:
+            self.fa_destroy(fa)
+
+
+_SPAWNER: list[_Spawner | None] = []
+
+
+def _spawner() -> _Spawner | None:
+    """The process's spawner (made once: the zygote makes it for all its inits)."""
+    if not _SPAWNER:
+        try:
+            _SPAWNER.append(_Spawner() if sys.platform.startswith("linux") else None)
+        except (OSError, AttributeError):
+            _SPAWNER.append(None)
+    return _SPAWNER[0]
 
 
 def _spawn(argv: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> int | None:
-    """The command started as `_fork_exec` starts it, by posix_spawn (vfork and exec:
-    no copy of the init's memory, a fraction of a fork's cost): its own session, the
-    three descriptors as its stdio and no other (every other descriptor of the init is
+    """The command started as `_fork_exec` starts it, by posix_spawn (vfork and exec: no
+    copy of the init's memory, a fraction of a fork's cost): its own session, the three
+    descriptors as its stdio and no other (every other descriptor of the init is
     close-on-exec, `_no_inherit`), the same signals set back to their defaults, `cwd` its
     directory, `argv[0]` looked up on the PATH of `env` as `os.execvpe` does. None when it
     does not start (the fork path then reports why, as it always has)."""
-    if not argv or not hasattr(os, "posix_spawn"):
-        return None
-    file = argv[0]
-    if os.path.dirname(file):
-        candidates = [file]
-    else:
-        candidates = [os.path.join(d, file) for d in os.get_exec_path(env)]
-    actions = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(fds)]
-    try:
-        if not _HOME:
-            _HOME.append(os.open(".", os.O_PATH | os.O_DIRECTORY))
-        os.chdir(cwd)
-    except (OSError, ValueError, TypeError):
+    spawner = _spawner()
+    if spawner is None or not argv:
         return None
     try:
+        if any("\0" in a for a in argv) or \
+                any("\0" in k or "=" in k or not k or "\0" in v for k, v in env.items()):
+            return None  # refused by the fork path's execvpe: let it say so
+        file = argv[0]
+        candidates = [file] if os.path.dirname(file) else \
+            [os.path.join(d, file) for d in os.get_exec_path(env)]
         for path in candidates:
-            try:
-                return os.posix_spawn(path, argv, env, file_actions=actions, setsid=True,
-                                      setsigdef=_SIGDEF)
-            except (OSError, ValueError, TypeError):
-                continue
-        return None
-    finally:
-        with contextlib.suppress(OSError):
-            os.fchdir(_HOME[0])
+            pid = spawner(path, argv, env, cwd, fds)
+            if pid is not None:
+                return pid
+    except (OSError, ValueError, TypeError, UnicodeError):
+        pass
+    return None
 
 
 def _no_inherit(fds) -> None:
