@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +117,62 @@ def test_a_missing_cwd_is_reported_by_the_command(tmp_path):
 
     out = in_box(tmp_path, body)
     assert out.exit_code == 127 and "cannot start /bin/true" in out.stderr
+
+
+def _group(pgid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[2]) == pgid and stat[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def test_the_zygotes_spare_init_serves_the_next_trial_and_dies_with_it(tmp_path):
+    from ce_runtime.execute.sandbox.tempdir import zygote
+
+    async def main():
+        seen = []
+        for i in range(3):
+            scratch = tmp_path / f"scratch-{i}"
+            scratch.mkdir()
+            box = open_sandbox("tempdir", SandboxSpec("t/00", str(scratch), str(tmp_path),
+                                                      warm=True))
+            await box.start()
+            try:
+                out = await box.exec("echo $$")
+                pid = box.init.pid
+                sid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+                seen.append((pid, sid, out.exit_code))
+            finally:
+                await box.teardown()
+            assert box.init.returncode is not None  # reaped by the zygote, reported
+        zyg = zygote().proc.pid
+        for _ in range(200):  # the next spare, forked while the last trial ran
+            if len(_group(zyg)) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        spare = [p for p in _group(zyg) if p != zyg]
+        await close_warm_inits()
+        return seen, spare
+
+    seen, spare = asyncio.run(main())
+    assert len({pid for pid, _, _ in seen}) == 3  # a fresh init per trial
+    assert all(sid == pid and code == 0 for pid, sid, code in seen)  # own session
+    assert len(spare) == 1
+    for _ in range(200):
+        if not alive(spare[0]):
+            break
+        time.sleep(0.01)
+    assert not alive(spare[0])
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
