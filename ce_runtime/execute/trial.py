@@ -78,6 +78,17 @@ async def finish_despite_cancels(work: Any) -> None:
         raise asyncio.CancelledError
 
 
+def _empty(workspace: str) -> None:
+    """A workspace as a set-up that never ran leaves it (its sandbox did not start)."""
+    with contextlib.suppress(OSError), os.scandir(workspace) as it:
+        for entry in it:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
 def budget_input_tokens(view: Any, limits: Any) -> int:
     """The input tokens the budgets count: cache reads and cache writes only when the
     task says so (`run_limits.count_cached_input` / `count_cache_creation`, as
@@ -413,9 +424,19 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         try:
             sandbox = open_sandbox(plan.sandbox.driver, sandbox_spec(trial, ctx, scratch,
                                                                     agent_name))
-            await sandbox.start()
-            notes["sandbox"] = sandbox.enforcement.as_record()
-            setup = await sandbox.prepare(plan, cancel_setup)
+            if getattr(sandbox, "prepare_overlaps_start", False):
+                sandbox.begin_start()  # its init is being made while the host sets up
+                setup = await sandbox.prepare(plan, cancel_setup)
+                try:
+                    await sandbox.start()
+                except SandboxError:  # no sandbox: as if its set-up never ran
+                    await asyncio.to_thread(_empty, sandbox.workspace)
+                    raise
+                notes["sandbox"] = sandbox.enforcement.as_record()
+            else:
+                await sandbox.start()
+                notes["sandbox"] = sandbox.enforcement.as_record()
+                setup = await sandbox.prepare(plan, cancel_setup)
         except asyncio.CancelledError:  # interrupted: the worker's command dies now
             cancel_setup.set()
             raise

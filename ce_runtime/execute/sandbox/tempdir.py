@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import weakref
 from typing import Any
@@ -100,12 +101,12 @@ class _Zygote:
                 (self.starting is None or self.starting.done()):
             self.starting = asyncio.ensure_future(self._start(where))
 
-    async def fork(self, ctl_path: str, where: str) -> ForkedInit:
-        if self.proc is None or self.proc.returncode is not None:
-            if self.starting is None or self.starting.done():
-                self.starting = asyncio.ensure_future(self._start(where))
-            await asyncio.shield(self.starting)
-        assert self.ctl_dir is not None
+    def request(self, ctl_path: str) -> tuple[int, socket.socket] | None:
+        """Ask for an init listening on `ctl_path` now, if the zygote is up (its fork
+        proceeds while the caller does something else; `fork` takes the answer). The
+        stderr pipe's read end and the connection; None when the zygote is not up."""
+        if self.proc is None or self.proc.returncode is not None or self.ctl_dir is None:
+            return None
         read_end, write_end = os.pipe()
         try:
             client = ShimClient(os.path.join(self.ctl_dir, "ctl.sock"))
@@ -113,8 +114,23 @@ class _Zygote:
                 sock = client._connect({"op": "init", "ctl": ctl_path}, [write_end])
             finally:
                 client.close()
+        except BaseException:
+            os.close(read_end)
+            raise
         finally:
             os.close(write_end)
+        return read_end, sock
+
+    async def fork(self, ctl_path: str, where: str,
+                   requested: tuple[int, socket.socket] | None = None) -> ForkedInit:
+        if requested is None:
+            if self.proc is None or self.proc.returncode is not None:
+                if self.starting is None or self.starting.done():
+                    self.starting = asyncio.ensure_future(self._start(where))
+                await asyncio.shield(self.starting)
+            requested = self.request(ctl_path)
+            assert requested is not None
+        read_end, sock = requested
         loop = asyncio.get_running_loop()
         stderr = asyncio.StreamReader()
         try:
@@ -122,6 +138,7 @@ class _Zygote:
                 lambda: asyncio.StreamReaderProtocol(stderr), os.fdopen(read_end, "rb", 0))
         except BaseException:
             sock.close()
+            os.close(read_end)
             raise
         replies, conn = await asyncio.open_unix_connection(sock=sock)
         line = await asyncio.wait_for(replies.readline(), 20.0)
@@ -181,6 +198,9 @@ async def close_warm_inits() -> None:
 
 class TempdirSandbox(SupervisedSandbox):
     driver = "tempdir"
+    # its set-up is the host's (workspace.py) and needs nothing of the init: a trial runs
+    # it while the init starts
+    prepare_overlaps_start = True
 
     def __init__(self, spec: SandboxSpec):
         super().__init__(spec)
@@ -188,16 +208,38 @@ class TempdirSandbox(SupervisedSandbox):
         self.tmp = os.path.join(spec.scratch, "tmp")
         os.makedirs(self.home, exist_ok=True)
         os.makedirs(self.tmp, exist_ok=True)
+        self._requested: tuple[int, socket.socket] | None = None
+
+    def _forked(self) -> bool:
+        lim = self.spec.limits
+        return getattr(self.spec, "warm", False) and all(
+            v is None for v in (lim.memory_mb, lim.pids, lim.cpus))
+
+    def begin_start(self) -> None:
+        """Ask the run's zygote for this trial's init now: it forks (or hands over its
+        spare) while the trial sets up its workspace; `start` then takes the answer. A
+        problem here is left for `start` to meet and report."""
+        if self._forked() and self._requested is None:
+            with contextlib.suppress(SandboxError, OSError, RuntimeError):
+                self._requested = zygote().request(self.inner_ctl())
 
     async def start(self) -> None:
-        lim = self.spec.limits
-        if any(v is not None for v in (lim.memory_mb, lim.pids, lim.cpus)) \
-                or not getattr(self.spec, "warm", False):
+        if not self._forked():
             return await super().start()
         where = os.path.dirname(os.path.abspath(self.spec.scratch))
-        self.init = await zygote().fork(self.inner_ctl(), where)
+        requested, self._requested = self._requested, None
+        self.init = await zygote().fork(self.inner_ctl(), where, requested)
         self.enforcement = self._enforcement()
         self._drain = asyncio.ensure_future(self._drain_stderr())
+
+    async def teardown(self) -> list[str]:
+        if self._requested is not None and self.init is None:  # asked for, never taken
+            requested, self._requested = self._requested, None
+            with contextlib.suppress(Exception):
+                where = os.path.dirname(os.path.abspath(self.spec.scratch))
+                self.init = await zygote().fork(self.inner_ctl(), where, requested)
+                self._drain = asyncio.ensure_future(self._drain_stderr())
+        return await super().teardown()
 
     def launch_argv(self, python: str) -> list[str]:
         return [python, "-I", "-S", SHIM, self.inner_ctl()]
