@@ -98,6 +98,8 @@ class ShimClient:
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         try:
             line = await reader.readline()
+        except ConnectionError as exc:  # it died with our request unread
+            raise SandboxError(f"the sandbox's init is gone ({exc})") from exc
         finally:
             writer.close()
         if not line:
@@ -108,7 +110,11 @@ class ShimClient:
                     ) -> tuple[int, asyncio.StreamReader, asyncio.StreamWriter]:
         sock = self._connect(message, fds)
         reader, writer = await asyncio.open_unix_connection(sock=sock)
-        reply = json.loads(await reader.readline() or b'{"error": "no answer"}')
+        try:
+            reply = json.loads(await reader.readline() or b'{"error": "no answer"}')
+        except ConnectionError as exc:  # it died with our request unread
+            writer.close()
+            raise SandboxError(f"the sandbox's init is gone ({exc})") from exc
         if "pid" not in reply:
             writer.close()
             raise SandboxError(f"the sandbox could not start {message['argv'][0]}: "
@@ -284,6 +290,8 @@ class SupervisedSandbox(FileOps):
             except TimeoutError:
                 timed_out = True
                 line = await self._kill_and_wait(reader, writer)
+            except ConnectionError as exc:  # the init died under the command
+                raise SandboxError(f"the sandbox's init is gone ({exc})") from exc
             except asyncio.CancelledError:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._kill_and_wait(reader, writer))
