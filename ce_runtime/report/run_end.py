@@ -100,10 +100,10 @@ def warm_up() -> None:
     from ce_runtime.report.html import page_data
     from ce_runtime.report.html_page import render_html
     from ce_runtime.report.rundir import RunData, records_from_frames
-    from ce_runtime.store.record import CriterionRecord, TrialRecord
+    from ce_runtime.store.record import CriterionRecord, Status, TrialRecord
 
     records = [TrialRecord(
-        trial_id="warm-up", variant_id="default", task_id="warm-up", status="SUCCESS",
+        trial_id="warm-up", variant_id="default", task_id="warm-up", status=Status.SUCCESS,
         success=True, weighted_score=1.0, duration_s=0.0,
         criteria=[CriterionRecord(id="c0", type="file_exists", kind="binary", score=1.0,
                                   pass_threshold=0.9, passed=True, weight=1.0,
