@@ -313,6 +313,14 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
     return _converter().unstructure(plan)
 
 
+def block_to_json(block: Any) -> dict[str, Any]:
+    """One block of a plan (its agent, run_limits or reference) as `plan_to_json`
+    spells it. Those blocks hold plain values only (no tagged union), so attrs.asdict
+    gives the same dict (tested on every bundled task) without loading cattrs: each
+    trial hands its agent these three."""
+    return attrs.asdict(block, recurse=True)
+
+
 @functools.cache
 def stdlib_digest() -> str:
     from ce_lang.lang.stdlib import stdlib_texts

@@ -320,3 +320,24 @@ def test_plan_hash_follows_the_content_of_task_side_files(write):
     assert ok(compile_paths([task])).trials[0].plan_hash == first.plan_hash
     write("tpl/main.py", "print(2)\n")
     assert ok(compile_paths([task])).trials[0].plan_hash != first.plan_hash
+
+
+def test_plan_blocks_spell_as_the_plan_does():
+    """block_to_json (what each trial hands its agent, without cattrs) gives the agent,
+    run_limits and reference blocks exactly as plan_to_json does, on every bundled task
+    and guide example."""
+    from ce_lang.plan import block_to_json, plan_to_json
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = compile_paths([os.path.join(root, "tasks"),
+                            os.path.join(root, "tests", "guide_examples")],
+                           CompileOptions(host_limits=lambda: {"tempdir": {}}))
+    seen = 0
+    for trial in result.trials:
+        whole = plan_to_json(trial.plan)
+        for name in ("agent", "run_limits", "reference"):
+            block = getattr(trial.plan, name)
+            if block is not None:
+                assert block_to_json(block) == whole[name], (trial.trial_id, name)
+                seen += 1
+    assert seen > 60

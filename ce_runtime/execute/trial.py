@@ -20,7 +20,7 @@ import attrs
 from ce_lang.api import (
     RECORD_CLI_DIR,
     Trial,
-    converter,
+    block_to_json,
     program_for,
 )
 from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest
@@ -208,13 +208,13 @@ def _request(trial: Trial, sandbox, agent_name: str,
     from ce_runtime.execute.sandbox import tools
 
     plan = trial.plan
-    agent = converter.unstructure(plan.agent)
+    agent = block_to_json(plan.agent)
     agent["type"] = agent_name
     return AgentRequest(
         trial_id=trial.trial_id, prompt=plan.prompt, workspace=sandbox.inner_workspace,
         task_dir=trial.task_dir, agent=agent,
-        limits=converter.unstructure(plan.run_limits),
-        reference=converter.unstructure(plan.reference) if plan.reference else None,
+        limits=block_to_json(plan.run_limits),
+        reference=block_to_json(plan.reference) if plan.reference else None,
         criteria=[{"id": c.id, "type": c.type, "args": c.args} for c in plan.criteria],
         sandbox=sandbox, model_endpoint=endpoint,
         tools={agent_name: tools.binary(agent_name)} if agent_name in tools.NPM_AGENTS else {})

@@ -20,7 +20,7 @@ import os
 import stat
 from typing import Any
 
-from ce_lang.api import RECORD_CLI_DIR, RECORD_CLI_LOG_NAME, argv_match, converter
+from ce_lang.api import RECORD_CLI_DIR, RECORD_CLI_LOG_NAME, argv_match
 
 SHIM_MODE = 0o755
 
@@ -104,7 +104,12 @@ def matcher_source() -> str:
 
 def shim_text(entry: Any, interpreter: str, matcher: str | None = None) -> str:
     """The shim of one `record_cli` entry (a schema object or its unstructured dict)."""
-    raw = entry if isinstance(entry, dict) else converter.unstructure(entry)
+    if isinstance(entry, dict):
+        raw = entry
+    else:  # cattrs only for a task that records a CLI
+        from ce_lang.api import converter
+
+        raw = converter.unstructure(entry)
     rules = [{"when": argv_match.match_spec(
                   r["when"]["verb"], r["when"]["verb_any_of"], r["when"]["positional"],
                   r["when"]["flags"], r["when"]["value_flags"], r["when"]["ignore_flags"]),
