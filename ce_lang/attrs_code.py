@@ -31,6 +31,7 @@ from ce_lang.caches import ce_cache, read_private, write_private
 
 FORMAT = 1
 MAX_ENTRIES = 4000  # beyond this, a write keeps only what this process used
+STALE_AFTER_S = 30 * 86400
 _FILENAME = re.compile(r"<attrs generated \w+ (.+?)(?:-\d+)?>\Z")
 
 
@@ -60,7 +61,8 @@ class _Cache:
         merged = {**_load(self.path), **self.used}
         if len(merged) > MAX_ENTRIES:
             merged = dict(self.used)
-        write_private(self.path, _encode(merged))
+        if write_private(self.path, _encode(merged)):
+            prune(os.path.dirname(self.path), keep=os.path.basename(self.path))
 
 
 _ACTIVE: _Cache | None = None
@@ -93,6 +95,21 @@ def _load(path: str) -> dict[str, Any]:
     except Exception:  # a corrupt or foreign file: compile
         return {}
     return entries if fmt == FORMAT and isinstance(entries, dict) else {}
+
+
+def prune(directory: str, keep: str, max_age_s: float = STALE_AFTER_S) -> None:
+    """Remove the files of other Pythons and attrs not written for `max_age_s` (a venv
+    since deleted, an attrs since upgraded: each left one file, nothing else would
+    ever remove it). A file still in use is written again when it misses."""
+    import time
+
+    now = time.time()
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name != keep and entry.name.endswith(".marshal") and \
+                    now - entry.stat(follow_symlinks=False).st_mtime > max_age_s:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def cache_path(make_module) -> str:

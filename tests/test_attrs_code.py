@@ -113,3 +113,20 @@ def test_help_imports_no_attrs():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_files_of_other_pythons_are_pruned_once_stale(tmp_path):
+    """Each Python and attrs leaves a file; one not written for 30 days is removed when
+    another is written (a venv deleted, an attrs upgraded), a recent one is kept."""
+    from ce_lang.attrs_code import prune
+
+    old, recent, mine = (tmp_path / n for n in ("a.marshal", "b.marshal", "c.marshal"))
+    for path in (old, recent, mine):
+        path.write_bytes(b"x")
+    month = 31 * 86400
+    os.utime(old, (os.path.getatime(old) - month, os.path.getmtime(old) - month))
+    os.utime(mine, (os.path.getatime(mine) - month, os.path.getmtime(mine) - month))
+    (tmp_path / "other.txt").write_bytes(b"not ours")
+    prune(str(tmp_path), keep="c.marshal")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.marshal", "c.marshal",
+                                                          "other.txt"]
