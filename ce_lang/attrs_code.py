@@ -30,7 +30,8 @@ from typing import Any
 from ce_lang.caches import ce_cache, read_private, write_private
 
 FORMAT = 1
-MAX_ENTRIES = 4000  # beyond this, a write keeps only what this process used
+MAX_ENTRIES = 600  # ~3 KB each, loaded whole at start: beyond this a write keeps only
+# what this process used (ce uses ~200 classes; edits of ce's classes add entries)
 STALE_AFTER_S = 30 * 86400
 _FILENAME = re.compile(r"<attrs generated \w+ (.+?)(?:-\d+)?>\Z")
 

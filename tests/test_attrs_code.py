@@ -130,3 +130,23 @@ def test_files_of_other_pythons_are_pruned_once_stale(tmp_path):
     prune(str(tmp_path), keep="c.marshal")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.marshal", "c.marshal",
                                                           "other.txt"]
+
+
+def test_an_overfull_file_keeps_what_the_process_used(tmp_path):
+    """Past MAX_ENTRIES (each edit of ce's classes adds entries, and the file is loaded
+    whole at every start), a write keeps only this process's entries."""
+    from ce_lang import attrs_code
+
+    cache_dir = tmp_path / "attrs-code"
+    cache_dir.mkdir(mode=0o700)
+    path = str(cache_dir / "x.marshal")
+    code = compile("x = 1", "<attrs generated methods m.C>", "exec")
+    stale = {f"old-{i}": code for i in range(attrs_code.MAX_ENTRIES + 1)}
+    assert attrs_code.write_private(path, attrs_code._encode(stale))
+    cache = attrs_code._Cache(path)
+    assert len(cache.stored) == attrs_code.MAX_ENTRIES + 1
+    namespace: dict = {}
+    cache.compile_and_eval("y = 2", {}, namespace, "<attrs generated methods m.D>")
+    assert namespace == {"y": 2} and cache.misses == 1
+    cache.save()
+    assert list(attrs_code._load(path)) == list(cache.used)
