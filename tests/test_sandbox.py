@@ -548,3 +548,17 @@ def test_a_missing_workspace_is_a_failed_command_not_an_exception(tmp_path):
     out = in_sandbox(ws, tmp_path, body)
     assert len(out) == 1 and out[0].exit_code == 127 and out[0].failed
     assert "cannot start /bin/sh" in out[0].stderr
+
+
+def test_shim_help_is_usage_not_a_socket(tmp_path):
+    """`shim.py --help` says how it is called; it made a socket named `--help` in the
+    working directory before."""
+    import subprocess
+    import sys
+
+    from ce_runtime.execute.sandbox.supervised import SHIM
+
+    proc = subprocess.run([sys.executable, SHIM, "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: shim.py")
+    assert list(tmp_path.iterdir()) == []

@@ -805,7 +805,7 @@ def main(argv: list[str]) -> int:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         Zygote(argv[2]).serve()
         return 0
-    if len(argv) != 2:
+    if len(argv) != 2 or argv[1].startswith("-"):  # `--help` is not a socket to make
         sys.stderr.write("usage: shim.py CONTROL_SOCKET | shim.py --run CONTROL_SOCKET REQUEST | "
                          "shim.py --zygote CONTROL_SOCKET\n")
         return 2
