@@ -553,9 +553,6 @@ def test_a_missing_workspace_is_a_failed_command_not_an_exception(tmp_path):
 def test_shim_help_is_usage_not_a_socket(tmp_path):
     """`shim.py --help` says how it is called; it made a socket named `--help` in the
     working directory before."""
-    import subprocess
-    import sys
-
     from ce_runtime.execute.sandbox.supervised import SHIM
 
     proc = subprocess.run([sys.executable, SHIM, "--help"], cwd=tmp_path,
