@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -55,6 +56,20 @@ def in_box(tmp_path, body, warm: bool = True):
     return asyncio.run(main())
 
 
+# glibc's own signals (32 and 33): posix_spawn sets them to their defaults in the command;
+# a fork keeps the init's disposition, which is "ignored" whenever ce itself was started
+# by a posix_spawn (glibc leaves them ignored in what it spawns: CI's Python 3.13 pytest
+# workers are), and Python cannot set them back (sigaction refuses them). glibc installs its handlers for both itself when a
+# program needs them, so the difference is not one a command can notice.
+GLIBC_INTERNAL = (1 << 31) | (1 << 32)
+
+
+def _without_glibc_internal(text: str) -> str:
+    """`text` with signals 32 and 33 cleared from every signal mask in it."""
+    return re.sub(r"\b[0-9a-f]{16}\b",
+                  lambda m: f"{int(m[0], 16) & ~GLIBC_INTERNAL:016x}", text)
+
+
 def probe_argv() -> list[str]:
     return [os.path.realpath(sys.executable), "-I", "-S", "-c", PROBE]
 
@@ -77,14 +92,16 @@ def test_spawned_and_forked_commands_get_the_same_process(tmp_path, warm):
     spawned, forked, many, sh_spawned, sh_forked, init_cwd = in_box(tmp_path, body, warm)
     assert spawned.exit_code == 0, spawned.stderr
     assert forked.exit_code == 0, forked.stderr
-    assert spawned.stdout == forked.stdout
-    fds, leader, _ignored, blocked, cwd = spawned.stdout.rsplit(" ", 4)
+    assert _without_glibc_internal(spawned.stdout) == _without_glibc_internal(forked.stdout)
+    fds, leader, ignored, blocked, cwd = spawned.stdout.rsplit(" ", 4)
+    assert not int(ignored, 16) & GLIBC_INTERNAL  # spawned: glibc's signals at default
     assert fds == "[]" and leader == "True"  # stdio only; its own session
     assert cwd.strip().endswith("/sub") and int(blocked, 16) == 0
     assert all(r.stdout == spawned.stdout for r in many)
     # a shell, which ignores nothing itself: the same dispositions either way, SIGPIPE
     # at its default
-    assert sh_spawned.stdout == sh_forked.stdout and sh_spawned.stdout.count("Sig") == 2
+    assert _without_glibc_internal(sh_spawned.stdout) == \
+        _without_glibc_internal(sh_forked.stdout) and sh_spawned.stdout.count("Sig") == 2
     ignored = int(sh_spawned.stdout.split("SigIgn:")[1].split()[0], 16)
     assert not ignored & (1 << 12)
     assert not init_cwd.endswith("/sub")  # the init keeps its own directory
