@@ -134,6 +134,12 @@ def median_pair(a: list[str], b: list[str], cwd: str, repeat: int,
     return ta, tb
 
 
+def pair_ratios(ce: list[float], ref: list[float]) -> tuple[float, float, float]:
+    """(min, median, max) of the reference's time over ce's, round by round."""
+    ratios = [r / c for c, r in zip(ce, ref, strict=True)]
+    return min(ratios), statistics.median(ratios), max(ratios)
+
+
 def median_compile(cold: list[str], warm: list[str], ref: list[str], cwd: str,
                    repeat: int) -> tuple[list[float], list[float], list[float]]:
     """Interleaved wall times of ce cold, ce warm and the reference (first round: warm-up,
@@ -189,17 +195,27 @@ def main() -> None:
         "compile warm": (len(suite), statistics.median(ce_warm), statistics.median(ref_c)),
         "run": (args.run_tasks, statistics.median(ce_r), statistics.median(ref_r)),
     }
+    # each round ran ce and the reference back to back: a round's ratio is measured at
+    # one speed of a machine whose speed drifts (30 % between rounds seen on this VM)
+    paired = {"compile cold": pair_ratios(ce_cold, ref_c),
+              "compile warm": pair_ratios(ce_warm, ref_c), "run": pair_ratios(ce_r, ref_r)}
     load = os.getloadavg()
     print(f"\nce against coder-eval 0.12.16: git {rev}, {os.cpu_count()} CPUs, median of "
           f"{args.repeat} (load average at end: {load[0]:.2f})")
-    print(f"    {'what':<12} {'tasks':>5} {'ce s':>8} {'reference s':>12} {'ratio':>7}  goal")
+    print(f"    {'what':<12} {'tasks':>5} {'ce s':>8} {'reference s':>12} {'ratio':>7} "
+          f"{'by round (min-max)':>22}  goal")
     for name, (n, c, r) in rows.items():
-        print(f"    {name:<12} {n:>5} {c:>8.3f} {r:>12.3f} {r / c:>6.1f}x  >= 10x")
+        lo, mid, hi = paired[name]
+        print(f"    {name:<12} {n:>5} {c:>8.3f} {r:>12.3f} {r / c:>6.1f}x "
+              f"{mid:>8.1f}x ({lo:.1f}-{hi:.1f}x)  >= 10x")
     print("    compile suite: " + ", ".join(suite))
     with open(os.path.join(args.out, "versus.json"), "w") as fh:
         json.dump({"git": rev, "suite": suite, "repeat": args.repeat,
                    "load": load[0], "results": {k: {"tasks": n, "ce_s": c, "reference_s": r,
-                                                   "ratio": r / c}
+                                                   "ratio": r / c,
+                                                   "ratio_by_round": paired[k][1],
+                                                   "ratio_by_round_range": [paired[k][0],
+                                                                            paired[k][2]]}
                                                for k, (n, c, r) in rows.items()},
                    "ce_all": {"compile cold": ce_cold, "compile warm": ce_warm,
                               "run": ce_r},

@@ -66,4 +66,9 @@ def test_versus_reference_runs(tmp_path):
     for name, row in data["results"].items():
         assert row["tasks"] > 0 and row["ce_s"] > 0 and row["reference_s"] > 0, (name, row)
         assert row["ratio"] > 0, (name, row)
+        lo, hi = row["ratio_by_round_range"]
+        assert 0 < lo <= row["ratio_by_round"] <= hi, (name, row)
+    # one round: its ratio is the ratio of the medians
+    assert abs(data["results"]["run"]["ratio_by_round"]
+               - data["results"]["run"]["ratio"]) < 1e-9
     assert data["results"]["run"]["tasks"] == 2
