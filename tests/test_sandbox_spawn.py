@@ -17,6 +17,7 @@ import pytest
 from ce_runtime.execute.sandbox import open_sandbox
 from ce_runtime.execute.sandbox.base import SandboxSpec
 from ce_runtime.execute.sandbox.tempdir import close_warm_inits
+from tests.test_sandbox_drivers import in_box as drivers_in_box
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -38,22 +39,11 @@ print(fds, int(stat[3]) == os.getpid(), status['SigIgn'].strip(), status['SigBlk
 
 
 def in_box(tmp_path, body, warm: bool = True):
-    scratch = tmp_path / f"scratch-{os.urandom(3).hex()}"
-    scratch.mkdir()
+    """`body(box)` in a tempdir sandbox (test_sandbox_drivers' harness), its init from the
+    zygote when `warm`."""
     task = tmp_path / "task"
-    task.mkdir(exist_ok=True)
-
-    async def main():
-        box = open_sandbox("tempdir", SandboxSpec("t/00", str(scratch), str(task), warm=warm))
-        try:
-            await box.start()
-            try:
-                return await body(box)
-            finally:
-                await box.teardown()
-        finally:
-            await close_warm_inits()
-    return asyncio.run(main())
+    (task / "ref").mkdir(parents=True, exist_ok=True)
+    return drivers_in_box("tempdir", tmp_path, task, body, warm=warm)
 
 
 # glibc's own signals (32 and 33): posix_spawn sets them to their defaults in the command;
