@@ -9,7 +9,9 @@ another CPU while the trials run, then reads the job on stdin (msgpack: the reco
 what the summary needs), writes every report file (report/run_end.write_run_reports)
 and answers with run.json's summary on stdout. This module is `ce run`'s side and
 imports nothing but the standard library, so the worker starts before anything else is
-loaded; the job, the reply and the worker's own side are in report_job.py.
+loaded; the job, the reply and the worker's own side are in report/job.py, outside the
+cli package: the worker would load click with it, which it never uses (nor attrs: the
+report modules hold their values in msgspec structs and named tuples).
 
 The worker is an optimisation, never a second behaviour: when it cannot start, dies, or
 fails on anything but a write (an OSError, re-raised in `ce run` as if raised there),
@@ -37,7 +39,7 @@ class ReportWorker:
         if os.environ.get("CE_REPORT_WORKER", "1") == "0":
             return None
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "ce_runtime.cli.report_job"],
+            proc = subprocess.Popen([sys.executable, "-m", "ce_runtime.report.job"],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     start_new_session=True)
         except OSError:
@@ -46,11 +48,11 @@ class ReportWorker:
 
     def write_reports(self, job: Any) -> dict[str, Any] | None:
         """run.json's summary once the worker wrote every report (`job`: a
-        report_job.RunReports or RescoreReports); None when it could not (the caller
+        report.job.RunReports or RescoreReports); None when it could not (the caller
         writes them itself). A write that failed raises its OSError."""
         import msgspec
 
-        from ce_runtime.cli.report_job import Reply
+        from ce_runtime.report.job import Reply
 
         try:
             out, _ = self.proc.communicate(msgspec.msgpack.encode(job))

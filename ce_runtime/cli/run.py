@@ -403,7 +403,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     lost = [dict(r) for r in lost]
     summary = None
     if worker is not None:
-        from ce_runtime.cli.report_job import RunReports
+        from ce_runtime.report.job import RunReports
 
         summary = worker.write_reports(RunReports(run_dir, run_id, config, records, total,
                                                   interrupted, junit_xml, lost))

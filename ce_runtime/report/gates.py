@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import attrs
+import msgspec
 
 from ce_runtime.report.frames import (
     CLASSIFICATION,
@@ -24,8 +24,7 @@ from ce_runtime.report.frames import (
 from ce_runtime.store.record import Status, TrialRecord, as_records
 
 
-@attrs.frozen
-class SuiteGate:
+class SuiteGate(msgspec.Struct, frozen=True, kw_only=True):
     """Aggregate metrics of one criterion over a dataset suite, for one variant, and the
     verdict of its `suite_thresholds` (none set: always passes)."""
 
@@ -41,16 +40,16 @@ class SuiteGate:
     description: str | None = None
     n: int = 0  # results the metrics are computed over
     missing: int = 0  # graded trials of the suite without a (labelled) result for it
-    labels: list[str] = attrs.field(factory=list)
-    support: dict[str, int] = attrs.field(factory=dict)  # label -> expected count
-    confusion: list[list[int]] = attrs.field(factory=list)  # [expected][observed], labels order
+    labels: list[str] = msgspec.field(default_factory=list)
+    support: dict[str, int] = msgspec.field(default_factory=dict)  # label -> expected count
+    confusion: list[list[int]] = msgspec.field(default_factory=list)  # [expected][observed]
 
     @property
     def name(self) -> str:
         return f"{self.variant}/{self.suite_id}/{self.criterion}"
 
     def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return msgspec.to_builtins(self)
 
 
 GATE_KEYS = ("variant_id", "suite_id", "criterion_id")

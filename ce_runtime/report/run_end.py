@@ -2,17 +2,17 @@
 report.html and JUnit, written from the trial records (and a re-score's: run.json, the
 parquet files and report.md).
 
-`ce run` has a report worker (cli/report_worker.py) do this: a process started with the run, which
-imports Polars while the trials run. Without one (it could not start, it died, or
-CE_REPORT_WORKER=0) `ce run` calls `write_run_reports` itself, so both write the same
-files the same way."""
+`ce run` has a report worker (ce_runtime/cli/report_worker.py) do this: a process started
+with the run, which imports Polars while the trials run. Without one (it could not start,
+it died, or CE_REPORT_WORKER=0) `ce run` calls `write_run_reports` itself, so both write
+the same files the same way."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from typing import Any
-
-import click
 
 
 def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
@@ -82,13 +82,12 @@ def write_html(run_dir: str, computed: tuple | None = None) -> None:
             page = render_loaded(read_back, "html", summary, gates)
         write_bytes_atomic(path, page.encode())
     except (RunDirError, OSError) as exc:
-        click.echo(f"warning: report.html not written ({exc})", err=True)
+        _warn(f"warning: report.html not written ({exc})")
     except Exception as exc:  # a bug in the HTML report must not cost the run its exit
         if os.environ.get("CE_DEBUG"):
             raise
-        click.echo(f"warning: report.html not written: a bug in ce ({type(exc).__name__}: "
-                   f"{exc}); `ce report {run_dir} -f html` retries it", err=True)
-
+        _warn(f"warning: report.html not written: a bug in ce ({type(exc).__name__}: "
+              f"{exc}); `ce report {run_dir} -f html` retries it")
 
 
 def warm_up() -> None:
@@ -116,3 +115,10 @@ def warm_up() -> None:
     frames.parquet_bytes(results)
     data = RunData("", {}, trials, results, records_from_frames(trials, results))
     render_html(page_data(data, summary, gates, details=False))
+
+
+def _warn(message: str) -> None:
+    """A line on stderr (not click: the report worker never loads it)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()

@@ -12,9 +12,7 @@ line naming the path), never a traceback.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ce_runtime.store.record import (
     AgentOutcome,
@@ -47,9 +45,9 @@ class RunDirError(Exception):
         self.path, self.why, self.usage = path, why, usage
 
 
-@attrs.frozen
-class RunData:
-    """A run directory as the reports see it."""
+class RunData(NamedTuple):
+    """A run directory as the reports see it (a NamedTuple, not attrs: the report worker
+    loads no attrs)."""
 
     run_dir: str  # absolute, symlinks (runs/latest) resolved
     run_json: dict[str, Any]  # {} when the file is missing
