@@ -327,7 +327,7 @@ def test_a_stopped_run_records_the_deciding_command_completed(tmp_path):
 
 
 def test_the_sink_waits_for_the_deciding_calls_result(tmp_path):
-    from ce_runtime.execute.trial import TrialSink
+    from ce_runtime.execute.agent_phase import TrialSink
 
     plan = compile_task(tmp_path, [D("bad")])
     registry = registry_for_sources(plan.criteria_sources)

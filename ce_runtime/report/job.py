@@ -59,8 +59,8 @@ def load() -> None:
     import ce_runtime.report.html
     import ce_runtime.report.html_trial
     import ce_runtime.report.render
+    import ce_runtime.report.run_end
     import ce_runtime.report.rundir
-    import ce_runtime.report.run_end  # noqa: F401
 
     ce_runtime.report.load_polars()
 
