@@ -8,11 +8,13 @@ paths to json's output, and show that the fast path is the one ordinary records 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import random
 import struct
+import sys
 
 import pytest
 
@@ -152,7 +154,7 @@ def test_a_staged_trial_is_signed_as_written(tmp_path):
 
 
 def test_many_trials_are_all_written_by_commit(tmp_path):
-    """The writer thread writes every queued trial before the directory is put in place."""
+    """The writer process writes every trial sent before the directory is put in place."""
     src = tmp_path / "src"
     A.write_trial_files(str(src), _record(), {"version": 1, "files": {}},
                         {"schema_version": 1, "criteria": {}})
@@ -170,20 +172,22 @@ def test_many_trials_are_all_written_by_commit(tmp_path):
 
 
 def test_a_failed_write_is_raised_and_nothing_is_left(tmp_path):
-    """A write that fails in the writer thread (here: a file where a trial's directory
-    goes) is raised in the caller's thread, by the next trial or by commit; the staged
-    directory is removed, as when the write failed in the caller's thread."""
+    """A write that fails in the writer process (here: a file where a trial's directory
+    goes) is raised in ce, with its errno and file name, by the next trial or by commit;
+    the staged directory is removed, as when the write failed in ce's own process."""
     src = tmp_path / "src"
     A.write_trial_files(str(src), _record(), {"version": 1, "files": {}})
     for then_trial in (False, True):
         out = tmp_path / f"out{then_trial}"
-        with pytest.raises(OSError), StagedRun(str(out)) as staged:
+        with pytest.raises(OSError) as raised, StagedRun(str(out)) as staged:
             staged.write("v", b"not a directory")
             staged.trial("v/t/00", str(src), _record(), None, False, None, None)
             if then_trial:
-                staged._drain()  # the writer has failed by now
+                staged._writer.wait(timeout=60)  # the writer has failed by now
                 staged.trial("v/t/01", str(src), _record(), None, False, None, None)
             staged.commit()
+        assert raised.value.errno == errno.EEXIST  # as os.makedirs says it
+        assert raised.value.filename == os.path.join(staged.path, "v")
         assert not out.exists()
         assert not [n for n in os.listdir(tmp_path) if ".partial" in n]
 
@@ -194,3 +198,63 @@ def test_a_digest_made_in_pieces_is_the_digest():
     for n in (0, 1, 2046, 2047, 2048, 4094, 4095, 10_000, 65_537):
         data = bytes(range(256)) * (n // 256) + bytes(n % 256)
         assert A.held_sha256(data) == hashlib.sha256(data).hexdigest(), n
+
+
+def test_a_writer_that_dies_is_an_error_not_a_lost_trial(tmp_path):
+    """Killed mid-run (not a failed write: no reason said), the writer is still an
+    OSError in ce, and nothing is put in place."""
+    src = tmp_path / "src"
+    A.write_trial_files(str(src), _record(), {"version": 1, "files": {}})
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match="trial writer"), StagedRun(str(out)) as staged:
+        staged.trial("v/t/00", str(src), _record(), None, False, None, None)
+        staged._writer.kill()
+        staged._writer.wait(timeout=60)
+        staged.trial("v/t/01", str(src), _record(), None, False, None, None)
+        staged.commit()
+    assert not out.exists() and not [n for n in os.listdir(tmp_path) if ".partial" in n]
+
+
+def test_without_a_writer_process_the_files_are_the_same(tmp_path, monkeypatch):
+    """When the writer cannot start, ce writes the trials itself: the same bytes, the
+    same links."""
+    import subprocess
+
+    src = tmp_path / "src"
+    evidence = {"schema_version": 1, "criteria": {}}
+    A.write_trial_files(str(src), _record(), {"version": 1, "files": {}}, evidence)
+    trees = []
+    for name, start in (("process", True), ("inline", False)):
+        if not start:
+            def refuse(*a, **k):
+                raise OSError(errno.EAGAIN, "no process for you")
+            monkeypatch.setattr(subprocess, "Popen", refuse)
+        with StagedRun(str(tmp_path / name)) as staged:
+            for i in range(3):
+                staged.trial(f"v/t/{i:02d}", str(src), {**_record(), "repeat": i}, evidence,
+                             False, None, None)
+            assert (staged._writer is not None) is start
+            staged.commit()
+        root = tmp_path / name
+        files = [p for p in sorted(root.rglob("*")) if p.is_file()]
+        inodes = [p.stat().st_ino for p in files]
+        archived = {p.stat().st_ino for p in src.iterdir()}
+        # a file's bytes, whether it links the archive's, how many files share its inode
+        trees.append({str(p.relative_to(root)): (p.read_bytes(), ino in archived,
+                                                 inodes.count(ino))
+                      for p, ino in zip(files, inodes, strict=True)})
+    assert trees[0] == trees[1] and len(trees[0]) == 9
+    assert trees[0]["v/t/01/workspace.json"][1:] == (True, 3)
+    assert trees[0]["v/t/01/evidence.json"][1:] == (False, 3)  # written once, linked
+
+
+def test_the_writer_is_the_standard_library_only():
+    """It runs as `python -I -S trial_writer.py`: nothing of ce or of site-packages."""
+    import subprocess
+
+    from ce_runtime.store import atomic, trial_writer
+
+    assert trial_writer.FILE_MODE == atomic.FILE_MODE
+    res = subprocess.run([sys.executable, "-I", "-S", trial_writer.__file__], text=True,
+                         capture_output=True, timeout=60)
+    assert res.returncode == 2 and "usage: trial_writer.py ROOT" in res.stderr

@@ -146,11 +146,9 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                             continue
                     loaded = verified_trial_data(d, files)
                     old = loaded[0]
-                    staged.pause()  # (the writer thread: see StagedRun.pause)
                     rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
                                                   verdicts=verdicts, today=today,
                                                   used_plans=used, loaded=loaded)
-                    staged.pause()
                 except DamagedArchive as exc:
                     damaged.append(str(exc))
                     _err(f"! {os.path.relpath(d, run_dir):<40} {exc}")
@@ -158,7 +156,6 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                 # written now (staged): memory holds the records the reports need only
                 staged.trial(rec["rescored_from"], d, rec, evidence, loaded[2] is not None,
                              old.get("trace_sha256"), old.get("workspace_sha256"))
-                staged.pause()
                 records.append(rec)
                 _echo(rec, old, quiet)
                 changed += _moved(rec)

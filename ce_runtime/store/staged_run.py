@@ -19,16 +19,16 @@ import contextlib
 import hashlib
 import json
 import os
-import queue
 import shutil
-import threading
-import time
+import subprocess
+import sys
 from typing import Any
 
 import msgspec
 
+from ce_runtime.store import trial_writer
 from ce_runtime.store.archive import DIGEST_KEYS, ascii_sorted_json, file_sha256, held_sha256
-from ce_runtime.store.atomic import FILE_MODE, write_bytes_atomic
+from ce_runtime.store.atomic import write_bytes_atomic
 
 
 def json_bytes(value: Any) -> bytes:
@@ -113,10 +113,10 @@ class StagedRun:
     """Write a run directory at `final`; `commit()` puts it in place. Use as a context
     manager: leaving it by an exception removes what was staged.
 
-    Staged, a trial's files are made by a writer thread, in order, while the caller
-    grades the next trial (its bytes are made in the caller's thread: the writer only
-    makes directories, links and writes, which release the GIL). A failed write is
-    raised by the next `trial()` or by `commit()`, as it would have been by the write."""
+    Staged, a trial's files are made by a writer process (store/trial_writer.py), in
+    order, while the caller grades the next trial; its bytes are made here. A failed
+    write is raised by the next `trial()` or by `commit()`, as it would have been by the
+    write. When the process cannot start, the files are written here."""
 
     def __init__(self, final: str):
         self.final = os.path.abspath(final)
@@ -129,46 +129,28 @@ class StagedRun:
         if self.staged:
             shutil.rmtree(self.path, ignore_errors=True)
         os.makedirs(self.path, exist_ok=True)
-        self._dirs: set[str] = {self.path}
-        self._written: dict[bytes, str] = {}  # small files' digests -> a staged copy
-        self._queue: queue.SimpleQueue | None = None
-        self._writer: threading.Thread | None = None
+        self._files = trial_writer.TrialFiles(
+            self.path, trial_writer.write_plain if self.staged else write_bytes_atomic)
+        self._writer: subprocess.Popen | None = None
+        self._writer_tried = False
         self._failed: BaseException | None = None
-        self._abandoned = False
 
     def __enter__(self) -> StagedRun:
         return self
 
     def __exit__(self, kind, exc, tb) -> None:
         if kind is not None:
-            self._abandoned = True  # what is still queued is not written
-            self._drain()
+            self._stop_writer()  # what is still queued is not written
             if self.staged:
                 shutil.rmtree(self.path, ignore_errors=True)
 
     def write(self, rel: str, data: bytes) -> None:
         """One file of the run; plain in a staging directory, atomic in place."""
-        path = os.path.join(self.path, rel)
-        self._dir(os.path.dirname(path))
-        if not self.staged:
-            write_bytes_atomic(path, data)
-            return
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-        try:
-            _write_all(fd, data)
-        finally:
-            os.close(fd)
+        self._files.write(rel, data)
 
     def link(self, src: str, rel: str) -> None:
         """A hard link to an archived file (a copy across file systems)."""
-        dst = os.path.join(self.path, rel)
-        self._dir(os.path.dirname(dst))
-        try:
-            os.link(src, dst)
-        except FileExistsError:
-            return
-        except OSError:
-            shutil.copy2(src, dst)
+        self._files.link(src, rel)
 
     def trial(self, rel: str, src: str, task: dict[str, Any], evidence: dict | None,
               has_trace: bool, trace_sha256: str | None,
@@ -186,77 +168,24 @@ class StagedRun:
             workspace_sha256 = file_sha256(manifest)
         shared = json_bytes(evidence) if evidence is not None else None
         record = signed_record(task, trace_sha256 if has_trace else None, workspace_sha256)
-        if not self.staged:
-            self._files(rel, trace if has_trace else None, manifest, shared, record)
+        writer = self._writer_process()
+        if writer is None:
+            self._files.trial(rel, trace if has_trace else None, manifest, shared, record)
             return
-        if self._queue is None:
-            self._queue = queue.SimpleQueue()
-            self._writer = threading.Thread(target=self._write_queued, daemon=True,
-                                            name="ce-staged-writer")
-            self._writer.start()
-        self._queue.put((rel, trace if has_trace else None, manifest, shared, record))
-
-    def pause(self) -> None:
-        """Let the writer thread run now, if it has trials to write: it needs the GIL
-        back after each system call, and a thread computing (grading) gives it up only
-        every few milliseconds, so the writes fall behind and wait for the end. The
-        caller pauses a few times per trial (a sleep(0): a few microseconds)."""
-        queued = self._queue
-        if queued is not None and not queued.empty():
-            time.sleep(0)
-
-    def _files(self, rel: str, trace: str | None, manifest: str, evidence: bytes | None,
-               record: bytes) -> None:
-        if trace is not None:
-            self.link(trace, os.path.join(rel, "trace.msgpack"))
-        self.link(manifest, os.path.join(rel, "workspace.json"))
-        if evidence is not None:
-            self._shared(os.path.join(rel, "evidence.json"), evidence)
-        self.write(os.path.join(rel, "task.json"), record)  # last: the trial is complete
-
-    def _write_queued(self) -> None:
-        """The writer thread: each queued trial's files, until None; after a failure
-        only the queue is emptied (the failure is raised in the caller's thread)."""
-        assert self._queue is not None
-        while (item := self._queue.get()) is not None:
-            if self._failed is None and not self._abandoned:
-                try:
-                    self._files(*item)
-                except BaseException as exc:  # raised in the caller's thread
-                    self._failed = exc
-
-    def _drain(self) -> None:
-        """Wait for the writer to finish what was queued."""
-        if self._writer is not None and self._queue is not None:
-            self._queue.put(None)
-            self._writer.join()
-            self._writer = self._queue = None
-
-    def _shared(self, rel: str, data: bytes) -> None:
-        """A file many trials write alike (trace and file criteria file no evidence:
-        every evidence.json is the same 44 bytes): written once, then hard-linked, as
-        the archive links traces and manifests (a link costs a tenth of a new file)."""
-        if len(data) > 65536 or not self.staged:
-            self.write(rel, data)
-            return
-        key = hashlib.sha256(data).digest()
-        first = self._written.get(key)
-        if first is not None:
-            dst = os.path.join(self.path, rel)
-            self._dir(os.path.dirname(dst))
-            try:
-                os.link(first, dst)
-                return
-            except OSError:
-                pass  # too many links, or another file system: a file of its own
-        self.write(rel, data)
-        if len(self._written) < 1024:
-            self._written[key] = os.path.join(self.path, rel)
+        message = trial_writer.frame(rel, trace if has_trace else None, manifest, shared,
+                                     record)
+        try:
+            view = memoryview(message)
+            while view:
+                view = view[os.write(writer.stdin.fileno(), view):]
+        except BrokenPipeError:  # it failed (and said why) or died
+            self._finish_writer()
+            raise self._failed or OSError("the trial writer ended early") from None
 
     def commit(self) -> None:
         """Put the staged directory in place (an empty target directory is replaced),
-        once every queued trial is written (a failed write is raised here)."""
-        self._drain()
+        once every trial sent is written (a failed write is raised here)."""
+        self._finish_writer()
         if self._failed is not None:
             raise self._failed
         if not self.staged:
@@ -267,23 +196,50 @@ class StagedRun:
         self.staged = False
         self.path = self.final
 
-    def _dir(self, path: str) -> None:
-        """`os.makedirs(path, exist_ok=True)`, each directory made once (a known parent:
-        one mkdir, not a stat of each ancestor and a mkdir)."""
-        if path in self._dirs:
+    def _writer_process(self) -> subprocess.Popen | None:
+        """The writer, started with the first staged trial (None: in place, or it could
+        not start). Its own session: a Ctrl-C is ce's, which then stops it."""
+        if self._writer is None and not self._writer_tried and self.staged:
+            self._writer_tried = True
+            try:
+                self._writer = subprocess.Popen(
+                    [os.path.realpath(sys.executable), "-I", "-S", trial_writer.__file__,
+                     self.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, start_new_session=True)
+            except OSError:
+                self._writer = None
+        return self._writer
+
+    def _finish_writer(self) -> None:
+        """End of input: wait for the writer to write everything; its failure kept."""
+        proc = self._writer
+        if proc is None:
             return
-        parent = os.path.dirname(path)
-        if parent != path:
-            self._dir(parent)
+        self._writer = None
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        said, err = proc.stdout.read(), proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+        if proc.wait() == 0 or self._failed is not None:
+            return
         try:
-            os.mkdir(path)
-        except FileExistsError:
-            if not os.path.isdir(path):
-                raise
-        self._dirs.add(path)
+            w = json.loads(said.splitlines()[0])
+            self._failed = OSError(w["errno"], w["strerror"], w["filename"], None,
+                                   w["filename2"]) if w["errno"] is not None \
+                else OSError(w["strerror"])
+        except (ValueError, IndexError, KeyError, TypeError):
+            tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+            self._failed = OSError(f"the trial writer failed (exit {proc.returncode}): "
+                                   f"{tail[0]}")
 
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    def _stop_writer(self) -> None:
+        proc = self._writer
+        if proc is None:
+            return
+        self._writer = None
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
