@@ -309,8 +309,9 @@ def _spawn_sites(path: Path) -> list[str]:
 
 
 # ce's own processes, never a trial's: the report worker (`ce run` writes its reports in
-# a process that imported Polars while the trials ran)
-OWN_PROCESSES = ("ce_runtime/cli/report_worker.py",)
+# a process that imported Polars while the trials ran) and rescore's trial writer (the
+# re-scored trials' files made while the next trial is graded)
+OWN_PROCESSES = ("ce_runtime/cli/report_worker.py", "ce_runtime/store/staged_run.py")
 
 
 def test_only_the_sandbox_package_starts_processes():
