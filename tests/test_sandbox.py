@@ -559,3 +559,22 @@ def test_shim_help_is_usage_not_a_socket(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and proc.stderr.startswith("usage: shim.py")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_zygote_runs_alone_by_path_and_loads_the_shim_beside_it(tmp_path):
+    """zygote.py is started as `python -I -S zygote.py SOCKET` (no script directory on
+    sys.path, no site-packages): it loads shim.py by path, nothing of ce; `--help` is
+    its usage, not a socket."""
+    from ce_runtime.execute.sandbox.tempdir import ZYGOTE
+
+    probe = ("import runpy, sys\n"
+             f"sys.argv = [{ZYGOTE!r}, '--help']\n"
+             "try:\n"
+             f"    runpy.run_path({ZYGOTE!r}, run_name='__main__')\n"
+             "except SystemExit as done:\n"
+             "    print(done.code, sorted(m for m in sys.modules if m.startswith('ce')))\n")
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", probe], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30)
+    assert proc.stdout.strip() == "2 ['ce_shim']", proc.stderr
+    assert proc.stderr.startswith("usage: zygote.py")
+    assert list(tmp_path.iterdir()) == []

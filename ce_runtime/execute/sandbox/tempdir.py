@@ -40,6 +40,8 @@ from ce_runtime.execute.sandbox.supervised import (
     launch_init,
 )
 
+ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")
+
 
 class ForkedInit:
     """A trial's init forked by the zygote: what the sandbox uses of an
@@ -74,7 +76,7 @@ class ForkedInit:
 
 
 class _Zygote:
-    """The run's zygote (shim.py --zygote): started once per event loop, it forks each
+    """The run's zygote (zygote.py): started once per event loop, it forks each
     tempdir trial's init (a fork instead of an interpreter start per trial)."""
 
     def __init__(self) -> None:
@@ -87,7 +89,7 @@ class _Zygote:
         ctl_dir = tempfile.mkdtemp(prefix="ce-zygote-", dir=where)
         try:
             self.proc = await launch_init(
-                [_python(), "-I", "-S", SHIM, "--zygote", os.path.join(ctl_dir, "ctl.sock")],
+                [_python(), "-I", "-S", ZYGOTE, os.path.join(ctl_dir, "ctl.sock")],
                 dict(LAUNCH_ENV), "tempdir")
         except BaseException:
             shutil.rmtree(ctl_dir, ignore_errors=True)
