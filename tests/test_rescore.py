@@ -118,3 +118,33 @@ def test_a_trial_with_links_out_of_its_workspace_regrades_and_explains(tmp_path)
     explained = ce("explain", "runs/latest", cwd=tmp_path)
     assert explained.returncode == run.returncode and "damaged" not in explained.stderr
     assert "c1" in explained.stdout
+
+
+AGENTLESS = """\
+task_id: quiet
+description: an agentless trial
+agent: {type: none}
+sandbox: {python: null}
+pre_run:
+  - command: "printf hi > hi.txt"
+success_criteria:
+  - type: file_contains
+    path: hi.txt
+    includes: [hi]
+    description: pre_run wrote it
+"""
+
+
+def test_results_that_cannot_be_written_are_an_error_not_a_bug(tmp_path):
+    """--out under a file (or anywhere it cannot write): one line naming the path, exit
+    1, no traceback and nothing left behind, not an "internal error" (exit 3)."""
+    (tmp_path / "t.yaml").write_text(AGENTLESS)
+    assert ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    (tmp_path / "afile").write_text("x")
+    res = ce("rescore", "run", "--out", "afile/sub", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"ce rescore: {tmp_path / 'afile'}: a file where a directory must go; "
+        "no results written")
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "run", "t.yaml"]

@@ -77,9 +77,30 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     try:
         _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
                  refresh_judges, offline, judge_replies, trial_ids, quiet)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # the results could not be written: said, exit 1
+        _write_failed(exc)
     finally:
         if worker is not None:
             worker.close()
+
+
+def _write_failed(exc: OSError) -> None:
+    """A write that failed ends the rescore with exit 1, naming the path. Nothing is
+    left of the results (they were staged: see store/staged_run.py)."""
+    import errno
+
+    if exc.filename:
+        path = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.EEXIST and os.path.isfile(exc.filename):
+            why = "a file where a directory must go"
+        what = f"{path}: {why}"
+    else:
+        what = f"operating system error: {exc.strerror or exc}"
+    click.echo(f"ce rescore: {what}; no results written", err=True)
+    sys.exit(1)
 
 
 def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
