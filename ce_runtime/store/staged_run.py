@@ -201,6 +201,8 @@ class StagedRun:
         not start). Its own session: a Ctrl-C is ce's, which then stops it."""
         if self._writer is None and not self._writer_tried and self.staged:
             self._writer_tried = True
+            if not (sys.executable and os.path.isfile(trial_writer.__file__)):
+                return None  # no interpreter to start, or ce runs from an archive
             try:
                 self._writer = subprocess.Popen(
                     [os.path.realpath(sys.executable), "-I", "-S", trial_writer.__file__,
