@@ -154,3 +154,12 @@ def test_outputs_of_any_type_are_labels():
     frame = F._results_frame(records)
     assert frame["observed"].to_list() == ["3", "yes"]
     assert frame["expected"].to_list() == [None, "yes"]
+
+
+def test_results_repeat_each_trials_keys_once_per_criterion_in_any_order():
+    """Trials without criteria first, then with 1 and 2 (the keys are repeated per
+    criterion by count: a zero must repeat nothing and shift nothing)."""
+    records = as_records(list(reversed(RECORDS)) * 3)
+    got, want = F._results_frame(records), _reference_results(records)
+    assert got.equals(want, null_equal=True) and got.height == 9
+    assert got["trial_id"].to_list() == ["v/a/01", "v/a/00", "v/a/00"] * 3

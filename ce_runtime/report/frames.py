@@ -12,10 +12,13 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Sequence
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import astuple
+
 from ce_runtime.store.atomic import write_bytes_atomic
-from ce_runtime.store.record import Status, TrialRecord, as_records
+from ce_runtime.store.record import CriterionRecord, Status, TrialRecord, as_records
 
 if TYPE_CHECKING:
     import polars as pl
@@ -154,21 +157,34 @@ def _label(value: Any) -> str | None:
 
 _CRITERION_FIELDS = ("type", "description", "kind", "score", "pass_threshold", "passed",
                      "weight", "gating", "advisory", "disabled", "error")
+_CRITERION_STRUCT_FIELDS = CriterionRecord.__struct_fields__
 
 
 def _result_columns(records: list[TrialRecord]) -> dict[str, list[Any]]:
     """The results frame, column by column: a row per criterion result, the trial's
     keys repeated on each (reshaping only: `outputs` is an open mapping whose values
-    Polars cannot type up front)."""
-    results = [(r, c) for r in records for c in r.criteria]
-    cols: dict[str, list[Any]] = {k: [getattr(r, k) for r, _ in results] for k in TRIAL_KEYS}
-    cols["status"] = [str(r.status) for r, _ in results]
-    cols["stopped_early"] = [r.stopped_early for r, _ in results]
-    cols["criterion_id"] = [c.id for _, c in results]
+    Polars cannot type up front). Built by C-level iteration where it can be (a
+    trial's value repeated per criterion, a criterion's fields as one tuple): a
+    rescore's 10,000 trials have some 60,000 results."""
+    counts = [len(r.criteria) for r in records]
+    results = list(chain.from_iterable(r.criteria for r in records))
+
+    def per_result(values: list[Any]) -> list[Any]:
+        return list(chain.from_iterable(map(repeat, values, counts)))
+
+    cols: dict[str, list[Any]] = {k: per_result([getattr(r, k) for r in records])
+                                  for k in TRIAL_KEYS}
+    cols["status"] = per_result([str(r.status) for r in records])
+    cols["stopped_early"] = per_result([r.stopped_early for r in records])
+    fields = dict(zip(_CRITERION_STRUCT_FIELDS,
+                      zip(*map(astuple, results), strict=True) if results
+                      else ((),) * len(_CRITERION_STRUCT_FIELDS), strict=True))
+    cols["criterion_id"] = list(fields["id"])
     for k in _CRITERION_FIELDS:
-        cols[k] = [getattr(c, k) for _, c in results]
-    cols["observed"] = [_label(c.outputs.get("observed")) for _, c in results]
-    cols["expected"] = [_label(c.outputs.get("expected")) for _, c in results]
+        cols[k] = list(fields[k])
+    outputs = fields["outputs"]
+    cols["observed"] = [_label(o.get("observed")) if o else None for o in outputs]
+    cols["expected"] = [_label(o.get("expected")) if o else None for o in outputs]
     return cols
 
 
