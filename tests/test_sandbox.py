@@ -578,3 +578,14 @@ def test_the_zygote_runs_alone_by_path_and_loads_the_shim_beside_it(tmp_path):
     assert proc.stdout.strip() == "2 ['ce_shim']", proc.stderr
     assert proc.stderr.startswith("usage: zygote.py")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_run_client_runs_alone_by_path(tmp_path):
+    """run_client.py runs as `python -I -S run_client.py SOCKET REQUEST` on the host:
+    nothing of ce loaded; a wrong call is its usage, exit 2, never a socket."""
+    from ce_runtime.execute.sandbox.supervised import RUN_CLIENT
+
+    proc = subprocess.run([sys.executable, "-I", "-S", RUN_CLIENT, "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: run_client.py")
+    assert list(tmp_path.iterdir()) == []

@@ -31,6 +31,7 @@ sent with the descriptors. Replies are JSON lines.
   {"op": "exit"}                       ->  {"killed": [...]}, then the shim exits.
 
 The run's zygote (tempdir without limits) forks inits that run this module: zygote.py.
+A process of the sandbox with its own stdio is started through run_client.py.
 """
 
 from __future__ import annotations
@@ -327,13 +328,7 @@ class Shim(_Server):
         return pid
 
     def _reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status in exited_children():
             if pid not in self.commands:
                 continue  # an orphan re-parented to us: reaped, nobody waits for it
             conn = self.commands.pop(pid)
@@ -563,48 +558,27 @@ def _alive(pid: int) -> bool:
     return state not in (b"Z", b"X")
 
 
+def exited_children():
+    """(pid, wait status) of every child that has exited, reaped; never blocks (the init
+    and the zygote both reap this way)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status
+
+
 def _close(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
 
 
-def run_client(ctl_path: str, request: str) -> int:
-    """`shim.py --run CTL REQUEST`: run one command inside the sandbox with this
-    process's own stdin, stdout and stderr, and exit as it exits. A library that insists
-    on spawning its subprocess itself (an agent SDK) spawns this instead; killing this
-    process (or SIGTERM) kills the command's process group."""
-    message = json.loads(request)
-    for name in message.pop("forward", []):  # secrets come by environment, not argv
-        if name in os.environ:
-            message["env"][name] = os.environ[name]
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    _in_dir_of(ctl_path, sock.connect)
-    payload = json.dumps(message).encode()
-    socket.send_fds(sock, [struct.pack(">I", len(payload)) + payload], [0, 1, 2])
-    replies = sock.makefile("rb")
-    first = json.loads(replies.readline() or b'{"error": "no answer"}')
-    if "pid" not in first:
-        sys.stderr.write(f"ce sandbox: {first.get('error')}\n")
-        return 127
-
-    def forward_kill(*_: object) -> None:
-        kill = json.dumps({"op": "kill"}).encode()
-        with contextlib.suppress(OSError):
-            sock.sendall(struct.pack(">I", len(kill)) + kill)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, forward_kill)
-    line = replies.readline()
-    code = json.loads(line).get("exit", 1) if line else 1
-    return 128 - code if code < 0 else code
-
-
 def main(argv: list[str]) -> int:
-    if len(argv) == 4 and argv[1] == "--run":
-        return run_client(argv[2], argv[3])
     if len(argv) != 2 or argv[1].startswith("-"):  # `--help` is not a socket to make
-        sys.stderr.write("usage: shim.py CONTROL_SOCKET | "
-                         "shim.py --run CONTROL_SOCKET REQUEST\n")
+        sys.stderr.write("usage: shim.py CONTROL_SOCKET\n")
         return 2
     subreaper = become_subreaper()
     if os.getpid() != 1 and not subreaper:

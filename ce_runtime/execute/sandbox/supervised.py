@@ -36,6 +36,7 @@ from ce_runtime.execute.sandbox.base import (
 from ce_runtime.execute.sandbox.cgroups import TrialCgroup
 
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim.py")
+RUN_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_client.py")
 READY_TIMEOUT_S = 20.0
 LAUNCH_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 # joins the trial's control groups, then becomes the init (or bwrap)
@@ -45,9 +46,9 @@ CGROUP_JOIN = ('IFS=:; for p in $CE_CGROUP_PROCS; do echo $$ > "$p" || exit 125;
 
 LAUNCHER = """#!{python} -IS
 import importlib.util, json, os, re, sys
-spec = importlib.util.spec_from_file_location("ce_shim", {shim!r})
-shim = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(shim)
+spec = importlib.util.spec_from_file_location("ce_run_client", {client!r})
+client = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(client)
 request = json.loads({request})
 forward = set(json.loads({forward!r}))
 secret = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.I)
@@ -56,7 +57,7 @@ for name, value in os.environ.items():
                            and not secret.search(name)):
         request["env"][name] = value
 request["argv"] += sys.argv[1:]
-sys.exit(shim.run_client({ctl!r}, json.dumps(request)))
+sys.exit(client.run_client({ctl!r}, json.dumps(request)))
 """
 
 
@@ -326,7 +327,7 @@ class SupervisedSandbox(FileOps):
                    "env": env if env is not None else self.env(view),
                    "rlimits": self._rlimits(), "forward": sorted(secrets or {})}
         return await asyncio.create_subprocess_exec(
-            _python(), "-I", "-S", SHIM, "--run", self.client.ctl_path, json.dumps(request),
+            _python(), "-I", "-S", RUN_CLIENT, self.client.ctl_path, json.dumps(request),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env={**LAUNCH_ENV, **(secrets or {})})
 
@@ -342,7 +343,7 @@ class SupervisedSandbox(FileOps):
         request = {"op": "exec", "argv": list(argv), "cwd": cwd or self.inner_workspace,
                    "env": env, "rlimits": self._rlimits()}
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(LAUNCHER.format(python=_python(), shim=SHIM,
+            fh.write(LAUNCHER.format(python=_python(), client=RUN_CLIENT,
                                      ctl=self.client.ctl_path,
                                      request=json.dumps(json.dumps(request)),
                                      forward=json.dumps(sorted(set(forward)))))

@@ -193,13 +193,7 @@ class Zygote(shim._Server):
             os._exit(code)
 
     def _reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status in shim.exited_children():
             if self.spare is not None and self.spare[0] == pid:  # a spare died unused
                 self.spare[1].close()
                 self.spare = None
