@@ -21,7 +21,10 @@ machine hurts both alike:
    file criteria: the reference's own agentless smoke test, renamed), each into a fresh
    run directory.
 
-Prints wall times and ratios (reference / ce), and writes OUT/versus.json (OUT: --out,
+Prints wall times and ratios (reference / ce), and for the run what bounds it: the CPU
+time of ce's run (its process and every one it waited for), and `python -c "import
+polars"` timed in the same rounds (the floor of a run whose report worker imports Polars)
+against the reference's run and the 10x budget. Writes OUT/versus.json (OUT: --out,
 bench/.data by default; the .pyc files of both tools go to OUT/pycache).
 Goals of issue 14: >= 10x on both.
 """
@@ -73,8 +76,10 @@ def env() -> dict[str, str]:
     return out
 
 
-def timed(argv: list[str], cwd: str) -> tuple[float, int]:
-    """Wall time to the process's exit, taken by a blocking wait4. Not subprocess.run's
+def timed(argv: list[str], cwd: str) -> tuple[float, int, float]:
+    """Wall time to the process's exit, taken by a blocking wait4, its exit code, and its
+    CPU time (user + system, with every process it waited for: ce's report worker, its
+    sandboxes). Not subprocess.run's
     timeout: it polls for the exit in sleeps growing to 50 ms, which rounded each time up
     by as much (measured: ce's times came out as 0.065, 0.115, 0.365 ... s)."""
     started = time.perf_counter()
@@ -83,12 +88,12 @@ def timed(argv: list[str], cwd: str) -> tuple[float, int]:
     watchdog = threading.Timer(600, proc.kill)
     watchdog.start()
     try:
-        _, status, _ = os.wait4(proc.pid, 0)
+        _, status, usage = os.wait4(proc.pid, 0)
     finally:
         watchdog.cancel()
     seconds = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return seconds, proc.returncode
+    return seconds, proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def accepted(argv: list[str], cwd: str) -> bool:
@@ -116,22 +121,22 @@ def choose_suite(ref_bin: str, tasks_dir: str, n: int, work: str) -> list[str]:
     return both
 
 
-def median_pair(a: list[str], b: list[str], cwd: str, repeat: int,
-                fresh: tuple[int, int] | None = None) -> tuple[list[float], list[float]]:
-    """Interleaved wall times of a and b; `fresh`: indexes of a run-dir argument in a
-    and b that gets a new directory each time."""
-    ta, tb = [], []
+def interleaved(commands: list[list[str]], cwd: str, repeat: int,
+                fresh: str | None = None) -> list[tuple[list[float], list[float]]]:
+    """Wall and CPU times of each command, run in turn `repeat` times; an argument equal to
+    `fresh` becomes a new run directory each time."""
+    out: list[tuple[list[float], list[float]]] = [([], []) for _ in commands]
     for i in range(repeat + 1):  # the first round warms caches (bytecode, the stdlib cache)
-        for argv, out, which in ((a, ta, 0), (b, tb, 1)):
-            argv = list(argv)
-            if fresh is not None:
-                argv[fresh[which]] = os.path.join(cwd, f"runs-{which}-{i}")
-            seconds, code = timed(argv, cwd)
+        for which, (argv, (walls, cpus)) in enumerate(zip(commands, out, strict=True)):
+            argv = [os.path.join(cwd, f"runs-{which}-{i}") if a == fresh else a
+                    for a in argv]
+            seconds, code, cpu = timed(argv, cwd)
             if code not in (0, 1):
                 sys.exit(f"{' '.join(argv)} exited {code}")
             if i:
-                out.append(seconds)
-    return ta, tb
+                walls.append(seconds)
+                cpus.append(cpu)
+    return out
 
 
 def pair_ratios(ce: list[float], ref: list[float]) -> tuple[float, float, float]:
@@ -147,7 +152,7 @@ def median_compile(cold: list[str], warm: list[str], ref: list[str], cwd: str,
     out: tuple[list[float], list[float], list[float]] = ([], [], [])
     for i in range(repeat + 1):
         for argv, times in zip((cold, warm, ref), out, strict=True):
-            seconds, code = timed(argv, cwd)
+            seconds, code, _ = timed(argv, cwd)
             if code not in (0, 1):
                 sys.exit(f"{' '.join(argv)} exited {code}")
             if i:
@@ -186,10 +191,12 @@ def main() -> None:
         for i in range(args.run_tasks):
             with open(os.path.join(run_dir, f"agentless_{i}.yaml"), "w") as fh:
                 fh.write(AGENTLESS.format(i=i))
-        ce_r, ref_r = median_pair(
-            [CE, "run", "agentless", "-j", "1", "--run-dir", "X"],
-            [args.reference, "run", "agentless", "-j", "1", "--run-dir", "X"], work,
-            args.repeat, fresh=(6, 6))
+        # the third command is the floor of any run that writes its reports with Polars
+        # (the report worker imports it), measured in the same rounds
+        (ce_r, ce_cpu), (ref_r, _), (polars_r, _) = interleaved(
+            [[CE, "run", "agentless", "-j", "1", "--run-dir", "X"],
+             [args.reference, "run", "agentless", "-j", "1", "--run-dir", "X"],
+             [sys.executable, "-c", "import polars"]], work, args.repeat, fresh="X")
     rows = {
         "compile cold": (len(suite), statistics.median(ce_cold), statistics.median(ref_c)),
         "compile warm": (len(suite), statistics.median(ce_warm), statistics.median(ref_c)),
@@ -209,6 +216,15 @@ def main() -> None:
         print(f"    {name:<12} {n:>5} {c:>8.3f} {r:>12.3f} {r / c:>6.1f}x "
               f"{mid:>8.1f}x ({lo:.1f}-{hi:.1f}x)  >= 10x")
     print("    compile suite: " + ", ".join(suite))
+    run_cpu, floor = statistics.median(ce_cpu), statistics.median(polars_r)
+    budget = rows["run"][2] / 10
+    floor_ratio = statistics.median(r / f for r, f in zip(ref_r, polars_r, strict=True))
+    print(f"    run's CPU (ce's process and every one it waited for: the report worker, the "
+          f"sandboxes): {run_cpu:.3f} s, {run_cpu / rows['run'][1]:.1f} CPUs busy\n"
+          f"    `python -c 'import polars'` alone (the report worker's floor): {floor:.3f} s, "
+          f"the reference's run / {floor_ratio:.1f} by round\n"
+          f"    the 10x budget: {budget:.3f} s wall, so at most {budget * (os.cpu_count() or 1):.3f} s "
+          f"of CPU on {os.cpu_count()} CPUs")
     with open(os.path.join(args.out, "versus.json"), "w") as fh:
         json.dump({"git": rev, "suite": suite, "repeat": args.repeat,
                    "load": load[0], "results": {k: {"tasks": n, "ce_s": c, "reference_s": r,
@@ -218,7 +234,8 @@ def main() -> None:
                                                                             paired[k][2]]}
                                                for k, (n, c, r) in rows.items()},
                    "ce_all": {"compile cold": ce_cold, "compile warm": ce_warm,
-                              "run": ce_r},
+                              "run": ce_r, "run_cpu": ce_cpu},
+                   "import_polars_all": polars_r,
                    "reference_all": {"compile": ref_c, "run": ref_r}}, fh, indent=1)
 
 
