@@ -146,7 +146,7 @@ def flag_matches(pred, values):
         allowed = set(pred["any_of"])
         return any(v in allowed for v in values)
     if pred["matches_regex"] is not None:
-        regex = re.compile(pred["matches_regex"], pred["flags"])
+        regex = re.compile(pred["matches_regex"], pred["flags"] & ~re.DEBUG)
         return any(regex.search(v) is not None for v in values)
     raise ValueError("flag predicate has none of " + ", ".join(PREDICATES))
 

@@ -353,7 +353,7 @@ def check_regex(pattern: str | None, flags: int, path: Path, ctx: RuleContext,
     if pattern is None or "${row." in pattern or flags < 0:
         return  # negative flags: the definition's range constraint reports them
     try:
-        re.compile(pattern, flags)
+        re.compile(pattern, flags & ~re.DEBUG)  # DEBUG would print on stdout
     except re.error as exc:
         span = ctx.at(path)
         ctx.diags.emit("CE0111", f"invalid regular expression: {exc.msg}"

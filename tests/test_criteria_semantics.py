@@ -353,6 +353,27 @@ class TestFileMatchesRegex:
         assert g.scores == [expected]
         assert g.errors == [None]
 
+    @pytest.mark.parametrize("flags, matches", [
+        (0, True),  # \w is Unicode
+        (256, False),  # re.ASCII (the `regex` engine reads 256 as VERSION1)
+        (256 | 2, False),
+        (128, True),  # re.DEBUG: only prints, changes nothing (regex reads 128 as ASCII)
+        (1024 | 2048 | 4096 | 65536, True),  # no meaning to `re`, ignored as re does
+    ])
+    def test_flags_mean_what_python_re_means(self, fx, flags, matches, capfd):
+        fx.files({"name.txt": "café"})
+        g = fx.grade(f"""
+            - {{type: file_matches_regex, path: name.txt, pattern: '^\\w+$', flags: {flags},
+               description: d}}
+            - type: file_check
+              path: name.txt
+              patterns: [{{pattern: '^\\w+$', flags: {flags}}}]
+              description: d
+        """)
+        assert g.errors == [None, None]
+        assert g.scores == [float(matches)] * 2
+        assert "LITERAL" not in capfd.readouterr().out  # re.DEBUG's dump
+
     def test_missing_file_scores_0(self, fx):
         g = fx.grade("- {type: file_matches_regex, path: c.py, pattern: x, must_match: false, "
                      "description: d}")

@@ -379,6 +379,32 @@ class _Budgeted:
                 f"budget on {len(text)} characters (catastrophic backtracking?)") from None
 
 
+# Python's `re` flag bits as the `regex` engine spells them: the two modules agree on
+# IGNORECASE, LOCALE, MULTILINE, DOTALL, UNICODE and VERBOSE, not on ASCII (re 256 is
+# regex's VERSION1, regex's ASCII is 128, which is re.DEBUG). Other bits mean nothing to
+# `re` (it ignores them, as coder_eval does) but something to `regex` (REVERSE, WORD,
+# BESTMATCH, POSIX ...): they are dropped. re.DEBUG only prints: dropped too.
+_RE_TO_REGEX = ((re.IGNORECASE, 2), (re.LOCALE, 4), (re.MULTILINE, 8), (re.DOTALL, 16),
+                (re.UNICODE, 32), (re.VERBOSE, 64), (re.ASCII, 128))
+
+
+def re_flags(flags: int) -> int:
+    """A flags integer as `re.compile` is given it to check a pattern: without DEBUG
+    (which would print the compiled pattern on ce's stdout)."""
+    return flags & ~re.DEBUG
+
+
+def regex_flags(flags: int) -> int:
+    """Python `re` flags (what task files write) -> the `regex` engine's (VERSION0)."""
+    import regex
+
+    out = regex.VERSION0
+    for bit, theirs in _RE_TO_REGEX:
+        if flags & bit:
+            out |= theirs
+    return out
+
+
 def _compiled(pattern: str, flags: int) -> _Budgeted:
     key = (pattern, flags)
     hit = _REGEX_CACHE.get(key)
@@ -386,8 +412,8 @@ def _compiled(pattern: str, flags: int) -> _Budgeted:
         import regex
 
         try:
-            re.compile(pattern, flags)  # the language's regex syntax is Python's `re`
-            hit = _Budgeted(pattern, regex.compile(pattern, flags | regex.VERSION0))
+            re.compile(pattern, re_flags(flags))  # the language's regex syntax is `re`'s
+            hit = _Budgeted(pattern, regex.compile(pattern, regex_flags(flags)))
         except (re.error, regex.error, ValueError, OverflowError, RecursionError) as exc:
             raise CriterionError(f"invalid regular expression {pattern!r}: {exc}") from exc
         if len(_REGEX_CACHE) > 4096:
@@ -399,7 +425,7 @@ def _compiled(pattern: str, flags: int) -> _Budgeted:
 def regex_error(pattern: str, flags: int = 0) -> str | None:
     """Why `pattern` does not compile (a message with its position), or None."""
     try:
-        re.compile(pattern, flags)
+        re.compile(pattern, re_flags(flags))
     except re.error as exc:
         return exc.msg + (f" at position {exc.pos}" if exc.pos is not None else "")
     except RecursionError:

@@ -50,7 +50,7 @@ def _valid_regex(v: Any, flags: Any = 0) -> bool:
     if not isinstance(v, str) or not isinstance(flags, int):
         return False
     try:
-        re.compile(v, flags)
+        re.compile(v, flags & ~re.DEBUG)
     except (re.error, OverflowError, ValueError, TypeError, RecursionError):
         return False
     return True
