@@ -320,7 +320,11 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
     for j, a in enumerate(c.assertions):
         at = (*here, "assertions", j)
         try:
-            jmespath.compile(a.expression)
+            parsed = jmespath.compile(a.expression)
+            problem = jmespath_call_error(parsed.parsed)
+            if problem:
+                ctx.diags.emit("CE0111", f"invalid JMESPath expression {a.expression!r}: "
+                               + problem[0], ctx.at((*at, "expression")), help=problem[1])
         except JMESPathError as exc:
             pos = getattr(exc, "lex_position", None)
             token = getattr(exc, "token_value", None)
@@ -346,6 +350,35 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
             ctx.diags.emit("CE0105", f"operator `type` expects one of {', '.join(types)}",
                            ctx.at((*at, "expected")),
                            help=did_you_mean(str(a.expected), types))
+
+
+def jmespath_call_error(node: Any) -> tuple[str, str | None] | None:
+    """Why a parsed JMESPath expression can never be evaluated (a function JMESPath does
+    not have, or called with the wrong number of arguments), with a help line, or None. jmespath only finds
+    these when the expression runs, whatever the document."""
+    from jmespath.functions import Functions
+
+    table = Functions.FUNCTION_TABLE
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, dict):
+            continue
+        children = item.get("children") or []
+        stack.extend(children)
+        if item.get("type") != "function_expression":
+            continue
+        name = item.get("value")
+        if name not in table:
+            return f"unknown function {name}()", did_you_mean(str(name), sorted(table))
+        signature = table[name]["signature"]
+        variadic = bool(signature) and signature[-1].get("variadic", False)
+        n = len(children)
+        if (variadic and n < len(signature)) or (not variadic and n != len(signature)):
+            plural = "" if len(signature) == 1 else "s"
+            wanted = f"at least {len(signature)}" if variadic else str(len(signature))
+            return f"{name}() takes {wanted} argument{plural}, given {n}", None
+    return None
 
 
 def check_regex(pattern: str | None, flags: int, path: Path, ctx: RuleContext,

@@ -484,6 +484,44 @@ class TestJsonCheck:
         """)
         assert g.scores == [pytest.approx(1 / 3, abs=1e-12)]
 
+    def test_an_expression_failing_on_this_document_fails_its_assertion_only(self, fx):
+        # length() of a number or of a missing key is a JMESPath type error: that
+        # assertion fails, the others still count (coder_eval: 1/2 and 1/3)
+        fx.files({"report.json": json.dumps(DOC)})
+        g = fx.grade("""
+            - type: json_check
+              path: report.json
+              assertions:
+                - {expression: "length(missing)", operator: gte, expected: 1}
+                - {expression: status, expected: success}
+              description: d
+            - type: json_check
+              path: report.json
+              assertions:
+                - {expression: "length(count)", expected: 1}
+                - {expression: "sort(items)", operator: exists}
+                - {expression: count, expected: 3}
+              description: d
+        """)
+        assert g.scores == [0.5, pytest.approx(1 / 3, abs=1e-12)]
+        assert g.errors == [None, None]
+
+    def test_unknown_jmespath_function_or_arity_is_a_compile_error(self, fx):
+        errors = fx.errors("""
+            - type: json_check
+              path: r.json
+              assertions:
+                - {expression: "lenght(items)", operator: exists}
+                - {expression: "results[?starts_with(name)].name", operator: exists}
+                - {expression: "not_null()", operator: exists}
+                - {expression: "merge(a, b, c) | max_by(@, &x)", operator: exists}
+              description: d
+        """)
+        assert len(errors) == 3 and all(e.startswith("CE0111") for e in errors)
+        assert "unknown function lenght()" in errors[0]
+        assert "starts_with() takes 2 arguments, given 1" in errors[1]
+        assert "not_null() takes at least 1 argument, given 0" in errors[2]
+
     def test_no_checks_missing_and_invalid_json(self, fx):
         fx.files({"ok.json": "[]", "bad.json": "{'single': quotes}"})
         g = fx.grade("""

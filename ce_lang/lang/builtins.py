@@ -285,8 +285,13 @@ def _json_assert(doc, expression, operator, expected):
 
     try:
         value = jmespath.search(expression, doc)
-    except jmespath.exceptions.JMESPathError as exc:
+    except jmespath.exceptions.ParseError as exc:
         raise CriterionError(f"invalid JMESPath expression {expression!r}: {exc}") from exc
+    except jmespath.exceptions.JMESPathError:
+        # An error of the expression on this document (`length(x)` where x is a number
+        # or missing): that assertion fails, the others still count (as in coder_eval).
+        # Unknown functions and wrong arities are compile errors (rules._json_rules).
+        return False
     return json_compare(value, operator, expected)
 
 
