@@ -598,3 +598,28 @@ def test_a_frame_is_built_once_per_list_of_records_and_never_reused_for_another(
     assert changed is not first and changed["status"][0] == "ERROR"
     assert R.trials_frame(typed[:-1]).height == len(typed) - 1
     assert R.trials_frame(typed)["status"].to_list() == first["status"].to_list()
+
+
+def test_an_interrupted_run_is_never_reported_as_passed(tmp_path):
+    """Ctrl-C after 2 of 6 trials, both passed: run.json, report.md and `ce report` say
+    the run was interrupted (exit 1, the resume named), never PASSED."""
+    from ce_runtime.report.render import render
+    from ce_runtime.report.run_end import write_run_reports
+    ok = _ok_records()
+    summary = write_run_reports(str(tmp_path), "r", {}, ok, 6, True, None, [])
+    assert summary["exit_code"] == 1
+    assert summary["exit_reasons"][0] == (
+        "the run was interrupted: 2 of 6 planned trial(s) ran; `ce run --resume RUN` "
+        "runs the other 4")
+    meta = json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))
+    assert (meta["status"], meta["exit_code"], meta["trials_planned"]) == (
+        "interrupted", 1, 6)
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "PASSED" not in text and "⚠️ **INTERRUPTED**" in text
+    assert "- the run was interrupted: 2 of 6 planned trial(s) ran" in text
+    assert render(str(tmp_path), "md") == text  # `ce report` says the same
+    assert json.loads(render(str(tmp_path), "json"))["exit_code"] == 1
+    # a finished run is unchanged
+    (tmp_path / "done").mkdir()
+    done = write_run_reports(str(tmp_path / "done"), "r", {}, ok, 2, False, None, [])
+    assert (done["status"], done["exit_code"], done["exit_reasons"]) == ("complete", 0, [])

@@ -503,7 +503,9 @@ def check_interrupted_then_resumed(tmp_path, proc, run_dir: str, err: str) -> No
     meta = load_run_json(run_dir)
     assert meta["status"] == "interrupted"
     assert meta["trials_planned"] == REPEATS
-    assert os.path.exists(os.path.join(run_dir, "report.md"))
+    assert meta["exit_code"] == 1  # as the process: the trials not run are no pass
+    with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as fh:
+        assert "**INTERRUPTED**" in fh.read()
     assert scratch_left(str(tmp_path)) == []  # the running trials' workspaces were removed
     _resume_and_check(tmp_path, run_dir, done_before)
 

@@ -60,7 +60,9 @@ def render_markdown(summary: dict[str, Any], records: Records,
     if summary.get("experiment_ids"):
         w("Experiment " + ", ".join(_code(e) for e in summary["experiment_ids"]) + ".")
         w("")
-    verdict = "✅ **PASSED**" if ok else "❌ **FAILED**"
+    unfinished = summary.get("status") in ("interrupted", "incomplete")
+    verdict = "✅ **PASSED**" if ok else \
+        f"⚠️ **{summary['status'].upper()}**" if unfinished else "❌ **FAILED**"
     gates_line = ""
     thresholded = [g for g in gates if g.thresholds]
     if thresholded:

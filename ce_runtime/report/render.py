@@ -16,9 +16,11 @@ def render(run: str, fmt: str) -> str:
     data = load_run(run)
     gates = report.suite_metrics(data.records)
     summary = report.summary(data.records, gates, data.run_id, data.run_json.get("args"))
-    for key in ("status", "trials_planned", "lost_trials"):
-        if key in data.run_json:
-            summary[key] = data.run_json[key]
+    if "status" in data.run_json:  # a re-score's run.json has no trials_planned
+        from ce_runtime.report.summary import with_run_state
+
+        with_run_state(summary, data.run_json["status"], data.run_json.get("trials_planned"),
+                       data.run_json.get("lost_trials", ()))
     return render_loaded(data, fmt, summary, gates)
 
 

@@ -24,13 +24,12 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
     from ce_runtime.store.run_json import write_run_json
 
     gates = report.suite_metrics(records)
+    from ce_runtime.report.summary import with_run_state
+
     summary = report.summary(records, gates, run_id, config)
-    summary["status"] = "interrupted" if interrupted else \
+    status = "interrupted" if interrupted else \
         "incomplete" if lost or len(records) < total else "complete"
-    summary["trials_planned"] = total
-    if lost:
-        summary["lost_trials"] = [{"trial_id": r["trial_id"], "error": r["error"]}
-                                  for r in lost]
+    with_run_state(summary, status, total, lost)
     write_run_json(run_dir, summary)
     if records:
         report.write_parquet(run_dir, records)

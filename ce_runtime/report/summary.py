@@ -197,3 +197,26 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
         "suite_gates": [g.to_dict() for g in gates],
         "suite_gates_failed": len(failed_gates),
     }
+
+
+def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
+                   lost: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """`summary` of a run that `status` says may not have finished: trials_planned, the
+    lost trials, and a run that did not run every planned trial is not a pass (exit 1,
+    the reason first), so report.md, report.html and run.json never say PASSED for the
+    trials a Ctrl-C left unrun."""
+    summary["status"] = status
+    if planned is not None:
+        summary["trials_planned"] = planned
+    planned = summary["trials"] if planned is None else planned
+    if lost:
+        summary["lost_trials"] = [{"trial_id": r["trial_id"], "error": r["error"]}
+                                  for r in lost]
+    if status in ("interrupted", "incomplete"):
+        missing = planned - summary["trials"]
+        reason = f"the run was {status}: {summary['trials']} of {planned} planned trial(s) ran"
+        if missing > 0:
+            reason += f"; `ce run --resume RUN` runs the other {missing}"
+        summary["exit_reasons"] = [reason, *summary["exit_reasons"]]
+        summary["exit_code"] = 1
+    return summary

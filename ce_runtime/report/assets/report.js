@@ -43,15 +43,16 @@
   // -- header and run summary ----------------------------------------------------------
   function header() {
     const s = D.summary, ok = s.exit_code === 0;
+    const unfinished = D.status === "interrupted" || D.status === "incomplete";
     const top = document.getElementById("top");
     top.append(el("h1", {}, "ce run ", el("code", {}, D.run_id)),
       el("div", {},
-        el("span", { class: "verdict " + (ok ? "pass" : "fail"), id: "verdict" }, ok ? "PASSED" : "FAILED"), " ",
+        el("span", { class: "verdict " + (ok ? "pass" : "fail"), id: "verdict" }, ok ? "PASSED" : unfinished ? D.status.toUpperCase() : "FAILED"), " ",
         `${s.passed}/${s.graded} graded trials succeeded — pass rate `,
         el("b", { id: "pass-rate" }, pct(s.pass_rate)),
         s.pass_rate_ci95 ? ` (95% Wilson interval ${pct(s.pass_rate_ci95[0])}–${pct(s.pass_rate_ci95[1])})` : "",
         (s.experiment_ids || []).length ? ` · experiment ${s.experiment_ids.join(", ")}` : "",
-        D.status && D.status !== "complete" ? el("span", { class: "badge adv" }, D.status) : "",
+        D.status && D.status !== "complete" && !unfinished ? el("span", { class: "badge adv" }, D.status) : "",
         D.rescored_from ? el("span", { class: "muted" }, ` · re-scored from ${D.rescored_from}`) : ""));
   }
 
