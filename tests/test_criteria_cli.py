@@ -32,6 +32,15 @@ def test_show_prints_docs_signature_effects(name):
     assert f"criterion {name}(" in res.output  # the definition itself
 
 
+def test_show_says_in_words_why_a_criterion_cannot_be_armed():
+    res = CliRunner().invoke(main, ["criteria", "show", "run_command"])
+    assert ("Early stop: cannot be armed (it runs a command, so it is graded after the "
+            "run).") in res.output
+    res = CliRunner().invoke(main, ["criteria", "show", "file_contains"])
+    assert ("Early stop: cannot be armed (it reads the workspace, so it is graded after "
+            "the run).") in res.output
+
+
 @pytest.mark.parametrize("name", STDLIB)
 def test_definition_signature_matches_the_task_schema(name):
     """Field names and defaults agree between the YAML schema and the .ce definition."""

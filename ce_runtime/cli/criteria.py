@@ -124,11 +124,17 @@ def render_definition(checked, origin: str, registry=None) -> str:
     return "\n".join(lines)
 
 
+# What a criterion with these effects does that only the finished run allows.
+POST_HOC = {"exec": "runs a command", "model": "calls a model",
+            "workspace": "reads the workspace"}
+
+
 def _early_stop_line(checked) -> str:
     effects = checked.effects
-    if effects & {"workspace", "exec", "model"}:
-        return ("Early stop: cannot be armed (it is graded after the run: it "
-                + ", ".join(sorted(effects & {"workspace", "exec", "model"})) + ").")
+    if effects & set(POST_HOC):
+        return ("Early stop: cannot be armed (it "
+                + " and ".join(POST_HOC[k] for k in sorted(effects & set(POST_HOC)))
+                + ", so it is graded after the run).")
     if "trace" in effects:
         return ("Early stop: depends on its arguments (" + _with_defaults(checked) + "); "
                 "`ce compile` checks every `stop_when` against the actual arguments, and "
