@@ -475,7 +475,17 @@ def test_cli_dump_corrupt_frame_and_nothing_readable(tmp_path):
     path.write_bytes(b"\x10\x00")
     res = _run("dump", str(path))
     assert res.exit_code == 1 and res.stdout == ""
-    assert "truncated at byte 0" in res.stderr
+    assert "no event could be read (truncated at byte 0)" in res.stderr
+
+
+def test_cli_dump_of_a_file_that_is_no_trace_says_so(tmp_path):
+    """A task file or a transcript given to dump by mistake: not 'a crash while writing'."""
+    path = tmp_path / "session.jsonl"
+    path.write_text('{"type": "user", "message": {"role": "user", "content": "hi"}}\n')
+    res = _run("dump", str(path))
+    assert res.exit_code == 1 and res.stdout == ""
+    assert "not a ce trace" in res.stderr and "ce trace import" in res.stderr
+    assert "crash" not in res.stderr
 
 
 def test_cli_trace_help_teaches():

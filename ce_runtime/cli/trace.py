@@ -47,6 +47,14 @@ def dump_cmd(trace: str) -> None:
         out.write(encode(event_to_dict(event)) + b"\n")
     out.flush()
     n = len(result.events)
+    if n == 0 and (result.truncated or result.corrupt_at is not None):
+        where = f"truncated at byte {result.bytes_read}" if result.truncated \
+            else f"undecodable event at byte {result.corrupt_at}"
+        click.echo(f"ce trace dump: {trace}: no event could be read ({where}): not a ce "
+                   "trace, or one cut short before its first event; a trace is the "
+                   "trace.msgpack of a trial's directory, and `ce trace import` turns a "
+                   "transcript into one", err=True)
+        sys.exit(1)
     if result.truncated:
         click.echo(f"ce trace dump: {trace}: truncated at byte {result.bytes_read}: the file "
                    f"ends inside an event (a crash while writing?); {n} events read",
@@ -54,8 +62,6 @@ def dump_cmd(trace: str) -> None:
     elif result.corrupt_at is not None:
         click.echo(f"ce trace dump: {trace}: undecodable event at byte {result.corrupt_at}; "
                    f"{n} events read before it", err=True)
-    if n == 0 and (result.truncated or result.corrupt_at is not None):
-        sys.exit(1)
 
 
 @trace_cmd.command("import")
