@@ -308,6 +308,21 @@ class TestFileCheck:
         """)
         assert g.scores == [0.0, 0.0]
 
+    def test_existence_only_is_file_exists(self, fx):
+        # no sub-checks: nothing is read (the guide: "equivalent to file_exists"), so a
+        # directory, a binary file and a glob matching two files all exist
+        fx.files({"pkg/a.py": "x", "pkg/b.py": "y", "logo.png": b"\x89PNG\xff\xfe"})
+        g = fx.grade("""
+            - {type: file_check, path: pkg, description: a directory}
+            - {type: file_check, path: logo.png, description: not UTF-8}
+            - {type: file_check, path: 'pkg/*.py', description: two matches}
+            - {type: file_check, path: 'pkg/*.js', description: none}
+            - {type: file_check, path: logo.png, includes: [PNG], description: read}
+        """)
+        assert g.scores == [1.0, 1.0, 1.0, 0.0, 0.0]
+        assert g.errors[:4] == [None] * 4
+        assert "not valid UTF-8" in (g.errors[4] or "")  # a sub-check reads the file
+
     def test_literal_invalid_pattern_is_a_compile_error(self, fx):
         errors = fx.errors("- {type: file_check, path: a, patterns: [{pattern: '('}], "
                            "description: d}")
