@@ -211,6 +211,22 @@ class TestPaths:
         assert g.scores == [0.0]
         assert "not valid UTF-8" in (g.errors[0] or "")
 
+    def test_line_ends_read_as_python_text_mode(self, fx):
+        # CRLF and lone CR read as LF (coder_eval reads with Path.read_text): the same
+        # file written on Windows scores the same
+        fx.files({"crlf.txt": b"hello\r\nworld\r\n", "cr.txt": b"a\rb",
+                  "label.txt": b"bug\r\n"})
+        g = fx.grade(r"""
+            - {type: file_matches_regex, path: crlf.txt, pattern: 'hello$', flags: 8, description: d}
+            - {type: file_matches_regex, path: crlf.txt, pattern: 'world$', description: d}
+            - {type: file_contains, path: crlf.txt, includes: ["hello\nworld"], description: d}
+            - {type: file_check, path: cr.txt, includes: ["a\nb"], excludes: ["\r"], description: d}
+            - {type: classification_match, path: label.txt, expected_label: bug,
+               allowed_labels: [bug, feature], description: d}
+        """)
+        assert g.scores == [1.0] * 5
+        assert g.errors == [None] * 5
+
     def test_ignore_patterns_apply_to_globs_not_to_literal_paths(self, fx):
         fx.files({"src/main.py": "main", ".venv/lib/site.py": "x",
                   "node_modules/m/index.py": "x", "__pycache__/c.py": "x"})

@@ -3,7 +3,8 @@
 The interpreter's `Host`: each effectful builtin declared in `ce_lang.lang.builtins` is a
 method here. Semantics follow SEMANTICS.md: paths relative to the workspace, a literal
 existing path wins, otherwise a glob (files only, sorted, inside the workspace, ignore
-patterns apply); reads need exactly one match and valid UTF-8.
+patterns apply); reads need exactly one match and valid UTF-8, and see line ends as
+Python's text mode does (CRLF and CR read as LF).
 
 Re-scoring reads an archived workspace in place (`files`: store.snapshot_view, the
 manifest and object store answering as the restored directory would); the workspace is
@@ -216,9 +217,14 @@ class Host:
             except OSError as exc:
                 raise CriterionError(f"cannot read {rel}: {exc.strerror}") from exc
         try:
-            return SourceText(data.decode("utf-8"), rel)
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CriterionError(f"{rel} is not valid UTF-8 (byte {exc.start})") from exc
+        # Python's text mode (universal newlines), as coder_eval reads: a file written
+        # with CRLF line ends matches `line$` and "a\nb" as the same file with LF does.
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        return SourceText(text, rel)
 
     def b_read_json(self, pattern: str) -> dict[str, Any]:
         # Several matches, invalid UTF-8 or a path outside the workspace are errors of the
