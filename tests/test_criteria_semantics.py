@@ -618,6 +618,9 @@ class TestRunCommand:
         ("command: 'printf \"a\\nb\\n\"', expected_stdout: '^b$', stdout_match: regex", 0.0),
         ("command: 'printf \"a\\nb\\n\"', expected_stdout: '(?m)^b$', stdout_match: regex", 1.0),
         ("command: 'echo \"  x\"', expected_stdout: '^  x', stdout_match: regex", 1.0),  # raw
+        # stdout read as Python's text mode reads it (coder_eval's text=True): CRLF is LF
+        ("command: 'printf \"ok\\r\\n\"', expected_stdout: '^ok$', stdout_match: regex", 1.0),
+        ("command: 'printf \"a\\r\\nb\\rc\"', expected_stdout: \"a\\nb\\nc\"", 1.0),
     ])
     def test_exit_code_and_stdout(self, fx, args, expected):
         g = fx.grade(f"- {{type: run_command, {args}, description: d}}")

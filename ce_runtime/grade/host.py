@@ -222,9 +222,7 @@ class Host:
             raise CriterionError(f"{rel} is not valid UTF-8 (byte {exc.start})") from exc
         # Python's text mode (universal newlines), as coder_eval reads: a file written
         # with CRLF line ends matches `line$` and "a\nb" as the same file with LF does.
-        if "\r" in text:
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        return SourceText(text, rel)
+        return SourceText(_universal_newlines(text), rel)
 
     def b_read_json(self, pattern: str) -> dict[str, Any]:
         # Several matches, invalid UTF-8 or a path outside the workspace are errors of the
@@ -344,8 +342,10 @@ class Host:
             raise InfrastructureError(f"no sandbox to run `{command}` in")
         self.use_workspace()
         res = self.runner.run(command, timeout, _MAX_OUTPUT)  # InfrastructureError if lost
-        rec = CommandRecord(command, res.exit_code, res.stdout, res.stderr, res.timed_out,
-                            res.duration_ms)
+        # the streams as Python's text mode reads them (CRLF and CR as LF), as coder_eval
+        # captures them: `ok$` matches a Windows-style `ok\r\n`
+        rec = CommandRecord(command, res.exit_code, _universal_newlines(res.stdout),
+                            _universal_newlines(res.stderr), res.timed_out, res.duration_ms)
         self.commands.append(rec)
         self._file("command", {"command": command, "exit_code": rec.exit_code,
                                "stdout": _capped(rec.stdout), "stderr": _capped(rec.stderr),
@@ -465,6 +465,11 @@ class Host:
             except OSError:
                 raise NeedsWorkspace(rel) from None
         return read_regular(str(self._root() / rel))
+
+
+def _universal_newlines(text: str) -> str:
+    """CRLF and lone CR as LF: what Python's text mode (newline=None) reads."""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def _int_or_none(value: Any) -> int | None:
