@@ -623,3 +623,16 @@ def test_an_interrupted_run_is_never_reported_as_passed(tmp_path):
     (tmp_path / "done").mkdir()
     done = write_run_reports(str(tmp_path / "done"), "r", {}, ok, 2, False, None, [])
     assert (done["status"], done["exit_code"], done["exit_reasons"]) == ("complete", 0, [])
+
+
+def test_the_run_and_its_variant_print_the_same_cost():
+    """The costs of the README's first run: summed for the run and for its one variant
+    in another order, they printed $0.3535 and $0.3536 in the same report.md."""
+    costs = [0.0, 0.0402, 0.02355, 0.02355, 0.02355, 0.02355, 0.0069, 0.0144, 0.0069,
+             0.0069, 0.0069, 0.02415, 0.028200000000000003, 0.0384, 0.039, 0.0474]
+    recs = [record("default", f"t{i}", cost=c, criteria=[crit("c0", "file_exists", 1.0)])
+            for i, c in enumerate(costs)]
+    s = R.summary(recs, [], "r", None)
+    assert s["cost_usd"] == s["variants"]["default"]["cost_usd"] == 0.35355
+    text = R.render_markdown(s, recs, [])
+    assert "| Cost | $0.3535 |" in text and "cost $0.3535." in text

@@ -84,7 +84,9 @@ def _breakdown(row: dict[str, Any], pak: dict[str, Any] | None) -> dict[str, Any
         "stopped_early": row["stopped_early"],
         "tokens": {"input": row["input_tokens"], "output": row["output_tokens"],
                    "total": row["total_tokens"]},
-        "cost_usd": row["cost_usd"],
+        # to the nano-dollar: sums in another order (the run's, a variant's) differ in
+        # the last bits, and $0.35355 would print as $0.3535 in one place, $0.3536 in the other
+        "cost_usd": None if row["cost_usd"] is None else round(row["cost_usd"], 9),
         "duration_s": row["duration_s"],
         "turns": row["turns"],
         "tool_calls": row["tool_calls"],
