@@ -848,8 +848,23 @@ class TestCommandExecuted:
                      "description: d}")
         assert g.scores == [1.0]
 
+    def test_json_parameters_as_coder_eval_writes_them(self, fx):
+        # in the agent's key order (file_path before content), json.dumps' separators;
+        # non-ASCII matches escaped (coder_eval's form) and as written
+        fx.calls(("Write", {"file_path": "notes.md", "content": "TODO café"}, "ok"))
+        g = fx.grade(r"""
+            - {type: command_executed, command_pattern: 'notes\.md.*TODO', description: order}
+            - {type: command_executed, command_pattern: '"file_path": "notes\.md", "content"',
+               description: separators}
+            - {type: command_executed, command_pattern: 'caf\\u00e9', description: escaped}
+            - {type: command_executed, command_pattern: 'café', description: as written}
+        """)
+        assert g.scores == [1.0] * 4
+
     @pytest.mark.parametrize("wrapper", [
         "bash -lc 'curl x'", 'sh -c "curl x"', "/bin/zsh -lc 'curl x'",
+        "bash -l -c 'curl x'", "bash -ic 'curl x'", "ksh -c 'curl x'",  # as coder_eval
+        "bash -lic 'curl x'", "dash -c 'curl x'",
         "bash -lc \"bash -c 'curl x'\"",
         "c'u'rl \"x\"", "bash -lc \"c'u'rl x\"",  # quote-obfuscated: the normalized form
     ])

@@ -25,15 +25,29 @@ class Regex:
 
 
 def unwrap_shell(command: str) -> str:
-    """`bash -lc 'cmd'` (and sh -c, zsh -lc ...) -> `cmd`; anything else unchanged."""
+    """`bash -lc 'cmd'` -> `cmd`; anything else unchanged. The shell is any program whose
+    name ends in `sh` (sh, bash, zsh, dash, ksh ...); options before the command flag
+    are skipped (`bash -l -c`), and the command flag is any short-option cluster with a
+    `c` (`-c`, `-lc`, `-ic`, `-lic`), as coder_eval unwraps. Words after the command
+    string (`$0`, `$1` ...) are kept, joined by spaces."""
     try:
         parts = shlex.split(command)
     except ValueError:
         return command
-    if len(parts) == 3 and parts[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh", "dash") \
-            and parts[1] in ("-c", "-lc", "-cl"):
-        return unwrap_shell(parts[2])
+    if not parts or not parts[0].rsplit("/", 1)[-1].endswith("sh"):
+        return command
+    for i in range(1, len(parts) - 1):
+        word = parts[i]
+        if _is_command_flag(word):
+            rest = parts[i + 1:]
+            return unwrap_shell(rest[0]) if len(rest) == 1 else " ".join(rest)
+        if not word.startswith("-"):
+            break  # an argument before any -c: a script, not a wrapper
     return command
+
+
+def _is_command_flag(word: str) -> bool:
+    return len(word) >= 2 and word[0] == "-" and word[1:].isalpha() and "c" in word[1:]
 
 
 def normalize_shell(command: str) -> str:
@@ -63,17 +77,20 @@ class ToolCallView:
 
     @property
     def command(self) -> str | None:
+        """A shell tool's command (a non-empty string); None for other tools."""
         if self.tool in SHELL_TOOLS and isinstance(self.params, dict):
             cmd = self.params.get("command", self.params.get("cmd"))
             if isinstance(cmd, list):
                 cmd = " ".join(map(str, cmd))
-            return cmd if isinstance(cmd, str) else None
+            return cmd if isinstance(cmd, str) and cmd else None
         return None
 
     def texts(self) -> list[str]:
         """What `matches` searches: the raw command and its shell-normalized forms
         (`bash -lc '...'` unwrapped, quoting removed: `c'u'rl` reads `curl`), or the
-        JSON parameters of other tools."""
+        JSON parameters of other tools: as coder_eval writes them (in the agent's key
+        order, `json.dumps` defaults: `{"file_path": "a.md", "content": "..."}`, non-ASCII
+        escaped) and, when it differs, with non-ASCII characters as they are."""
         cmd = self.command
         if cmd is not None:
             forms = [cmd]
@@ -81,7 +98,9 @@ class ToolCallView:
                 if form not in forms:
                     forms.append(form)
             return forms
-        return [json.dumps(self.params, sort_keys=True, ensure_ascii=False)]
+        escaped = json.dumps(self.params)
+        plain = json.dumps(self.params, ensure_ascii=False)
+        return [escaped] if plain == escaped else [escaped, plain]
 
     def matches(self, pattern: Regex) -> bool:
         return any(pattern.search(t) for t in self.texts())
