@@ -255,6 +255,30 @@ def test_resume_repairs_a_damaged_plan_and_reruns_a_changed_record(tmp_path):
     assert again["weighted_score"] == 1.0
 
 
+def test_resume_says_which_finished_trials_run_again_because_their_task_changed(tmp_path):
+    """A task edited between the interrupt and the resume: its finished trials run again
+    under the new plan (their results replaced), and the resume says so, naming them."""
+    from tests.test_run_e2e import _task
+
+    task = tmp_path / "quick.yaml"
+    task.write_text(_task("quick", "    - write: done.txt\n      content: ok\n",
+                          criterion="  - type: file_exists\n    description: d\n"
+                                    "    path: done.txt\n"))
+    res = ce("run", "quick.yaml", "--repeats", "2", "--runs-root", "runs", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    run_dir = run_dir_in(str(tmp_path / "runs"))
+    res = ce("run", "--resume", run_dir, cwd=str(tmp_path))
+    assert res.returncode == 0 and "2 already done" in res.stderr
+    assert "another plan" not in res.stderr
+    task.write_text(task.read_text().replace("description: d\n", "description: d2\n"))
+    res = ce("run", "--resume", run_dir, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert ("ce run: 2 finished trial(s) ran with another plan (the task, the experiment or "
+            "ce's criteria changed since): default/quick/00, default/quick/01; they run "
+            "again and their results are replaced") in res.stderr
+    assert "0 already done" in res.stderr
+
+
 # -- an agent's FIFO where the grader reads ------------------------------------------------
 def test_a_fifo_the_agent_leaves_where_a_criterion_reads_is_an_error_not_a_hang(tmp_path):
     """Opening a FIFO for reading blocks until a writer comes: grading (and with it the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -247,6 +248,7 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
     if resume_dir:
         for why in damaged:
             click.echo(f"ce run: {why}; the trial runs again", err=True)
+        _say_replanned(run_dir, trials, done)
     todo = [t for t in trials if t.trial_id not in done]
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running", "created_at": R.now_iso(),
                                "args": config, "trials": len(trials)})
@@ -288,6 +290,32 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
                    progress.lost, worker)
     os.close(lock)  # unlocked only once everything is written
     sys.exit(1 if interrupted else code)
+
+
+def _say_replanned(run_dir: str, trials: list, done: set[str]) -> None:
+    """A resume runs again, and replaces, the finished trials whose plan is no longer
+    the one they ran with (the task, the experiment or ce's criteria changed since):
+    said, with the trials, never done silently."""
+    from ce_runtime.execute.trial import trial_dir_of
+
+    replanned = []
+    for t in trials:
+        if t.trial_id in done:
+            continue
+        try:
+            with open(os.path.join(trial_dir_of(run_dir, t), "task.json"),
+                      encoding="utf-8") as fh:
+                recorded = json.load(fh).get("plan_hash")
+        except (OSError, ValueError, AttributeError):
+            continue  # not run yet, or damaged (said above)
+        if recorded and recorded != t.plan_hash:
+            replanned.append(t.trial_id)
+    if replanned:
+        shown = ", ".join(replanned[:5]) + (f" and {len(replanned) - 5} more"
+                                            if len(replanned) > 5 else "")
+        click.echo(f"ce run: {len(replanned)} finished trial(s) ran with another plan (the "
+                   f"task, the experiment or ce's criteria changed since): {shown}; they run "
+                   "again and their results are replaced", err=True)
 
 
 def _write_failed(exc: OSError, run_dir: str | None) -> None:
