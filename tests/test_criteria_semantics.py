@@ -1198,11 +1198,21 @@ class TestScoring:
         assert [c[1] for c in judge.calls] == ["grade it", "strict"]
 
     @pytest.mark.parametrize("verdict", [{"rationale": "no score"}, {"score": "high"},
-                                         {"score": True}, {"score": float("nan")}])
+                                         {"score": True}, {"score": float("nan")},
+                                         {"score": float("inf")}, {"score": "Infinity"},
+                                         {"score": None}, {"score": [1]}])
     def test_judge_verdict_without_a_score_is_0_with_error(self, fx, verdict):
+        # the guide: non-numeric or non-finite -> 0 with an error (an infinity is not
+        # clamped to a full score)
         g = fx.grade("- {type: llm_judge, prompt: p, description: d}",
                      judge=FakeJudge(verdict))
         assert g.scores == [0.0] and "no numeric score" in (g.errors[0] or "")
+
+    def test_judge_score_coercible_to_a_number_counts(self, fx):
+        # the guide: only a score "not coercible to float" is an error (coder_eval: 0.8)
+        g = fx.grade("- {type: llm_judge, prompt: p, description: d}",
+                     judge=FakeJudge({"score": " 0.8 ", "rationale": "r"}))
+        assert g.scores == [0.8] and g.errors == [None]
 
     def test_judge_score_is_clamped(self, fx):
         g = fx.grade("- {type: llm_judge, prompt: p, description: d}",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -431,7 +432,7 @@ class Host:
                 verdict["session"] = self.judge_sessions[-1]
             if "rationale" in verdict:
                 verdict["rationale"] = self._scrub(str(verdict["rationale"]))
-            if self.verdicts is not None and isinstance(verdict.get("score"), int | float):
+            if self.verdicts is not None and _verdict_score(verdict.get("score")) is not None:
                 self.verdicts.put(key, verdict)
         self._file("judge", {"request": key, "model": settings.get("model")
                              or (settings.get("agent") or {}).get("model"),
@@ -439,10 +440,12 @@ class Host:
                              "rationale": self._scrub(str(verdict.get("rationale", ""))),
                              "recorded": recorded is not None,
                              "usage": (verdict.get("session") or {}).get("usage")})
-        score = verdict.get("score") if isinstance(verdict, dict) else None
-        if isinstance(score, bool) or not isinstance(score, int | float) or score != score:
-            raise CriterionError(f"{kind}: the verdict has no numeric score")
-        return {"score": min(1.0, max(0.0, float(score))),
+        raw = verdict.get("score") if isinstance(verdict, dict) else None
+        score = _verdict_score(raw)
+        if score is None:
+            raise CriterionError(f"{kind}: the verdict has no numeric score"
+                                 + ("" if raw is None else f" ({str(raw)[:40]!r})"))
+        return {"score": min(1.0, max(0.0, score)),
                 "rationale": self._scrub(str(verdict.get("rationale", "")))}
 
     def _scrub(self, text: str) -> str:
@@ -465,6 +468,19 @@ class Host:
             except OSError:
                 raise NeedsWorkspace(rel) from None
         return read_regular(str(self._root() / rel))
+
+
+def _verdict_score(value: Any) -> float | None:
+    """A judge verdict's score as a number, or None: a number or a numeric string (as
+    coder_eval coerces it, "0.8" is 0.8); never a boolean, never NaN or an infinity
+    (`Infinity` and `1e999` parse as JSON: clamped they would be a full score)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _universal_newlines(text: str) -> str:
