@@ -110,6 +110,27 @@ def test_missing_judge_credentials(tmp_path):
     assert "--judge-replies" in res.stderr
 
 
+def test_a_broken_judge_replies_file_is_said_before_the_run(tmp_path):
+    """Not 'internal error ... a bug in ce' (exit 3) with a run directory left 'running'."""
+    t = task(tmp_path, SOLVABLE + "  - {type: llm_judge, prompt: Is it nice?, "
+             "files: [hello.txt], description: nice}\n")
+    (tmp_path / "list.yaml").write_text("- not a mapping\n", encoding="utf-8")
+    res = ce("run", t, "--agent", "oracle", "--judge-replies", "list.yaml", cwd=tmp_path,
+             drop=NO_KEYS)
+    nothing_ran(res, tmp_path)
+    assert "ce run: --judge-replies: list.yaml must be a mapping" in res.stderr
+    (tmp_path / "cut.yaml").write_text("judge: [\n", encoding="utf-8")
+    res = ce("run", t, "--agent", "oracle", "--judge-replies", "cut.yaml", cwd=tmp_path,
+             drop=NO_KEYS)
+    nothing_ran(res, tmp_path)
+    assert "ce run: --judge-replies: cut.yaml:2:1: not valid YAML" in res.stderr
+    assert "internal error" not in res.stderr
+    res = ce("rescore", tmp_path, "--judge-replies", "cut.yaml", cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "--judge-replies: cut.yaml:2:1: not valid YAML" in res.stderr
+    assert "internal error" not in res.stderr
+
+
 def test_agent_without_adapter(tmp_path, monkeypatch):
     """A type the compiler accepts (an installed `ce.agents` entry point) whose adapter
     does not load is said before any set-up."""

@@ -119,6 +119,7 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
 
     if refresh_judges and offline:
         raise click.UsageError("--refresh-judges and --offline contradict each other")
+    replies = _judge_replies(judge_replies)
     run_dir = latest_run(run_dir, "rescore")
     only_trial = None
     if not os.path.isdir(os.path.join(run_dir, "plans")):
@@ -148,7 +149,7 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     verdicts = VerdictStore(os.path.join(staged.path, "judges"), mode,
                             also_read=(os.path.join(run_dir, "judges"),))
     runner_for = _runner  # the sandbox code is imported when a criterion runs a command
-    judge, loopback = _judge(judge_replies)
+    judge, loopback = _judge(replies)
     records, changed, missing, used = [], 0, 0, {}
     damaged: list[str] = []
     with staged:
@@ -278,16 +279,25 @@ def _uv_cache() -> str:
     return cache()
 
 
-def _judge(judge_replies):
-    if not judge_replies:
-        return None, None
-    import yaml
+def _judge_replies(path):
+    """The --judge-replies file's script, checked before anything is re-scored."""
+    if not path:
+        return None
+    from ce_runtime.model_server.script import ScriptError, load_script_file
 
+    try:
+        return load_script_file(path)
+    except ScriptError as exc:
+        raise click.BadParameter(str(exc), param_hint="--judge-replies") from None
+
+
+def _judge(replies):
+    if replies is None:
+        return None, None
     from ce_runtime.grade.judge import HttpJudge
     from ce_runtime.model_server import ModelServer
 
-    with open(judge_replies, encoding="utf-8") as fh:
-        loopback = ModelServer(yaml.safe_load(fh) or {}, judge=True).__enter__()
+    loopback = ModelServer(replies, judge=True).__enter__()
     return HttpJudge(loopback.url, "loopback"), loopback
 
 

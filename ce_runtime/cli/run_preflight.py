@@ -124,8 +124,9 @@ def models(trials, override: str | None, scripted: bool) -> None:
 def judges(trials, judge_replies: str | None) -> None:
     """Criteria that ask a model (llm_judge, agent_judge, user criteria calling one) need
     a judge endpoint: CE_JUDGE_URL, a key, or --judge-replies. Without one each such
-    trial would end ERROR after its agent ran."""
+    trial would end ERROR after its agent ran. A --judge-replies file must read as one."""
     if judge_replies:
+        _fail(_replies_problems(judge_replies), "fix the --judge-replies file")
         return
     from ce_runtime.grade.judge import judge_from_env
 
@@ -144,3 +145,14 @@ def judges(trials, judge_replies: str | None) -> None:
                f"configured ({_shown(ids)}): set ANTHROPIC_API_KEY (or CE_JUDGE_API_KEY, "
                "CE_JUDGE_URL, OPENAI_API_KEY, API_BACKEND=bedrock), or grade with scripted "
                "verdicts: --judge-replies FILE"], "fix the above")
+
+
+def _replies_problems(path: str) -> list[str]:
+    """What is wrong with a --judge-replies file, said before the run directory exists."""
+    from ce_runtime.model_server.script import ScriptError, load_script_file
+
+    try:
+        load_script_file(path)
+    except ScriptError as exc:
+        return [f"--judge-replies: {exc}"]
+    return []

@@ -58,6 +58,28 @@ class Step:
     delay: float = 0.0
 
 
+def load_script_file(path: str) -> dict[str, Any]:
+    """A script file (`--judge-replies`, `ce model-server --script`) read and checked:
+    its data, or ScriptError naming the file (and YAML's line:col) - said before a run
+    starts, never as an internal error in the middle of one."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise ScriptError(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ScriptError(f"{path}: not a UTF-8 text file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        raise ScriptError(f"{where}: not valid YAML: "
+                          f"{getattr(exc, 'problem', None) or exc}") from None
+    Script.from_data(data, where=path)
+    return data or {}
+
+
 def check_steps(raw: Any, where: str) -> list[Step]:
     if not isinstance(raw, list):
         raise ScriptError(f"{where} must be a list of steps")
