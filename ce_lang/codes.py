@@ -164,6 +164,12 @@ _TABLE = [
      "`reference.directory` (copied into the workspace), or `reference.file`/`code` with "
      "a reference_comparison criterion whose `agent_file` (not a glob) says where it goes. "
      "Without one the oracle's trials would all be ERROR after their sandboxes were set up."),
+    ("CE0221", "warning", "number written as a string",
+     "A json_check assertion with `gt`, `gte`, `lt` or `lte` compares two numbers or two "
+     "strings (code point order, so ISO dates compare as dates). An `expected` written as "
+     "a quoted number (`expected: \"3\"`) is a string: it compares as text (\"10\" < "
+     "\"9\") and fails on every number in the document. Write it unquoted to compare "
+     "numbers."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

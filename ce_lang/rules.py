@@ -340,16 +340,36 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
                            ctx.at(at))
         if a.operator == "regex" and isinstance(a.expected, str):
             check_regex(a.expected, 0, (*at, "expected"), ctx)
-        if a.operator in ("gt", "gte", "lt", "lte") and a.expected is not None and (
-            isinstance(a.expected, bool) or not isinstance(a.expected, int | float)
-        ):
-            ctx.diags.emit("CE0103", f"operator `{a.operator}` compares numbers; `expected` "
-                           "must be a number", ctx.at((*at, "expected")))
+        if a.operator in ("gt", "gte", "lt", "lte") and a.expected is not None:
+            _ordering_expected(a.operator, a.expected, ctx.at((*at, "expected")), ctx)
         types = ("string", "number", "boolean", "array", "object", "null")
         if a.operator == "type" and a.expected not in types:
             ctx.diags.emit("CE0105", f"operator `type` expects one of {', '.join(types)}",
                            ctx.at((*at, "expected")),
                            help=did_you_mean(str(a.expected), types))
+
+
+def _ordering_expected(operator: str, expected: Any, at: Any, ctx: RuleContext) -> None:
+    """gt/gte/lt/lte compare two numbers or two strings: any other `expected` can never
+    hold; a string that reads as a number compares as text ("10" < "9"), never with the
+    document's numbers, which is rarely what was meant."""
+    if isinstance(expected, bool) or not isinstance(expected, int | float | str):
+        ctx.diags.emit("CE0103", f"operator `{operator}` compares numbers or strings; "
+                       "`expected` must be one", at)
+        return
+    if isinstance(expected, str) and _reads_as_number(expected):
+        ctx.diags.emit("CE0221", f"operator `{operator}` with the string {expected!r} "
+                       "compares text: it fails on any number in the document", at,
+                       help=f"write `expected: {expected.strip()}` to compare numbers")
+
+
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip().lower() not in ("nan", "inf", "-inf", "+inf", "infinity",
+                                        "-infinity", "+infinity")
 
 
 def jmespath_call_error(node: Any) -> tuple[str, str | None] | None:

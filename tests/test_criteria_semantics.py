@@ -435,7 +435,8 @@ class TestFileMatchesRegex:
 # ---------------------------------------------------------------------------------------
 DOC = {"status": "success", "count": 3, "ratio": 1.0, "flag": True, "none": None,
        "zero": 0, "empty": "", "falsy": False, "items": [1, 2, "x"], "meta": {"version": "1.2.3"},
-       "results": [{"name": "a", "active": True}, {"name": "b", "active": False}]}
+       "results": [{"name": "a", "active": True}, {"name": "b", "active": False}],
+       "date": "2024-01-02T10:00:00"}
 
 
 class TestJsonCheck:
@@ -463,6 +464,11 @@ class TestJsonCheck:
         ("flag", "gt", 0, False),  # a bool is not a number
         ("status", "gt", 0, False),
         ("missing", "lt", 1, False),
+        # two strings compare in code point order (ISO dates as dates), as coder_eval
+        ("meta.version", "gt", "1.2.0", True), ("meta.version", "lte", "1.10", False),
+        ("date", "gte", "2024-01-01", True), ("date", "lt", "2024-01-02T00:00:00", False),
+        ("status", "gte", "success", True), ("count", "gt", "2", False),  # text vs number
+        ("items", "gt", "a", False),
         ("status", "type", "string", True), ("count", "type", "number", True),
         ("ratio", "type", "number", True), ("flag", "type", "number", False),
         ("flag", "type", "boolean", True), ("count", "type", "boolean", False),

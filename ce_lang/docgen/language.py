@@ -24,6 +24,18 @@ CRITERIA_DIFFERENCES = {
     "agent_judge.enabled": "`enabled: false` excludes the judge from the weighted score "
                            "and the gate (coder_eval scores it 1.0)",
     "reference_comparison": "identical code scores 1.0 under every method",
+    "json_check.assertions": "a boolean is not a number for `equals`, `not_equals`, `gt`, "
+                             "`gte`, `lt` and `lte` (coder_eval compares with Python, where "
+                             "`true` equals 1 and exceeds 0)",
+    "run_command.score_from_stdout": "the score is the first line of the output with "
+                                     "leading blank lines and spaces skipped (coder_eval "
+                                     "takes the first line as it is: a blank one is 0 with "
+                                     "an error)",
+    "command_executed.command_pattern": "a non-shell tool's JSON parameters are searched "
+                                        "whole (coder_eval searches their first 2,000 "
+                                        "characters), so are `exclude_pattern`'s",
+    "skill_triggered": "a `skills/<name>/` path counts in nested tool parameters too "
+                       "(coder_eval reads top-level string parameters only)",
 }
 
 MONO = {"const": "fixed once it exists", "up": "only rises (false→true, counts up)",

@@ -38,6 +38,8 @@ DIFFERENCES: dict[str, str] = {
     "criterion.type": "`expr` and the criteria of your `criteria_files` are ce's",
     "criterion.stop_when": "the guide's form, kept by ce (coder_eval 0.12.16 has only "
                            "`stop_early`)",
+    "criterion.pass_threshold": "a criterion that ends in an error never passes, even at "
+                                "`pass_threshold: 0` (coder_eval passes an error's 0 >= 0)",
 }
 
 ROOTS = {"task": "TaskSpec", "experiment": "ExperimentSpec"}
