@@ -399,8 +399,11 @@ def test_compiled_matches_searches_the_texts_tool_calls_search(command):
     from ce_runtime.grade.compiled import _FORMS, _matches, _shell_forms, _State
 
     _FORMS.pop(command, None)
-    assert (command, *_shell_forms(command)) == tuple(ToolCallView(
-        index=0, tool="Bash", raw_tool="Bash", params={"command": command}).texts())
+    view = ToolCallView(index=0, tool="Bash", raw_tool="Bash", params={"command": command})
+    if command:
+        assert (command, *_shell_forms(command)) == tuple(view.texts())
+    else:  # an empty command is no shell command: its JSON parameters are searched
+        assert view.command is None and view.texts() == ['{"command": ""}']
     for reused in (False, True):  # the forms made, then the forms a later trial reuses
         if not reused:
             _FORMS.pop(command, None)
