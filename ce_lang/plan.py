@@ -37,9 +37,13 @@ from ce_lang.schema.task import (
 PLAN_VERSION = 1
 # The grading semantics' version: bumped whenever ce's own code (not a definition) would
 # score the same trace and workspace differently. Part of every plan's identity.
-SEMANTICS_VERSION = 3  # 2: coder_eval's weighted early-stop rules and armed gate;
+SEMANTICS_VERSION = 4  # 2: coder_eval's weighted early-stop rules and armed gate;
 # 3: errors are values of the live semantics (a criterion that may still raise never
-# decides pass), booleans and threshold 0 decided on the graded score
+# decides pass), booleans and threshold 0 decided on the graded score;
+# 4: as coder_eval reads: workspace files and run_command output with CRLF/CR line ends
+# read as LF, a non-shell tool's parameters as json.dumps writes them (the agent's key
+# order), shell wrappers unwrapped like coder_eval's, json_check's orderings on two
+# strings, judge scores given as numeric strings, reference_comparison's similarities
 
 
 @attrs.frozen
