@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "ast": "ce_lang.lang.ast",
     "BUILTINS": "ce_lang.lang.builtins",
     "CriterionError": "ce_lang.lang.builtins",
+    "regex_match": "ce_lang.lang.builtins",
     "RegexBudgetExceeded": "ce_lang.lang.builtins",
     "regex_budget": "ce_lang.lang.builtins",
     "Registry": "ce_lang.lang.checker",

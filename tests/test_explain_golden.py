@@ -158,3 +158,25 @@ def test_goldens_have_no_orphans():
     present = {p.name for p in GOLDEN.glob("*.txt")} if GOLDEN.exists() else expected
     assert present <= expected, f"unused goldens: {sorted(present - expected)}"
 
+
+
+def test_a_regex_search_says_where_it_matched_or_that_nothing_did(tmp_path, monkeypatch):
+    (tmp_path / "task.yaml").write_text("""\
+task_id: regex_evidence
+description: where a pattern matched
+initial_prompt: write app.py
+success_criteria:
+  - {type: file_matches_regex, path: app.py, pattern: 'def \\w+', description: a def}
+  - {type: file_matches_regex, path: app.py, pattern: '^class ', flags: 8,
+     description: a class}
+  - {type: file_matches_regex, path: notes.txt, pattern: 'x', description: one line}
+""")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "app.py").write_text(APP)
+    (tmp_path / "ws" / "notes.txt").write_text("y\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["explain", "task.yaml", "--workspace", "ws"])
+    out = result.stdout
+    assert "evidence: 'def \\\\w+' matches 'def main' at app.py:5:1" in out, out
+    assert "evidence: '^class ' matches nothing in app.py" in out, out
+    assert "evidence: notes.txt: 1 line\n" in out, out

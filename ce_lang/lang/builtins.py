@@ -430,6 +430,13 @@ def _compiled(pattern: str, flags: int) -> _Budgeted:
     return hit
 
 
+def regex_match(text: str, pattern: str, flags: int = 0) -> Any:
+    """The first match of `pattern` in `text` as the `search` builtin finds it (same
+    engine, flags and time budget), or None; CriterionError for an invalid pattern.
+    For explanations: where a search matched, or that it matched nothing."""
+    return _compiled(pattern, flags).search(text)
+
+
 def regex_error(pattern: str, flags: int = 0) -> str | None:
     """Why `pattern` does not compile (a message with its position), or None."""
     try:

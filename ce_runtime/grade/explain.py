@@ -12,12 +12,14 @@ from typing import Any
 
 from ce_lang.api import (
     CriterionCall,
+    CriterionError,
     Instance,
     Plan,
     Regex,
     Registry,
     ToolCallView,
     program_for,
+    regex_match,
     registry_for_sources,
     rescore_offline,
     source_text,
@@ -149,9 +151,12 @@ class _Tree:
                 if node.func == "glob" and isinstance(value, list):
                     return f"  [{pattern!r} matches {len(value)} file(s)]"
                 return f"  [{pattern!r} " + ("exists]" if value else "matches nothing]")
+            if node.func in ("search", "try_search") and len(node.args) == 3:
+                return self._search_evidence(node)
             if node.func == "read_text":
                 if isinstance(value, SourceText):
-                    return f"  [{value.path}: {_lines(value)} lines]"
+                    n = _lines(value)
+                    return f"  [{value.path}: {n} line{'' if n == 1 else 's'}]"
                 if value is None:
                     return "  [no such file]"
             if node.func == "read_json" and isinstance(value, dict):
@@ -177,6 +182,24 @@ class _Tree:
                         + (f"; stdout: {out!r}" if out else "")
                         + (f"; stderr: {err!r}" if err else "") + "]")
         return ""
+
+    def _search_evidence(self, node: A.Call) -> str:
+        """Where a regex search matched in the text it searched, or that it matched
+        nothing there (a search of a file's text names the file)."""
+        text, pattern, flags = (self.r.values.get(a.id) for a in node.args)
+        if not isinstance(text, str) or not isinstance(pattern, str) \
+                or not isinstance(flags, int) or isinstance(flags, bool):
+            return ""
+        try:
+            found = regex_match(text, pattern, flags)
+        except CriterionError:  # the search's own error is the criterion's error
+            return ""
+        where = text.path if isinstance(text, SourceText) else ""
+        if found is None:
+            return f"  [{pattern!r} matches nothing" + (f" in {where}]" if where else "]")
+        line, col = _line_col(text, found.start())
+        at = f"{where}:{line}:{col}" if where else f"line {line}, column {col}"
+        return f"  [{pattern!r} matches {found.group(0)[:40]!r} at {at}]"
 
     def matches(self, node: A.Call) -> str:
         hits = self.r.matched[node.id]
