@@ -507,6 +507,15 @@ def check_interrupted_then_resumed(tmp_path, proc, run_dir: str, err: str) -> No
     with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as fh:
         assert "**INTERRUPTED**" in fh.read()
     assert scratch_left(str(tmp_path)) == []  # the running trials' workspaces were removed
+    # re-scored as it is, the run is still one a Ctrl-C cut short: no pass either
+    out = os.path.join(str(tmp_path), "rescored-interrupted")
+    rescored = ce("rescore", run_dir, "--out", out, cwd=str(tmp_path))
+    assert rescored.returncode == 1, rescored.stdout + rescored.stderr
+    meta = load_run_json(out)
+    assert (meta["status"], meta["trials_planned"], meta["exit_code"]) == \
+        ("interrupted", REPEATS, 1)
+    with open(os.path.join(out, "report.md"), encoding="utf-8") as fh:
+        assert "**INTERRUPTED**" in fh.read()
     _resume_and_check(tmp_path, run_dir, done_before)
 
 

@@ -188,7 +188,9 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
             gc.unfreeze()
             if loopback is not None:
                 loopback.__exit__(None, None, None)
-        code = _write(staged.path, records, run_dir, used, out, worker)
+        whole = only_trial is None and not trial_ids
+        code = _write(staged.path, records, run_dir, used, out, worker,
+                      _run_state(run_dir) if whole else ("complete", None))
         staged.commit()
     note = f"; {missing} trial(s) have no task in TASKS" if missing else ""
     if damaged:
@@ -311,11 +313,31 @@ def _fmt(x) -> str:
     return f"{x:.3f}" if isinstance(x, int | float) else "  -  "
 
 
-def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None) -> int:
+def _run_state(run_dir: str) -> tuple[str, int | None]:
+    """The run's status and planned trials (run.json): a run cut short stays so when
+    re-scored. A run.json that cannot be read (a run still going, a crash) says nothing."""
+    import json
+
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return "complete", None
+    status = data.get("status") if isinstance(data, dict) else None
+    planned = data.get("trials_planned")
+    if status not in ("interrupted", "incomplete") or not isinstance(planned, int) \
+            or isinstance(planned, bool):
+        return "complete", None
+    return status, planned
+
+
+def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None,
+           state: tuple[str, int | None] = ("complete", None)) -> int:
     """The rest of the results' run directory (the trials are written as they are
     graded): the plans graded with, the definitions, the objects (a link to the run's),
     run.json and the reports (by the report worker, or here without one). `ce explain`
-    and `ce rescore` work on it. `name`: where the directory ends up (its run id)."""
+    and `ce rescore` work on it. `name`: where the directory ends up (its run id);
+    `state`: the re-scored run's status and planned trials (`_run_state`)."""
     from ce_runtime.store.record import as_records
 
     _link_run_parts(out, run_dir, plans)
@@ -325,11 +347,12 @@ def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None)
     if worker is not None:
         from ce_runtime.report.job import RescoreReports
 
-        summary = worker.write_reports(RescoreReports(out, run_id, source, records))
+        summary = worker.write_reports(RescoreReports(out, run_id, source, records,
+                                                      *state))
     if summary is None:
         from ce_runtime.report.run_end import write_rescore_reports
 
-        summary = write_rescore_reports(out, records, run_id, source)
+        summary = write_rescore_reports(out, records, run_id, source, *state)
     return int(summary.get("exit_code", 1))
 
 

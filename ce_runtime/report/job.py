@@ -36,6 +36,10 @@ class RescoreReports(msgspec.Struct, frozen=True, tag="rescore"):
     run_id: str
     rescored_from: str
     records: list[TrialRecord]
+    # the re-scored run's own state, when the whole run was re-scored: a run a Ctrl-C
+    # cut short is not a pass when re-scored either
+    status: str = "complete"
+    planned: int | None = None
 
 
 Job = RunReports | RescoreReports
@@ -92,7 +96,7 @@ def main() -> int:
         gc.freeze()
         if isinstance(job, RescoreReports):
             summary = write_rescore_reports(job.out, job.records, job.run_id,
-                                            job.rescored_from)
+                                            job.rescored_from, job.status, job.planned)
         else:
             summary = write_run_reports(job.run_dir, job.run_id, job.config, job.records,
                                         job.total, job.interrupted, job.junit_xml, job.lost)

@@ -20,12 +20,11 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
                       lost: list[dict[str, Any]]) -> dict[str, Any]:
     """Every report file of the run; run.json's summary (what `ce run` prints from)."""
     from ce_runtime import report
+    from ce_runtime.report.summary import with_run_state
     from ce_runtime.store.atomic import write_bytes_atomic
     from ce_runtime.store.run_json import write_run_json
 
     gates = report.suite_metrics(records)
-    from ce_runtime.report.summary import with_run_state
-
     summary = report.summary(records, gates, run_id, config)
     status = "interrupted" if interrupted else \
         "incomplete" if lost or len(records) < total else "complete"
@@ -43,15 +42,18 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
     return summary
 
 
-def write_rescore_reports(out: str, records: list, run_id: str,
-                          rescored_from: str) -> dict[str, Any]:
-    """A re-score's run.json, parquet files and report.md; run.json's summary."""
+def write_rescore_reports(out: str, records: list, run_id: str, rescored_from: str,
+                          status: str = "complete", planned: int | None = None
+                          ) -> dict[str, Any]:
+    """A re-score's run.json, parquet files and report.md; run.json's summary. `status`
+    and `planned`: the re-scored run's own (interrupted or incomplete: not a pass)."""
     from ce_runtime import report
+    from ce_runtime.report.summary import with_run_state
     from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
 
     gates = report.suite_metrics(records)
     summary = report.summary(records, gates, run_id, {"rescored_from": rescored_from})
-    summary["status"] = "complete"
+    with_run_state(summary, status, planned)
     write_json_atomic(os.path.join(out, "run.json"), summary)
     if records:
         report.write_parquet(out, records)
