@@ -772,11 +772,65 @@ class TestReferenceComparison:
         g = fx.grade(f"- {{type: reference_comparison, agent_file: solution.py, "
                      f"comparison_method: {method}, similarity_threshold: 0.5, description: d}}",
                      extra="reference: {file: ref/solution.py}\n")
-        expected = similarity(method, OTHER, REF, language=".py")
+        expected = similarity(method, OTHER, REF)
         assert 0.0 < expected < 1.0
         assert g.scores == [expected]
         assert g["c0"].pass_threshold == 0.5  # the similarity threshold is the threshold
         assert g["c0"].passed is (expected >= 0.5)
+
+    # coder_eval 0.12.16's numbers (tests/test_similarity.py GOLDEN): a threshold
+    # calibrated on coder_eval decides the same way in ce.
+    @pytest.mark.parametrize("agent, method, expected, passed", [
+        ("def add(a, b):\n    x = a + b\n    return x\n", "ast", 0.827586, True),
+        ("def add(a, b):\n    x = a + b\n    return x\n", "token", 0.9, True),
+        ("def add(a, b):\n    return sum([a, b])\n", "ast", 0.740741, False),
+        ("def add(a, b, c=0):\n    return a + b + c\n", "ast", 0.8, True),  # 24/30: >=
+        ("def add(a, b):\n    x = a + b\n    y = x\n    return y\n", "ast", 0.705882, False),
+        ("def add(a, b):\n    x = a + b\n    y = x\n    return y\n", "token", 0.818182, True),
+    ])
+    def test_verdict_at_0_8_is_coder_evals(self, fx, agent, method, expected, passed):
+        add = "def add(a, b):\n    return a + b\n"
+        fx.files({"solution.py": agent})
+        fx.task_file("ref/solution.py", add)
+        g = fx.grade(f"- {{type: reference_comparison, agent_file: solution.py, "
+                     f"comparison_method: {method}, similarity_threshold: 0.8, "
+                     f"description: d}}", extra="reference: {file: ref/solution.py}\n")
+        assert g.scores == [pytest.approx(expected, abs=5e-7)]
+        assert g.errors == [None]
+        assert g["c0"].passed is passed
+
+    @pytest.mark.parametrize("name, text, method", [
+        ("solution.py", "def add(a, b)\n    return a + b\n", "ast"),
+        ("solution.py", "def add(a, b)\n    return a + b\n", "complexity"),
+        ("solution.py", "def add(a, b):\n        x = a\n    return x + b\n", "token"),
+        ("solution.js", "function add(a, b) {\n  return a + b;\n}\n", "ast"),
+    ])
+    def test_code_the_method_cannot_read_is_0_with_error(self, fx, name, text, method):
+        fx.files({name: text})
+        fx.task_file("ref/solution.py", REF)
+        g = fx.grade(f"- {{type: reference_comparison, agent_file: {name}, "
+                     f"comparison_method: {method}, description: d}}",
+                     extra="reference: {file: ref/solution.py}\n")
+        assert g.scores == [0.0]
+        assert "agent's file" in (g.errors[0] or "")
+
+    def test_javascript_under_token_is_read_as_python_tokens(self, fx):
+        # coder_eval tokenizes any file as Python: 0.810811 against `return a + b` code
+        fx.files({"solution.js": "function add(a, b) {\n  return a + b;\n}\n"})
+        fx.task_file("ref/solution.py", "def add(a, b):\n    return a + b\n")
+        g = fx.grade("- {type: reference_comparison, agent_file: solution.js, "
+                     "comparison_method: token, description: d}",
+                     extra="reference: {file: ref/solution.py}\n")
+        assert g.scores == [pytest.approx(0.810811, abs=5e-7)]
+        assert g.errors == [None]
+
+    def test_empty_reference_is_an_error(self, fx):
+        fx.files({"solution.py": REF})
+        fx.task_file("ref/solution.py", "")
+        g = fx.grade("- {type: reference_comparison, agent_file: solution.py, description: d}",
+                     extra="reference: {file: ref/solution.py}\n")
+        assert g.scores == [0.0]
+        assert "reference file is empty" in (g.errors[0] or "")
 
     def test_threshold_is_similarity_threshold(self, fx):
         fx.files({"solution.py": OTHER})

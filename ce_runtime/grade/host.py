@@ -313,10 +313,11 @@ class Host:
         if agent is None:
             raise CriterionError(f"{agent_file} not found")
         reference = self._reference_text(reference_file)
-        suffix = os.path.splitext(agent.path)[1] if isinstance(agent, SourceText) else ""
-        try:
-            return similarity(method, str(agent), reference, language=suffix or None)
-        except ValueError as exc:
+        if not reference:  # coder_eval raises (a task-definition error); never a score
+            raise CriterionError("the reference file is empty: there is nothing to compare with")
+        try:  # both texts are read as Python whatever the file names, as in coder_eval
+            return similarity(method, str(agent), reference)
+        except ValueError as exc:  # ComparisonError: coder_eval's score 0 with an error
             raise CriterionError(str(exc)) from exc
 
     def _reference_text(self, reference_file: str | None) -> str:
