@@ -126,7 +126,8 @@ class _Compiler:
         for file, explicit in files:
             errors_before = self.diags.count("error")
             doc = self.load(file)
-            if doc is None:
+            if doc is None:  # unreadable or not YAML (said): a task file that failed
+                compiled += 1
                 continue
             kind = _kind(doc.value)
             if kind == "experiment":

@@ -340,3 +340,22 @@ def test_plan_blocks_spell_as_the_plan_does():
                 assert block_to_json(block) == whole[name], (trial.trial_id, name)
                 seen[name] += 1
     assert seen["agent"] >= 16 and seen["run_limits"] >= 16 and seen["reference"] >= 15, seen
+
+
+def test_a_file_that_is_not_yaml_counts_as_a_task_file_that_failed(tmp_path):
+    """`ce compile DIR` over three files, one of them broken YAML: three task files, not
+    the two that parsed (the summary line must add up with the errors it lists)."""
+    from click.testing import CliRunner
+
+    from ce_runtime.cli import main
+
+    body = "task_id: {id}\ndescription: d\ninitial_prompt: p\nsuccess_criteria:\n" \
+           "  - {{type: {kind}, path: x, description: d}}\n"
+    (tmp_path / "good.yaml").write_text(body.format(id="a", kind="file_exists"))
+    (tmp_path / "typo.yaml").write_text(body.format(id="c", kind="file_exist"))
+    (tmp_path / "broken.yaml").write_text("task_id: b\n  bad: [\n")
+    result = compile_paths([str(tmp_path)], CompileOptions())
+    assert result.task_files == 3 and result.errors == 2
+    out = CliRunner().invoke(main, ["compile", str(tmp_path)])
+    assert out.exit_code == 1
+    assert "compile failed: 3 task files, 1 trial (1 distinct plan), 2 errors" in out.output
