@@ -86,7 +86,9 @@ def render_markdown(summary: dict[str, Any], records: Records,
     if pak["tasks"] and (pak["k_range"] or [1, 1])[1] > 1:
         lo, hi = pak["k_range"]
         k = f"pass@{hi}" if lo == hi else f"pass@k (k = {lo}–{hi} repeats)"
-        w(f"| {k} | {pak['passed']}/{pak['tasks']} tasks ({fmt_pct(pak['rate'])}); "
+        # counted per (variant, task): one task run under two variants is two
+        what = "tasks" if len(summary["variants"]) <= 1 else "tasks × variants"
+        w(f"| {k} | {pak['passed']}/{pak['tasks']} {what} ({fmt_pct(pak['rate'])}); "
           f"every repeat passed: {pak['passed_all']}/{pak['tasks']} |")
     wet = summary["within_expected_turns"]
     if wet["budgeted"]:
