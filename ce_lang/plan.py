@@ -43,7 +43,8 @@ SEMANTICS_VERSION = 4  # 2: coder_eval's weighted early-stop rules and armed gat
 # 4: as coder_eval reads: workspace files and run_command output with CRLF/CR line ends
 # read as LF, a non-shell tool's parameters as json.dumps writes them (the agent's key
 # order), shell wrappers unwrapped like coder_eval's, json_check's orderings on two
-# strings, judge scores given as numeric strings, reference_comparison's similarities
+# strings, judge scores given as numeric strings, reference_comparison's similarities,
+# a content read of a directory an error
 
 
 @attrs.frozen

@@ -205,6 +205,14 @@ class TestPaths:
         assert "two/a.txt, two/b.txt" in g2.errors[0]  # sorted
 
     @pytest.mark.parametrize("kind", sorted(READERS))
+    def test_a_directory_read_is_an_error_that_says_so(self, fx, kind):
+        # as coder_eval (its read fails); was a silent 0 explained as "no such file"
+        fx.files({"report.txt": None})
+        g = fx.grade("- " + self.READERS[kind] % "report.txt")
+        assert g.scores == [0.0]
+        assert g.errors == ["report.txt is a directory, not a file"]
+
+    @pytest.mark.parametrize("kind", sorted(READERS))
     def test_invalid_utf8_is_an_error(self, fx, kind):
         fx.files({"bad.txt": b"ok \xff\xfe not utf-8"})
         g = fx.grade("- " + self.READERS[kind] % "bad.txt")

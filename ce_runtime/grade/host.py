@@ -202,7 +202,7 @@ class Host:
             return None
         if self.files is not None:
             if self.files.is_dir(rel):
-                return None
+                raise CriterionError(f"{rel} is a directory, not a file")
             self.reads.append(rel)
             try:
                 data = self.files.read(rel)
@@ -211,7 +211,7 @@ class Host:
         else:
             full = self._root() / rel
             if full.is_dir():
-                return None
+                raise CriterionError(f"{rel} is a directory, not a file")
             self.reads.append(rel)
             try:  # the agent wrote the workspace: a FIFO there must not block grading
                 data = read_regular(str(full))
