@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from ce_lang import hostfs
-from ce_lang.diagnostics import Diagnostics
+from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import NotRegularFile, read_regular_text
 from ce_lang.spans import Path, Span, offset_to_line_col
 
@@ -191,10 +191,14 @@ def check_refs(refs: list[tuple[TextSource, str, Span]], rows: list[Row] | None,
                 more = f" and {len(group) - 5} more" if len(group) > 5 else ""
                 row_word = "row" if len(group) == 1 else "rows"
                 what = what[0] if len(group) == 1 else what[1]
+                # a key no row has may be a misspelling of one they have
+                known = sorted({k for r in rows for k in r.values}) \
+                    if group is missing and len(group) == len(rows) else []
                 diags.emit(
                     "CE0303",
                     f"`${{row.{key}}}`: dataset {row_word} {names}{more} {what} `{key}`",
-                    span, notes=(f"{len(group)} of {len(rows)} rows affected",))
+                    span, notes=(f"{len(group)} of {len(rows)} rows affected",),
+                    help=did_you_mean(key, known) if known else None)
     return ok
 
 
