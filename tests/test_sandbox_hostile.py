@@ -283,3 +283,111 @@ def test_tempdir_documents_what_it_does_not_stop(tmp_path):
         assert "ALLOCATED" not in memory
     else:
         assert hostile["sandbox"]["not_enforced"] or limits
+
+
+# -- the init's control socket: ce's alone ---------------------------------------------------
+# A daemon asks the trial's init to "mark" it (spared when the agent ends: it would live on
+# through grading and write what the grader reads); another agent puts a socket of its own
+# in place of the init's (it would answer ce's requests: every criterion command "passes").
+ASK_INIT = r'''
+import json, os, socket, struct, sys, time
+ctl = "/run/ce/ctl.sock" if os.path.exists("/run/ce/ctl.sock") else "../ctl/ctl.sock"
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(ctl)
+    d = json.dumps({"op": "mark"}).encode()
+    s.sendall(struct.pack(">I", len(d)) + d)
+    reply = s.makefile().readline()
+except OSError as exc:
+    reply = f"refused: {exc}"
+open("mark.txt", "w").write(reply or "refused: closed")
+while os.stat("/run/ce-grader" if ctl.startswith("/run") else ".").st_mode & 0o777 == 0 \
+        or os.path.exists("agent-running"):
+    time.sleep(0.01)
+open("late.txt", "w").write("written after the agent ended\n")
+time.sleep(600)
+'''
+
+FAKE_INIT = r'''
+import json, os, socket, struct
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+try:
+    os.unlink("/run/ce/ctl.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind("/run/ce/ctl.sock")
+    srv.listen(16)
+except OSError as exc:
+    open("fake.txt", "w").write(f"refused: {exc}")
+    raise SystemExit
+open("fake.txt", "w").write("listening")
+while True:
+    c, _ = srv.accept()
+    data, fds, _, _ = socket.recv_fds(c, 1 << 16, 3)
+    if json.loads(data[4:]).get("op") == "exec":
+        os.write(fds[1], b"ok\n")
+        c.sendall(b'{"pid": 99}\n{"exit": 0}\n')
+    else:
+        c.sendall(b'{"mark": 0, "killed": []}\n')
+    c.close()
+'''
+
+
+def _init_suite(tmp: Path, driver: str) -> Path:
+    suite = tmp / "suite"
+    scripts = {"asker": [{"write": "ask.py", "content": ASK_INIT},
+                         {"write": "agent-running", "content": ""},
+                         {"run": "python3 ask.py; sleep 1; cat mark.txt"},
+                         {"run": "rm agent-running"}]}
+    if driver == "bwrap":
+        scripts["faker"] = [{"write": "fake.py", "content": FAKE_INIT},
+                            {"run": "python3 fake.py; sleep 1; cat fake.txt"}]
+    for name, script in scripts.items():
+        (suite / name).mkdir(parents=True)
+        (suite / name / "task.yaml").write_text(
+            f"task_id: {name}\ndescription: asks the init\ninitial_prompt: attack\n"
+            f"sandbox: {{driver: {driver}, python: null, network: none}}\n"
+            "agent:\n  type: script\n  script: " + json.dumps(script) + "\n"
+            "success_criteria:\n" + _lines("""
+                - type: run_command
+                  command: sleep 1; test -f never-made.txt && echo ok
+                  expected_stdout: ok
+                  description: a file nobody made
+                """) + "\n")
+    return suite
+
+
+@pytest.mark.parametrize("driver", ["bwrap", "tempdir"])
+def test_the_agent_cannot_command_the_init(driver, tmp_path):
+    if driver == "bwrap":
+        need(bwrap_missing())
+    suite = _init_suite(tmp_path, driver)
+    runs = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ce_runtime.cli", "run", str(suite), "-j", "2",
+         "--runs-root", str(runs)], cwd=tmp_path, env={**os.environ, "CE_PLAIN": "1"},
+        capture_output=True, text=True, timeout=300)
+    run_dir = next(p for p in runs.iterdir() if p.name != "latest")
+    asker = json.loads((run_dir / "default" / "asker" / "00" / "task.json").read_text())
+    files = snapshot_files(run_dir, "asker")
+    # the daemon's "mark" was refused: it was killed when the agent ended, and wrote nothing
+    # after that
+    assert asker["status"] == "FAILURE", (asker["error"], proc.stderr)
+    assert any("python3" in k for k in asker["agent_left_running"]), asker
+    assert "mark.txt" in files and "late.txt" not in files
+    assert not asker["criteria"][0]["passed"]
+    if driver == "bwrap":  # the socket cannot be replaced: ce's requests reach ce's init
+        faker = json.loads((run_dir / "default" / "faker" / "00" / "task.json").read_text())
+        assert faker["status"] == "FAILURE", (faker["error"], proc.stderr)
+        assert not faker["criteria"][0]["passed"]
+        trace = read_trace(str(run_dir / "default" / "faker" / "00" / "trace.msgpack"))
+        outputs = "".join(e.output for e in trace.events if type(e).__name__ == "ToolResult")
+        assert "refused: [Errno 30] Read-only file system" in outputs

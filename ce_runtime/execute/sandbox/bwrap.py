@@ -6,7 +6,10 @@ and /dev, no capability (root inside cannot remount anything), a cleared environ
 and none of: your HOME, the run directory (traces, reports), any task directory of the
 suite (hidden tests, references, grader scripts), ce's caches, the other trials'
 workspaces. Everything it starts dies with the trial (its PID namespace ends with ce's
-init) and with ce itself (`--die-with-parent`).
+init) and with ce itself (`--die-with-parent`). ce's init takes requests from ce alone:
+its socket is made by ce and read-only inside (no process of the sandbox can put its own
+in its place), a connection from a process of the sandbox is refused (no daemon can ask to
+be spared), and the init is not dumpable (no ptrace of it, no taking its descriptors).
 
 Grader commands (pre_run, criteria, post_run) run in the same namespaces, so services a
 pre_run started are still reachable, but they also see the task directory and the
@@ -25,9 +28,11 @@ PATH is preferred when it is newer.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -111,10 +116,10 @@ class BwrapSandbox(SupervisedSandbox):
 
     def __init__(self, spec: SandboxSpec):
         super().__init__(spec)
-        self.inner_ctl_path = f"{INNER_CTL}/ctl.sock"
         os.makedirs(os.path.join(self.grader_dir, "task"), exist_ok=True)
         self._grader_refs = grader_mounts(spec, self.grader_dir)
         self._args_file = None
+        self._listener: socket.socket | None = None
 
     # -- launch -------------------------------------------------------------------------
     def launch_argv(self, python: str) -> list[str]:
@@ -130,9 +135,30 @@ class BwrapSandbox(SupervisedSandbox):
         self._args_file.seek(0)
         fd = self._args_file.fileno()
         os.set_inheritable(fd, True)
-        self.pass_fds = (fd,)
+        # the init's socket is made here and handed over listening: the control
+        # directory is read-only inside, so no process of the sandbox can put a socket
+        # of its own in its place (and answer ce's requests, the grader's included)
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        dir_fd = os.open(self.ctl_dir, os.O_PATH)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink("ctl.sock", dir_fd=dir_fd)
+            self._listener.bind(f"/proc/self/fd/{dir_fd}/ctl.sock")
+        finally:
+            os.close(dir_fd)
+        self._listener.listen(128)
+        os.set_inheritable(self._listener.fileno(), True)
+        self.pass_fds = (fd, self._listener.fileno())
         return [bwrap, "--args", str(fd), "--", python, "-I", "-S", f"{INNER_CTL}/shim.py",
-                self.inner_ctl_path]
+                f"fd:{self._listener.fileno()}"]
+
+    async def start(self) -> None:
+        try:
+            await super().start()
+        finally:  # ours would keep ce's connections waiting on an init that is gone
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
 
     def _bwrap_args(self, python: str) -> list[str]:
         spec = self.spec
@@ -159,8 +185,11 @@ class BwrapSandbox(SupervisedSandbox):
                 args += ["--ro-bind", keep, keep]
         for tool in spec.tools:  # agent CLIs installed in ce's (hidden) cache
             args += ["--ro-bind", tool, tool]
+        # read-only inside: the init's socket, the model endpoint's, launchers and
+        # shared copies are ce's (a bind needs its target: shim.py's is made here)
+        open(os.path.join(self.ctl_dir, "shim.py"), "a").close()
         args += ["--bind", self.workspace, self.workspace,
-                 "--bind", self.ctl_dir, INNER_CTL,
+                 "--ro-bind", self.ctl_dir, INNER_CTL,
                  "--ro-bind", SHIM, f"{INNER_CTL}/shim.py",
                  "--ro-bind", self.grader_dir, INNER_GRADER,
                  "--ro-bind", spec.task_dir or self.grader_dir, f"{INNER_GRADER}/task"]

@@ -51,6 +51,7 @@ import time
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 MAX_FDS = 3
 KILL_ROUNDS = 50
 RLIMITS = {"AS": resource.RLIMIT_AS, "NOFILE": resource.RLIMIT_NOFILE,
@@ -59,9 +60,12 @@ RLIMITS = {"AS": resource.RLIMIT_AS, "NOFILE": resource.RLIMIT_NOFILE,
 
 def become_subreaper() -> bool:
     """Orphans of the trial come to us; and when ce dies, we hear it (SIGTERM: kill
-    every descendant, then exit), so a killed ce leaves no daemon behind."""
+    every descendant, then exit), so a killed ce leaves no daemon behind. Not dumpable:
+    a process of the sandbox (same uid, no capability) cannot ptrace the init, write its
+    memory or take its descriptors (pidfd_getfd, /proc/PID/fd)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
@@ -154,9 +158,12 @@ class _Server:
     def __init__(self, ctl_path: str, on_sigterm) -> None:
         self.me = os.getpid()
         self.sel = selectors.DefaultSelector()
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        _in_dir_of(ctl_path, self.listener.bind)
-        self.listener.listen(128)
+        if ctl_path.startswith("fd:"):  # bound and listening already, by ce on the host
+            self.listener = socket.socket(fileno=int(ctl_path[3:]))
+        else:
+            self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            _in_dir_of(ctl_path, self.listener.bind)
+            self.listener.listen(128)
         self.listener.setblocking(False)
         self.sel.register(self.listener, selectors.EVENT_READ, "accept")
         self.wake_r, self.wake_w = os.pipe()
@@ -168,16 +175,36 @@ class _Server:
         self.sel.register(self.wake_r, selectors.EVENT_READ, "reap")
 
     def _accepted(self) -> list[socket.socket]:
-        """Every connection waiting, non-blocking and registered."""
+        """Every connection waiting, non-blocking and registered; one from a process of
+        the sandbox is closed unread (only ce may ask)."""
         out = []
         while True:
             try:
                 conn, _ = self.listener.accept()
             except BlockingIOError:
                 return out
+            if not self.peer_allowed(conn):
+                conn.close()
+                continue
             conn.setblocking(False)
             self.sel.register(conn, selectors.EVENT_READ, "conn")
             out.append(conn)
+
+    def peer_allowed(self, conn: socket.socket) -> bool:
+        """Whether the process at the other end may send requests: ce, never a process
+        of the sandbox. A peer outside our PID namespace (ce, under bwrap) shows as pid 0;
+        a visible one must be alive and not one of our descendants (a process the agent
+        started; a dead peer is refused too: its pid says nothing any more)."""
+        try:
+            pid = struct.unpack("3i", conn.getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+        except OSError:
+            return False
+        if pid == 0:
+            return True
+        if pid == self.me or not _alive(pid):
+            return False
+        return not _descends_from(pid, self.me)
 
     def _drain_wakeup(self) -> None:
         try:
@@ -544,6 +571,20 @@ def _killpg(pid: int) -> None:
 def _signal(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether `ancestor` is on `pid`'s chain of parents (an unreadable link: yes)."""
+    seen = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        st = _stat(pid)
+        if st is None:
+            return True
+        pid = st[0]
+        if pid == ancestor:
+            return True
+    return False
 
 
 def _alive(pid: int) -> bool:
