@@ -306,8 +306,8 @@ try:
 except OSError as exc:
     reply = f"refused: {exc}"
 open("mark.txt", "w").write(reply or "refused: closed")
-while os.stat("/run/ce-grader" if ctl.startswith("/run") else ".").st_mode & 0o777 == 0 \
-        or os.path.exists("agent-running"):
+grader = "/run/ce-grader" if ctl.startswith("/run") else "../grader"
+while os.stat(grader).st_mode & 0o777 == 0:  # opened when the agent has ended
     time.sleep(0.01)
 open("late.txt", "w").write("written after the agent ended\n")
 time.sleep(600)
@@ -344,9 +344,7 @@ while True:
 def _init_suite(tmp: Path, driver: str) -> Path:
     suite = tmp / "suite"
     scripts = {"asker": [{"write": "ask.py", "content": ASK_INIT},
-                         {"write": "agent-running", "content": ""},
-                         {"run": "python3 ask.py; sleep 1; cat mark.txt"},
-                         {"run": "rm agent-running"}]}
+                         {"run": "python3 ask.py; sleep 1; cat mark.txt"}]}
     if driver == "bwrap":
         scripts["faker"] = [{"write": "fake.py", "content": FAKE_INIT},
                             {"run": "python3 fake.py; sleep 1; cat fake.txt"}]
@@ -391,3 +389,24 @@ def test_the_agent_cannot_command_the_init(driver, tmp_path):
         trace = read_trace(str(run_dir / "default" / "faker" / "00" / "trace.msgpack"))
         outputs = "".join(e.output for e in trace.events if type(e).__name__ == "ToolResult")
         assert "refused: [Errno 30] Read-only file system" in outputs
+
+
+def test_a_spared_pid_taken_by_a_later_process_is_killed(monkeypatch):
+    """What ran before the agent (a pre_run service) is spared when the agent ends: by
+    pid and start time. By pid alone, an agent that killed the service and forked until
+    one of its processes got the service's pid (a PID namespace counts to pid_max, 32768
+    here, in seconds) kept that process alive through grading."""
+    from ce_runtime.execute.sandbox import shim
+
+    init = shim.Shim.__new__(shim.Shim)
+    init.me = os.getpid()
+    init.commands = {}
+    signalled = []
+    monkeypatch.setattr(shim, "_signal", lambda pid, sig: signalled.append((pid, sig)))
+    monkeypatch.setattr(shim, "_alive", lambda pid: False)
+    monkeypatch.setattr(shim, "exited_children", lambda: iter(()))
+    monkeypatch.setattr(shim, "descendants", lambda root: {4242: (900, "sleep")})
+    assert init.kill_descendants({4242: 100}) == [[4242, "sleep"]]  # a newer process
+    assert (4242, 9) in signalled
+    signalled.clear()
+    assert init.kill_descendants({4242: 900}) == [] and signalled == []  # the service

@@ -222,7 +222,7 @@ class Shim(_Server):
         self.fds: dict[socket.socket, list[int]] = {}
         self.commands: dict[int, socket.socket] = {}  # pid -> its connection
         self.by_conn: dict[socket.socket, int] = {}
-        self.before_agent: set[int] = set()
+        self.before_agent: dict[int, int] = {}  # pid -> its start time
         self.running = True
 
     # -- loop ---------------------------------------------------------------------------
@@ -291,7 +291,7 @@ class Shim(_Server):
             if pid is not None:
                 _killpg(pid)
         elif op == "mark":  # the agent starts: what runs now is not the agent's
-            self.before_agent = set(descendants(self.me))
+            self.before_agent = {pid: start for pid, (start, _) in descendants(self.me).items()}
             _reply(conn, {"mark": len(self.before_agent)})
         elif op == "kill_since":  # the agent ended: what it left running dies
             _reply(conn, {"killed": self.kill_descendants(self.before_agent)})
@@ -363,13 +363,15 @@ class Shim(_Server):
                 self.by_conn.pop(conn, None)
                 _reply(conn, {"exit": os.waitstatus_to_exitcode(status)})
 
-    def kill_descendants(self, spare: set[int] | None) -> list[list]:
-        """Stop, then kill every descendant (but those in `spare`), until none is left: a
-        fork loop cannot outrun it, each round freezes first."""
+    def kill_descendants(self, spare: dict[int, int] | None) -> list[list]:
+        """Stop, then kill every descendant (but those in `spare`: pid -> start time, the
+        same process, not a later one that got its pid), until none is left: a fork loop
+        cannot outrun it, each round freezes first."""
+        spare = spare or {}
         killed: dict[int, str] = {}
         for _ in range(KILL_ROUNDS):
-            victims = {pid: name for pid, (_, name) in descendants(self.me).items()
-                       if not spare or pid not in spare}
+            victims = {pid: name for pid, (start, name) in descendants(self.me).items()
+                       if spare.get(pid) != start}
             victims = {p: n for p, n in victims.items() if p not in killed or _alive(p)}
             if not victims:
                 break
