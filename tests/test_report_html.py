@@ -124,6 +124,10 @@ def test_trial_opens_on_click(page, artifacts):
     assert detail.locator(".crit.fail").count() == 1  # c2: NOTES.md is missing
     assert "the report can be shown" in detail.inner_text()
     assert 'path: "NOTES.md"' in detail.locator(".crit[data-criterion='c2']").inner_text()
+    # why it failed, as `ce explain` says it first (kept in evidence.json by the run)
+    assert detail.locator(".crit[data-criterion='c2'] ul.found li").all_inner_texts() == \
+        ["'NOTES.md' matches nothing"]
+    assert detail.locator(".crit[data-criterion='c0'] ul.found").count() == 0  # it passed
     assert "shown" in detail.locator(".crit[data-criterion='c1'] pre").first.inner_text()
     assert "weighted score = (c0 1×1 + c1 1×1 + c2 0×1) / 3" in \
         detail.locator("pre.arithmetic").inner_text()

@@ -148,3 +148,34 @@ def test_results_that_cannot_be_written_are_an_error_not_a_bug(tmp_path):
         "no results written")
     assert "Traceback" not in res.stderr and "internal error" not in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "run", "t.yaml"]
+
+
+def test_a_failed_criterion_keeps_why_in_its_evidence_and_rescore_agrees(tmp_path):
+    """evidence.json says why each criterion did not pass (the lines `ce explain` prints
+    first: report.html shows them); a rescore writes the same, a passing one has none."""
+    (tmp_path / "task.yaml").write_text("""\
+task_id: why
+description: one criterion fails, one passes
+agent: {type: none}
+sandbox: {python: null}
+pre_run:
+  - command: "printf 'hello world\\\\n' > a.txt"
+success_criteria:
+  - {type: file_contains, path: a.txt, includes: [hello, goodbye], description: both}
+  - {type: file_matches_regex, path: a.txt, pattern: 'wor.d', description: a world}
+  - {type: file_matches_regex, path: a.txt, pattern: '^bye', description: a bye}
+""")
+    res = ce("run", "task.yaml", "--run-dir", "run", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    trial = tmp_path / "run" / "default" / "why" / "00"
+    evidence = json.loads((trial / "evidence.json").read_text())["criteria"]
+    assert evidence == {
+        "c0": [{"kind": "found", "lines": [
+            "a.txt: 1 line",
+            "includes 1/2: 'hello' found at a.txt:1:1; 'goodbye' not found"]}],
+        "c2": [{"kind": "found", "lines": [
+            "a.txt: 1 line", "'^bye' matches nothing in a.txt"]}]}
+    res = ce("rescore", "run", "--out", "again", cwd=tmp_path)
+    assert res.returncode == 1 and "0 changed" in res.stdout, res.stdout + res.stderr
+    again = tmp_path / "again" / "default" / "why" / "00" / "evidence.json"
+    assert json.loads(again.read_text())["criteria"] == evidence

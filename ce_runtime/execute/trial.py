@@ -277,6 +277,11 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                 evidence = {"schema_version": 1, "criteria": host.evidence}
                 if host.judge_sessions:
                     notes["judge_sessions"] = host.judge_sessions
+            if error is None and not all(c.passed or c.disabled for c in graded.criteria):
+                from ce_runtime.grade.explain import failure_evidence, with_failure_evidence
+
+                evidence["criteria"] = with_failure_evidence(
+                    host.evidence, failure_evidence(plan, grader.instances, graded, host))
         if plan.post_run and error is None:
             post = await run_commands(plan.post_run, sandbox, "post_run")
         if sandbox is not None and getattr(sandbox, "oom_killed", lambda: False)():

@@ -369,6 +369,36 @@ def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
     return "\n".join(out) + "\n"
 
 
+def failure_evidence(plan: Plan, instances: list[Instance], result: GradeResult,
+                     host: Host | None) -> dict[str, list[str]]:
+    """For each criterion that did not pass: the evidence lines `ce explain` prints first
+    (the file read, what was not found, where a pattern matched nothing ...). Kept in
+    evidence.json so that report.html says why without grading again."""
+    out: dict[str, list[str]] = {}
+    for inst, r in zip(instances, result.criteria, strict=True):
+        if r.passed or r.disabled:
+            continue
+        call = plan.criteria[inst.index]
+        builder = _Tree(inst, r, host,
+                        call.args.get("expr", "") if call.definition == "expr" else "")
+        builder.render()
+        if builder.found:
+            out[r.id] = list(dict.fromkeys(builder.found))
+    return out
+
+
+def with_failure_evidence(criteria: dict[str, Any], found: dict[str, list[str]]
+                          ) -> dict[str, Any]:
+    """evidence.json's `criteria` with a `{"kind": "found", "lines": [...]}` entry added
+    for each criterion in `found` (the grader's own entries, commands and judges, first)."""
+    if not found:
+        return criteria
+    merged = {cid: list(entries) for cid, entries in criteria.items()}
+    for cid, lines in found.items():
+        merged.setdefault(cid, []).append({"kind": "found", "lines": lines})
+    return merged
+
+
 def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
     out = [f"task {plan.task_id}" + (f"  (trial {trial_id})" if trial_id else "")]
     es = plan.early_stop

@@ -127,10 +127,9 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
         runner = _LazyRunner(workspace, stack, runner_for, task_dir, plan) \
             if runner_for else None
         try:
-            graded, host = _grade(plan, stdlib, graded_hash, task_dir, trace, trace_data,
-                                  judge,
-                                  bool(old.get("stopped_early")), runner, verdicts,
-                                  files, workspace.path)
+            graded, host, grader = _grade(
+                plan, stdlib, graded_hash, task_dir, trace, trace_data, judge,
+                bool(old.get("stopped_early")), runner, verdicts, files, workspace.path)
         except TraceDamaged as exc:
             raise DamagedArchive(exc.path, f"{exc.why} at byte {exc.offset}") from None
         except InfrastructureError as exc:
@@ -148,7 +147,13 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
         status = (Status.SUCCESS if graded.success else Status.FAILURE).value
     record.update(status=status, success=status == Status.SUCCESS, plan_hash=graded_hash,
                   error=None if status != Status.ERROR else record.get("error"))
-    return record, {"schema_version": 1, "criteria": host.evidence}
+    evidence = host.evidence
+    if not all(c.passed or c.disabled for c in graded.criteria):  # as the run kept it
+        from ce_runtime.grade.explain import failure_evidence, with_failure_evidence
+
+        evidence = with_failure_evidence(evidence, failure_evidence(
+            plan, grader.instances, graded, host))
+    return record, {"schema_version": 1, "criteria": evidence}
 
 
 def _relative(path: str, start: str) -> str:
@@ -224,9 +229,10 @@ _JUDGE: list[Any] = []  # the judge from the environment, looked up once
 def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: str,
            trace_path: str | None, trace_data: bytes | None, judge: Any,
            stopped_early: bool, runner: Any,
-           verdicts: Any, files: SnapshotView, materialize: Any) -> tuple[Any, Any]:
+           verdicts: Any, files: SnapshotView, materialize: Any) -> tuple[Any, Any, Any]:
     """`grade_files` for an archived trial: the trace strictly read, the workspace the
-    snapshot view, the plan's grader (compiled closures) built once per process."""
+    snapshot view, the plan's grader (compiled closures) built once per process. The
+    result, the host and the grader."""
     from ce_runtime.grade.grading import host_for
     from ce_runtime.trace.view import build_view
 
@@ -250,7 +256,8 @@ def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: 
     host = host_for(plan, "", task_dir, view, judge, runner, verdicts)
     host.files, host.materialize = files, materialize
     stopped_early = stopped_early and bool(plan.early_stop.armed)  # else: gate on all
-    return grader.grade(host, stopped_early=stopped_early, armed=plan.early_stop.armed), host
+    return (grader.grade(host, stopped_early=stopped_early, armed=plan.early_stop.armed),
+            host, grader)
 
 
 _ARCHIVED: dict[tuple, tuple] = {}  # (run, plan hash, today, plan file identity) -> below

@@ -348,9 +348,12 @@ def _shape(rec: TrialRecord, raw: dict[str, Any], cap: int, max_events: int
         for ev in evidence.get(c.id, ()) if isinstance(evidence, dict) else ():
             if not isinstance(ev, dict):
                 continue
-            items.append({k: (_cut(v, cap) if isinstance(v, str) and k in (
+            item = {k: (_cut(v, cap) if isinstance(v, str) and k in (
                 "stdout", "stderr", "rationale", "command", "error") else v)
-                for k, v in ev.items() if k not in ("request", "usage")})
+                for k, v in ev.items() if k not in ("request", "usage")}
+            if ev.get("kind") == "found" and isinstance(ev.get("lines"), list):
+                item["lines"] = [_cut(str(line), cap // 4) for line in ev["lines"][:20]]
+            items.append(item)
         criteria.append({
             "id": c.id, "type": c.type, "description": c.description,
             "kind": c.kind, "score": c.score,

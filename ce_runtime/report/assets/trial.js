@@ -67,6 +67,9 @@ window.CE_TRIAL = (function () {
 
   function evidence(ev, el) {
     if (ev.kind === "command") return command(ev, el, "ran");
+    if (ev.kind === "found") {  // why it did not pass: what `ce explain` prints first
+      return el("ul", { class: "found" }, (ev.lines || []).map((line) => el("li", { class: "mono" }, line)));
+    }
     if (ev.kind === "judge") {
       return el("div", { class: "judge" }, el("div", { class: "mono" }, `judge ${ev.model || ""}: score ${ev.score ?? "?"}` + (ev.recorded ? " (recorded verdict reused)" : "")),
         el("div", { class: "muted" }, "rationale"), el("pre", { class: "rationale" }, ev.rationale || ev.error || "—"));
