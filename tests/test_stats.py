@@ -198,3 +198,18 @@ def test_resamples_shrink_for_thousands_of_tasks():
     c = paired_stats(rows, "a", "b")
     assert c.resamples == 2500 and c.test == "monte-carlo"
     assert c.ci_low < c.mean_diff < c.ci_high
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_a_point_interval_over_too_few_tasks_is_not_significant(n):
+    # every task down by 1.0: the bootstrap interval is the point [-1, -1], which
+    # excludes 0, but the exact sign-flip p is 2 / 2^n (1, 0.5, 0.25, 0.0625): no
+    # evidence at 95%, so the HTML report must not mark the drop as significant
+    rows = [(f"t{i}", 1.0, 0.0) for i in range(n)]
+    c = paired_stats(rows, "a", "b")
+    assert (c.ci_low, c.ci_high) == (-1.0, -1.0)
+    assert c.p_value == 2 / 2 ** n
+    assert not c.significant and c.to_dict()["significant"] is False
+    # one more task than 5 and it is: p = 2 / 64 < 0.05
+    assert paired_stats([*rows, *[(f"u{i}", 1.0, 0.0) for i in range(6 - n)]],
+                        "a", "b").significant

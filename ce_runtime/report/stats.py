@@ -18,6 +18,8 @@ graded repeats, or its pass rate) and reports, for the differences d = b - a:
   such as pass rates over a few repeats, for hundreds of tasks, computed in integers);
   otherwise by Monte Carlo with `resamples` seeded sign draws,
   p = (1 + extreme) / (1 + resamples). `test` says which;
+- `significant`: the interval excludes 0 and p < 1 - confidence (both: a one-task or
+  constant difference has a point interval, never evidence on its own);
 - wins / losses / ties: tasks where b is above / below / within 1e-9 of a;
 - the most divergent tasks, by |d|, largest first.
 
@@ -85,9 +87,14 @@ class PairedComparison:
 
     @property
     def significant(self) -> bool:
-        """The interval excludes 0 (at `confidence`)."""
+        """The interval excludes 0 (at `confidence`) and the sign-flip p-value is below
+        1 - confidence. The percentile interval alone is not enough: over one task, or
+        tasks that all moved by the same amount, it is a single point that excludes 0
+        however few tasks there are (one task down by 1.0 has the interval [-1, -1]
+        but p = 1)."""
         return (self.ci_low is not None and self.ci_high is not None
-                and (self.ci_low > EPSILON or self.ci_high < -EPSILON))
+                and (self.ci_low > EPSILON or self.ci_high < -EPSILON)
+                and self.p_value is not None and self.p_value < 1 - self.confidence)
 
     def to_dict(self) -> dict[str, object]:
         d = attrs.asdict(self)
