@@ -636,3 +636,25 @@ def test_the_run_and_its_variant_print_the_same_cost():
     assert s["cost_usd"] == s["variants"]["default"]["cost_usd"] == 0.35355
     text = R.render_markdown(s, recs, [])
     assert "| Cost | $0.3535 |" in text and "cost $0.3535." in text
+
+
+@pytest.mark.parametrize("n", [3, 10, 1000])
+def test_wilson_interval_ends_exactly_at_0_and_1(n):
+    # no success: the lower bound is 0, not 5.6e-17; no failure: the upper is 1, not
+    # 0.9999999999999999 (run.json and `ce compare` alike)
+    from ce_runtime.report.compare import wilson
+
+    ok = [record("v", "t", repeat=i, criteria=[crit("c", "file_exists", 1.0)])
+          for i in range(n)]
+    bad = [record("v", "t", repeat=i, status="FAILURE",
+                  criteria=[crit("c", "file_exists", 0.0)]) for i in range(n)]
+    assert R.summary(ok, [], "r", None)["pass_rate_ci95"][1] == 1.0
+    assert R.summary(bad, [], "r", None)["pass_rate_ci95"][0] == 0.0
+    assert wilson(n, n)[1] == 1.0 and wilson(0, n)[0] == 0.0
+    # in between, coder_eval's wilson_interval (3 of 7): unchanged
+    low, high = wilson(3, 7)
+    assert abs(low - 0.1582198552514697) < 1e-15 and abs(high - 0.7495416354723428) < 1e-15
+    mixed = ok[:3] + [record("v", "t", repeat=10 + i, status="FAILURE",
+                             criteria=[crit("c", "file_exists", 0.0)]) for i in range(4)]
+    low, high = R.summary(mixed, [], "r", None)["pass_rate_ci95"]
+    assert abs(low - 0.1582198552514697) < 1e-15 and abs(high - 0.7495416354723428) < 1e-15

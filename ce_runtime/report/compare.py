@@ -250,7 +250,11 @@ def wilson(k: int, n: int, z: float = WILSON_Z) -> tuple[float, float] | None:
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, center - half), min(1.0, center + half)
+    # the bounds are exactly 0 for k = 0 and 1 for k = n; in floats they came out a
+    # hair off (5.6e-17 for 0/3, 0.9999999999999999 for 10/10)
+    low = 0.0 if k == 0 else max(0.0, center - half)
+    high = 1.0 if k == n else min(1.0, center + half)
+    return low, high
 
 
 def newcombe(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float] | None:

@@ -39,8 +39,12 @@ def _stats_exprs() -> list[pl.Expr]:
         n.alias("graded"),
         passed.alias("passed"),
         pl.when(n > 0).then(p).alias("pass_rate"),
-        pl.when(n > 0).then((center - half).clip(0.0, 1.0)).alias("pass_rate_low"),
-        pl.when(n > 0).then((center + half).clip(0.0, 1.0)).alias("pass_rate_high"),
+        # exactly 0 with no success and 1 with no failure (the formula's value; in floats
+        # it came out as 5.6e-17 for 0/3 and 0.9999999999999999 for 10/10)
+        pl.when(n > 0).then(pl.when(passed == 0).then(0.0)
+                            .otherwise((center - half).clip(0.0, 1.0))).alias("pass_rate_low"),
+        pl.when(n > 0).then(pl.when(passed == n).then(1.0)
+                            .otherwise((center + half).clip(0.0, 1.0))).alias("pass_rate_high"),
         pl.col("weighted_score").filter(graded).mean().alias("mean_score"),
         pl.col("stopped_early").sum().alias("stopped_early"),
         pl.col("input_tokens").sum(), pl.col("output_tokens").sum(),
