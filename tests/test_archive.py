@@ -129,3 +129,39 @@ def test_atomic_writes_get_the_mode_open_gives_not_a_temp_files_0600(tmp_path):
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
     assert modes == {"plain.txt": FILE_MODE, "report.md": FILE_MODE, "run.json": FILE_MODE}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_a_file_over_the_limit_is_recorded_not_kept(tmp_path):
+    """`truncate -s 300M` costs an agent no disk: the snapshot records its size without
+    reading it, keeps no object, the view answers that it exists but not its bytes, a
+    restore leaves it out, and the files under the limit are kept as ever."""
+    import errno
+
+    import pytest
+
+    from ce_runtime.store.archive import MAX_FILE_BYTES, FileTooLarge, unshare_objects
+    from ce_runtime.store.snapshot_view import SnapshotView
+
+    ws, objects = tmp_path / "ws", tmp_path / "objects"
+    ws.mkdir()
+    (ws / "small.txt").write_text("kept\n")
+    with open(ws / "big.bin", "wb") as fh:
+        fh.truncate(MAX_FILE_BYTES + 1)  # sparse: no disk used
+    manifest = snapshot_workspace(str(ws), str(objects))
+    mode = stat.S_IMODE((ws / "big.bin").stat().st_mode)
+    assert manifest["files"]["big.bin"] == {"too_large": True, "mode": mode,
+                                           "size": MAX_FILE_BYTES + 1}
+    assert "sha256" in manifest["files"]["small.txt"]
+    stored = sum(f.stat().st_size for f in objects.rglob("*") if f.is_file())
+    assert stored == len("kept\n")
+    view = SnapshotView(manifest, str(objects))
+    assert view.is_file("big.bin") and view.lexists("big.bin")
+    assert view.glob("*.bin") == ["big.bin"]
+    with pytest.raises(FileTooLarge) as exc:
+        view.read("big.bin")
+    assert exc.value.errno == errno.EFBIG and f"{MAX_FILE_BYTES + 1:,} bytes" in str(exc.value)
+    assert view.read("small.txt") == b"kept\n"
+    out = tmp_path / "restored"
+    restore_workspace(manifest, str(objects), str(out), link_objects=True)
+    unshare_objects(manifest, str(out))
+    assert sorted(os.listdir(out)) == ["small.txt"]

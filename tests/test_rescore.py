@@ -179,3 +179,36 @@ success_criteria:
     assert res.returncode == 1 and "0 changed" in res.stdout, res.stdout + res.stderr
     again = tmp_path / "again" / "default" / "why" / "00" / "evidence.json"
     assert json.loads(again.read_text())["criteria"] == evidence
+
+
+def test_a_file_too_large_to_keep_is_graded_alike_by_the_run_and_the_rescore(tmp_path):
+    """A sparse 300 MiB file (no disk used): the run's grader does not read it whole (an
+    error naming the limit), the snapshot records it without its bytes, the rescore
+    says the same, and `ce trial files` lists it as not kept."""
+    (tmp_path / "task.yaml").write_text("""\
+task_id: big
+description: a file over the limit
+agent: {type: none}
+sandbox: {python: null}
+pre_run:
+  - command: "truncate -s 300M big.bin && echo small > small.txt"
+success_criteria:
+  - {type: file_exists, path: big.bin, description: exists}
+  - {type: file_contains, path: big.bin, includes: [x], description: read}
+  - {type: file_contains, path: small.txt, includes: [small], description: small}
+""")
+    res = ce("run", "task.yaml", "--run-dir", "run", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    trial = tmp_path / "run" / "default" / "big" / "00"
+    record = json.loads((trial / "task.json").read_text())
+    scores = [(c["score"], c["error"]) for c in record["criteria"]]
+    assert scores == [(1.0, None), (0.0, "cannot read big.bin: too large to read: "
+                                          "314,572,800 bytes (the limit is 256 MiB)"),
+                      (1.0, None)]
+    stored = sum(f.stat().st_size for f in (tmp_path / "run" / "objects").rglob("*")
+                 if f.is_file())
+    assert stored < 1 << 20
+    res = ce("rescore", "run", "--out", "again", cwd=tmp_path)
+    assert "1 trial(s) re-scored, 0 changed" in res.stdout, res.stdout + res.stderr
+    listing = ce("trial", "files", str(trial), cwd=tmp_path)
+    assert "(not kept)" in listing.stdout and "big.bin" in listing.stdout, listing

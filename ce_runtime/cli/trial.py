@@ -96,7 +96,8 @@ def files_cmd(trial_dir, trial_id, extract, fmt):
         if e["link"] is not None:
             click.echo(f"{'link':>{width}}  {'':12}  {e['path']} -> {e['link']}")
         else:
-            click.echo(f"{e['size']:>{width}}  {e['sha256'][:12]}  {e['path']}")
+            digest = e["sha256"][:12] if e["sha256"] else "(not kept)"
+            click.echo(f"{e['size']:>{width}}  {digest:12}  {e['path']}")
     total = sum(e["size"] or 0 for e in entries)
     click.echo(f"{len(entries)} file(s), {total} bytes", err=True)
 
@@ -118,7 +119,7 @@ def _where(exc: Exception, trial_dir: str) -> str:
 
 def _entries(manifest: dict[str, Any], trial_dir: str, objects: str) -> list[dict[str, Any]]:
     """The manifest's files, sorted, with their names checked as the restore checks them."""
-    from ce_runtime.store.archive import HEX64, DamagedArchive, _safe_parts
+    from ce_runtime.store.archive import HEX64, DamagedArchive, _safe_parts, too_large
 
     where = os.path.join(trial_dir, "workspace.json")
     out = []
@@ -129,6 +130,10 @@ def _entries(manifest: dict[str, Any], trial_dir: str, objects: str) -> list[dic
         if "link" in entry:
             out.append({"path": rel, "size": None, "sha256": None, "mode": None,
                         "link": str(entry["link"])})
+            continue
+        if too_large(entry):  # recorded without its bytes
+            out.append({"path": rel, "size": entry.get("size"), "sha256": None,
+                        "mode": entry.get("mode"), "link": None})
             continue
         digest = entry.get("sha256")
         if not isinstance(digest, str) or not HEX64.fullmatch(digest):

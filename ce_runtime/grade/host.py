@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from ce_lang.api import CriterionError, TraceView, read_regular
+from ce_runtime.store.archive import FileTooLarge, check_size
 from ce_runtime.store.snapshot_view import NeedsWorkspace
 
 
@@ -206,7 +207,7 @@ class Host:
             self.reads.append(rel)
             try:
                 data = self.files.read(rel)
-            except OSError as exc:
+            except OSError as exc:  # FileTooLarge: a file the snapshot did not keep
                 raise CriterionError(f"cannot read {rel}: {exc.strerror}") from exc
         else:
             full = self._root() / rel
@@ -214,6 +215,7 @@ class Host:
                 raise CriterionError(f"{rel} is a directory, not a file")
             self.reads.append(rel)
             try:  # the agent wrote the workspace: a FIFO there must not block grading
+                check_size(os.stat(full).st_size)  # as the snapshot keeps it (a rescore)
                 data = read_regular(str(full))
             except OSError as exc:
                 raise CriterionError(f"cannot read {rel}: {exc.strerror}") from exc
@@ -466,9 +468,13 @@ class Host:
         if self.files is not None:
             try:
                 return self.files.read(rel)
+            except FileTooLarge:
+                raise
             except OSError:
                 raise NeedsWorkspace(rel) from None
-        return read_regular(str(self._root() / rel))
+        full = str(self._root() / rel)
+        check_size(os.stat(full).st_size)
+        return read_regular(full)
 
 
 def _verdict_score(value: Any) -> float | None:

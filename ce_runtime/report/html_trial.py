@@ -310,6 +310,9 @@ def _files(entries: dict[str, Any], template: dict[str, bytes | None] | None,
         size = int(entry.get("size") or 0)
         digest = entry.get("sha256")
         item: dict[str, Any] = {"path": path, "size": size}
+        if digest is None and entry.get("too_large") is True:
+            out.append({**item, "status": "too large: not kept", "binary": True})
+            continue
         before = None if template is None else template.get(path)
         if template is None:
             item["status"] = "file"

@@ -27,6 +27,27 @@ import msgspec
 from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
 
 SNAPSHOT_VERSION = 1
+# A workspace file over MAX_FILE_BYTES is recorded (size, mode, "too_large") but not kept,
+# and so is every file once the kept ones reach MAX_SNAPSHOT_BYTES: an agent's
+# `truncate -s 100G` costs it no disk, and ce would read it whole and store it in full.
+# The grader reads no file over MAX_FILE_BYTES either (`check_size`): a trial and its
+# re-score then say the same.
+MAX_FILE_BYTES = 256 << 20
+MAX_SNAPSHOT_BYTES = 4 << 30
+
+
+class FileTooLarge(OSError):
+    """A read of a file over MAX_FILE_BYTES (or one the snapshot did not keep)."""
+
+    def __init__(self, size: int):
+        super().__init__(27, f"too large to read: {size:,} bytes (the limit is "
+                             f"{MAX_FILE_BYTES >> 20} MiB)")  # EFBIG
+        self.size = size
+
+
+def check_size(size: int) -> None:
+    if size > MAX_FILE_BYTES:
+        raise FileTooLarge(size)
 DIGEST_KEYS = ("trace_sha256", "workspace_sha256", "record_sha256")
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -150,8 +171,10 @@ def _store(objects: str, data: bytes) -> str:
 
 def snapshot_workspace(workspace: str, objects: str, skip_dirs: tuple[str, ...] = (
         ".venv", "node_modules", ".git", "__pycache__")) -> dict[str, Any]:
-    """Store every file (symlinks as links) and return the manifest."""
+    """Store every file (symlinks as links) and return the manifest; a file over the
+    limits is recorded without its bytes (`{"too_large": true, "size", "mode"}`)."""
     files: dict[str, dict[str, Any]] = {}
+    kept = 0
     for root, dirs, names in os.walk(workspace):
         dirs[:] = sorted(d for d in dirs if d not in skip_dirs)
         # a link to a directory is listed with the directories (and not walked into):
@@ -173,9 +196,19 @@ def snapshot_workspace(workspace: str, objects: str, skip_dirs: tuple[str, ...] 
             except OSError:
                 continue
             with os.fdopen(fd, "rb") as fh:
-                digest = _store(objects, fh.read())
-            files[rel] = {"sha256": digest, "mode": stat.S_IMODE(st.st_mode),
-                          "size": st.st_size}
+                size = os.fstat(fh.fileno()).st_size
+                if size > MAX_FILE_BYTES or kept + size > MAX_SNAPSHOT_BYTES:
+                    files[rel] = {"too_large": True, "mode": stat.S_IMODE(st.st_mode),
+                                  "size": size}
+                    continue
+                data = fh.read(MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:  # grown since the fstat
+                files[rel] = {"too_large": True, "mode": stat.S_IMODE(st.st_mode),
+                              "size": len(data)}
+                continue
+            kept += len(data)
+            files[rel] = {"sha256": _store(objects, data), "mode": stat.S_IMODE(st.st_mode),
+                          "size": len(data)}
     return {"version": SNAPSHOT_VERSION, "skipped_dirs": list(skip_dirs), "files": files}
 
 
@@ -280,6 +313,8 @@ def restore_workspace(manifest: dict[str, Any], objects: str, dest: str,
                                             f"workspace ({link!r})")
             os.symlink(link, target)
             continue
+        if too_large(entry):  # recorded, not kept: not restored
+            continue
         digest = entry.get("sha256")
         if not isinstance(digest, str) or not HEX64.fullmatch(digest):
             raise DamagedArchive(where, f"{rel!r}: no valid sha256")
@@ -310,7 +345,7 @@ def unshare_objects(manifest: dict[str, Any], dest: str) -> None:
     copies with their recorded modes, so a command writing to the workspace cannot touch
     the run's object store."""
     for rel, entry in manifest["files"].items():
-        if "link" in entry:
+        if "link" in entry or too_large(entry):
             continue
         path = os.path.join(dest, *rel.split("/"))
         st = os.lstat(path)
@@ -324,6 +359,11 @@ def unshare_objects(manifest: dict[str, Any], dest: str) -> None:
             out.write(data)
             os.fchmod(out.fileno(), entry.get("mode", 0o644) & 0o777)
         os.replace(tmp, path)
+
+
+def too_large(entry: dict[str, Any]) -> bool:
+    """A manifest entry of a file recorded without its bytes (over the limits)."""
+    return entry.get("too_large") is True and "sha256" not in entry
 
 
 def _safe_parts(rel: Any, where: str) -> list[str]:

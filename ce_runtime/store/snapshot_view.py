@@ -29,10 +29,13 @@ from typing import Any
 
 from ce_runtime.store.archive import (
     HEX64,
+    MAX_FILE_BYTES,
     DamagedArchive,
+    FileTooLarge,
     _safe_parts,
     _verified_object,
     object_bytes,
+    too_large,
 )
 
 _ROOT = "/\0"  # where the view's root "is" for textual checks; no link target holds \0
@@ -54,6 +57,15 @@ class _Link:
 
     def __init__(self, target: str):
         self.target = target
+
+
+class _TooLarge:
+    """A file the snapshot recorded without its bytes (archive.MAX_FILE_BYTES)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int):
+        self.size = size
 
 
 # A directory is a dict (name -> node), a file the path of its object, a link a _Link.
@@ -89,7 +101,7 @@ class SnapshotView:
         return isinstance(self._node(rel), dict)
 
     def is_file(self, rel: str) -> bool:
-        return isinstance(self._node(rel), str)
+        return isinstance(self._node(rel), str | _TooLarge)
 
     def read(self, rel: str) -> bytes:
         """The bytes of the regular file `rel` names (links followed); OSError with the
@@ -98,6 +110,8 @@ class SnapshotView:
             node = self._walk(_parts(rel), follow_last=True)[1]
         except _Missing as exc:
             raise OSError(exc.code, os.strerror(exc.code)) from None
+        if isinstance(node, _TooLarge):
+            raise FileTooLarge(node.size)
         if not isinstance(node, str):
             raise NeedsWorkspace(rel)  # a directory: read_regular's error names the path
         return object_bytes(node)
@@ -318,6 +332,10 @@ def _build(manifest: Any, objects: str, outward_links: bool = False) -> dict:
                 raise DamagedArchive(where, f"{rel!r}: a link pointing out of the "
                                             f"workspace ({link!r})")
             parent[name] = _Link(link)
+            continue
+        if too_large(entry):
+            size = entry.get("size")
+            parent[name] = _TooLarge(size if isinstance(size, int) else MAX_FILE_BYTES + 1)
             continue
         digest = entry.get("sha256")
         if not isinstance(digest, str) or not HEX64.fullmatch(digest):
