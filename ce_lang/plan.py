@@ -44,7 +44,7 @@ SEMANTICS_VERSION = 4  # 2: coder_eval's weighted early-stop rules and armed gat
 # read as LF, a non-shell tool's parameters as json.dumps writes them (the agent's key
 # order), shell wrappers unwrapped like coder_eval's, json_check's orderings on two
 # strings, judge scores given as numeric strings, reference_comparison's similarities,
-# a content read of a directory an error
+# a content read of a directory, or of a file over 256 MiB, an error
 
 
 @attrs.frozen
