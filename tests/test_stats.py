@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
 from fractions import Fraction
 
 import pytest
@@ -222,11 +221,10 @@ def test_an_exact_distribution_out_of_reach_is_given_up_before_it_is_built():
     # far more than EXACT_WORK steps, so the answer is None (Monte Carlo); it used to be
     # None only after enumerating the first group of ~10,000 with its binomial
     # coefficients (10 s; minutes for 100,000 tasks). A bound on the work says so at once.
+    # (how fast is not asserted here: speed belongs to bench/, not to tests)
     rng = random.Random(1)
     values = [rng.choice([1, 2, 3]) for _ in range(30_000)]
-    started = time.monotonic()
     assert flipped_sums(values) is None
-    assert time.monotonic() - started < 1.0
     # and within reach it is still exact: 3 x 200 equal magnitudes
     small = [1] * 200 + [2] * 200 + [3] * 200
     dist = flipped_sums(small)
