@@ -584,12 +584,10 @@ def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
     kind, _, label = name.partition(".")
     if kind not in ("precision", "recall", "f1") or not label:
         return False
-    if labels is None:
-        return True
-    folded = {x.lower() for x in labels} if isinstance(c, C.ClassificationMatch) \
-        and not c.case_sensitive else set(labels)
-    return (label.lower() if isinstance(c, C.ClassificationMatch) and not c.case_sensitive
-            else label) in folded
+    # the label as allowed_labels spell it: the gate's metrics are keyed by that spelling
+    # (a case-insensitive match reports `Positive` for "positive"), so `recall.positive`
+    # would be a metric that never exists, 0.0, failing the gate
+    return labels is None or label in labels
 
 
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
