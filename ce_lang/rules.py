@@ -30,6 +30,8 @@ SpanOf = Callable[[Path], Span]
 TAG_RE = re.compile(TAG_PATTERN)
 CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "weighted_f1", "micro_f1", "f1.macro")
 SCORE_METRICS = ("pass_rate", "mean_score")
+# coder_eval's statistics of any criterion's scores over the suite (report/gates.py)
+BASELINE_METRICS = ("count", "mean", "median", "std", "min", "max", "completion_rate")
 REFERENCE_TOKEN = re.compile(r"\$\{?REFERENCE_DIR\b")
 
 
@@ -568,14 +570,16 @@ def _labels(c: C.CriterionBase | None) -> list[str] | None:
 def _metric_names(c: C.CriterionBase | None) -> list[str]:
     labels = _labels(c)
     if c is not None and labels is None:
-        return list(SCORE_METRICS)
-    names = list(CLASSIFICATION_METRICS)
+        return [*SCORE_METRICS, *BASELINE_METRICS]
+    names = [*CLASSIFICATION_METRICS, *BASELINE_METRICS]
     for lab in labels or ["yes", "no"]:
         names += [f"precision.{lab}", f"recall.{lab}", f"f1.{lab}"]
     return names
 
 
 def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
+    if name in BASELINE_METRICS:
+        return True
     labels = _labels(c)
     if c is not None and labels is None:
         return name in SCORE_METRICS

@@ -385,6 +385,37 @@ def test_threshold_on_unseen_label_scores_zero():
     assert g.failed == ["recall.yes"]
 
 
+def test_coder_evals_score_statistics_gate_any_criterion():
+    """`suite_thresholds: {mean: 0.9}` as coder_eval writes it: count, mean, median, std
+    (population), min, max of a criterion's scores over the suite, and completion_rate
+    (the graded trials with a score, over the suite's graded trials): on a score
+    criterion and on a classification one, shown where a threshold names them."""
+    import statistics
+
+    scores = [1.0, 0.5, 0.0, 1.0]
+    limits = {"mean": 0.7, "median": 0.75, "std": 0.0, "min": 0.0, "max": 1.0,
+              "count": 4, "completion_rate": 0.9}
+    recs = [record("v", "s", row=f"r{i}", criteria=[
+        crit("c0", "file_contains", x, kind="fraction", suite_thresholds=limits),
+        crit("c1", "skill_triggered", 1.0, kind="classification",
+             outputs={"observed": "yes", "expected": "yes"},
+             suite_thresholds={"mean": 1.0, "completion_rate": 0.9})])
+        for i, x in enumerate(scores)]
+    recs.append(record("v", "s", row="r9", status="ERROR", criteria=[], error="boom"))
+    g0, g1 = R.suite_metrics(recs)
+    assert g0.metrics["count"] == 4.0 and g0.metrics["max"] == 1.0 and g0.metrics["min"] == 0.0
+    assert close(g0.metrics["mean"], statistics.fmean(scores))
+    assert close(g0.metrics["median"], statistics.median(scores))
+    assert close(g0.metrics["std"], statistics.pstdev(scores))
+    assert close(g0.metrics["completion_rate"], F(4, 5))  # the ERROR row has no score
+    assert g0.failed == ["mean", "completion_rate"]  # 0.625 < 0.7; median 0.75 meets 0.75
+    assert g1.kind == "classification" and g1.metrics["mean"] == 1.0
+    assert g1.failed == ["completion_rate"]
+    [plain] = R.suite_metrics([record("v", "s", row="r0", criteria=[
+        crit("c0", "file_contains", 1.0, kind="fraction")])])
+    assert set(plain.metrics) == {"pass_rate", "mean_score"}  # named by no threshold
+
+
 def test_non_dataset_and_disabled_criteria_have_no_gates():
     recs = [record("v", "single", criteria=[
         crit("c0", "skill_triggered", 1.0, kind="classification",

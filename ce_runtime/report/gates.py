@@ -126,6 +126,13 @@ def suite_metrics(records: Records) -> list[SuiteGate]:
         .alias("weighted_f1"),
         ratio(2 * pl.col("tp").sum(), pl.col("predicted").sum() + pl.col("support").sum())
         .alias("micro_f1"))
+    # coder_eval's statistics over every criterion's scores (`suite_thresholds: {mean:
+    # 0.9}`), gateable on any criterion; shown where a threshold names them
+    baseline = results.filter(pl.col("score").is_not_null()).group_by(GATE_KEYS).agg(
+        pl.len().cast(pl.Float64).alias("b_count"), pl.col("score").mean().alias("b_mean"),
+        pl.col("score").median().alias("b_median"),
+        pl.col("score").std(ddof=0).alias("b_std"),
+        pl.col("score").min().alias("b_min"), pl.col("score").max().alias("b_max"))
     scores = results.filter(pl.col("kind") != CLASSIFICATION).group_by(GATE_KEYS).agg(
         pl.len().alias("n_results"),
         pl.col("passed").cast(pl.Float64).mean().alias("pass_rate"),
@@ -133,6 +140,7 @@ def suite_metrics(records: Records) -> list[SuiteGate]:
     gates_lf = (order.join(meta, on=GATE_KEYS).join(overall, on=GATE_KEYS, how="left")
                 .join(suite_trials, on=["variant_id", "suite_id"], how="left")
                 .join(scores, on=GATE_KEYS, how="left")
+                .join(baseline, on=GATE_KEYS, how="left")
                 .sort("order"))
     gates_df, per_label_df, pairs_df = pl.collect_all([gates_lf, per_label, pairs])
 
@@ -154,7 +162,8 @@ def suite_metrics(records: Records) -> list[SuiteGate]:
             gates.append(_classification_gate(g, limits, label_rows.get(key, []),
                                               cells.get(key, {})))
         else:
-            metrics = {"pass_rate": g["pass_rate"], "mean_score": g["mean_score"]}
+            metrics = {"pass_rate": g["pass_rate"], "mean_score": g["mean_score"],
+                       **_baseline(g, limits)}
             failed = _check(metrics, limits)
             gates.append(SuiteGate(
                 variant=g["variant_id"], suite_id=g["suite_id"], criterion=g["criterion_id"],
@@ -165,9 +174,28 @@ def suite_metrics(records: Records) -> list[SuiteGate]:
     return gates
 
 
+BASELINE_METRICS = ("count", "mean", "median", "std", "min", "max", "completion_rate")
+
+
+def _baseline(g: dict, limits: dict[str, float]) -> dict[str, float]:
+    """coder_eval's per-criterion statistics a threshold names: count, mean, median, std
+    (population), min and max of the scores, and completion_rate (the graded trials of
+    the suite with a score for the criterion, over all of them)."""
+    out = {}
+    for name in BASELINE_METRICS:
+        if name not in limits:
+            continue
+        if name == "completion_rate":
+            total = g["suite_trials"] or 0
+            out[name] = (g["b_count"] or 0) / total if total else 0.0
+        elif g[f"b_{name}"] is not None:
+            out[name] = float(g[f"b_{name}"])
+    return out
+
+
 def _classification_gate(g: dict, limits: dict[str, float], per_label: list[dict],
                          cells: dict[tuple[str, str], int]) -> SuiteGate:
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = _baseline(g, limits)
     for name in ("accuracy", "macro_f1", "weighted_f1", "micro_f1"):
         metrics[name] = float(g[name]) if g[name] is not None else 0.0
     metrics["f1.macro"] = metrics["macro_f1"]
