@@ -589,3 +589,47 @@ def test_the_run_client_runs_alone_by_path(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and proc.stderr.startswith("usage: run_client.py")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fork_cancelled_while_its_pipe_opens_closes_the_pipe_once(tmp_path):
+    """SIGTERM or Ctrl-C cancels a trial while the zygote's answer pipe is being wired up:
+    the pipe's transport closes it, and nothing else closes that descriptor (it did: an
+    'OSError: [Errno 9] Bad file descriptor' traceback in the run's output, or worse a
+    descriptor opened meanwhile closed under its owner)."""
+    import asyncio
+
+    from ce_runtime.execute.sandbox.tempdir import _Zygote
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        problems = []
+        loop.set_exception_handler(lambda _loop, ctx: problems.append(ctx))
+        zygote = _Zygote()
+        try:
+            zygote.prestart(str(tmp_path))
+            await zygote.starting
+            requested = zygote.request(str(tmp_path / "ctl.sock"))
+            read_end = requested[0]
+            task = asyncio.ensure_future(zygote.fork(str(tmp_path / "ctl.sock"),
+                                                     str(tmp_path), requested))
+            await asyncio.sleep(0)  # inside connect_read_pipe, awaiting its transport
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # a descriptor opened now may take the number the pipe had
+            reused = os.open(os.devnull, os.O_RDONLY)
+            for _ in range(5):  # the transport's close runs in a callback
+                await asyncio.sleep(0)
+            alive = True
+            try:
+                os.fstat(reused)
+            except OSError:
+                alive = False
+            os.close(reused) if alive else None
+        finally:
+            await zygote.close()
+        return problems, alive, reused == read_end
+
+    problems, alive, same_number = asyncio.run(scenario())
+    assert problems == []
+    assert alive, f"a descriptor opened after the cancel was closed (same number: {same_number})"

@@ -136,11 +136,20 @@ class _Zygote:
         loop = asyncio.get_running_loop()
         stderr = asyncio.StreamReader()
         try:
-            transport, _ = await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(stderr), os.fdopen(read_end, "rb", 0))
+            pipe = os.fdopen(read_end, "rb", 0)
         except BaseException:
             sock.close()
             os.close(read_end)
+            raise
+        try:  # the file owns read_end now; so does the transport once made
+            transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stderr), pipe)
+        except BaseException:
+            # cancelled (Ctrl-C, SIGTERM) while the transport started: it closes `pipe`
+            # itself, later; closing the bare fd here too closed it twice (EBADF in a
+            # callback, or a descriptor opened meanwhile closed under its owner)
+            sock.close()
+            pipe.close()
             raise
         replies, conn = await asyncio.open_unix_connection(sock=sock)
         line = await asyncio.wait_for(replies.readline(), 20.0)
