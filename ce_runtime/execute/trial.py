@@ -156,7 +156,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     from ce_runtime.execute.sandbox import SandboxError, UnknownDriver, open_sandbox
     from ce_runtime.execute.sandbox.runner import SandboxRunner
     from ce_runtime.execute.task_commands import run_commands
-    from ce_runtime.grade.grading import host_for
+    from ce_runtime.grade.grading import evidence_of, host_for
     from ce_runtime.grade.interpreter import Grader
 
     plan = trial.plan
@@ -277,11 +277,8 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                 evidence = {"schema_version": 1, "criteria": host.evidence}
                 if host.judge_sessions:
                     notes["judge_sessions"] = host.judge_sessions
-            if error is None and not all(c.passed or c.disabled for c in graded.criteria):
-                from ce_runtime.grade.explain import failure_evidence, with_failure_evidence
-
-                evidence["criteria"] = with_failure_evidence(
-                    host.evidence, failure_evidence(plan, grader.instances, graded, host))
+            if error is None:
+                evidence["criteria"] = evidence_of(plan, grader.instances, graded, host)
         if plan.post_run and error is None:
             post = await run_commands(plan.post_run, sandbox, "post_run")
         if sandbox is not None and getattr(sandbox, "oom_killed", lambda: False)():

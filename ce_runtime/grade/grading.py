@@ -36,6 +36,18 @@ def host_for(plan: Plan, workspace: str, task_dir: str, trace_view=None, judge=N
                 runner=runner, verdicts=verdicts)
 
 
+def evidence_of(plan: Plan, instances: list, result: GradeResult, host: Host) -> dict:
+    """evidence.json's `criteria` for a graded trial, as the run and a rescore both keep
+    it: the host's (commands, judges) and, for each criterion that did not pass, the
+    lines `ce explain` prints first (the explainer is loaded only then)."""
+    if all(c.passed or c.disabled for c in result.criteria):
+        return host.evidence
+    from ce_runtime.grade.explain import failure_evidence, with_failure_evidence
+
+    return with_failure_evidence(host.evidence,
+                                 failure_evidence(plan, instances, result, host))
+
+
 def grade_files(plan: Plan, task_dir: str, workspace: str, trace_path: str | None,
                 judge=None, stopped_early: bool = False, runner=None,
                 stdlib: dict[str, str] | None = None, verdicts=None, *,

@@ -147,13 +147,10 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
         status = (Status.SUCCESS if graded.success else Status.FAILURE).value
     record.update(status=status, success=status == Status.SUCCESS, plan_hash=graded_hash,
                   error=None if status != Status.ERROR else record.get("error"))
-    evidence = host.evidence
-    if not all(c.passed or c.disabled for c in graded.criteria):  # as the run kept it
-        from ce_runtime.grade.explain import failure_evidence, with_failure_evidence
+    from ce_runtime.grade.grading import evidence_of
 
-        evidence = with_failure_evidence(evidence, failure_evidence(
-            plan, grader.instances, graded, host))
-    return record, {"schema_version": 1, "criteria": evidence}
+    return record, {"schema_version": 1,
+                    "criteria": evidence_of(plan, grader.instances, graded, host)}
 
 
 def _relative(path: str, start: str) -> str:
