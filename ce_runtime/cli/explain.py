@@ -134,6 +134,7 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
         verified_trial,
     )
     from ce_runtime.store.record import Status, checked_record
+    from ce_runtime.store.task_files import task_dir_for
     from ce_runtime.store.verdicts import VerdictStore
     from ce_runtime.trace.events import TraceDamaged
 
@@ -155,7 +156,7 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
             criterion(only, [(c.id, c.type) for c in plan.criteria])
             restore_workspace(manifest, os.path.join(root, "objects"), ws,
                               outward_links=True)
-            task_dir = task.task_dir or ""
+            task_dir, task_notes = task_dir_for(root, task.plan_hash, task.task_dir or "")
             with local_runner(ws, task_dir, reference_paths(plan, task_dir), plan=plan,
                               uv_cache=_uv_cache()) as runner:
                 grader, graded, host, _ = grade_files(
@@ -182,6 +183,8 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
                        f"{_score(task.weighted_score)}); re-graded from the archive")
             if stdlib is None:
                 click.echo("note: the run kept no standard criteria: re-graded with today's")
+            for note in task_notes:
+                click.echo(f"note: {note}")
             if differences:
                 click.echo("NOTE: this re-grade differs from the recorded grade (recorded "
                            f"{task.status} {_score(task.weighted_score)}, now "

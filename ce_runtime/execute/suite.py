@@ -125,8 +125,10 @@ def write_plans(run_dir: str, trials: list[Trial],
     from ce_runtime.grade.rescore import load_plan_file
     from ce_runtime.store.archive import DamagedArchive, write_definitions
     from ce_runtime.store.atomic import write_bytes_atomic
+    from ce_runtime.store.task_files import archive as archive_task_files
 
     write_definitions(run_dir, stdlib_digest(), stdlib_texts())
+    archive_task_files(run_dir, trials)
     repaired: list[str] = []
     for plan_hash, t in {t.plan_hash: t for t in trials}.items():
         path = os.path.join(run_dir, "plans", f"{plan_hash}.json")

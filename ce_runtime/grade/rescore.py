@@ -41,7 +41,7 @@ def trial_dirs(run_dir: str) -> list[str]:
     out = []
     for root, dirs, files in os.walk(run_dir):
         dirs[:] = sorted(d for d in dirs if d not in ("plans", "objects", "rescored",
-                                                      "judges", "definitions") and
+                                                      "judges", "definitions", "task_files") and
                          not d.startswith("."))
         if "task.json" in files:
             out.append(root)
@@ -100,9 +100,13 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     if "workspace_sha256" not in old:
         notes.append("written by an older ce: no recorded digests, the trace and workspace "
                      "manifest are not verified")
+    task_dir = old.get("task_dir", "")
     if plan is None:
+        from ce_runtime.store.task_files import task_dir_for
+
         plan, stdlib, graded_hash, more = _archived_grading(run_dir, old["plan_hash"], today)
-        notes.extend(more)
+        task_dir, kept = task_dir_for(run_dir, old["plan_hash"], task_dir)
+        notes.extend(more + kept)
     else:
         stdlib, graded_hash = None, _hash(plan)
     if used_plans is not None:
@@ -121,7 +125,6 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     objects = os.path.join(run_dir, "objects")
     # checked as a restore checks it; links out of the workspace are the agent's own
     files = SnapshotView(manifest, objects, outward_links=True)
-    task_dir = old.get("task_dir", "")
     with contextlib.ExitStack() as stack:
         workspace = LazyWorkspace(manifest, objects, stack)
         runner = _LazyRunner(workspace, stack, runner_for, task_dir, plan) \

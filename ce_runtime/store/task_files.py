@@ -1,0 +1,235 @@
+"""The task directory's files a plan grades with, kept with the run.
+
+Criteria read files of the task's directory, not only of the workspace: the reference
+solution (reference_comparison, judges, `$REFERENCE_DIR` of commands) and the
+`$TASK_DIR/...` paths their arguments name (a JSON Schema, a judge's rubric, hidden tests
+a command runs). They are part of what was graded. So the run keeps them
+(`task_files/<plan hash>.json`: for each task directory, a manifest like
+workspace.json, the bytes in `objects/`), and a re-grade of the archived plan (`ce
+rescore RUN`, `ce explain TRIAL_DIR`) reads those, not what the directory holds today:
+a reference edited since, a task directory moved or deleted, another machine.
+
+When the directory still holds the same bytes, it is used as it is (nothing restored;
+a command still sees the rest of the directory). Otherwise the kept files are restored
+into a private directory laid out as the task's (`$TASK_DIR/../shared/rubric.md` keeps
+its place) and the re-grade says so. Files a command reads without naming them in its
+criterion (`pytest` collecting a whole `$TASK_DIR`) are kept only when the directory
+holding them is named.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+from typing import Any
+
+from ce_runtime.store.archive import (
+    MAX_FILE_BYTES,
+    MAX_SNAPSHOT_BYTES,
+    DamagedArchive,
+    _store,
+    load_archived_json,
+    restore_workspace,
+)
+from ce_runtime.store.atomic import write_bytes_atomic
+
+FORMAT = 1
+SKIP_DIRS = (".git", "__pycache__", "node_modules", ".venv")
+# `$TASK_DIR/x`, `${TASK_DIR}/x`: the path runs to the first blank, quote or shell operator
+_NAMED = re.compile(r"\$(?:TASK_DIR\b|\{TASK_DIR\})/([^\s'\"`;|&<>()$]+)")
+
+
+def graded_paths(plan: Any) -> list[str]:
+    """Task-relative paths (normalised; they may start with `..`) the plan's grading reads
+    from the task directory: the reference, and every `$TASK_DIR/...` its criteria name."""
+    found: list[str] = []
+    ref = plan.reference
+    if ref is not None:
+        found += [p for p in (ref.file, ref.directory) if p]
+    for call in plan.criteria:
+        _named(call.args, found)
+    out: list[str] = []
+    for rel in found:
+        rel = os.path.normpath(rel)
+        if not os.path.isabs(rel) and rel != "." and rel not in out:
+            out.append(rel)
+    return out
+
+
+def _named(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        if "TASK_DIR" in value:
+            out += [m.rstrip("/.,:") for m in _NAMED.findall(value)]
+    elif isinstance(value, dict):
+        for v in value.values():
+            _named(v, out)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _named(v, out)
+
+
+def snapshot(task_dir: str, rels: list[str], objects: str) -> dict[str, Any]:
+    """The manifest of `rels` under `task_dir` (a directory: every file in it). A path
+    that does not exist is listed in `missing`: graded as missing then, so again."""
+    files: dict[str, dict[str, Any]] = {}
+    missing: list[str] = []
+    kept = [0]
+    for rel in rels:
+        full = os.path.join(task_dir, rel)
+        if os.path.isdir(full):
+            for root, dirs, names in os.walk(full):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+                for name in sorted(names):
+                    path = os.path.join(root, name)
+                    _keep(path, os.path.normpath(os.path.relpath(path, task_dir)), objects,
+                          files, kept)
+        elif not _keep(full, rel, objects, files, kept):
+            missing.append(rel)
+    return {"version": FORMAT, "files": files, "missing": sorted(missing)}
+
+
+def _keep(path: str, rel: str, objects: str, files: dict, kept: list[int]) -> bool:
+    """Store one regular file (read through links, as the grader reads it)."""
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return False
+            if st.st_size > MAX_FILE_BYTES or kept[0] + st.st_size > MAX_SNAPSHOT_BYTES:
+                files[rel] = {"too_large": True, "mode": stat.S_IMODE(st.st_mode),
+                              "size": st.st_size}
+                return True
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return False
+    kept[0] += len(data)
+    files[rel] = {"sha256": _store(objects, data), "mode": stat.S_IMODE(st.st_mode),
+                  "size": len(data)}
+    return True
+
+
+def manifest_path(run_dir: str, plan_hash: str) -> str:
+    return os.path.join(run_dir, "task_files", f"{plan_hash}.json")
+
+
+def archive(run_dir: str, trials: list[Any]) -> None:
+    """task_files/<hash>.json for every plan whose grading reads task files (none for
+    most plans: nothing is written then). A file already there (a resumed run) is kept:
+    the trials it finished were graded with those bytes."""
+    import json
+
+    paths: dict[str, list[str]] = {}
+    by_plan: dict[str, dict[str, Any]] = {}
+    for t in trials:
+        rels = paths.get(t.plan_hash)
+        if rels is None:
+            rels = paths[t.plan_hash] = graded_paths(t.plan)
+        if rels and t.task_dir:
+            by_plan.setdefault(t.plan_hash, {})[os.path.abspath(t.task_dir)] = rels
+    objects = os.path.join(run_dir, "objects")
+    for plan_hash, dirs in by_plan.items():
+        path = manifest_path(run_dir, plan_hash)
+        if os.path.exists(path):
+            continue
+        doc = {"version": FORMAT, "task_dirs": {
+            d: snapshot(d, rels, objects) for d, rels in sorted(dirs.items())}}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_bytes_atomic(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+
+
+_RESOLVED: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
+_MADE: list[str] = []  # directories restored by this process, removed at its exit
+
+
+def task_dir_for(run_dir: str, plan_hash: str, task_dir: str) -> tuple[str, list[str]]:
+    """The directory a re-grade of the archived plan reads as the task's, and what to
+    say about it: `task_dir` itself while it holds the kept bytes (or the run kept
+    none: an older ce), else the kept files restored. Resolved once per process."""
+    key = (os.path.abspath(run_dir), plan_hash, task_dir)
+    hit = _RESOLVED.get(key)
+    if hit is None:
+        hit = _RESOLVED[key] = _resolve(run_dir, plan_hash, task_dir)
+    return hit
+
+
+def _resolve(run_dir: str, plan_hash: str, task_dir: str) -> tuple[str, list[str]]:
+    path = manifest_path(run_dir, plan_hash)
+    if not os.path.exists(path):
+        return task_dir, []
+    doc = load_archived_json(path)
+    dirs = doc.get("task_dirs")
+    entry = dirs.get(os.path.abspath(task_dir)) if isinstance(dirs, dict) and task_dir \
+        else None
+    if entry is None and isinstance(dirs, dict) and len(dirs) == 1:
+        entry = next(iter(dirs.values()))  # a record without its directory
+    if not isinstance(entry, dict) or not isinstance(entry.get("files"), dict):
+        raise DamagedArchive(path, f"no kept files for the task directory {task_dir!r}")
+    changed = _changed(task_dir, entry)
+    if not changed:
+        return task_dir, []
+    restored = _restore(entry, os.path.join(run_dir, "objects"), path)
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3
+                                      else "")
+    return restored, [f"the task's files changed since the run ({shown}): graded with "
+                      "the copies the run kept"]
+
+
+def _changed(task_dir: str, entry: dict[str, Any]) -> list[str]:
+    """The kept paths whose bytes the task directory no longer holds (all of them when
+    it is gone), and the missing ones that now exist."""
+    if not task_dir or not os.path.isdir(task_dir):
+        return [*entry["files"], *entry.get("missing", [])] or ["the directory"]
+    out = []
+    for rel, e in entry["files"].items():
+        full = os.path.join(task_dir, rel)
+        try:
+            if e.get("too_large"):
+                same = os.path.getsize(full) == e.get("size")
+            else:
+                with open(full, "rb") as fh:
+                    same = hashlib.sha256(fh.read(MAX_FILE_BYTES + 1)).hexdigest() == \
+                        e.get("sha256")
+        except OSError:
+            same = False
+        if not same:
+            out.append(rel)
+    out += [rel for rel in entry.get("missing", []) if os.path.exists(os.path.join(task_dir,
+                                                                                 rel))]
+    return out
+
+
+def _restore(entry: dict[str, Any], objects: str, where: str) -> str:
+    """The kept files in a fresh directory; the task directory is nested as deep as the
+    deepest `..` a path climbs, so each keeps its place relative to it."""
+    names = [*entry["files"], *entry.get("missing", [])]
+    depth = max((_climbs(rel, where) for rel in names), default=0)
+    root = tempfile.mkdtemp(prefix="ce-task-files-")
+    if not _MADE:
+        atexit.register(_cleanup)
+    _MADE.append(root)
+    task_dir = os.path.join(root, *(["task"] * (depth + 1)))
+    os.makedirs(task_dir)
+    lifted = {os.path.normpath(os.path.join(*(["task"] * (depth + 1)), rel)): e
+              for rel, e in entry["files"].items()}
+    restore_workspace({"files": lifted}, objects, root)
+    return task_dir
+
+
+def _climbs(rel: str, where: str) -> int:
+    parts = rel.split("/")
+    n = 0
+    while n < len(parts) and parts[n] == "..":
+        n += 1
+    if os.path.isabs(rel) or ".." in parts[n:] or n > 64:
+        raise DamagedArchive(where, f"{rel!r}: not a path under the task's directory tree")
+    return n
+
+
+def _cleanup() -> None:
+    for d in _MADE:
+        shutil.rmtree(d, ignore_errors=True)
