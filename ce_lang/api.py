@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "RepoSource": "ce_lang.schema.task",
     "StarterFilesSource": "ce_lang.schema.task",
     "TemplateDirSource": "ce_lang.schema.task",
+    "task_dir_names": "ce_lang.inputs",
     "repo_url_problem": "ce_lang.paths",
     "read_regular": "ce_lang.paths",
     "NotRegularFile": "ce_lang.paths",

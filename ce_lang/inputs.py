@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import stat
 from typing import Any
 
@@ -67,6 +68,37 @@ def _feed_file(h: Any, path: str) -> None:
 
 def _ignored(name: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+# `$TASK_DIR/x`, `${TASK_DIR}/x` in a criterion's arguments (a JSON Schema, a judge's
+# rubric, hidden tests a command runs): the path runs to a blank, quote or shell operator
+_NAMED = re.compile(r"\$(?:TASK_DIR\b|\{TASK_DIR\})/([^\s'\"`;|&<>()$]+)")
+
+
+def task_dir_names(value: Any, out: list[str] | None = None) -> list[str]:
+    """The task-relative paths (normalised, first-seen order; they may climb with `..`)
+    that `$TASK_DIR/...` names in a criterion's arguments (strings, lists, mappings)."""
+    out = [] if out is None else out
+    if isinstance(value, str):
+        if "TASK_DIR" in value:
+            for m in _NAMED.findall(value):
+                rel = os.path.normpath(m.rstrip("/.,:"))
+                if rel and rel != "." and not os.path.isabs(rel) and rel not in out:
+                    out.append(rel)
+    elif isinstance(value, dict):
+        for v in value.values():
+            task_dir_names(v, out)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            task_dir_names(v, out)
+    return out
+
+
+def named_digests(args: list[Any], task_dir: str, ignore: list[str], cache: dict[str, str]
+                  ) -> dict[str, str]:
+    """Relative path -> content digest of what the criteria's `$TASK_DIR/...` name."""
+    return {rel: digest_path(os.path.join(task_dir, rel), ignore, cache)
+            for rel in task_dir_names(args)}
 
 
 def input_digests(task: TaskSpec, task_dir: str, ignore: list[str], cache: dict[str, str]

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import msgspec
 
-from ce_lang.inputs import input_digests
+from ce_lang.inputs import input_digests, named_digests
 from ce_lang.schema import criteria as C
 from ce_lang.schema.agent import AgentConfig
 from ce_lang.schema.criteria import COMMON_FIELDS
@@ -139,6 +139,16 @@ class Plan:
     semantics_version: int = 0
 
 
+def _inputs(task: TaskSpec, task_dir: str, ignore: list[str], criteria: list[CriterionCall],
+            cache: dict[str, str]) -> dict[str, str]:
+    """The task-side files the plan reads, by content: templates, the reference, the
+    system prompt file, and what its criteria name as `$TASK_DIR/...` (hidden tests, a
+    schema, a rubric): editing one is a new plan."""
+    inputs = input_digests(task, task_dir, ignore, cache)
+    named = named_digests([c.args for c in criteria], task_dir, ignore, cache)
+    return {**named, **inputs} if named else inputs
+
+
 @attrs.frozen
 class Trial:
     """One resolved trial: which plan it runs and where each setting came from."""
@@ -207,7 +217,8 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         checker_context=task.checker_context,
         expected_commands=task.expected_commands,
         skip=task.skip,
-        inputs=input_digests(task, task_dir, ignore, {} if digest_cache is None else digest_cache),
+        inputs=_inputs(task, task_dir, ignore, criteria,
+                       {} if digest_cache is None else digest_cache),
         steps=steps,
         criteria_sources=criteria_sources or {},
         stdlib_digest=stdlib_digest(),

@@ -136,3 +136,17 @@ def test_a_rescore_reads_the_task_files_the_run_kept(tmp_path):
     again = ce("explain", "moved/default/kept/00", cwd=tmp_path, tmp=tmp)
     assert again.returncode == 0, again.stdout + again.stderr
     assert not [n for n in os.listdir(tmp) if n.startswith("ce-task-files-")]
+
+
+def test_editing_a_file_a_criterion_names_is_a_new_plan(tmp_path):
+    task_dir = _suite(tmp_path)
+    path = os.path.join(task_dir, "t.yaml")
+    (before,) = compile_paths([path], CompileOptions()).trials
+    assert {"hidden/expected.txt", "schema.json", "reference/solution.txt"} <= set(
+        before.plan.inputs)
+    with open(os.path.join(task_dir, "hidden", "expected.txt"), "w") as fh:
+        fh.write("goodbye\n")
+    (after,) = compile_paths([path], CompileOptions()).trials
+    assert after.plan_hash != before.plan_hash
+    assert after.plan.inputs["hidden/expected.txt"] != before.plan.inputs["hidden/expected.txt"]
+    assert after.plan.inputs["schema.json"] == before.plan.inputs["schema.json"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -40,37 +39,18 @@ from ce_runtime.store.atomic import write_bytes_atomic
 
 FORMAT = 1
 SKIP_DIRS = (".git", "__pycache__", "node_modules", ".venv")
-# `$TASK_DIR/x`, `${TASK_DIR}/x`: the path runs to the first blank, quote or shell operator
-_NAMED = re.compile(r"\$(?:TASK_DIR\b|\{TASK_DIR\})/([^\s'\"`;|&<>()$]+)")
 
 
 def graded_paths(plan: Any) -> list[str]:
     """Task-relative paths (normalised; they may start with `..`) the plan's grading reads
     from the task directory: the reference, and every `$TASK_DIR/...` its criteria name."""
+    from ce_lang.api import task_dir_names
+
     found: list[str] = []
     ref = plan.reference
     if ref is not None:
-        found += [p for p in (ref.file, ref.directory) if p]
-    for call in plan.criteria:
-        _named(call.args, found)
-    out: list[str] = []
-    for rel in found:
-        rel = os.path.normpath(rel)
-        if not os.path.isabs(rel) and rel != "." and rel not in out:
-            out.append(rel)
-    return out
-
-
-def _named(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        if "TASK_DIR" in value:
-            out += [m.rstrip("/.,:") for m in _NAMED.findall(value)]
-    elif isinstance(value, dict):
-        for v in value.values():
-            _named(v, out)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            _named(v, out)
+        found += [os.path.normpath(p) for p in (ref.file, ref.directory) if p]
+    return task_dir_names([c.args for c in plan.criteria], found)
 
 
 def snapshot(task_dir: str, rels: list[str], objects: str) -> dict[str, Any]:
