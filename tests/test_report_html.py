@@ -14,6 +14,7 @@ fails instead, so they never skip unnoticed there.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -104,6 +105,12 @@ def test_loads_without_errors(page, run_dir, artifacts):
     assert p.locator("#pass-rate").inner_text() == f"{100 * rate:.1f}%"
     assert "Wilson interval" in p.locator("#top").inner_text()
     assert p.locator("#variant-table tbody tr").count() == 2
+    with open(os.path.join(run_dir, "run.json")) as fh:
+        variants = json.load(fh)["variants"]
+    shown = p.locator("#variant-table tbody tr td:nth-child(2)").all_inner_texts()
+    assert shown == [" / ".join(x for x in (", ".join(v.get("agents") or []),
+                                            ", ".join(v.get("models") or [])) if x) or "—"
+                     for v in variants.values()]  # agents, then models: never one list
     assert p.locator("svg.variant-chart circle").count() == 2
     assert p.locator("#paired-table tbody tr").count() == 2  # score and pass rate
     assert len(page.rows()) == trials.height
@@ -111,6 +118,22 @@ def test_loads_without_errors(page, run_dir, artifacts):
     assert page.errors == []
     # nothing but the file itself was requested: no network at view time
     assert all(u.startswith("file://") for u in page.requests), page.requests
+
+
+def test_a_variant_of_two_agents_is_not_read_as_agent_and_model(browser, run_dir, tmp_path):
+    with open(os.path.join(run_dir, "report.html"), encoding="utf-8") as fh:
+        html = fh.read()
+    assert '"agents":["oracle"]' in html
+    html = html.replace('"agents":["oracle"]', '"agents":["none","claude-code"]')
+    path = tmp_path / "report.html"
+    path.write_text(html, encoding="utf-8")
+    p = Page(browser, "file://" + str(path))
+    try:
+        cells = p.page.locator("#variant-table tbody tr td:nth-child(2)").all_inner_texts()
+        assert cells and all(c.startswith("none, claude-code") for c in cells), cells
+        assert p.errors == []
+    finally:
+        p.close()
 
 
 def test_trial_opens_on_click(page, artifacts):

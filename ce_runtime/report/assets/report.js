@@ -113,7 +113,7 @@
       el("thead", {}, el("tr", {}, ["Variant", "Agent / model", "Trials", "Passed", "Pass rate", "95% CI", "Mean score", "pass@k", "Stopped early", "Cost"].map((h) => el("th", {}, h)))),
       el("tbody", {}, D.variants.map((v) => el("tr", {},
         el("td", {}, el("code", {}, v.id)),
-        el("td", {}, [...(v.agents || []), ...(v.models || [])].join(" / ") || "—"),
+        el("td", {}, [(v.agents || []).join(", "), (v.models || []).join(", ")].filter((s) => s).join(" / ") || "—"),
         el("td", { class: "num" }, v.trials), el("td", { class: "num" }, `${v.passed}/${v.graded}`),
         el("td", { class: "num" }, pct(v.pass_rate)),
         el("td", {}, v.pass_rate_ci95 ? `${pct(v.pass_rate_ci95[0])}–${pct(v.pass_rate_ci95[1])}` : "—"),
