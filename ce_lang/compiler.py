@@ -24,12 +24,13 @@ from ce_lang.layers import Layer, Merged, merge_layers
 from ce_lang.overrides import Override, overrides_layer_value, parse_overrides
 from ce_lang.paths import NotRegularFile, SuiteRoots, host_path_problem, read_regular_text
 from ce_lang.plan import Trial, lower, lower_criterion, plan_hash
-from ce_lang.rules import RuleContext, check_task
+from ce_lang.rules import RuleContext, check_task, dropped_criterion_rules
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
+from ce_lang.schema.criteria import Criterion, ExprCriterion, UserCall
 from ce_lang.schema.experiment import ExperimentSpec
 from ce_lang.schema.task import TaskSpec
 from ce_lang.spans import Path, Span, format_path
-from ce_lang.validate import INVALID, Context, Walker, yaml_kind
+from ce_lang.validate import INVALID, Context, Walker, stand_in, yaml_kind
 from ce_lang.yaml_source import LocatedDoc, parse_yaml
 
 BUILTIN_DEFAULTS: dict[str, Any] = {
@@ -275,6 +276,7 @@ class _Compiler:
                                 roots=self.roots))
         value = walker.check(doc.value, root, ())
         self.original_path = walker.original_path
+        self.dropped = walker.dropped
         if value is INVALID:
             return None
         return value if best_effort or self.diags.count("error") == before else None
@@ -358,6 +360,7 @@ class _Compiler:
             if rows is None:
                 return
             rows = ds.sample_rows(rows, dataset, self.opt.sample)
+        self.check_dropped(doc, value)
         if "${row." in doc.text:  # most tasks have no row references at all
             span_of = lambda p, o=self.original_path: doc.span(o(p))  # noqa: E731
             sources = [*ds.string_sources(value.get("initial_prompt"), ("initial_prompt",),
@@ -395,6 +398,53 @@ class _Compiler:
                              exp_id, has_dataset=rows is not None,
                              emit=self.diags.count("error") == errors_before)
         self.report_row_problems(len(rows) if rows else 0)
+
+    def check_dropped(self, doc: LocatedDoc, value: dict[str, Any]) -> None:
+        """Criteria the schema dropped for a missing or invalid field still get the rules
+        that read only their other fields (`rules.dropped_criterion_rules`), once per
+        file: one compile reports both the missing `description` and the bad regex."""
+        entries = [d for d in self.dropped
+                   if len(d.path) == 2 and d.path[0] == "success_criteria"]
+        if not entries:
+            return
+        original = self.original_path
+
+        def source(p: Path) -> Path:  # paths under a dropped entry: its own inner lists
+            return original(p, fixed=2)
+
+        ctx = RuleContext(None, lambda p: doc.span(source(p)),  # type: ignore[arg-type]
+                          lambda p: doc.key_span(source(p)), self.diags, (), False,
+                          source_path=source, written=lambda p: source(p) in doc.key_spans,
+                          roots=self.roots)
+        for entry in entries:
+            filled = stand_in(entry)
+            if filled is None:
+                continue
+            try:
+                criterion = converter.structure(filled, Criterion)
+            except Exception:  # nothing to check it with (its errors are reported)
+                continue
+            i = entry.path[1]
+            here = ("success_criteria", i)
+
+            def at(p: Path, h: Path = here) -> Span:  # check_instances says index 0
+                return ctx.at((*h, *p[2:]))
+
+            def key_at(p: Path, h: Path = here) -> Span:
+                return ctx.key_at((*h, *p[2:]))
+
+            # a standard criterion's arguments were checked by the schema walker (the
+            # placeholders would only add noise); an inline expression's and a user
+            # criterion's are checked here only
+            own = isinstance(criterion, UserCall | ExprCriterion) and not any(
+                "${row." in str(v) for v in filled.values())
+            inst = None
+            if self.opt.check_criteria:
+                threshold = lower_criterion(i, criterion).pass_threshold
+                inst = check_instances([criterion], [threshold], None, self.registry,
+                                       self.diags if own else Diagnostics(), at, key_at,
+                                       self.sources)[0]
+            dropped_criterion_rules(ctx, i, criterion, entry.broken, inst)
 
     def resolve(self, merged: Merged, doc: LocatedDoc, task_dir: str, row: ds.Row | None,
                 suite_id: str | None, variant: _Variant, exp_id: str | None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -18,7 +18,7 @@ from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import SuiteRoots
 from ce_lang.rules_cli import cli_match_rules, record_cli_rules
 from ce_lang.rules_compat import compat_rules
-from ce_lang.rules_paths import host_path_rules, repo_rules
+from ce_lang.rules_paths import criterion_host_paths, host_path_rules, repo_rules
 from ce_lang.rules_preflight import preflight_rules
 from ce_lang.schema import criteria as C
 from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
@@ -222,10 +222,6 @@ def reference_rules(ctx: RuleContext) -> None:
             elif ref.directory is not None and c.reference_file is None:
                 d.emit("CE0102", "reference_comparison needs `reference_file` when the "
                        "reference is a directory", ctx.at(here))
-            if c.reference_file is not None:
-                check_workspace_path(c.reference_file, ctx.at((*here, "reference_file")),
-                                     ctx.name((*here, "reference_file")), d,
-                                     root="the reference directory")
         elif ref is None:
             if getattr(c, "include_reference", False):
                 d.emit("CE0214", "`include_reference: true` has no effect: the task has no "
@@ -246,57 +242,121 @@ def constraint_rules(ctx: RuleContext) -> None:
     reported at the first parameter the constraint reads that the task sets (the key of a
     conflicting field, the value otherwise), or at the criterion's `type` when it sets
     none; one diagnostic per field (a range error makes a comparison with it moot)."""
-    from ce_lang.lang.checker import FIELD_PLACEHOLDER
-
     for i, _c in enumerate(ctx.task.success_criteria):
         inst = ctx.instance(i)
-        if inst is None:
+        if inst is not None:
+            _constraints(ctx, i, inst.violations)
+
+
+def _constraints(ctx: RuleContext, i: int, violations: Iterable[Any]) -> None:
+    from ce_lang.lang.checker import FIELD_PLACEHOLDER
+
+    here = ("success_criteria", i)
+    blamed: set[Path] = set()
+    for v in violations:
+        name = next((n for n in v.names if ctx.written((*here, n))), None)
+        path = (*here, "type") if name is None else (*here, name)
+        if path in blamed:
             continue
-        here = ("success_criteria", i)
-        blamed: set[Path] = set()
-        for v in inst.violations:
-            name = next((n for n in v.names if ctx.written((*here, n))), None)
-            path = (*here, "type") if name is None else (*here, name)
-            if path in blamed:
-                continue
-            blamed.add(path)
-            span = ctx.key_at(path) if v.code == "CE0109" and name is not None else ctx.at(path)
-            message, help_ = (None if t is None else FIELD_PLACEHOLDER.sub(
-                lambda m, h=here: ctx.name((*h, m.group(1))), t) for t in (v.message, v.help))
-            if ctx.has_dataset:  # once, naming the rows whose values break it
-                ctx.row_problems.append(RowProblem(v.code, message, span, help_, ctx.row_id))
-            else:
-                ctx.diags.emit(v.code, message, span, help=help_)
+        blamed.add(path)
+        span = ctx.key_at(path) if v.code == "CE0109" and name is not None else ctx.at(path)
+        message, help_ = (None if t is None else FIELD_PLACEHOLDER.sub(
+            lambda m, h=here: ctx.name((*h, m.group(1))), t) for t in (v.message, v.help))
+        if ctx.has_dataset:  # once, naming the rows whose values break it
+            ctx.row_problems.append(RowProblem(v.code, message, span, help_, ctx.row_id))
+        else:
+            ctx.diags.emit(v.code, message, span, help=help_)
 
 
 def criteria_rules(ctx: RuleContext) -> None:
     t, d = ctx.task, ctx.diags
     none_agent = _agent_type(t) == "none"
     for i, c in enumerate(t.success_criteria):
-        here = ("success_criteria", i)
         inst = ctx.instance(i)
         if none_agent and inst is not None and "trace" in inst.effects:
             d.emit("CE0204", f"`{c.type}` reads the agent's trace, but an `agent: {{type: none}}` "
-                   "task runs no agent", ctx.at((*here, "type")),
+                   "task runs no agent", ctx.at(("success_criteria", i, "type")),
                    help="use agent-independent criteria (run_command, file_check, json_check, ...)")
-        if isinstance(c, C.CommandExecuted):
-            for f in ("command_pattern", "exclude_pattern"):
+        criterion_rules(ctx, i, c)
+
+
+# the fields of a cli_called criterion its argv pattern rules read
+_CLI_MATCH_FIELDS = ("verb", "verb_any_of", "positional", "flags", "ignore_flags")
+
+
+def criterion_rules(ctx: RuleContext, i: int, c: C.CriterionBase,
+                    skip: frozenset[str] = frozenset()) -> None:
+    """The rules that read one criterion entry's own fields and nothing else of the task
+    (regexes, JMESPath assertions, workspace paths, argv patterns). A check reading a
+    field in `skip` does not run: for an entry the schema dropped, that field is missing
+    or invalid (reported) and holds a placeholder (`dropped_criterion_rules`)."""
+    def reads(*names: str) -> bool:
+        return skip.isdisjoint(names)
+
+    here = ("success_criteria", i)
+    if isinstance(c, C.CommandExecuted):
+        for f in ("command_pattern", "exclude_pattern"):
+            if reads(f):
                 check_regex(getattr(c, f), 0, (*here, f), ctx)
-        if isinstance(c, C.CliCalled):
-            cli_match_rules(c, here, ctx, rule=False)
-        if isinstance(c, C.FileMatchesRegex):
-            check_regex(c.pattern, c.flags, (*here, "pattern"), ctx, (*here, "flags"))
-        if isinstance(c, C.FileCheck):
-            for j, p in enumerate(c.patterns):
-                at = (*here, "patterns", j)
-                check_regex(p.pattern, p.flags, (*at, "pattern"), ctx, (*at, "flags"))
-        if isinstance(c, C.JsonCheck):
+    if isinstance(c, C.CliCalled) and reads(*_CLI_MATCH_FIELDS):
+        cli_match_rules(c, here, ctx, rule=False)
+    if isinstance(c, C.FileMatchesRegex) and reads("pattern", "flags"):
+        check_regex(c.pattern, c.flags, (*here, "pattern"), ctx, (*here, "flags"))
+    if isinstance(c, C.FileCheck) and reads("patterns"):
+        for j, p in enumerate(c.patterns):
+            at = (*here, "patterns", j)
+            check_regex(p.pattern, p.flags, (*at, "pattern"), ctx, (*at, "flags"))
+    if isinstance(c, C.JsonCheck):
+        if reads("assertions"):
             _json_rules(c, here, ctx)
-            if c.json_schema is not None:
-                _check_mixed_path(c.json_schema, (*here, "json_schema"), ctx)
-        if isinstance(c, C.LlmJudge | C.AgentJudge):
-            for j, f in enumerate(c.files):
-                _check_mixed_path(f, (*here, "files", j), ctx)
+        if c.json_schema is not None and reads("json_schema"):
+            _check_mixed_path(c.json_schema, (*here, "json_schema"), ctx)
+    if isinstance(c, C.LlmJudge | C.AgentJudge) and reads("files"):
+        for j, f in enumerate(c.files):
+            _check_mixed_path(f, (*here, "files", j), ctx)
+    if isinstance(c, C.ReferenceComparison) and c.reference_file is not None \
+            and reads("reference_file"):
+        check_workspace_path(c.reference_file, ctx.at((*here, "reference_file")),
+                             ctx.name((*here, "reference_file")), ctx.diags,
+                             root="the reference directory")
+
+
+def dropped_criterion_rules(ctx: RuleContext, i: int, c: C.CriterionBase,
+                            broken: frozenset[str], inst: Any) -> None:
+    """The rules of a criterion entry the schema dropped (`success_criteria[i]` in the
+    document) that read only its valid fields, so a missing `description` does not hide
+    the invalid regex next to it. `c` stands in for the entry, its `broken` fields holding
+    placeholders; `inst` is its checked instance (or None). Skipped as well: fields that
+    still hold a dataset row's `${row.key}` (the rules check the substituted value of a
+    row, and a dropped entry has no rows), and for commands_efficiency an unset
+    `expected_commands` (the task's value then counts). Rules that read the rest of the
+    task (a `reference:`, the agent, early stop, suite thresholds) wait for the fix."""
+    skip = set(broken)
+    for f in attrs.fields(type(c)):
+        if _has_row_ref(getattr(c, f.name)):
+            skip.add(f.name)
+    if isinstance(c, C.CommandsEfficiency) and c.expected_commands is None:
+        skip.add("expected_commands")
+    if isinstance(c, C.UserCall):  # its arguments are the constraints' names
+        skip.update(k for k, v in c.args.items() if _has_row_ref(v))
+    frozen_skip = frozenset(skip)
+    criterion_rules(ctx, i, c, frozen_skip)
+    if ctx.roots is not None:
+        criterion_host_paths(ctx, i, c, frozen_skip)
+    if inst is not None:
+        _constraints(ctx, i, [v for v in inst.violations if frozen_skip.isdisjoint(v.names)])
+
+
+def _has_row_ref(value: Any) -> bool:
+    if isinstance(value, str):
+        return "${row." in value
+    if isinstance(value, list | tuple):
+        return any(_has_row_ref(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_row_ref(v) for v in value.values())
+    if attrs.has(type(value)):
+        return any(_has_row_ref(getattr(value, f.name)) for f in attrs.fields(type(value)))
+    return False
 
 
 def _check_mixed_path(value: str, path: Path, ctx: RuleContext) -> None:

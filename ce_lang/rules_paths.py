@@ -43,15 +43,23 @@ def host_path_rules(ctx: Any) -> None:
             _emit(ctx, code, f"`{ctx.name(path)}`: {message}", path, help_)
     _plugin_paths(ctx)
     for i, c in enumerate(ctx.task.success_criteria):
-        for j, f in _task_dir_files(c):
-            at = ("success_criteria", i, *j)
-            span = ctx.at(at)
-            resolved = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(
-                span.file)), f[len(TASK_DIR):]))
-            problem = host_path_problem(f, resolved, span.file, ctx.roots)
-            if problem is not None:
-                code, message, help_ = problem
-                _emit(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
+        criterion_host_paths(ctx, i, c)
+
+
+def criterion_host_paths(ctx: Any, i: int, c: Any, skip: frozenset[str] = frozenset()
+                         ) -> None:
+    """The `$TASK_DIR/...` files criterion `i` reads (its fields in `skip` left out)."""
+    for j, f in _task_dir_files(c):
+        if j[0] in skip:
+            continue
+        at = ("success_criteria", i, *j)
+        span = ctx.at(at)
+        resolved = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(
+            span.file)), f[len(TASK_DIR):]))
+        problem = host_path_problem(f, resolved, span.file, ctx.roots)
+        if problem is not None:
+            code, message, help_ = problem
+            _emit(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
 
 
 def _plugin_paths(ctx: Any) -> None:

@@ -39,6 +39,17 @@ class _Invalid:
 INVALID: Any = _Invalid()
 
 
+@attrs.frozen
+class Dropped:
+    """A tagged entry (a criterion) dropped for a missing or invalid field: the fields that
+    passed, so the rules reading only those can still run on it (`stand_in`)."""
+
+    path: Path  # where the entry is in the document
+    cls: type  # the schema class its tag chose
+    value: dict[str, Any]  # its fields that passed, normalized (user arguments unchecked)
+    broken: frozenset[str]  # its fields that are missing or failed
+
+
 @attrs.define
 class Context:
     diags: Diagnostics
@@ -117,11 +128,13 @@ class Walker:
         self.ctx = ctx
         self.diags = ctx.diags
         self.index_maps: dict[Path, list[int]] = {}
+        self.dropped: list[Dropped] = []  # tagged entries dropped for a field, in order
 
-    def original_path(self, path: Path) -> Path:
-        """Map a path into the normalized value back to the source document's path."""
-        out: list[Any] = []
-        for part in path:
+    def original_path(self, path: Path, fixed: int = 0) -> Path:
+        """Map a path into the normalized value back to the source document's path; the
+        first `fixed` parts already are the document's (a dropped entry's own path)."""
+        out: list[Any] = list(path[:fixed])
+        for part in path[fixed:]:
             mapping = self.index_maps.get(tuple(out))
             out.append(mapping[part] if isinstance(part, int) and mapping is not None
                        and part < len(mapping) else part)
@@ -255,7 +268,7 @@ class Walker:
         return {k: v for k, v in checked.items() if v is not INVALID}
 
     def record(self, value: Any, cls: type, path: Path, partial: bool,
-               skip: frozenset[str] = frozenset()) -> Any:
+               skip: frozenset[str] = frozenset(), tagged: bool = False) -> Any:
         if not isinstance(value, dict):
             return self.wrong_type(value, cls, path)
         fields = fields_of(cls)
@@ -281,21 +294,24 @@ class Walker:
                                 self.ctx.key_span_of((*path, key)),
                                 help=did_you_mean(key, names))
         out: dict[str, Any] = {}
-        complete = True
+        broken: list[str] = []
         for name, tp, rule, required in fields:
             if name in value:
                 checked = self.check(value[name], tp, (*path, name), rule, partial)
                 if checked is not INVALID:
                     out[name] = checked
                 elif required or path:
-                    complete = False
+                    broken.append(name)
             elif required and not partial and name not in skip:
                 self.diags.emit("CE0102", f"missing required field `{name}` {self.where(path, cls)}",
                                 self.ctx.span_of(path))
-                complete = False
+                broken.append(name)
         for name in skip:  # passed through unchecked: another pass owns them
             if name in value:
                 out[name] = value[name]
+        complete = not broken
+        if broken and tagged and not partial:  # the rules of its other fields still run
+            self.dropped.append(Dropped(path, cls, out, frozenset(broken)))
         record = getattr(cls, "__ce_record__", None)
         if record is not None and record.requires and complete and not partial \
                 and not self._record_ok(record, cls, value, out, path):
@@ -342,7 +358,7 @@ class Walker:
         if cls is None and tag in self.ctx.user_types and base.USER_BASE is not None:
             # a user-defined criterion: common fields here, arguments against its signature
             extra = frozenset(value) - {f[0] for f in fields_of(base.USER_BASE)}
-            return self.record(value, base.USER_BASE, path, partial, skip=extra)
+            return self.record(value, base.USER_BASE, path, partial, skip=extra, tagged=True)
         if cls is None and base.KIND == "criterion type" and tag in vendor.CRITERION_TYPES:
             self.diags.emit("CE0113", vendor.message("criterion type", tag,
                                                      vendor.CRITERION_TYPES[tag]),
@@ -353,7 +369,7 @@ class Walker:
                             help=did_you_mean(tag, [*base.MEMBERS, *base.ALIASES,
                                                     *self.ctx.user_types]))
             return INVALID
-        return self.record(value, cls, path, partial)
+        return self.record(value, cls, path, partial, tagged=True)
 
     # -- paths ---------------------------------------------------------------------------
     def path_value(self, value: str, path: Path, rule: Rule) -> str:
@@ -410,6 +426,38 @@ class Walker:
         tags = [t for t, c in getattr(cls, "MEMBERS", {}).items() if c is cls]
         kind = f" ({tags[0]})" if tags else ""
         return f"in `{format_path(path)}`{kind}"
+
+
+def stand_in(dropped: Dropped) -> dict[str, Any] | None:
+    """A dropped entry's value made structurable: each broken field that has a default
+    takes it, each required one a placeholder of its type ("", 0, [] ...). Rules must
+    not read the broken fields; None when a placeholder cannot be made."""
+    out = dict(dropped.value)
+    for name, tp, _rule, required in fields_of(dropped.cls):
+        if name not in dropped.broken or not required:
+            continue  # an optional field left out takes its default
+        filler = _placeholder(tp)
+        if filler is INVALID:
+            return None
+        out[name] = filler
+    return out
+
+
+def _placeholder(tp: Any) -> Any:
+    if _shape(tp) == "union" and _NoneType in typing.get_args(tp):
+        return None
+    tp = strip_optional(tp)
+    empty = {str: "", int: 0, float: 0.0, bool: False}
+    if tp in empty:
+        return empty[tp]
+    shape = _shape(tp)
+    if shape == "list":
+        return []
+    if shape == "dict":
+        return {}
+    if shape == "literal":
+        return typing.get_args(tp)[0]
+    return INVALID
 
 
 def check_workspace_path(value: str, span: Span, name: str, diags: Diagnostics,
