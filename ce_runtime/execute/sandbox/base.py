@@ -7,7 +7,8 @@ trial's process itself; it asks the sandbox:
 - `start()` brings the confinement up (the init process, the container);
 - `prepare()` fills the workspace (template sources, the Python venv, node packages);
 - `exec()` runs a command to completion (cwd, env, timeout, output cap; on timeout or
-  cancellation its whole process group dies);
+  cancellation its whole process group dies); its stdout and stderr are pipes ce drains
+  while it runs, keeping at most the cap of each (`CommandOutput`): never a file;
 - `spawn()` starts a long-running process with stdio pipes (agent CLIs);
 - `write_file()` / `read_file()` are file operations *as the agent*: they run inside the
   confinement, so an agent's `write: ../x` is as confined as its shell;
@@ -24,9 +25,12 @@ post_run: the task directory and the reference at TASK_DIR / REFERENCE_DIR).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import re
 import shlex
+import struct
+import termios
 from collections.abc import Sequence
 from typing import IO, Any, Protocol
 
@@ -162,7 +166,9 @@ class Sandbox(Protocol):
 
 
 def read_capped(fh: IO[bytes], limit: int | None) -> str:
-    """The text written to `fh` (UTF-8, invalid bytes replaced), cut at `limit` bytes."""
+    """The text written to `fh` (UTF-8, invalid bytes replaced), cut at `limit` bytes
+    (workspace.py's set-up commands write to files; a sandbox command's output never
+    does: `CommandOutput`)."""
     total = fh.seek(0, os.SEEK_END)
     fh.seek(0)
     data = fh.read() if limit is None else fh.read(limit)
@@ -220,6 +226,10 @@ class FileOps:
             max_output=limit, view=AGENT, binary=True)
         if res.exit_code != 0 or res.timed_out:
             raise SandboxFileError(_file_error(res))
+        if limit is None and len(res.stdout) >= OUTPUT_HARD_CAP:
+            # all of it was asked for (an edit writes it back): a part will not do
+            raise SandboxFileError(f"File too large: ce reads files under {OUTPUT_HARD_CAP} "
+                                   "bytes whole")
         return res.stdout  # type: ignore[return-value]
 
 
@@ -270,15 +280,144 @@ def grader_reference_dir(spec: SandboxSpec) -> str | None:
     return inner if os.path.isdir(ref) else os.path.dirname(inner)
 
 
-def collect_output(out: IO[bytes], err: IO[bytes], max_output: int | None,
-                   binary: bool) -> tuple[Any, str]:
-    """stdout (bytes when `binary`, else text capped like stderr) and stderr."""
-    if binary:
-        out.seek(0)
-        stdout: Any = out.read() if max_output is None else out.read(max_output)
-    else:
-        stdout = read_capped(out, max_output)
-    return stdout, read_capped(err, max_output)
+# The most ce keeps of one output stream of a command (stdout or stderr), whatever
+# `max_output` its caller asks for, or none: what comes past it is read and dropped, so
+# a command that floods its output costs ce neither memory nor disk.
+OUTPUT_HARD_CAP = 64 * 1024 * 1024
+_CHUNK = 1 << 16
+
+
+class CappedOutput:
+    """One output stream of a running command: a pipe ce reads while the command writes,
+    keeping the first `limit` bytes (at most OUTPUT_HARD_CAP) and counting the rest. It
+    reads on past the cap, and never closes the pipe early: a command that prints a lot
+    and exits 0 must still exit 0, not die of SIGPIPE."""
+
+    def __init__(self, fd: int, limit: int | None, loop: asyncio.AbstractEventLoop):
+        self.fd = fd  # owned from here on: `close` closes it, once
+        self.limit = OUTPUT_HARD_CAP if limit is None else max(0, min(limit, OUTPUT_HARD_CAP))
+        self.kept = bytearray()
+        self.total = 0
+        self._loop = loop
+        self._watched = False
+        try:
+            os.set_blocking(fd, False)
+            loop.add_reader(fd, self._readable)
+            self._watched = True
+        except BaseException:
+            self.close()
+            raise
+
+    def _keep(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.limit - len(self.kept)
+        if room > 0:
+            self.kept += data[:room]
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.fd, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._keep(data)
+        else:  # every writer is gone
+            self._unwatch()
+
+    def collect(self) -> None:
+        """Take what is in the pipe now, without waiting for its end: a process the
+        command left running (`sleep 100 &`) may hold the pipe open, and write on, for as
+        long as it lives."""
+        if self.fd < 0:
+            return
+        try:
+            pending = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0" * 4))[0]
+        except OSError:
+            pending = 0
+        while pending > 0:
+            try:
+                data = os.read(self.fd, min(pending, _CHUNK))
+            except OSError:
+                break
+            if not data:
+                break
+            self._keep(data)
+            pending -= len(data)
+
+    def _unwatch(self) -> None:
+        if self._watched:
+            self._watched = False
+            self._loop.remove_reader(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            try:
+                if self._watched:
+                    self._watched = False
+                    self._loop.remove_reader(fd)
+            finally:
+                os.close(fd)
+
+    def data(self) -> bytes:
+        return bytes(self.kept)
+
+    def text(self) -> str:
+        """UTF-8 (invalid bytes replaced), with a note of what was not kept."""
+        text = self.kept.decode("utf-8", "replace")
+        if self.total > len(self.kept):
+            text += (f"\n[... truncated: {self.total - len(self.kept)} of {self.total} "
+                     "bytes not kept]")
+        return text
+
+
+class CommandOutput:
+    """A command's stdout and stderr: two pipes, drained while it runs (`CappedOutput`).
+    The driver hands `write_ends` to the command, then calls `release_write_ends` (the
+    command has its own copies; ours would hold the pipes open); `collect` once the
+    command has exited; `result`. Leaving the `with` closes every descriptor left, once."""
+
+    def __init__(self, max_output: int | None):
+        loop = asyncio.get_running_loop()
+        self.write_ends: list[int] = []
+        self.streams: list[CappedOutput] = []
+        try:
+            for _ in range(2):
+                read_end, write_end = os.pipe()
+                self.write_ends.append(write_end)
+                self.streams.append(CappedOutput(read_end, max_output, loop))
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> CommandOutput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def release_write_ends(self) -> None:
+        ends, self.write_ends = self.write_ends, []
+        for fd in ends:
+            os.close(fd)
+
+    def collect(self) -> None:
+        for stream in self.streams:
+            stream.collect()
+
+    def close(self) -> None:
+        try:
+            self.release_write_ends()
+        finally:
+            for stream in self.streams:
+                stream.close()
+
+    def result(self, binary: bool) -> tuple[Any, str]:
+        """stdout (bytes when `binary`, else text with its truncation note) and stderr."""
+        out, err = self.streams
+        return (out.data() if binary else out.text()), err.text()
 
 
 def quote(argv: Sequence[str]) -> str:

@@ -28,7 +28,6 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -38,13 +37,13 @@ from ce_runtime.execute.sandbox.base import (
     AGENT,
     GRADER,
     INNER_GRADER,
+    CommandOutput,
     Enforcement,
     ExecResult,
     FileOps,
     SandboxError,
     SandboxSpec,
     agent_path,
-    collect_output,
     grader_mounts,
     grader_reference_dir,
     host_env_passthrough,
@@ -357,11 +356,15 @@ class DockerSandbox(FileOps):
         args, ident = self._exec_args(shell_argv(argv), cwd,
                                       env if env is not None else self.env(view),
                                       stdin is not None)
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = await asyncio.create_subprocess_exec(
-                docker_bin() or "docker", *args,
-                stdin=asyncio.subprocess.PIPE if stdin is not None else
-                asyncio.subprocess.DEVNULL, stdout=out, stderr=err)
+        with CommandOutput(max_output) as output:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    docker_bin() or "docker", *args,
+                    stdin=asyncio.subprocess.PIPE if stdin is not None else
+                    asyncio.subprocess.DEVNULL, stdout=output.write_ends[0],
+                    stderr=output.write_ends[1])
+            finally:  # the docker client has its copies
+                output.release_write_ends()
             timed_out = False
             try:
                 if stdin is not None:
@@ -377,7 +380,8 @@ class DockerSandbox(FileOps):
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._kill_exec(ident, proc))
                 raise
-            stdout, stderr = collect_output(out, err, max_output, binary)
+            output.collect()
+            stdout, stderr = output.result(binary)
         code = proc.returncode if proc.returncode is not None else -1
         if code == 126 and "executable file not found" in stderr:
             code = 127

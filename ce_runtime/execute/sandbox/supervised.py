@@ -24,13 +24,13 @@ from typing import Any
 
 from ce_runtime.execute.sandbox.base import (
     AGENT,
+    CommandOutput,
     Enforcement,
     ExecResult,
     FileOps,
     SandboxError,
     SandboxSpec,
     agent_path,
-    collect_output,
     shell_argv,
 )
 from ce_runtime.execute.sandbox.cgroups import TrialCgroup
@@ -116,6 +116,9 @@ class ShimClient:
         except ConnectionError as exc:  # it died with our request unread
             writer.close()
             raise SandboxError(f"the sandbox's init is gone ({exc})") from exc
+        except BaseException:  # cancelled: the connection closed kills the command
+            writer.close()
+            raise
         if "pid" not in reply:
             writer.close()
             raise SandboxError(f"the sandbox could not start {message['argv'][0]}: "
@@ -278,13 +281,15 @@ class SupervisedSandbox(FileOps):
                    view: str = AGENT, binary: bool = False) -> ExecResult:
         started = time.monotonic()
         argv = shell_argv(argv)
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-                _stdin_file(stdin) as inp:
+        with _stdin_file(stdin) as inp, CommandOutput(max_output) as output:
             message = {"op": "exec", "argv": argv, "cwd": cwd or self.inner_workspace,
                        "env": env if env is not None else self.env(view),
                        "rlimits": self._rlimits()}
-            pid, reader, writer = await self.client.start(
-                message, [inp.fileno(), out.fileno(), err.fileno()])
+            try:
+                pid, reader, writer = await self.client.start(
+                    message, [inp.fileno(), *output.write_ends])
+            finally:  # the init has its copies (sent with the request)
+                output.release_write_ends()
             timed_out = False
             try:
                 line = await asyncio.wait_for(reader.readline(), timeout)
@@ -300,7 +305,8 @@ class SupervisedSandbox(FileOps):
             finally:
                 writer.close()
             code = json.loads(line).get("exit", -1) if line else -1
-            stdout, stderr = collect_output(out, err, max_output, binary)
+            output.collect()  # what is in the pipes: a daemon it left may hold them open
+            stdout, stderr = output.result(binary)
         return ExecResult(-1 if timed_out else int(code), stdout, stderr, timed_out,
                           (time.monotonic() - started) * 1000, pid)
 
