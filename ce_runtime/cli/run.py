@@ -42,8 +42,9 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("--driver", metavar="DRIVER",
               help="Sandbox driver for every task: tempdir (isolates nothing), bwrap "
                    "(namespaces; recommended for real agents), docker.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Trials run at the same time.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1),
+              help="Trials run at the same time.  [default: 1; --resume keeps the run's "
+                   "unless given]")
 @click.option("--executor", type=click.Choice(["local", "ray"]),
               help="What runs the trials: local (an asyncio pool in this process; the "
                    "default) or ray (Ray tasks; pip install 'ce[ray]'). --resume keeps the "
@@ -72,10 +73,12 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
               help="Finish an interrupted run (a run directory, or a directory of runs: "
                    "its latest): only trials without a task.json are run.")
-@click.option("--junit-xml", type=click.Path(dir_okay=False), help="Also write JUnit XML here.")
+@click.option("--junit-xml", type=click.Path(dir_okay=False),
+              help="Also write JUnit XML here (--resume writes the run's again unless given).")
 @click.option("--sarif", type=click.Path(dir_okay=False),
               help="Also write SARIF 2.1.0 here: a result per failed criterion, located in "
-                   "its task file (GitHub code scanning's upload-sarif).")
+                   "its task file (GitHub code scanning's upload-sarif; --resume writes the "
+                   "run's again unless given).")
 @click.option("--scripted-model", is_flag=True,
               help="Agents that call a model (claude-code ...) talk to a local server that "
                    "replays the task's scripted session (agent.model_script, or "
@@ -119,11 +122,11 @@ def run_cmd(**params):
       ce run --resume runs/latest              finish an interrupted run
       ce run tasks/ --agent oracle --run-dir out/smoke > results.txt
     """
-    state: dict = {}
-    sarif = params.pop("sarif")
+    state: dict = {"sarif": params.pop("sarif")}  # a resume may take the run's
     try:
         _run(state, **params)
     except SystemExit as done:
+        sarif = state.get("sarif")
         if sarif and state.get("run_dir") and done.code in (0, 1):
             from ce_runtime.report.sarif import sarif_after_run
 
@@ -164,6 +167,7 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
 
     P.agent_name(agent_type)
     recorded_id = None
+    jobs_from = ""  # where a resume's -j came from, for the start line
     if resume_dir:
         if run_dir:
             raise click.UsageError("--resume names the run directory; drop --run-dir")
@@ -189,6 +193,11 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
         if executor is None:  # the run's executor (and cluster) unless told otherwise
             executor = args.get("executor")
             ray_address = ray_address or args.get("ray_address")
+        if jobs is None:  # the run's concurrency unless told otherwise
+            jobs, jobs_from = _recorded_jobs(args.get("jobs"))
+        # the run's reports written again where it was asked for them, unless told
+        junit_xml = junit_xml or _recorded_path(args.get("junit_xml"))
+        state["sarif"] = state.get("sarif") or _recorded_path(args.get("sarif"))
         if judge_replies and not os.path.isfile(judge_replies):
             raise click.UsageError(f"--judge-replies file {judge_replies!r} not found")
         run_dir = resume_dir
@@ -196,6 +205,8 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
         state["run_dir"] = run_dir  # before anything is written
     elif not paths:
         raise click.UsageError("give at least one task file, directory or glob")
+    if jobs is None:
+        jobs = 1
     # --agent replaces the agent at run time (recorded in each task.json), except on
     # `agent: {type: none}` tasks, which have no agent to replace
     from ce_runtime.cli.run_plans import compile_for_run
@@ -240,7 +251,9 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
               "allow_paths": [os.path.abspath(p) for p in allow_paths],
               "judge_replies": os.path.abspath(judge_replies) if judge_replies else None,
               "scripted_model": scripted_model, "executor": executor,
-              "ray_address": ray_address}
+              "ray_address": ray_address, "jobs": jobs,
+              "junit_xml": os.path.abspath(junit_xml) if junit_xml else None,
+              "sarif": os.path.abspath(state["sarif"]) if state.get("sarif") else None}
     for repaired in R.write_plans(run_dir, trials, result.plan_files):
         click.echo(f"ce run: damaged archive: {repaired}; written again from the task file",
                    err=True)
@@ -254,7 +267,7 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
                                "args": config, "trials": len(trials)})
     if not quiet:
         click.echo(f"run {run_dir}: {len(trials)} trial(s), {len(trials) - len(todo)} already "
-                   f"done, -j {jobs}", err=True)
+                   f"done, -j {jobs}{jobs_from}", err=True)
     progress = Progress(len(trials), len(trials) - len(todo), quiet)
     interrupted = False
     loopback = None
@@ -290,6 +303,18 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
                    progress.lost, worker)
     os.close(lock)  # unlocked only once everything is written
     sys.exit(1 if interrupted else code)
+
+
+def _recorded_jobs(recorded) -> tuple[int, str]:
+    """A resume's -j when none is given: the one run.json recorded (a run started before
+    ce recorded it: 1, the default), with the start line's note on where it came from."""
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1:
+        return recorded, " (the run's)"
+    return 1, " (the default: run.json records no -j)"
+
+
+def _recorded_path(recorded) -> str | None:
+    return recorded if isinstance(recorded, str) and recorded else None
 
 
 def _say_replanned(run_dir: str, trials: list, done: set[str]) -> None:

@@ -1,0 +1,125 @@
+"""`ce run --resume` runs with the options the run was started with, through the real CLI
+on a small agentless task: -j (unless given again: a given -j wins and is what run.json
+records from then on), and the JUnit XML and SARIF files it was asked to write.
+
+Each run finishes; deleting trials' task.json makes them unfinished, as an interrupted
+run leaves them, so no test waits for a moment to stop a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.test_run_e2e import ce, load_run_json, run_dir_in, task_jsons
+
+pytestmark = pytest.mark.slow
+
+AGENTLESS = """\
+task_id: agentless
+description: no agent; the file the template provides is there
+agent: {type: none}
+sandbox:
+  driver: tempdir
+  python: null
+  template_sources:
+    - {type: starter_files, files: [{path: a.txt, content: hi}]}
+success_criteria:
+  - type: file_exists
+    description: a.txt is there
+    path: a.txt
+"""
+REPEATS = 3
+
+
+def start(tmp_path, *args: str) -> str:
+    """A finished run of REPEATS trials started with `args`; its run directory."""
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    res = ce("run", "agentless.yaml", "--repeats", str(REPEATS), "--runs-root", "runs",
+             *args, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    return run_dir_in(str(tmp_path / "runs"))
+
+
+def unfinish(run_dir: str, *repeats: int) -> None:
+    """Trials as an interrupted run leaves them: no task.json."""
+    for n in repeats:
+        os.unlink(os.path.join(run_dir, "default", "agentless", f"{n:02d}", "task.json"))
+
+
+def resume(tmp_path, run_dir: str, *args: str):
+    """`ce run --resume RUN_DIR ARGS` from another directory; it finishes every trial."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    res = ce("run", "--resume", run_dir, *args, cwd=str(elsewhere))
+    assert res.returncode == 0, res.stderr
+    records = task_jsons(run_dir)
+    assert sorted(r["repeat"] for r in records.values()) == list(range(REPEATS))
+    assert all(r["status"] == "SUCCESS" for r in records.values())
+    assert load_run_json(run_dir)["status"] == "complete"
+    return res
+
+
+def test_a_resume_runs_with_the_runs_jobs(tmp_path):
+    run_dir = start(tmp_path, "-j", "2")
+    assert load_run_json(run_dir)["args"]["jobs"] == 2
+    unfinish(run_dir, 0, 2)
+    res = resume(tmp_path, run_dir)  # no -j
+    assert f"run {run_dir}: {REPEATS} trial(s), 1 already done, -j 2 (the run's)" \
+        in res.stderr
+    assert load_run_json(run_dir)["args"]["jobs"] == 2
+
+
+def test_a_given_jobs_wins_and_is_recorded_for_the_next_resume(tmp_path):
+    run_dir = start(tmp_path, "-j", "2")
+    unfinish(run_dir, 1)
+    res = resume(tmp_path, run_dir, "-j", "3")
+    assert f"run {run_dir}: {REPEATS} trial(s), 2 already done, -j 3\n" in res.stderr
+    assert load_run_json(run_dir)["args"]["jobs"] == 3
+    unfinish(run_dir, 0)
+    res = resume(tmp_path, run_dir)
+    assert "2 already done, -j 3 (the run's)" in res.stderr
+
+
+def test_a_run_that_recorded_no_jobs_resumes_with_the_default_and_says_so(tmp_path):
+    run_dir = start(tmp_path, "-j", "2")
+    path = os.path.join(run_dir, "run.json")
+    with open(path, encoding="utf-8") as fh:
+        meta = json.load(fh)
+    del meta["args"]["jobs"]  # as a run of a ce that did not record it
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(meta, fh)
+    unfinish(run_dir, 2)
+    res = resume(tmp_path, run_dir)
+    assert "2 already done, -j 1 (the default: run.json records no -j)" in res.stderr
+    assert load_run_json(run_dir)["args"]["jobs"] == 1
+
+
+def test_a_resume_writes_the_runs_junit_and_sarif_again(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    run_dir = start(tmp_path, "--junit-xml", "out/junit.xml", "--sarif", "out/ce.sarif")
+    args = load_run_json(run_dir)["args"]
+    assert args["junit_xml"] == str(out / "junit.xml")
+    assert args["sarif"] == str(out / "ce.sarif")
+    unfinish(run_dir, 1, 2)
+    os.unlink(out / "junit.xml")
+    os.unlink(out / "ce.sarif")
+    resume(tmp_path, run_dir)  # from elsewhere, neither option given
+    cases = list(ET.parse(out / "junit.xml").getroot().iter("testcase"))
+    assert len(cases) == REPEATS
+    sarif = json.loads((out / "ce.sarif").read_text())
+    assert sarif["version"] == "2.1.0" and sarif["runs"][0]["results"] == []
+
+
+def test_a_given_junit_path_wins(tmp_path):
+    run_dir = start(tmp_path, "--junit-xml", "first.xml")
+    unfinish(run_dir, 0)
+    os.unlink(tmp_path / "first.xml")
+    resume(tmp_path, run_dir, "--junit-xml", str(tmp_path / "second.xml"))
+    assert not (tmp_path / "first.xml").exists()
+    assert len(list(ET.parse(tmp_path / "second.xml").getroot().iter("testcase"))) == REPEATS
+    assert load_run_json(run_dir)["args"]["junit_xml"] == str(tmp_path / "second.xml")
