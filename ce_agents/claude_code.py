@@ -210,10 +210,24 @@ class _Session(TurnEvents):
         self.usage: dict[str, dict[str, int]] = {}  # message id -> its usage so far
         self.last_text = ""  # the agent's last words (what a simulated user answers)
         self.cost = 0.0  # the session's cost reported so far (results are cumulative)
+        self.turn_calls = 0  # model calls answered in the open turn (one turn each)
+        self.pending: set[str] = set()  # the open turn's tool calls still without a result
+        self.streaming = False  # a model call of the main thread is still streaming
+        self.current: dict[str | None, str] = {}  # thread -> the message it streams
+
+    def turn_start(self) -> None:
+        if not self.open:
+            self.turn_calls = 0
+            self.pending.clear()
+        super().turn_start()
+
+    def _next_turn(self) -> None:
+        self.turn_end()
+        self.turn_start()
 
     def on(self, sdk: Any, message: Any) -> None:
         if isinstance(message, sdk.StreamEvent):
-            self._stream(message.event)
+            self._stream(message.event, message.parent_tool_use_id)
         elif isinstance(message, sdk.SystemMessage):
             if message.subtype == "init":
                 self.session_id = message.data.get("session_id")
@@ -230,6 +244,7 @@ class _Session(TurnEvents):
                     self.emit(T.Message, "assistant", block.text)
                 elif isinstance(block, sdk.ToolUseBlock) and block.id not in self.calls:
                     self.calls.add(block.id)
+                    self.pending.add(block.id)
                     self.emit(T.ToolCall, block.id, block.name, block.name,
                               dict(block.input or {}))
         elif isinstance(message, sdk.UserMessage):
@@ -242,9 +257,11 @@ class _Session(TurnEvents):
                 if block.is_error and DENIED.search(output):
                     status = "denied"
                 self.emit(T.ToolResult, block.tool_use_id, status, output)
-            if results:  # the tools ran: the next model call is a new turn
-                self.turn_end()
-                self.turn_start()
+                self.pending.discard(block.tool_use_id)
+            # the model call has ended and every tool it asked for ran: the next model
+            # call is a new turn (parallel calls' results come one message each)
+            if results and not self.pending and not self.streaming:
+                self._next_turn()
         elif isinstance(message, sdk.ResultMessage):
             self.result = message
             self.session_id = message.session_id or self.session_id
@@ -253,21 +270,30 @@ class _Session(TurnEvents):
                 self.emit(T.Usage, cost_usd=total - self.cost)
                 self.cost = total
 
-    def _stream(self, event: dict[str, Any]) -> None:
-        """Usage per model call, from the raw stream events."""
+    def _stream(self, event: dict[str, Any], thread: str | None = None) -> None:
+        """Usage per model call (a sub-agent's included), from the raw stream events;
+        each model call of the main thread is a turn."""
         kind = event.get("type")
         if kind == "message_start":
             msg = event.get("message") or {}
             u = msg.get("usage") or {}
             self.usage[msg.get("id", "")] = u
-            self.current = msg.get("id", "")
+            self.current[thread] = msg.get("id", "")
+            if thread is None:
+                if self.turn_calls:  # a second model call in the open turn: a new one
+                    self._next_turn()
+                self.turn_start()
+                self.turn_calls += 1
+                self.streaming = True
             self.emit(T.Usage, input_tokens=int(u.get("input_tokens") or 0),
                       cache_read_tokens=int(u.get("cache_read_input_tokens") or 0),
                       cache_creation_tokens=int(u.get("cache_creation_input_tokens") or 0),
                       output_tokens=int(u.get("output_tokens") or 0))
+        elif kind == "message_stop" and thread is None:
+            self.streaming = False
         elif kind == "message_delta":
             u = event.get("usage") or {}
-            seen = self.usage.get(getattr(self, "current", ""), {})
+            seen = self.usage.get(self.current.get(thread, ""), {})
             total = int(u.get("output_tokens") or 0)  # cumulative for the message
             extra = total - int(seen.get("output_tokens") or 0)
             if extra > 0:
@@ -282,14 +308,15 @@ class _Session(TurnEvents):
             return AgentOutcome("stopped" if self.stopped else "error",
                                 "the CLI ended without a result"
                                 + (f"; stderr: {tail}" if tail else ""))
-        detail += f", {r.num_turns} turns"
+        detail += f", {self.turn} turns"  # ce's count: one per model call, as the trace
         if self.stopped or stop.is_set():
             return AgentOutcome("stopped", detail)
         if r.subtype == "error_max_turns":
             return AgentOutcome("max_turns", detail)
-        if r.is_error:
+        if r.is_error:  # (a failed model call ends as subtype `success`, is_error true)
             why = "; ".join(r.errors or []) or (r.result or r.subtype)
-            return AgentOutcome("error", f"{r.subtype}: {why[:500]} ({detail})")
+            kind = "the CLI ended with an error" if r.subtype == "success" else r.subtype
+            return AgentOutcome("error", f"{kind}: {why[:500]} ({detail})")
         return AgentOutcome("finished", detail)
 
 

@@ -47,11 +47,30 @@ def chat_position(body: dict[str, Any]) -> int:
 
 
 def responses_position(body: dict[str, Any]) -> int:
+    """The model's earlier answers in the input: each is a run of the items it produced
+    (its message, reasoning and calls: a step with two tool calls is one answer, not
+    two), or, for a client that sends only the calls' outputs, a run of those."""
     items = body.get("input")
     if not isinstance(items, list):
         return 0
-    return sum(1 for i in items if isinstance(i, dict)
-               and str(i.get("type", "")).endswith("_call_output"))
+    answers = outputs = 0
+    last = None
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        kind = str(item.get("type") or "message")
+        if kind.endswith("_call_output"):
+            now = "output"
+        elif kind == "reasoning" or kind.endswith("_call") or (
+                kind == "message" and item.get("role") == "assistant"):
+            now = "answer"
+        else:
+            now = "input"
+        if now != last:
+            answers += now == "answer"
+            outputs += now == "output"
+        last = now
+    return max(answers, outputs)
 
 
 def _usage_anthropic(step: Step) -> dict[str, int]:
