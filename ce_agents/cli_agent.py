@@ -16,6 +16,8 @@ from ce_runtime.execute.agent_protocol import AGENT, AgentOutcome, AgentRequest,
 from ce_runtime.trace import events as T
 
 STDERR_KEPT = 4000
+OUTPUT_KEPT = 100_000  # characters of a tool result the trace keeps (head and tail)
+LINE_LIMIT = 64 * 1024 * 1024  # a longer line of the CLI's output is skipped (and said)
 
 
 class TurnEvents:
@@ -60,7 +62,44 @@ class Events(TurnEvents):
 
     def result(self, call_id: str, ok: bool | str, output: str) -> None:
         status = ok if isinstance(ok, str) else ("ok" if ok else "error")
-        self.emit(T.ToolResult, call_id, status, output or "")
+        self.emit(T.ToolResult, call_id, status, truncate(output or ""))
+
+
+def truncate(text: str, limit: int = OUTPUT_KEPT) -> str:
+    """Head and tail of a long tool output (a command that prints gigabytes must not
+    make a trace of gigabytes; errors are usually at the end)."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... [{len(text) - 2 * half} characters truncated] ...\n{text[-half:]}"
+
+
+async def lines(stream: asyncio.StreamReader, limit: int = LINE_LIMIT):
+    """The stream's lines, however long (asyncio's readline gives up at 64 KiB: a tool
+    output in one JSON line is longer); a line over `limit` comes as None (skipped, but
+    read: the CLI never blocks on a full pipe)."""
+    buf = bytearray()
+    skipping = False
+    while chunk := await stream.read(1 << 20):
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if not skipping:
+                buf += chunk[start:end]
+                yield bytes(buf)
+            else:
+                yield None
+            buf.clear()
+            skipping = False
+            start = end + 1
+        if not skipping:
+            buf += chunk[start:]
+            if len(buf) > limit:
+                buf.clear()
+                skipping = True
+    if buf and not skipping:
+        yield bytes(buf)
+    elif skipping:
+        yield None
 
 
 SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "command_execution"}
@@ -137,13 +176,24 @@ class CliAgent:
                 del stderr[:-STDERR_KEPT]
 
         async def read() -> None:
-            while line := await proc.stdout.readline():
+            # read to the end whatever comes: a reader that gave up would leave the CLI
+            # blocked on a full pipe, past every timeout
+            async for line in lines(proc.stdout):
+                if line is None:
+                    events.emit(T.Message, "system", f"ce: a line of {self.name}'s output "
+                                f"longer than {LINE_LIMIT} bytes was skipped")
+                    continue
                 try:
                     obj = json.loads(line)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, UnicodeDecodeError):
                     continue  # a banner or a log line on stdout
-                if isinstance(obj, dict):
+                if not isinstance(obj, dict):
+                    continue
+                try:
                     self.on_line(obj, events)
+                except Exception as exc:  # an event of a shape the mapping does not know
+                    events.emit(T.Message, "system", f"ce: could not map a {self.name} "
+                                f"event ({type(exc).__name__}: {exc}): {line[:300]!r}")
 
         reading = asyncio.ensure_future(asyncio.gather(read(), drain()))
         stopping = asyncio.ensure_future(stop.wait())
@@ -162,8 +212,8 @@ class CliAgent:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(proc.wait())
+                with contextlib.suppress(Exception):  # its pipes still drained meanwhile
+                    await asyncio.wait_for(asyncio.shield(proc.wait()), 10)
             reading.cancel()
         events.turn_end()
         outcome = self.finish(events, code, stopped, stderr.decode("utf-8", "replace"))

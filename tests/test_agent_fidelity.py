@@ -1,7 +1,8 @@
 """What a benchmark reads off a real agent's trial, checked for every agent ce runs (the
 real CLIs against ce's scripted model server, through `ce run --scripted-model`): a turn
 is a model call, also when a call asks for several tools at once, so `max_turns` is held
-and reported right, and every scripted step reaches the agent."""
+and reported right, and every scripted step reaches the agent; a tool that prints tens
+of megabytes neither hangs the trial nor bloats its trace."""
 
 from __future__ import annotations
 
@@ -121,3 +122,22 @@ def test_a_turn_is_a_model_call_and_max_turns_holds(agent, tmp_path):
     assert all(len(t) == 1 for t in turn_of.values()), turn_of
     cut, _, _ = trial(tmp_path, "cut")
     assert cut["status"] == "MAX_TURNS_EXHAUSTED", cut["agent_outcome"]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_tool_printing_megabytes_in_one_line_neither_hangs_nor_bloats(agent, tmp_path):
+    """30 MB of output on one line: the CLIs put it in one JSON line, longer than
+    asyncio's 64 KiB readline limit: ce's reader gave up, the CLI blocked on the full
+    pipe and the trial hung past its task_timeout. Now it passes and the trace keeps the
+    output's head and tail."""
+    need(missing(agent))
+    task(tmp_path, "huge", agent,
+         [shell(agent, "echo first; head -c 30000000 /dev/zero | tr '\\0' x; echo; echo END"),
+          {"text": "done"}], "{task_timeout: 300}")
+    res = ce_run(tmp_path)
+    assert "Traceback" not in res.stderr, res.stderr
+    record, events, size = trial(tmp_path, "huge")
+    assert record["status"] == "SUCCESS", (record["agent_outcome"], res.stderr[-2000:])
+    [result] = of(events, "ToolResult")  # each CLI cuts it its own way; ce at 100,000
+    assert result.status == "ok" and 0 < len(result.output) <= 120_000
+    assert size < 1_000_000
