@@ -53,6 +53,13 @@ class Events(TurnEvents):
         self.error: str | None = None
         self.session: str | None = None
         self.calls: dict[str, str] = {}  # call id -> tool (results are matched to calls)
+        self.aborted = False  # the run is failed: the CLI is ended (its output still read)
+
+    def abort(self, error: str) -> None:
+        """The run has failed in a way the CLI does not end by itself (it would go on
+        asking a model that answers nothing): an error, and the CLI is stopped."""
+        self.error = self.error or error
+        self.aborted = True
 
     def call(self, call_id: str, raw: str, params: dict[str, Any]) -> None:
         """A tool call; shell tools become `Bash` with the command unwrapped."""
@@ -194,6 +201,9 @@ class CliAgent:
                 except Exception as exc:  # an event of a shape the mapping does not know
                     events.emit(T.Message, "system", f"ce: could not map a {self.name} "
                                 f"event ({type(exc).__name__}: {exc}): {line[:300]!r}")
+                if events.aborted and proc.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.terminate()  # the sandbox kills the CLI's group
 
         reading = asyncio.ensure_future(asyncio.gather(read(), drain()))
         stopping = asyncio.ensure_future(stop.wait())

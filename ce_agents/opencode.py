@@ -54,6 +54,12 @@ class OpenCodeAgent(CliAgent):
         elif kind == "step_finish":
             tokens = part.get("tokens") or {}
             cache = tokens.get("cache") or {}
+            if part.get("reason") in ("unknown", None) and not any(
+                    tokens.get(k) for k in ("input", "output", "reasoning")):
+                # no finish reason, no usage: the model's reply never came whole (its
+                # stream was cut off); OpenCode would ask again and again, forever
+                events.abort("opencode: a model call ended with no finish reason and no "
+                             "usage: the model's reply was cut off or empty")
             events.emit(T.Usage, input_tokens=int(tokens.get("input") or 0),
                         output_tokens=int(tokens.get("output") or 0),
                         cache_read_tokens=int(cache.get("read") or 0),

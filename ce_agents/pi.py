@@ -71,6 +71,12 @@ class PiAgent(CliAgent):
                         cost_usd=float((u.get("cost") or {}).get("total") or 0.0))
             if message.get("stopReason") == "error":
                 events.error = str(message.get("errorMessage") or "the model call failed")
+            elif not message.get("content") and not any(
+                    u.get(k) for k in ("input", "output", "totalTokens")):
+                # nothing and no usage: the reply never came (a stream cut off is taken
+                # for an empty answer, and the run would end as if the agent were done)
+                events.abort("pi: a model call returned no content and no usage: the "
+                             "model's reply was cut off or empty")
         elif kind == "tool_execution_end":
             result = obj.get("result") or {}
             text = "\n".join(str(c.get("text") or "") for c in result.get("content") or []

@@ -1,8 +1,9 @@
 """What a benchmark reads off a real agent's trial, checked for every agent ce runs (the
 real CLIs against ce's scripted model server, through `ce run --scripted-model`): a turn
 is a model call, also when a call asks for several tools at once, so `max_turns` is held
-and reported right, and every scripted step reaches the agent; a tool that prints tens
-of megabytes neither hangs the trial nor bloats its trace."""
+and reported right; every scripted step reaches the agent; a model reply cut off or
+garbled ends the trial as an ERROR that says so (never a pass, never a loop); a tool
+that prints tens of megabytes neither hangs the trial nor bloats its trace."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ import yaml
 
 from ce_runtime.trace.events import read_trace
 from tests.engines import need
+from tests.processes import processes_marked
 
 AGENTS = ["claude-code", "codex", "opencode", "pi", "openai"]
 pytestmark = pytest.mark.slow
@@ -122,6 +125,28 @@ def test_a_turn_is_a_model_call_and_max_turns_holds(agent, tmp_path):
     assert all(len(t) == 1 for t in turn_of.values()), turn_of
     cut, _, _ = trial(tmp_path, "cut")
     assert cut["status"] == "MAX_TURNS_EXHAUSTED", cut["agent_outcome"]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_model_reply_cut_off_or_garbled_is_an_error(agent, tmp_path):
+    """The model server closes the stream half-way, or answers 200 with a body that is
+    not the API's: an ERROR saying why, not a pass (Pi took the cut stream for an empty
+    answer and finished), nor a loop until max_turns (OpenCode asked again forever)."""
+    need(missing(agent))
+    mark = f"{int(time.time() * 1000) % 100000}.75"
+    for how in ("disconnect", "garbage"):
+        task(tmp_path, how, agent, [shell(agent, "echo first"), {"fail": how},
+                                    {"text": "never"}], mark=mark)
+    res = ce_run(tmp_path)
+    assert "Traceback" not in res.stderr, res.stderr
+    for how in ("disconnect", "garbage"):
+        record, _, _ = trial(tmp_path, how)
+        assert record["status"] == "ERROR", (how, record["agent_outcome"])
+        outcome = record["agent_outcome"]
+        assert outcome["reason"] == "error" and outcome["detail"], (how, outcome)
+        assert record["criteria"][0]["score"] == 1.0  # graded: the first call happened
+        assert record["model_server"]["requests"] < 20, how  # no loop
+    assert processes_marked(mark) == {}
 
 
 @pytest.mark.parametrize("agent", AGENTS)

@@ -12,6 +12,8 @@ Answered:
   the verdict of the first `judge` entry whose `match` occurs in the request.
 - `POST /v1/messages/count_tokens`, `GET /v1/models`, `HEAD /`.
 - `POST /v1/chat/completions` (stream or JSON) and `POST /v1/responses` (stream or JSON).
+A step with `fail` answers with the API's error (an HTTP status), a body that is not the
+API's format, or a reply cut off mid-way (see script.py), for testing how agents cope.
 Every request is logged (`requests`, and to a JSONL file if asked), with its path and
 the step it got.
 
@@ -27,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ce_runtime.model_server import wire
-from ce_runtime.model_server.script import Script, ScriptError, Step
+from ce_runtime.model_server.script import Fail, Script, ScriptError, Step
 
 __all__ = ["SIMULATED_USER", "ModelServer", "Script", "ScriptError", "request_text"]
 request_text = wire.request_text
@@ -50,6 +52,7 @@ class ModelServer:
         self.log: list[dict[str, Any]] = []
         self._log_path = log_path
         self._lock = threading.Lock()
+        self._failures: dict[tuple[str, int], int] = {}  # (api, step) -> failed requests
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -115,8 +118,12 @@ class ModelServer:
                 else:
                     position = wire.anthropic_position(body)
                     step = server.script.step(position, request_text(body), server.judge)
-                    seq = server._record("anthropic", body, position, step)
+                    fail = server._fails_now("anthropic", position, step)
+                    seq = server._record("anthropic", body, position, step, fail)
                     _wait(step)
+                    if fail is not None:
+                        self._fail(fail, "anthropic", step, model, seq, body)
+                        return
                 if body.get("stream"):
                     self._sse([(e["type"], e) for e in wire.anthropic_events(step, model, seq)])
                 else:
@@ -132,8 +139,12 @@ class ModelServer:
                     position, step = None, Step(json.dumps(verdict), (), _usage(10, 10))
                 else:
                     position, step = None, Step(SIDE_TEXT, (), _usage(1, 1))
-                seq = server._record("chat", body, position, step)
+                fail = server._fails_now("chat", position, step)
+                seq = server._record("chat", body, position, step, fail)
                 _wait(step)
+                if fail is not None:
+                    self._fail(fail, "chat", step, model, seq, body)
+                    return
                 if body.get("stream"):
                     self._sse([(None, c) for c in wire.chat_chunks(step, model, seq)],
                               done=True)
@@ -147,13 +158,55 @@ class ModelServer:
                     step = server.script.step(position, request_text(body))
                 else:
                     position, step = None, Step(SIDE_TEXT, (), _usage(1, 1))
-                seq = server._record("responses", body, position, step)
+                fail = server._fails_now("responses", position, step)
+                seq = server._record("responses", body, position, step, fail)
                 _wait(step)
+                if fail is not None:
+                    self._fail(fail, "responses", step, model, seq, body)
+                    return
                 if body.get("stream"):
                     self._sse([(e["type"], e) for e in wire.response_events(step, model,
                                                                             seq)])
                 else:
                     self._json(wire.response_object(step, model, seq))
+
+            # -- scripted failures ---------------------------------------------------
+            def _fail(self, fail: Fail, api: str, step: Step, model: str, seq: int,
+                      body: dict[str, Any]) -> None:
+                """Answers with the step's failure."""
+                stream = bool(body.get("stream"))
+                if fail.kind == "garbage":
+                    self._raw(200, "text/event-stream" if stream else "application/json",
+                              b"data: {not json\n\n" if stream else b"<html>not JSON</html>")
+                elif fail.kind == "disconnect":
+                    if api == "anthropic":
+                        events = [(e["type"], e) for e in wire.anthropic_events(step, model,
+                                                                                seq)]
+                    elif api == "chat":
+                        events = [(None, c) for c in wire.chat_chunks(step, model, seq)]
+                    else:
+                        events = [(e["type"], e) for e in wire.response_events(step, model,
+                                                                               seq)]
+                    if stream:  # the head of the stream, then the connection is gone
+                        self._sse(events[:max(1, len(events) // 2)], cut=True)
+                    else:
+                        data = json.dumps(wire.anthropic_message(step, model, seq)).encode()
+                        self._raw(200, "application/json", data[:len(data) // 2],
+                                  length=len(data))
+                else:
+                    self._json(wire.error_body(api, fail.status, fail.message), fail.status)
+
+            def _raw(self, status: int, kind: str, data: bytes,
+                     length: int | None = None) -> None:
+                self.send_response(status)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(data) if length is None
+                                                       else length))
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                self.wfile.write(data)
+                self.wfile.flush()
 
             # -- transport -----------------------------------------------------------
             def _json(self, obj: Any, status: int = 200) -> None:
@@ -165,7 +218,7 @@ class ModelServer:
                 self.wfile.write(data)
 
             def _sse(self, events: list[tuple[str | None, dict[str, Any]]],
-                     done: bool = False) -> None:
+                     done: bool = False, cut: bool = False) -> None:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
@@ -178,6 +231,11 @@ class ModelServer:
                 if done:
                     self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
+                if cut:  # no orderly end: the peer sees the connection reset
+                    import socket
+
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               b"\x01\x00\x00\x00\x00\x00\x00\x00")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
@@ -193,7 +251,7 @@ class ModelServer:
         return int(self._server.server_address[1])
 
     def _record(self, api: str, body: dict[str, Any], position: int | None,
-                step: Step) -> int:
+                step: Step, fail: Fail | None = None) -> int:
         with self._lock:
             seq = len(self.log) + 1
             entry = {"seq": seq, "t": time.time(), "api": api, "model": body.get("model"),
@@ -201,11 +259,25 @@ class ModelServer:
                      "tools": len(body.get("tools") or []),
                      "reply": {"text": step.text, "calls": [c.name for c in step.calls]},
                      "usage": step.usage}
+            if fail is not None:  # answered with a failure, not the step
+                entry["failed"] = fail.status if fail.kind == "status" else fail.kind
             self.log.append(entry)
             if self._log_path:
                 with open(self._log_path, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(entry) + "\n")
         return seq
+
+    def _fails_now(self, api: str, position: int | None, step: Step) -> Fail | None:
+        """The step's failure, when this request of it is to fail."""
+        fail = step.fail
+        if fail is None or position is None:
+            return None
+        with self._lock:
+            done = self._failures.get((api, position), 0)
+            if fail.times is not None and done >= fail.times:
+                return None
+            self._failures[(api, position)] = done + 1
+        return fail
 
     def start(self) -> ModelServer:
         self._thread.start()

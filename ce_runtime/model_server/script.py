@@ -10,6 +10,13 @@
     rows:                        # dataset tasks: the steps of each row, by row id
       weekday: [...]
     judge: [...]                 # llm_judge verdicts: {match?, score, rationale}
+    # a step may fail instead of answering (how agents cope with a failing model):
+    #   fail: 500                     the API's error body with that HTTP status (429,
+    #                                 529, ...), every time this step is asked for
+    #   fail: {status: 429, times: 2} only the first 2 requests of this step (retries
+    #                                 then get its answer: give it text and/or a tool)
+    #   fail: garbage                 200 with a body that is not the API's format
+    #   fail: disconnect              the reply starts, then the connection closes
     agent_judge: [...]           # the steps of an agent_judge's session
     user_turns: [...]            # what the simulated user says (`simulation:` tasks), in
                                  # order; end one with the stop token to end the dialog
@@ -31,7 +38,8 @@ from typing import Any
 import attrs
 
 DEFAULT_USAGE = {"input_tokens": 10, "output_tokens": 10}
-STEP_KEYS = {"text", "tool", "input", "usage", "delay", "tools", "custom_tool"}
+STEP_KEYS = {"text", "tool", "input", "usage", "delay", "tools", "custom_tool", "fail"}
+FAIL_KINDS = ("garbage", "disconnect")
 USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_input_tokens",
               "cache_creation_input_tokens"}
 END_TEXT = "The scripted session has no more steps."
@@ -51,11 +59,22 @@ class Call:
 
 
 @attrs.frozen
+class Fail:
+    """How a step fails: `status` (an HTTP error status), or `kind` garbage /
+    disconnect; `times`: the first N requests of the step only (None: all)."""
+    status: int = 500
+    kind: str = "status"
+    times: int | None = None
+    message: str = "scripted failure"
+
+
+@attrs.frozen
 class Step:
     text: str | None
     calls: tuple[Call, ...]
     usage: dict[str, int]
     delay: float = 0.0
+    fail: Fail | None = None
 
 
 def load_script_file(path: str) -> dict[str, Any]:
@@ -104,8 +123,10 @@ def check_steps(raw: Any, where: str) -> list[Step]:
             if not isinstance(c, dict) or "tool" not in c:
                 raise ScriptError(f"{at}: tools[{j}] needs `tool` (and `input`)")
             calls.append(Call(str(c["tool"]), c.get("input", {})))
-        if not calls and "text" not in s:
-            raise ScriptError(f"{at} has neither `text` nor a tool call")
+        fail = _fail(s.get("fail"), at) if "fail" in s else None
+        if not calls and "text" not in s and (fail is None or fail.times is not None):
+            raise ScriptError(f"{at} has neither `text` nor a tool call"
+                              + (" (to answer after its failures)" if fail else ""))
         for c in calls:
             if not c.custom and not isinstance(c.input, dict):
                 raise ScriptError(f"{at}: the input of {c.name} must be a mapping")
@@ -121,8 +142,29 @@ def check_steps(raw: Any, where: str) -> list[Step]:
         if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
             raise ScriptError(f"{at}: `delay` is a number of seconds")
         text = s.get("text")
-        out.append(Step(None if text is None else str(text), tuple(calls), usage, float(delay)))
+        out.append(Step(None if text is None else str(text), tuple(calls), usage, float(delay),
+                        fail))
     return out
+
+
+def _fail(raw: Any, at: str) -> Fail:
+    how = (f"{at}: `fail` is an HTTP status (500, 429, ...), garbage, disconnect, or "
+           "{status|kind, times?, message?}")
+    if isinstance(raw, str):
+        raw = {"kind": raw}
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        raw = {"status": raw}
+    if not isinstance(raw, dict) or set(raw) - {"status", "kind", "times", "message"}:
+        raise ScriptError(how)
+    kind = raw.get("kind", "status")
+    status = raw.get("status", 500)
+    times = raw.get("times")
+    if kind not in ("status", *FAIL_KINDS) or not isinstance(status, int) \
+            or isinstance(status, bool) or not 400 <= status <= 599 \
+            or (times is not None and (not isinstance(times, int) or isinstance(times, bool)
+                                       or times < 1)):
+        raise ScriptError(how)
+    return Fail(status, kind, times, str(raw.get("message", "scripted failure")))
 
 
 @attrs.frozen
@@ -184,7 +226,7 @@ class Script:
             workspace = found.group(1) if found else ""
         return Step(_fill(step.text, workspace),
                     tuple(Call(c.name, _fill(c.input, workspace), c.custom)
-                          for c in step.calls), step.usage, step.delay)
+                          for c in step.calls), step.usage, step.delay, step.fail)
 
     def verdict(self, request_text: str) -> dict[str, Any]:
         default = None

@@ -217,3 +217,21 @@ def response_events(step: Step, model: str, seq: int) -> list[dict[str, Any]]:
     events.append({"type": "response.completed",
                    "response": response_object(step, model, seq)})
     return events
+
+
+# -- errors ------------------------------------------------------------------------------
+ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
+                    403: "permission_error", 404: "not_found_error",
+                    413: "request_too_large", 429: "rate_limit_error",
+                    529: "overloaded_error"}
+OPENAI_ERRORS = {400: "invalid_request_error", 401: "invalid_api_key",
+                 429: "rate_limit_exceeded"}
+
+
+def error_body(api: str, status: int, message: str) -> dict[str, Any]:
+    """The error an API answers with at this HTTP status."""
+    if api == "anthropic":
+        return {"type": "error", "error": {"type": ANTHROPIC_ERRORS.get(status, "api_error"),
+                                           "message": message}}
+    return {"error": {"message": message, "type": OPENAI_ERRORS.get(status, "server_error"),
+                      "param": None, "code": None}}
