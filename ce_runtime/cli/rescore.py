@@ -190,7 +190,7 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                 loopback.__exit__(None, None, None)
         whole = only_trial is None and not trial_ids
         code = _write(staged.path, records, run_dir, used, out, worker,
-                      _run_state(run_dir) if whole else ("complete", None))
+                      _run_state(run_dir) if whole else ("complete", None, None))
         staged.commit()
     note = f"; {missing} trial(s) have no task in TASKS" if missing else ""
     if damaged:
@@ -313,31 +313,38 @@ def _fmt(x) -> str:
     return f"{x:.3f}" if isinstance(x, int | float) else "  -  "
 
 
-def _run_state(run_dir: str) -> tuple[str, int | None]:
-    """The run's status and planned trials (run.json): a run cut short stays so when
-    re-scored. A run.json that cannot be read (a run still going, a crash) says nothing."""
+def _run_state(run_dir: str) -> tuple[str, int | None, float | None]:
+    """The run's status, planned trials (run.json) and `--min-pass-rate` gate: a run cut
+    short stays so when re-scored, and is gated as it was. A run.json that cannot be read
+    (a run still going, a crash) says nothing."""
     import json
 
     try:
         with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, ValueError):
-        return "complete", None
-    status = data.get("status") if isinstance(data, dict) else None
+        return "complete", None, None
+    if not isinstance(data, dict):
+        return "complete", None, None
+    gate = (data.get("args") or {}).get("min_pass_rate") \
+        if isinstance(data.get("args"), dict) else None
+    if not isinstance(gate, int | float) or isinstance(gate, bool) or not 0 <= gate <= 1:
+        gate = None
+    status = data.get("status")
     planned = data.get("trials_planned")
     if status not in ("interrupted", "incomplete") or not isinstance(planned, int) \
             or isinstance(planned, bool):
-        return "complete", None
-    return status, planned
+        return "complete", None, gate
+    return status, planned, gate
 
 
 def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None,
-           state: tuple[str, int | None] = ("complete", None)) -> int:
+           state: tuple[str, int | None, float | None] = ("complete", None, None)) -> int:
     """The rest of the results' run directory (the trials are written as they are
     graded): the plans graded with, the definitions, the objects (a link to the run's),
     run.json and the reports (by the report worker, or here without one). `ce explain`
     and `ce rescore` work on it. `name`: where the directory ends up (its run id);
-    `state`: the re-scored run's status and planned trials (`_run_state`)."""
+    `state`: the re-scored run's status, planned trials and gate (`_run_state`)."""
     from ce_runtime.store.record import as_records
 
     _link_run_parts(out, run_dir, plans)

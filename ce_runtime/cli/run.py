@@ -79,6 +79,10 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
               help="Also write SARIF 2.1.0 here: a result per failed criterion, located in "
                    "its task file (GitHub code scanning's upload-sarif; --resume writes the "
                    "run's again unless given).")
+@click.option("--min-pass-rate", type=click.FloatRange(0, 1), metavar="RATE",
+              help="Pass (exit 0) when at least RATE (0..1) of each variant's trials "
+                   "succeed, instead of every trial; an ERROR trial is not a pass. Suite "
+                   "gates still apply. --resume keeps the run's unless given.")
 @click.option("--scripted-model", is_flag=True,
               help="Agents that call a model (claude-code ...) talk to a local server that "
                    "replays the task's scripted session (agent.model_script, or "
@@ -112,7 +116,8 @@ def run_cmd(**params):
     warnings and errors to stderr (-q: errors only).
 
     \b
-    Exit status: 0 every trial succeeded and every suite gate passed; 1 otherwise (or
+    Exit status: 0 every trial succeeded (or, with --min-pass-rate RATE, at least RATE
+    of each variant's trials) and every suite gate passed; 1 otherwise (or
     interrupted); 2 bad input.
 
     \b
@@ -120,6 +125,7 @@ def run_cmd(**params):
       ce run tasks/ --agent oracle -j 4        prove every task solvable
       ce run tasks/hello_world.yaml -e exp.yaml --repeats 3
       ce run --resume runs/latest              finish an interrupted run
+      ce run tasks/ --min-pass-rate 0.8        gate CI on 80% of trials passing
       ce run tasks/ --agent oracle --run-dir out/smoke > results.txt
     """
     state: dict = {"sarif": params.pop("sarif")}  # a resume may take the run's
@@ -141,7 +147,7 @@ def run_cmd(**params):
 def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
          allow_paths, tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
          judge_replies, executor=None, ray_address=None, quiet=False, run_dir=None,
-         no_cache=False):
+         no_cache=False, min_pass_rate=None):
     from ce_runtime.cli.report_worker import ReportWorker
 
     worker = ReportWorker.start()  # imports Polars on another CPU meanwhile
@@ -149,7 +155,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
         _run_with(state, worker, paths, experiment, overrides, agent_type, model, driver,
                   jobs, repeats, sample, allow_paths, tags, exclude_tags, runs_root,
                   resume_dir, junit_xml, scripted_model, judge_replies, executor,
-                  ray_address, quiet, run_dir, no_cache)
+                  ray_address, quiet, run_dir, no_cache, min_pass_rate)
     finally:
         if worker is not None:
             worker.close()
@@ -158,7 +164,7 @@ def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, r
 def _run_with(state, worker, paths, experiment, overrides, agent_type, model, driver, jobs,
               repeats, sample, allow_paths, tags, exclude_tags, runs_root, resume_dir,
               junit_xml, scripted_model, judge_replies, executor, ray_address, quiet,
-              run_dir, no_cache):
+              run_dir, no_cache, min_pass_rate):
     from ce_lang.api import render_human
     from ce_runtime.cli import run_dirs
     from ce_runtime.cli import run_preflight as P
@@ -182,6 +188,8 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
                                      f"(its run.json is missing or unreadable: {exc})",
                                      param_hint="--resume") from None
         args = meta["args"]
+        _resume_keeps(paths, experiment, overrides, agent_type, model, driver, repeats,
+                      sample, tags, exclude_tags)
         recorded_id = meta.get("run_id")
         paths, experiment, overrides = args["paths"], args["experiment"], args["overrides"]
         agent_type, model, driver = args["agent_type"], args["model"], args["driver"]
@@ -195,6 +203,8 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
             ray_address = ray_address or args.get("ray_address")
         if jobs is None:  # the run's concurrency unless told otherwise
             jobs, jobs_from = _recorded_jobs(args.get("jobs"))
+        if min_pass_rate is None:  # the run's gate unless told otherwise
+            min_pass_rate = args.get("min_pass_rate")
         # the run's reports written again where it was asked for them, unless told
         junit_xml = junit_xml or _recorded_path(args.get("junit_xml"))
         state["sarif"] = state.get("sarif") or _recorded_path(args.get("sarif"))
@@ -251,7 +261,7 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
               "allow_paths": [os.path.abspath(p) for p in allow_paths],
               "judge_replies": os.path.abspath(judge_replies) if judge_replies else None,
               "scripted_model": scripted_model, "executor": executor,
-              "ray_address": ray_address, "jobs": jobs,
+              "ray_address": ray_address, "jobs": jobs, "min_pass_rate": min_pass_rate,
               "junit_xml": os.path.abspath(junit_xml) if junit_xml else None,
               "sarif": os.path.abspath(state["sarif"]) if state.get("sarif") else None}
     for repaired in R.write_plans(run_dir, trials, result.plan_files):
@@ -303,6 +313,22 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
                    progress.lost, worker)
     os.close(lock)  # unlocked only once everything is written
     sys.exit(1 if interrupted else code)
+
+
+def _resume_keeps(paths, experiment, overrides, agent_type, model, driver, repeats, sample,
+                  tags, exclude_tags) -> None:
+    """What a resume would silently drop (the run's own settings make its plans): a usage
+    error naming each, not a run that is not what the user asked for."""
+    given = [name for name, value in (
+        ("PATHS", paths), ("-e", experiment), ("-D", overrides), ("--agent", agent_type),
+        ("--model", model), ("--driver", driver), ("--repeats", repeats),
+        ("--sample", sample), ("--tags", tags), ("--exclude-tags", exclude_tags)) if value]
+    if given:
+        raise click.UsageError(
+            f"--resume finishes the run with the tasks and settings it started with; "
+            f"{', '.join(given)} would change them (start a new run for that). A resume "
+            "takes -j, --executor, --ray-address, --judge-replies, --junit-xml, --sarif, "
+            "--min-pass-rate, --allow-path")
 
 
 def _recorded_jobs(recorded) -> tuple[int, str]:
@@ -469,6 +495,9 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.get("by_status", {}).items()))
     click.echo(f"{len(records)}/{total} trial(s): {counts or 'none'}; report: "
                f"{os.path.join(run_dir, 'report.md')}")
+    if summary.get("exit_code"):  # why the run is not a pass: a gate, a rate, a Ctrl-C
+        for reason in summary.get("exit_reasons") or ():
+            click.echo(f"not passed: {reason}")
     for r in lost:
         click.echo(f"ce run: trial {r['trial_id']} lost: {r['error']}", err=True)
     return 1 if lost else int(summary.get("exit_code", 1))

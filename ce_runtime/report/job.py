@@ -40,6 +40,7 @@ class RescoreReports(msgspec.Struct, frozen=True, tag="rescore"):
     # cut short is not a pass when re-scored either
     status: str = "complete"
     planned: int | None = None
+    min_pass_rate: float | None = None  # the run's `--min-pass-rate` gate, kept
 
 
 Job = RunReports | RescoreReports
@@ -96,7 +97,8 @@ def main() -> int:
         gc.freeze()
         if isinstance(job, RescoreReports):
             summary = write_rescore_reports(job.out, job.records, job.run_id,
-                                            job.rescored_from, job.status, job.planned)
+                                            job.rescored_from, job.status, job.planned,
+                                            job.min_pass_rate)
         else:
             summary = write_run_reports(job.run_dir, job.run_id, job.config, job.records,
                                         job.total, job.interrupted, job.junit_xml, job.lost)

@@ -68,6 +68,9 @@ def render_markdown(summary: dict[str, Any], records: Records,
     if thresholded:
         passed = sum(g.passed for g in thresholded)
         gates_line = f"; {passed}/{len(thresholded)} suite gates passed"
+    if summary.get("min_pass_rate") is not None:
+        gates_line += (f"; at least {fmt_pct(summary['min_pass_rate'])} of each variant's "
+                       "trials must succeed")
     w(f"{verdict} — {summary['passed']}/{summary['graded']} graded trials succeeded "
       f"({fmt_pct(summary['pass_rate'])}){gates_line}.")
     if not ok and summary.get("exit_reasons"):

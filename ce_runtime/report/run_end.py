@@ -43,16 +43,20 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
 
 
 def write_rescore_reports(out: str, records: list, run_id: str, rescored_from: str,
-                          status: str = "complete", planned: int | None = None
-                          ) -> dict[str, Any]:
-    """A re-score's run.json, parquet files and report.md; run.json's summary. `status`
-    and `planned`: the re-scored run's own (interrupted or incomplete: not a pass)."""
+                          status: str = "complete", planned: int | None = None,
+                          min_pass_rate: float | None = None) -> dict[str, Any]:
+    """A re-score's run.json, parquet files and report.md; run.json's summary. `status`,
+    `planned` and `min_pass_rate`: the re-scored run's own (interrupted or incomplete: not
+    a pass; its `--min-pass-rate` gate)."""
     from ce_runtime import report
     from ce_runtime.report.summary import with_run_state
     from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
 
     gates = report.suite_metrics(records)
-    summary = report.summary(records, gates, run_id, {"rescored_from": rescored_from})
+    config: dict[str, Any] = {"rescored_from": rescored_from}
+    if min_pass_rate is not None:
+        config["min_pass_rate"] = min_pass_rate
+    summary = report.summary(records, gates, run_id, config)
     with_run_state(summary, status, planned)
     write_json_atomic(os.path.join(out, "run.json"), summary)
     if records:

@@ -153,6 +153,20 @@ def _comparison(trials: pl.LazyFrame, variants: list[str]) -> list[dict[str, Any
     return out
 
 
+def _below_min_pass_rate(per_variant: Any, min_rate: float) -> list[str]:
+    """`ce run --min-pass-rate`: each variant's successes over every trial it ran (an
+    ERROR or NOT_GRADED trial is not a pass) must reach the minimum."""
+    rows = list(per_variant.iter_rows(named=True))
+    out = []
+    for r in rows:
+        ok, n = r[f"status.{Status.SUCCESS.value}"], r["trials"]
+        if n and ok / n < min_rate:
+            who = f"variant {r['variant_id']}: " if len(rows) > 1 else ""
+            out.append(f"{who}{ok} of {n} trial(s) succeeded ({100 * ok / n:.1f}%), below "
+                       f"--min-pass-rate {min_rate:g}")
+    return out
+
+
 def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
             config: dict[str, Any] | None) -> dict[str, Any]:
     """The run.json document. `config` is stored under `args` (what `ce run --resume`
@@ -183,8 +197,11 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
     reasons = []
     if not records:
         reasons.append("no trial ran")
-    if not_success:
+    min_rate = (config or {}).get("min_pass_rate")
+    if not_success and min_rate is None:
         reasons.append(f"{not_success} of {total['trials']} trial(s) did not succeed")
+    elif not_success:
+        reasons += _below_min_pass_rate(per_variant, float(min_rate))
     reasons += [f"suite gate {g.name} failed: " + ", ".join(
         f"{m} {fmt_metric(g.metrics.get(m))} < {g.thresholds[m]:g}" for m in g.failed)
         for g in failed_gates]
@@ -194,6 +211,7 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
         "args": config,
         "exit_code": 1 if reasons else 0,
         "exit_reasons": reasons,
+        **({} if min_rate is None else {"min_pass_rate": float(min_rate)}),
         "experiment_ids": experiments["experiment_id"].to_list(),
         **_breakdown(total, pak_total),
         "variants": {r["variant_id"]: {"agents": r["agents"], "models": r["models"],

@@ -51,6 +51,7 @@
         `${s.passed}/${s.graded} graded trials succeeded — pass rate `,
         el("b", { id: "pass-rate" }, pct(s.pass_rate)),
         s.pass_rate_ci95 ? ` (95% Wilson interval ${pct(s.pass_rate_ci95[0])}–${pct(s.pass_rate_ci95[1])})` : "",
+        s.min_pass_rate != null ? el("span", { id: "min-pass-rate" }, ` · at least ${pct(s.min_pass_rate)} of each variant's trials must succeed`) : "",
         (s.experiment_ids || []).length ? ` · experiment ${s.experiment_ids.join(", ")}` : "",
         D.status && D.status !== "complete" && !unfinished ? el("span", { class: "badge adv" }, D.status) : "",
         D.rescored_from ? el("span", { class: "muted" }, ` · re-scored from ${D.rescored_from}`) : ""));
