@@ -97,7 +97,9 @@ _TABLE = [
      "and stay inside the workspace; a reference file must stay inside the reference directory."),
     ("CE0207", "error", "referenced file not found",
      "A file or directory the task refers to relative to its own location (prompt file, "
-     "template_dir, reference, dataset, JSON Schema given as $TASK_DIR/...) does not exist."),
+     "template_dir, reference, dataset, JSON Schema given as $TASK_DIR/...) does not exist; "
+     "or a reference_comparison's `reference_file` is not a file in the task's "
+     "`reference.directory`."),
     ("CE0208", "error", "repo source must come first",
      "A `repo` template source clones into an empty workspace, so it must be the first source."),
     ("CE0209", "error", "reference required",

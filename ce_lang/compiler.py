@@ -30,7 +30,15 @@ from ce_lang.schema.criteria import Criterion, ExprCriterion, UserCall
 from ce_lang.schema.experiment import ExperimentSpec
 from ce_lang.schema.task import TaskSpec
 from ce_lang.spans import Path, Span, format_path
-from ce_lang.validate import INVALID, Context, Walker, stand_in, yaml_kind
+from ce_lang.validate import (
+    INVALID,
+    Context,
+    Dropped,
+    Walker,
+    broken_fields,
+    stand_in,
+    yaml_kind,
+)
 from ce_lang.yaml_source import LocatedDoc, parse_yaml
 
 BUILTIN_DEFAULTS: dict[str, Any] = {
@@ -277,6 +285,8 @@ class _Compiler:
         value = walker.check(doc.value, root, ())
         self.original_path = walker.original_path
         self.dropped = walker.dropped
+        self.broken = broken_fields(walker.broken_paths)
+        self.root_dropped = walker.root
         if value is INVALID:
             return None
         return value if best_effort or self.diags.count("error") == before else None
@@ -345,6 +355,14 @@ class _Compiler:
                                if not o.startswith("stdlib"))
         self.registry = registry
         value = self.validate(doc, TaskSpec, best_effort=True, user_types=user_types)
+        self.placeholders: frozenset[str] = frozenset()
+        if value is None and self.root_dropped is not None and _kind(doc.value) == "task":
+            # a required top-level field is missing or invalid (reported): the rules that
+            # read only the task's intact fields still run, on placeholders in the broken
+            # ones (`RuleContext.broken` keeps the rest from reading them); not on a file
+            # that is no task at all (given explicitly: its schema errors say it all)
+            value = stand_in(self.root_dropped)
+            self.placeholders = self.root_dropped.broken
         if value is None:
             return
         exp_id, variant_list, default_layer = variants
@@ -352,12 +370,16 @@ class _Compiler:
         rows: list[ds.Row] | None = None
         dataset = value.get("dataset")
         if dataset is None and doc.value.get("dataset") is not None:
-            return  # the dataset block itself is invalid (reported)
+            # the dataset block itself is invalid (reported): without rows, only each
+            # criterion's own rules run (on its values that wait for no row)
+            self.check_dropped(doc, value, every=True)
+            return
         if dataset is not None:
             original = self.original_path
             rows = ds.load_rows(dataset, lambda p, o=original: doc.span(o(p)), self.diags,
                                 original)
             if rows is None:
+                self.check_dropped(doc, value, every=True)
                 return
             rows = ds.sample_rows(rows, dataset, self.opt.sample)
         self.check_dropped(doc, value)
@@ -399,15 +421,20 @@ class _Compiler:
                              emit=self.diags.count("error") == errors_before)
         self.report_row_problems(len(rows) if rows else 0)
 
-    def check_dropped(self, doc: LocatedDoc, value: dict[str, Any]) -> None:
+    def check_dropped(self, doc: LocatedDoc, value: dict[str, Any], every: bool = False
+                      ) -> None:
         """Criteria the schema dropped for a missing or invalid field still get the rules
         that read only their other fields (`rules.dropped_criterion_rules`), once per
-        file: one compile reports both the missing `description` and the bad regex."""
+        file: one compile reports both the missing `description` and the bad regex.
+        `every`: the kept criteria too, as the task goes no further (no dataset rows)."""
         entries = [d for d in self.dropped
                    if len(d.path) == 2 and d.path[0] == "success_criteria"]
+        original = self.original_path
+        if every:
+            entries += [Dropped(original(("success_criteria", k)), object, v, frozenset())
+                        for k, v in enumerate(value.get("success_criteria") or ())]
         if not entries:
             return
-        original = self.original_path
 
         def source(p: Path) -> Path:  # paths under a dropped entry: its own inner lists
             return original(p, fixed=2)
@@ -416,8 +443,8 @@ class _Compiler:
                           lambda p: doc.key_span(source(p)), self.diags, (), False,
                           source_path=source, written=lambda p: source(p) in doc.key_spans,
                           roots=self.roots)
-        for entry in entries:
-            filled = stand_in(entry)
+        for entry in sorted(entries, key=lambda e: e.path[1]):
+            filled = stand_in(entry) if entry.broken else dict(entry.value)
             if filled is None:
                 continue
             try:
@@ -457,12 +484,14 @@ class _Compiler:
                             (layer.key_span_of or layer.span_of)(path))
             emit = False
         if merged.layers[-1].name == "command line":  # -D may change a criterion's type
-            before = self.diags.count("error")
             user_types = frozenset(n for n, o in self.registry.origin.items()
                                    if not o.startswith("stdlib"))
+            before = self.diags.count("error")
             walker = Walker(Context(self.diags, merged.span, merged.key_span,
                                     user_types=user_types, roots=self.roots))
-            walker.check(merged.value, TaskSpec, ())
+            # a placeholder standing in for a broken field (reported) is no value to check
+            walker.record({k: v for k, v in merged.value.items() if k not in self.placeholders},
+                          TaskSpec, (), False, skip=self.placeholders)
             if self.diags.count("error") > before:
                 return
         try:
@@ -483,7 +512,8 @@ class _Compiler:
                                self.agent_types(task), has_dataset,
                                row.id if row else None, self.row_problems,
                                merged.source_path, instances, merged.written,
-                               self.host_limits, self.roots, self.opt.run_agent))
+                               self.host_limits, self.roots, self.opt.run_agent,
+                               self.broken))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)

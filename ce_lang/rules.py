@@ -18,7 +18,12 @@ from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import SuiteRoots
 from ce_lang.rules_cli import cli_match_rules, record_cli_rules
 from ce_lang.rules_compat import compat_rules
-from ce_lang.rules_paths import criterion_host_paths, host_path_rules, repo_rules
+from ce_lang.rules_paths import (
+    criterion_host_paths,
+    host_path_rules,
+    reference_file_rule,
+    repo_rules,
+)
 from ce_lang.rules_preflight import preflight_rules
 from ce_lang.schema import criteria as C
 from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
@@ -63,6 +68,20 @@ class RuleContext:
     host_limits: Any = None
     roots: SuiteRoots | None = None  # where host paths may resolve (None: unchecked)
     run_agent: str | None = None  # `ce run --agent X`: runs every task but type-none ones
+    # the fields of the task file the schema found missing or invalid and dropped
+    # (`validate.broken_fields`): a default or a placeholder stands in for each, so no
+    # rule reads them (`READS`, `intact`): their errors are reported, and a rule error
+    # caused only by them would be noise. A dropped `success_criteria` entry leaves the
+    # others intact (their own rules run) but not the list (a rule counting over it)
+    broken: frozenset[Path] = frozenset()
+
+    def intact(self, *fields: str | Path) -> bool:
+        """No part of these fields (a top-level name, or a path) was dropped."""
+        if not self.broken:
+            return True
+        paths = [(f,) if isinstance(f, str) else f for f in fields]
+        return not any(b[:len(p)] == p or p[:len(b)] == b
+                       for b in self.broken for p in paths)
 
     def instance(self, i: int):
         return self.instances[i] if i < len(self.instances) else None
@@ -74,7 +93,8 @@ class RuleContext:
 
 def check_task(ctx: RuleContext) -> None:
     for rule in RULES:
-        rule(ctx)
+        if ctx.intact(*READS.get(rule, ())):
+            rule(ctx)
 
 
 def _agent_type(task: TaskSpec) -> str:
@@ -84,9 +104,12 @@ def _agent_type(task: TaskSpec) -> str:
 def prompt_rules(ctx: RuleContext) -> None:
     t, d = ctx.task, ctx.diags
     sim_on = t.simulation is not None and t.simulation.enabled
+    prompts = ctx.intact("initial_prompt", "initial_prompt_file")
     if t.initial_prompt is not None and t.initial_prompt_file is not None:
         d.emit("CE0109", "`initial_prompt` and `initial_prompt_file` exclude each other",
                ctx.key_at(("initial_prompt_file",)), help="keep one of them")
+    if not ctx.intact(("agent", "type")):
+        return  # whether the task needs a prompt at all is unknown
     if _agent_type(t) == "none":
         for f in ("initial_prompt", "initial_prompt_file"):
             if getattr(t, f) is not None:
@@ -97,6 +120,7 @@ def prompt_rules(ctx: RuleContext) -> None:
             d.emit("CE0205", "an `agent: {type: none}` task cannot enable `simulation`",
                    ctx.key_at(("simulation", "enabled")))
     elif t.initial_prompt is None and t.initial_prompt_file is None and not sim_on \
+            and prompts and ctx.intact("simulation") \
             and not _refused(ctx, ("initial_prompt_file",)):
         d.emit("CE0201", "the task has no prompt: set `initial_prompt` or `initial_prompt_file`",
                ctx.at(("task_id",)),
@@ -126,7 +150,9 @@ def tag_rules(ctx: RuleContext) -> None:
 def agent_rules(ctx: RuleContext) -> None:
     a, d = ctx.task.agent, ctx.diags
     kind = _agent_type(ctx.task)
-    if kind not in ctx.agent_types:
+    if not ctx.intact(("agent", "type")):  # the default stands in for it
+        kind = ""
+    elif kind not in ctx.agent_types:
         d.emit("CE0105", f"unknown agent type `{kind}`", ctx.at(("agent", "type")),
                help=did_you_mean(kind, ctx.agent_types)
                or "known: " + ", ".join(ctx.agent_types))
@@ -222,6 +248,9 @@ def reference_rules(ctx: RuleContext) -> None:
             elif ref.directory is not None and c.reference_file is None:
                 d.emit("CE0102", "reference_comparison needs `reference_file` when the "
                        "reference is a directory", ctx.at(here))
+            elif ref.directory is not None and c.reference_file is not None:
+                reference_file_rule(ctx, (*here, "reference_file"), c.reference_file,
+                                    ref.directory)
         elif ref is None:
             if getattr(c, "include_reference", False):
                 d.emit("CE0214", "`include_reference: true` has no effect: the task has no "
@@ -242,10 +271,16 @@ def constraint_rules(ctx: RuleContext) -> None:
     reported at the first parameter the constraint reads that the task sets (the key of a
     conflicting field, the value otherwise), or at the criterion's `type` when it sets
     none; one diagnostic per field (a range error makes a comparison with it moot)."""
-    for i, _c in enumerate(ctx.task.success_criteria):
+    task_commands = ctx.intact("expected_commands")
+    for i, c in enumerate(ctx.task.success_criteria):
         inst = ctx.instance(i)
-        if inst is not None:
-            _constraints(ctx, i, inst.violations)
+        if inst is None:
+            continue
+        violations = inst.violations
+        if not task_commands and isinstance(c, C.CommandsEfficiency) \
+                and c.expected_commands is None:  # the task's (broken) value counts
+            violations = [v for v in violations if "expected_commands" not in v.names]
+        _constraints(ctx, i, violations)
 
 
 def _constraints(ctx: RuleContext, i: int, violations: Iterable[Any]) -> None:
@@ -270,7 +305,7 @@ def _constraints(ctx: RuleContext, i: int, violations: Iterable[Any]) -> None:
 
 def criteria_rules(ctx: RuleContext) -> None:
     t, d = ctx.task, ctx.diags
-    none_agent = _agent_type(t) == "none"
+    none_agent = _agent_type(t) == "none" and ctx.intact(("agent", "type"))
     for i, c in enumerate(t.success_criteria):
         inst = ctx.instance(i)
         if none_agent and inst is not None and "trace" in inst.effects:
@@ -497,7 +532,9 @@ def early_stop_rules(ctx: RuleContext) -> None:
                "differ", ctx.key_at(("success_criteria", later, field)),
                help="use one form for every armed criterion of the task")
     gate_path = ("run_limits", "stop_early_gate_threshold")
-    if "stop_early" in forms and master is not False:
+    if not ctx.intact("success_criteria"):
+        pass  # a dropped entry may have the block the threshold applies to
+    elif "stop_early" in forms and master is not False:
         if t.run_limits.stop_early_gate_threshold <= 0:
             d.emit("CE0104", "`stop_early_gate_threshold` must be > 0 on a task with a "
                    "`stop_early` block (at 0 every early-stopped run would pass)",
@@ -591,7 +628,7 @@ def suite_rules(ctx: RuleContext) -> None:
     for i, c in enumerate(t.success_criteria):
         if c.suite_thresholds:
             entries.append((("success_criteria", i, "suite_thresholds"), c.suite_thresholds, c))
-    if t.suite_thresholds:
+    if t.suite_thresholds and ctx.intact("success_criteria"):  # (else: which one is it?)
         owner = classification[0][1] if len(classification) == 1 else None
         if len(classification) != 1:
             d.emit("CE0212", "top-level `suite_thresholds` apply to the task's classification "
@@ -653,6 +690,17 @@ def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
     # would be a metric that never exists, 0.0, failing the gate
     return labels is None or label in labels
 
+
+# the top-level fields a rule reads (besides each criterion entry): it does not run when
+# one is broken (`RuleContext.broken`). Rules not listed check what they read themselves.
+READS: dict[Callable[[RuleContext], None], tuple[str | Path, ...]] = {
+    tag_rules: ("tags",),
+    sandbox_rules: ("sandbox",),
+    reference_rules: ("reference",),
+    early_stop_rules: ("run_limits", ("agent", "type"), "simulation"),
+    simulation_rules: ("simulation",),
+    repo_rules: ("sandbox",),
+}
 
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
          early_stop_rules, simulation_rules, suite_rules, host_path_rules, repo_rules,

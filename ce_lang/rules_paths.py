@@ -9,6 +9,7 @@ substituted, or that come from another layer, are held to the same rule.
 from __future__ import annotations
 
 import os
+import re
 import typing
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import attrs
 
 from ce_lang import hostfs
+from ce_lang.diagnostics import did_you_mean
 from ce_lang.paths import (
     commit_problem,
     host_path_problem,
@@ -34,6 +36,8 @@ def host_path_rules(ctx: Any) -> None:
     if ctx.roots is None:
         return
     for path, value in _task_paths(ctx.task, ()):
+        if not ctx.intact(ctx.source_path(path)):
+            continue  # dropped for a schema error: a default stands in for it
         if "${row." in value:
             continue  # the row's substituted value is what counts (checked per row)
         span = ctx.at(path)
@@ -41,7 +45,8 @@ def host_path_rules(ctx: Any) -> None:
         if problem is not None:
             code, message, help_ = problem
             _emit(ctx, code, f"`{ctx.name(path)}`: {message}", path, help_)
-    _plugin_paths(ctx)
+    if ctx.intact(("agent", "plugins")):
+        _plugin_paths(ctx)
     for i, c in enumerate(ctx.task.success_criteria):
         criterion_host_paths(ctx, i, c)
 
@@ -60,6 +65,42 @@ def criterion_host_paths(ctx: Any, i: int, c: Any, skip: frozenset[str] = frozen
         if problem is not None:
             code, message, help_ = problem
             _emit(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
+
+
+def reference_file_rule(ctx: Any, at: Path, value: str, directory: str) -> None:
+    """A reference_comparison's `reference_file` names a regular file in the reference
+    directory (`directory`: resolved by the schema walker), or grading would fail on
+    it with a host path. A path escaping the directory is CE0206 (`criterion_rules`), a
+    directory that is missing or refused has its own error."""
+    if "${row." in value or "${row." in directory or not hostfs.isdir(directory):
+        return
+    if not value.strip() or value.startswith(("/", "~")) or ".." in re.split(r"[\\/]", value):
+        return  # blank, absolute or climbing: reported as such, where it is checked
+    resolved = os.path.join(directory, value)  # as the grader joins them
+    if hostfs.isfile(resolved):
+        return
+    span = ctx.at(at)
+    shown = os.path.relpath(directory, os.path.dirname(os.path.abspath(span.file)))
+    what = "is not a file" if hostfs.exists(resolved) else "not found"
+    files = _files_in(directory)
+    _emit(ctx, "CE0207", f"`{ctx.name(at)}`: {value!r} {what} in the reference directory "
+          f"{shown!r}", at, did_you_mean(value, files) or (
+              "it holds " + ", ".join(files[:5]) + (", ..." if len(files) > 5 else "")
+              if files else "the reference directory is empty"))
+
+
+def _files_in(directory: str, limit: int = 1000) -> list[str]:
+    """The regular files under `directory`, relative and sorted (at most `limit`)."""
+    out: list[str] = []
+    for root, dirs, names in hostfs.walk(directory):
+        dirs.sort()
+        for name in sorted(names):
+            full = os.path.join(root, name)
+            if hostfs.isfile(full):
+                out.append(os.path.relpath(full, directory).replace(os.sep, "/"))
+            if len(out) >= limit:
+                return sorted(out)
+    return sorted(out)
 
 
 def _plugin_paths(ctx: Any) -> None:

@@ -36,11 +36,13 @@ _GLOB = frozenset("*?[")
 
 def preflight_rules(ctx: RuleContext) -> None:
     t = ctx.task
-    if t.reference is not None and isinstance(t.reference.solve, list):
+    if t.reference is not None and isinstance(t.reference.solve, list) \
+            and ctx.intact("reference"):
         _actions(ctx, t.reference.solve, ("reference", "solve"))
-    if isinstance(t.agent.script, list):
+    if isinstance(t.agent.script, list) and ctx.intact(("agent", "script")):
         _actions(ctx, t.agent.script, ("agent", "script"))
-    _oracle(ctx)
+    if ctx.intact(("agent", "type"), "reference", "success_criteria"):  # (a default or a dropped
+        _oracle(ctx)  # entry would make up the gap)
 
 
 def _actions(ctx: RuleContext, actions: list[Any], here: tuple) -> None:

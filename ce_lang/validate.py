@@ -129,6 +129,10 @@ class Walker:
         self.diags = ctx.diags
         self.index_maps: dict[Path, list[int]] = {}
         self.dropped: list[Dropped] = []  # tagged entries dropped for a field, in order
+        # every field or list item the walker dropped (missing, or reported invalid)
+        self.broken_paths: list[Path] = []
+        # the root record when it has a broken field: its intact fields, the broken ones
+        self.root: Dropped | None = None
 
     def original_path(self, path: Path, fixed: int = 0) -> Path:
         """Map a path into the normalized value back to the source document's path; the
@@ -254,6 +258,7 @@ class Walker:
         items = [self.check(v, item_tp, (*path, i), item_rule, partial) for i, v in enumerate(value)]
         if any(v is INVALID for v in items):
             self.index_maps[path] = [i for i, v in enumerate(items) if v is not INVALID]
+            self.broken_paths.extend((*path, i) for i, v in enumerate(items) if v is INVALID)
             return [v for v in items if v is not INVALID]
         return items
 
@@ -265,7 +270,12 @@ class Walker:
                             self.ctx.span_of(path))
         _, val_tp = typing.get_args(tp) or (str, Any)
         checked = {k: self.check(v, val_tp, (*path, k)) for k, v in value.items()}
-        return {k: v for k, v in checked.items() if v is not INVALID}
+        if any(v is INVALID for v in checked.values()):
+            # the mapping as written is broken: what is left of it would be checked as if
+            # it were the whole (`thresholds: {accuracy: high}` is not an empty mapping)
+            self.broken_paths.extend((*path, k) for k, v in checked.items() if v is INVALID)
+            return INVALID
+        return checked
 
     def record(self, value: Any, cls: type, path: Path, partial: bool,
                skip: frozenset[str] = frozenset(), tagged: bool = False) -> Any:
@@ -300,11 +310,14 @@ class Walker:
                 checked = self.check(value[name], tp, (*path, name), rule, partial)
                 if checked is not INVALID:
                     out[name] = checked
-                elif required or path:
-                    broken.append(name)
+                else:
+                    self.broken_paths.append((*path, name))
+                    if required or path:  # an optional top-level field is only left out
+                        broken.append(name)
             elif required and not partial and name not in skip:
                 self.diags.emit("CE0102", f"missing required field `{name}` {self.where(path, cls)}",
                                 self.ctx.span_of(path))
+                self.broken_paths.append((*path, name))
                 broken.append(name)
         for name in skip:  # passed through unchecked: another pass owns them
             if name in value:
@@ -312,6 +325,8 @@ class Walker:
         complete = not broken
         if broken and tagged and not partial:  # the rules of its other fields still run
             self.dropped.append(Dropped(path, cls, out, frozenset(broken)))
+        if broken and not path:  # the task's rules reading its intact fields still run
+            self.root = Dropped(path, cls, out, frozenset(broken))
         record = getattr(cls, "__ce_record__", None)
         if record is not None and record.requires and complete and not partial \
                 and not self._record_ok(record, cls, value, out, path):
@@ -441,6 +456,14 @@ def stand_in(dropped: Dropped) -> dict[str, Any] | None:
             return None
         out[name] = filler
     return out
+
+
+def broken_fields(broken_paths: list[Path]) -> frozenset[Path]:
+    """The task fields a schema error dropped (`Walker.broken_paths`), for the rules
+    (`RuleContext.broken`). Inside `success_criteria` only the dropped entries: an entry
+    kept is intact (a list inside it that lost an item is its own rules' business)."""
+    return frozenset(p for p in broken_paths
+                     if p and not (p[0] == "success_criteria" and len(p) > 2))
 
 
 def _placeholder(tp: Any) -> Any:
