@@ -18,6 +18,7 @@ from ce_runtime.trace import events as T
 STDERR_KEPT = 4000
 OUTPUT_KEPT = 100_000  # characters of a tool result the trace keeps (head and tail)
 LINE_LIMIT = 64 * 1024 * 1024  # a longer line of the CLI's output is skipped (and said)
+FOLLOW_GRACE = 60  # seconds `follow` has, once the CLI has ended, to read the rest
 
 
 class TurnEvents:
@@ -81,10 +82,11 @@ def truncate(text: str, limit: int = OUTPUT_KEPT) -> str:
     return f"{text[:half]}\n... [{len(text) - 2 * half} characters truncated] ...\n{text[-half:]}"
 
 
-async def lines(stream: asyncio.StreamReader, limit: int = LINE_LIMIT):
+async def lines(stream: asyncio.StreamReader, limit: int = LINE_LIMIT, partial: bool = True):
     """The stream's lines, however long (asyncio's readline gives up at 64 KiB: a tool
     output in one JSON line is longer); a line over `limit` comes as None (skipped, but
-    read: the CLI never blocks on a full pipe)."""
+    read: the CLI never blocks on a full pipe). `partial=False`: an unterminated last
+    line is dropped (a follower killed mid-line: the caller reads that line again)."""
     buf = bytearray()
     skipping = False
     while chunk := await stream.read(1 << 20):
@@ -103,6 +105,8 @@ async def lines(stream: asyncio.StreamReader, limit: int = LINE_LIMIT):
             if len(buf) > limit:
                 buf.clear()
                 skipping = True
+    if not partial:
+        return
     if buf and not skipping:
         yield bytes(buf)
     elif skipping:
@@ -149,6 +153,12 @@ class CliAgent:
 
     def on_line(self, obj: dict[str, Any], events: Events) -> None:
         raise NotImplementedError
+
+    async def follow(self, request: AgentRequest, events: Events,
+                     exited: asyncio.Event) -> None:
+        """A second source of the run's events beside the CLI's output (Codex: its
+        session log), run while the CLI runs; once `exited` is set (the CLI has ended) it
+        reads what is left and returns. Cancelled when the run is (a timeout)."""
 
     def finish(self, events: Events, code: int | None, stopped: bool,
                stderr: str) -> AgentOutcome:
@@ -205,6 +215,15 @@ class CliAgent:
                     with contextlib.suppress(ProcessLookupError):
                         proc.terminate()  # the sandbox kills the CLI's group
 
+        async def follow() -> None:
+            try:
+                await self.follow(request, events, exited)
+            except Exception as exc:  # the run goes on with the CLI's own output
+                events.emit(T.Message, "system", f"ce: following {self.name} failed "
+                            f"({type(exc).__name__}: {exc})")
+
+        exited = asyncio.Event()
+        following = asyncio.ensure_future(follow())
         reading = asyncio.ensure_future(asyncio.gather(read(), drain()))
         stopping = asyncio.ensure_future(stop.wait())
         stopped = False
@@ -217,8 +236,12 @@ class CliAgent:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(asyncio.shield(reading), 5)
             code = await proc.wait()
+            exited.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(following), FOLLOW_GRACE)
         finally:  # cancelled (a timeout, Ctrl-C): nothing the CLI started survives
             stopping.cancel()
+            following.cancel()
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()

@@ -7,18 +7,32 @@ analytics, plugins and apps off. Codex's own sandbox is bypassed: ce's is the bo
 (Codex's breaks inside another sandbox, and under tempdir its CODEX_HOME would sit under
 TMPDIR, where it refuses to work).
 
-Its JSON events become trace events: a turn per `turn.started`/`turn.completed` (with the
-turn's usage), `command_execution` items as Bash calls (the `bash -lc` wrapper unwrapped,
-so command_executed sees the command the model wrote) with their output and exit status,
-`file_change` items as `apply_patch` calls, agent messages, and errors.
+The trace comes from Codex's session log ("rollout", `$CODEX_HOME/sessions/.../
+rollout-*.jsonl`), followed live from inside the sandbox while Codex runs (`follow`):
+`codex exec --json` has one turn per prompt, nothing per model call, its usage only at
+the end of the turn, and no event for an apply_patch that failed. The log has what the
+model answered, each answer's usage (`token_usage_record`, written as the answer
+arrives, before its tools run) and every tool call with its output, whatever the
+provider. So: a turn per model answer (max_turns holds), Usage per answer (a stopped or
+timed-out trial keeps what it spent; token budgets stop it live), `exec_command` calls
+as Bash (the command as the model wrote it) with the command's output and exit status,
+`apply_patch` calls with the patch and Codex's answer (an error when it failed), other
+tools with their output, and the model's messages. `codex exec --json` still gives the
+session, and errors (a failed turn, an `error` item). Without the log (it was never
+found) ce falls back on that stream: one turn, the usage at the end, a system message
+saying so.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import re
 from typing import Any
 
-from ce_agents.cli_agent import CliAgent, Events, model_url
-from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
+from ce_agents.cli_agent import CliAgent, Events, lines, model_url
+from ce_runtime.execute.agent_protocol import AGENT, AgentOutcome, AgentRequest
 from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "gpt-5.5"
@@ -39,6 +53,33 @@ base_url = "{base_url}"
 env_key = "CE_CODEX_API_KEY"
 wire_api = "responses"
 """
+# the session log, followed from its first line once Codex has made it ($1: CODEX_HOME;
+# a fresh one per trial holds one log)
+ROLLOUT = '"$1"/sessions/*/*/*/rollout-*.jsonl'
+FOLLOW = ('while :; do for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n +1 -f "$f"; '
+          'done; sleep 0.1; done')
+REST = 'for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n "+$2" "$f"; done'
+# what the model answers (a turn starts at the first of an answer)
+ANSWER_ITEMS = {"message", "reasoning", "function_call", "custom_tool_call",
+                "local_shell_call", "web_search_call", "image_generation_call",
+                "tool_search_call"}
+EXIT = re.compile(r"^Process exited with code (-?\d+)", re.MULTILINE)
+PATCH_OK = re.compile(r"^Exit code: 0\b")
+
+
+class Session:
+    """What mapping one trial's Codex run keeps: where its log is, and how far it got."""
+
+    def __init__(self, codex_home: str):
+        self.codex_home = codex_home
+        self.log_seen = False  # a line of the session log arrived
+        self.answered = False  # the current turn's model answer is complete
+        self.usage_records = False  # the log has usage per answer (token_usage_record)
+        self.totals = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0,
+                       "cache_write_input_tokens": 0}  # token_count's totals so far
+        self.results: set[str] = set()  # calls whose result is recorded
+        self.patches: dict[str, str] = {}  # apply_patch call -> FileChange status
+        self.stream: list[dict[str, Any]] = []  # `exec --json` events, till the log comes
 
 
 class CodexAgent(CliAgent):
@@ -48,6 +89,7 @@ class CodexAgent(CliAgent):
         box = request.sandbox
         home = box.env(AGENT).get("HOME", "/tmp")
         codex_home = f"{home}/.codex"
+        events.codex = Session(codex_home)  # type: ignore[attr-defined]
         endpoint = request.model_endpoint or {}
         base = await model_url(request, "https://api.openai.com/v1")
         if not base.endswith("/v1"):
@@ -55,31 +97,204 @@ class CodexAgent(CliAgent):
         model = request.agent.get("model") or DEFAULT_MODEL
         await box.write_file(f"{codex_home}/config.toml",
                              CONFIG.format(model=model, base_url=base).encode())
+        # not --ephemeral: the session log is where the trace comes from
         argv = [request.tools["codex"], "exec", "--json", "--skip-git-repo-check",
-                "--ephemeral", "-C", request.workspace,
+                "-C", request.workspace,
                 "--dangerously-bypass-approvals-and-sandbox", request.prompt or ""]
         return argv, {"CODEX_HOME": codex_home, "NO_PROXY": "127.0.0.1,localhost"}, \
             {"CE_CODEX_API_KEY": endpoint.get("api_key") or ""}
 
+    # -- the session log ----------------------------------------------------------------
+    async def follow(self, request: AgentRequest, events: Events,
+                     exited: asyncio.Event) -> None:
+        """Follow the session log live (a `tail -f` in the sandbox); once Codex has
+        ended, stop it and read the lines it had not delivered yet."""
+        state: Session = events.codex  # type: ignore[attr-defined]
+        box = request.sandbox
+        proc = await box.spawn(["/bin/sh", "-c", FOLLOW, "sh", state.codex_home],
+                               env=box.env(AGENT))
+        proc.stdin.close()
+        seen = 0
+
+        async def read() -> None:
+            nonlocal seen
+            async for line in lines(proc.stdout, partial=False):
+                seen += 1
+                self.on_log(line, events)
+
+        reading = asyncio.ensure_future(read())
+        ended = asyncio.ensure_future(exited.wait())
+        try:
+            await asyncio.wait({reading, ended}, return_when=asyncio.FIRST_COMPLETED)
+            await ended  # the follower may have failed early: the rest is read at the end
+        finally:
+            ended.cancel()
+            reading.cancel()
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()  # the sandbox kills the follower's group
+            with contextlib.suppress(BaseException):
+                await reading
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(proc.wait(), 10)
+        rest = await box.exec(["/bin/sh", "-c", REST, "sh", state.codex_home, str(seen + 1)],
+                              timeout=60, view=AGENT, binary=True)
+        for line in rest.stdout.split(b"\n"):  # type: ignore[union-attr]
+            if line:
+                self.on_log(line, events)
+
+    def on_log(self, line: bytes | None, events: Events) -> None:
+        if line is None:
+            events.emit(T.Message, "system", "ce: a line of codex's session log was "
+                        "longer than ce reads and was skipped")
+            return
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return
+        if not isinstance(obj, dict):
+            return
+        state: Session = events.codex  # type: ignore[attr-defined]
+        if not state.log_seen:
+            state.log_seen = True
+            state.stream.clear()
+        try:
+            self._log_entry(obj.get("type"), obj.get("payload") or {}, state, events)
+        except Exception as exc:  # an entry of a shape the mapping does not know
+            events.emit(T.Message, "system", f"ce: could not map a codex session log "
+                        f"entry ({type(exc).__name__}: {exc}): {line[:300]!r}")
+
+    def _log_entry(self, kind: str | None, p: dict[str, Any], state: Session,
+                   events: Events) -> None:
+        if kind == "session_meta":
+            events.session = events.session or f"thread {p.get('id')}"
+        elif kind == "event_msg":
+            sub = p.get("type")
+            if sub == "task_started":
+                events.turn_start()  # the first model call is under way
+            elif sub == "item_completed":
+                self._log_item(p.get("item") or {}, state, events)
+            elif sub == "token_count" and p.get("info") and not state.usage_records:
+                state.answered = True  # an answer's usage (None: rate limits only)
+                self._totals(p["info"].get("total_token_usage") or {}, state, events)
+        elif kind == "token_usage_record":
+            self._answer(state, events)
+            state.answered = True
+            state.usage_records = True
+            self._usage(p.get("usage") or {}, events)
+        elif kind == "response_item":
+            self._response_item(p, state, events)
+
+    @staticmethod
+    def _answer(state: Session, events: Events) -> None:
+        """A model answer arrives: the first of the next answer opens the next turn."""
+        if state.answered or not events.open:
+            events.turn_end()
+            events.turn_start()
+            state.answered = False
+
+    def _response_item(self, p: dict[str, Any], state: Session, events: Events) -> None:
+        kind = p.get("type")
+        if kind in ANSWER_ITEMS and (kind != "message" or p.get("role") == "assistant"):
+            self._answer(state, events)
+        call_id = str(p.get("call_id") or p.get("id"))
+        if kind == "message" and p.get("role") == "assistant":
+            text = "".join(c.get("text") or "" for c in p.get("content") or ()
+                           if isinstance(c, dict))
+            events.emit(T.Message, "assistant", text)
+        elif kind == "function_call":
+            raw = p.get("arguments")
+            try:
+                params = json.loads(raw) if isinstance(raw, str) else raw
+            except json.JSONDecodeError:
+                params = None
+            if not isinstance(params, dict):
+                params = {"arguments": raw}
+            events.call(call_id, str(p.get("name")), params)
+        elif kind == "custom_tool_call":
+            name = str(p.get("name"))
+            events.call(call_id, name, {"patch" if name == "apply_patch" else "input":
+                                        p.get("input") or ""})
+        elif kind == "local_shell_call":
+            action = p.get("action") or {}
+            events.call(call_id, "local_shell", {"command": action.get("command") or ""})
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            state.answered = True  # the model sees it in its next call
+            if call_id in state.results or call_id not in events.calls:
+                return
+            output = _text(p.get("output"))
+            if events.calls[call_id] == "apply_patch":
+                ok = state.patches.get(call_id) == "completed" or bool(PATCH_OK.match(output))
+            else:
+                code = EXIT.search(output)
+                ok = code is None or code.group(1) == "0"
+            state.results.add(call_id)
+            events.result(call_id, ok, output)
+
+    @staticmethod
+    def _log_item(item: dict[str, Any], state: Session, events: Events) -> None:
+        """Codex's own record of a tool's run: a command's output and exit status (what
+        `exec --json` showed), an apply_patch's outcome."""
+        kind, item_id = item.get("type"), str(item.get("id"))
+        if kind == "FileChange":
+            state.patches[item_id] = str(item.get("status"))
+        elif kind == "CommandExecution" and item_id in events.calls \
+                and item_id not in state.results:
+            state.results.add(item_id)
+            code = item.get("exit_code")
+            events.result(item_id, code == 0, _with_exit(item.get("aggregated_output"), code))
+
+    @staticmethod
+    def _usage(u: dict[str, Any], events: Events) -> None:
+        events.emit(T.Usage, input_tokens=int(u.get("input_tokens") or 0),
+                    output_tokens=int(u.get("output_tokens") or 0),
+                    cache_read_tokens=int(u.get("cached_input_tokens") or 0),
+                    cache_creation_tokens=int(u.get("cache_write_input_tokens") or 0))
+
+    def _totals(self, total: dict[str, Any], state: Session, events: Events) -> None:
+        """A log without usage per answer: the growth of its running totals."""
+        delta = {k: int(total.get(k) or 0) - v for k, v in state.totals.items()}
+        if any(delta.values()):
+            state.totals = {k: int(total.get(k) or 0) for k in state.totals}
+            self._usage(delta, events)
+
+    # -- `codex exec --json` ------------------------------------------------------------
     def on_line(self, obj: dict[str, Any], events: Events) -> None:
+        state: Session = events.codex  # type: ignore[attr-defined]
         kind = obj.get("type")
+        if not state.log_seen:
+            state.stream.append(obj)  # for the fallback, should the log never come
         if kind == "thread.started":
             events.session = f"thread {obj.get('thread_id')}"
-        elif kind == "turn.started":
-            events.turn_start()
-        elif kind == "turn.completed":
-            u = obj.get("usage") or {}
-            events.emit(T.Usage, input_tokens=int(u.get("input_tokens") or 0),
-                        output_tokens=int(u.get("output_tokens") or 0),
-                        cache_read_tokens=int(u.get("cached_input_tokens") or 0))
-            events.turn_end()
         elif kind == "turn.failed":
             events.error = str((obj.get("error") or {}).get("message") or obj)
-            events.turn_end()
-        elif kind in ("item.started", "item.completed"):
-            self._item(obj.get("item") or {}, kind == "item.completed", events)
         elif kind == "error":
             events.emit(T.Message, "system", f"codex: {obj.get('message')}")
+        elif kind == "item.completed" and (obj.get("item") or {}).get("type") == "error":
+            events.emit(T.Message, "system", f"codex: {obj['item'].get('message')}")
+
+    def finish(self, events: Events, code: int | None, stopped: bool,
+               stderr: str) -> AgentOutcome:
+        if not events.codex.log_seen:  # type: ignore[attr-defined]
+            self._fallback(events)
+        return super().finish(events, code, stopped, stderr)
+
+    def _fallback(self, events: Events) -> None:
+        """No session log: the trace from `exec --json` (one turn, usage at its end)."""
+        state: Session = events.codex  # type: ignore[attr-defined]
+        events.emit(T.Message, "system", "ce: codex's session log was not found: turns, "
+                    "usage and tool calls come from `codex exec --json` (one turn, usage "
+                    "at its end, no failed apply_patch)")
+        for obj in state.stream:
+            kind = obj.get("type")
+            if kind == "turn.started":
+                events.turn_start()
+            elif kind == "turn.completed":
+                self._usage(obj.get("usage") or {}, events)
+                events.turn_end()
+            elif kind in ("item.started", "item.completed"):
+                self._item(obj.get("item") or {}, kind == "item.completed", events)
+        state.stream.clear()
+        events.turn_end()
 
     @staticmethod
     def _item(item: dict[str, Any], done: bool, events: Events) -> None:
@@ -89,11 +304,8 @@ class CodexAgent(CliAgent):
                 events.call(item_id, "command_execution", {"command": item.get("command")})
             if done:
                 code = item.get("exit_code")
-                output = item.get("aggregated_output") or ""
-                if code not in (0, None):
-                    output += ("" if output.endswith("\n") or not output else "\n") + \
-                        f"[exit code {code}]"
-                events.result(item_id, code == 0, output)
+                events.result(item_id, code == 0,
+                              _with_exit(item.get("aggregated_output"), code))
         elif kind == "file_change" and done:
             changes = item.get("changes") or []
             events.call(item_id, "apply_patch", {"changes": changes})
@@ -101,5 +313,21 @@ class CodexAgent(CliAgent):
                           "\n".join(f"{c.get('kind')} {c.get('path')}" for c in changes))
         elif kind == "agent_message" and done:
             events.emit(T.Message, "assistant", str(item.get("text") or ""))
-        elif kind == "error" and done:
-            events.emit(T.Message, "system", f"codex: {item.get('message')}")
+
+
+def _with_exit(output: Any, code: Any) -> str:
+    output = str(output or "")
+    if code not in (0, None):
+        output += ("" if output.endswith("\n") or not output else "\n") + \
+            f"[exit code {code}]"
+    return output
+
+
+def _text(output: Any) -> str:
+    """A tool output as the model got it: a string, or content items."""
+    if isinstance(output, dict):
+        output = output.get("content") or output.get("text") or json.dumps(output)
+    if isinstance(output, list):
+        return "\n".join(str(c.get("text") or "") if isinstance(c, dict) else str(c)
+                         for c in output)
+    return str(output or "")

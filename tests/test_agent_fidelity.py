@@ -110,9 +110,6 @@ def test_a_turn_is_a_model_call_and_max_turns_holds(agent, tmp_path):
     assert sorted(commands[:2]) == ["echo first", "echo second"]
     assert commands[2:] == ["echo third"]
     assert fits["model_server"]["calls"] == 3
-    if agent == "codex":
-        pytest.xfail("codex exec --json has one turn per prompt and no event per model "
-                     "call: ce counts 1 turn and cannot hold max_turns (not fixed)")
     assert fits["usage"]["turns"] == 3
     assert [e.turn for e in of(events, "TurnStart")] == [1, 2, 3]
     turn_of, turn = {}, 0

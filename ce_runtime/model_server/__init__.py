@@ -38,6 +38,15 @@ SIDE_TEXT = "ok"
 SIMULATED_USER = "[ce simulated user]"
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the client hung up mid-reply (an agent stopped): not the server's fault
+        super().handle_error(request, client_address)
+
+
 class ModelServer:
     """`with ModelServer(script) as server:` serves `script` at `server.url`.
 
@@ -237,7 +246,7 @@ class ModelServer:
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                                b"\x01\x00\x00\x00\x00\x00\x00\x00")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
