@@ -20,13 +20,13 @@ from ce_lang.diagnostics import Diagnostic, Diagnostics, dedupe
 from ce_lang.lang.checker import Registry
 from ce_lang.lang.instances import check_instances
 from ce_lang.lang.stdlib import load_file, stdlib_registry, user_registry
-from ce_lang.layers import Layer, Merged, merge_layers
+from ce_lang.layers import Layer, Merged, experiment_layer, merge_layers
 from ce_lang.overrides import Override, overrides_layer_value, parse_overrides
 from ce_lang.paths import NotRegularFile, SuiteRoots, host_path_problem, read_regular_text
 from ce_lang.plan import Trial, lower, lower_criterion, plan_hash
-from ce_lang.rules import RuleContext, check_task, dropped_criterion_rules
+from ce_lang.rules import RuleContext, check_task
+from ce_lang.rules_criterion import check_dropped_entries
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
-from ce_lang.schema.criteria import Criterion, ExprCriterion, UserCall
 from ce_lang.schema.experiment import ExperimentSpec
 from ce_lang.schema.task import TaskSpec
 from ce_lang.spans import Path, Span, format_path
@@ -224,7 +224,7 @@ class _Compiler:
             for i, f in enumerate(defaults.get("criteria_files") or [])]
         default_layer = None
         if defaults:
-            default_layer = _experiment_layer(f"experiment {exp_id}: defaults", defaults, doc,
+            default_layer = experiment_layer(f"experiment {exp_id}: defaults", defaults, doc,
                                               ("defaults",))
         variants = []
         seen: dict[str, int] = {}
@@ -235,7 +235,7 @@ class _Compiler:
                                 doc.span(("variants", i, "variant_id")))
                 continue
             seen[vid] = i
-            layer = _experiment_layer(f"variant {vid}", v, doc, ("variants", i))
+            layer = experiment_layer(f"variant {vid}", v, doc, ("variants", i))
             if "repeats" in v:
                 repeats = (v["repeats"], f"variant {vid}")
             elif "repeats" in defaults:
@@ -424,7 +424,7 @@ class _Compiler:
     def check_dropped(self, doc: LocatedDoc, value: dict[str, Any], every: bool = False
                       ) -> None:
         """Criteria the schema dropped for a missing or invalid field still get the rules
-        that read only their other fields (`rules.dropped_criterion_rules`), once per
+        that read only their other fields (`rules_criterion.dropped_criterion_rules`), once per
         file: one compile reports both the missing `description` and the bad regex.
         `every`: the kept criteria too, as the task goes no further (no dataset rows)."""
         entries = [d for d in self.dropped
@@ -436,42 +436,9 @@ class _Compiler:
         if not entries:
             return
 
-        def source(p: Path) -> Path:  # paths under a dropped entry: its own inner lists
-            return original(p, fixed=2)
-
-        ctx = RuleContext(None, lambda p: doc.span(source(p)),  # type: ignore[arg-type]
-                          lambda p: doc.key_span(source(p)), self.diags, (), False,
-                          source_path=source, written=lambda p: source(p) in doc.key_spans,
-                          roots=self.roots)
-        for entry in sorted(entries, key=lambda e: e.path[1]):
-            filled = stand_in(entry) if entry.broken else dict(entry.value)
-            if filled is None:
-                continue
-            try:
-                criterion = converter.structure(filled, Criterion)
-            except Exception:  # nothing to check it with (its errors are reported)
-                continue
-            i = entry.path[1]
-            here = ("success_criteria", i)
-
-            def at(p: Path, h: Path = here) -> Span:  # check_instances says index 0
-                return ctx.at((*h, *p[2:]))
-
-            def key_at(p: Path, h: Path = here) -> Span:
-                return ctx.key_at((*h, *p[2:]))
-
-            # a standard criterion's arguments were checked by the schema walker (the
-            # placeholders would only add noise); an inline expression's and a user
-            # criterion's are checked here only
-            own = isinstance(criterion, UserCall | ExprCriterion) and not any(
-                "${row." in str(v) for v in filled.values())
-            inst = None
-            if self.opt.check_criteria:
-                threshold = lower_criterion(i, criterion).pass_threshold
-                inst = check_instances([criterion], [threshold], None, self.registry,
-                                       self.diags if own else Diagnostics(), at, key_at,
-                                       self.sources)[0]
-            dropped_criterion_rules(ctx, i, criterion, entry.broken, inst)
+        check_dropped_entries(entries, doc, original, self.roots, self.diags,
+                              self.registry if self.opt.check_criteria else None,
+                              self.sources)
 
     def resolve(self, merged: Merged, doc: LocatedDoc, task_dir: str, row: ds.Row | None,
                 suite_id: str | None, variant: _Variant, exp_id: str | None,
@@ -617,43 +584,6 @@ def _kind(value: dict[str, Any]) -> str | None:
     if any(k in value for k in TASK_KEYS):
         return "task"
     return None
-
-
-# experiment keys that land somewhere else in the task shape
-_EXP_TO_TASK: dict[str, Path] = {
-    "template_sources": ("sandbox", "template_sources"),
-    "driver": ("sandbox", "driver"),
-}
-_EXP_SKIP = {"variant_id", "description", "repeats", "prompt_mutations"}
-
-
-def _experiment_layer(name: str, value: dict[str, Any], doc: LocatedDoc, base: Path) -> Layer:
-    """Reshape experiment defaults / a variant into a task-shaped layer with a path map."""
-    shaped: dict[str, Any] = {}
-    moves: list[tuple[Path, Path]] = []  # (task prefix, doc prefix)
-    for key, v in value.items():
-        if key in _EXP_SKIP:
-            continue
-        if key == "sandbox":
-            shaped.setdefault("sandbox", {}).update(v)
-            moves.append((("sandbox",), (*base, "sandbox")))
-            continue
-        target = _EXP_TO_TASK.get(key, (key,))
-        node = shaped
-        for part in target[:-1]:
-            node = node.setdefault(part, {})
-        node[target[-1]] = v
-        moves.append((target, (*base, key)))
-    moves.sort(key=lambda m: -len(m[0]))
-
-    def translate(path: Path) -> Path:
-        for task_prefix, doc_prefix in moves:
-            if path[: len(task_prefix)] == task_prefix:
-                return doc_prefix + path[len(task_prefix):]
-        return (*base, *path)
-
-    return Layer(name, shaped, lambda p: doc.span(translate(p)),
-                 lambda p: doc.key_span(translate(p)), translate)
 
 
 def _agent_script(value: dict[str, Any]) -> Any:

@@ -2,7 +2,8 @@
 
 Layers, lowest first: built-in defaults -> experiment defaults -> task -> variant ->
 command line. Mappings merge per key, lists replace, except the fields whose `Rule.merge`
-says append (template_sources, pre_run) or append-after (post_run).
+says append (template_sources, pre_run) or append-after (post_run). An experiment's
+defaults and variants become task-shaped layers (`experiment_layer`).
 """
 
 from __future__ import annotations
@@ -198,3 +199,40 @@ class _Merger:
 
 
 _ABSENT: Any = object()  # "leave this key unset": a patch of a list that does not exist
+
+
+# experiment keys that land somewhere else in the task shape
+_EXP_TO_TASK: dict[str, Path] = {
+    "template_sources": ("sandbox", "template_sources"),
+    "driver": ("sandbox", "driver"),
+}
+_EXP_SKIP = {"variant_id", "description", "repeats", "prompt_mutations"}
+
+
+def experiment_layer(name: str, value: dict[str, Any], doc: Any, base: Path) -> Layer:
+    """Reshape experiment defaults / a variant into a task-shaped layer with a path map."""
+    shaped: dict[str, Any] = {}
+    moves: list[tuple[Path, Path]] = []  # (task prefix, doc prefix)
+    for key, v in value.items():
+        if key in _EXP_SKIP:
+            continue
+        if key == "sandbox":
+            shaped.setdefault("sandbox", {}).update(v)
+            moves.append((("sandbox",), (*base, "sandbox")))
+            continue
+        target = _EXP_TO_TASK.get(key, (key,))
+        node = shaped
+        for part in target[:-1]:
+            node = node.setdefault(part, {})
+        node[target[-1]] = v
+        moves.append((target, (*base, key)))
+    moves.sort(key=lambda m: -len(m[0]))
+
+    def translate(path: Path) -> Path:
+        for task_prefix, doc_prefix in moves:
+            if path[: len(task_prefix)] == task_prefix:
+                return doc_prefix + path[len(task_prefix):]
+        return (*base, *path)
+
+    return Layer(name, shaped, lambda p: doc.span(translate(p)),
+                 lambda p: doc.key_span(translate(p)), translate)

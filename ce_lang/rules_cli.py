@@ -85,7 +85,7 @@ def _claims(prior: dict, spec: dict) -> bool:
 def cli_match_rules(m, here: Path, ctx: RuleContext, rule: bool) -> None:
     """What a `cli_called` criterion and a response rule's `when:` share: patterns that
     could never mean what they look like are errors, at the field that says so."""
-    from ce_lang.rules import check_regex  # rules imports this module
+    from ce_lang.rules_criterion import check_regex  # it imports this module
 
     d = ctx.diags
     label = "a response rule's `when`" if rule else "cli_called"

@@ -290,7 +290,7 @@ def _json_assert(doc, expression, operator, expected):
     except jmespath.exceptions.JMESPathError:
         # An error of the expression on this document (`length(x)` where x is a number
         # or missing): that assertion fails, the others still count (as in coder_eval).
-        # Unknown functions and wrong arities are compile errors (rules._json_rules).
+        # Unknown functions and wrong arities are compile errors (rules_criterion._json_rules).
         return False
     return json_compare(value, operator, expected)
 
