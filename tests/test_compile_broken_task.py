@@ -9,10 +9,8 @@ reference directory is a compile error (CE0207), not a grading error."""
 import json
 import os
 
-from click.testing import CliRunner
-
 from ce_lang.compiler import CompileOptions, compile_paths
-from ce_runtime.cli import main
+from tests.test_compile_dropped_criteria import compile_cli, found
 
 NO_DESCRIPTION = """\
 task_id: t
@@ -24,20 +22,6 @@ success_criteria:
     pattern: "(unclosed"
     description: d
 """
-
-
-def found(result):
-    return [(d.code, d.span.line, d.span.col) for d in result.diagnostics]
-
-
-def compile_cli(tmp_path, text, *args):
-    (tmp_path / "t.yaml").write_text(text)
-    old = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        return CliRunner().invoke(main, ["compile", "t.yaml", "--no-cache", *args])
-    finally:
-        os.chdir(old)
 
 
 def test_missing_description_does_not_hide_the_bad_regex(tmp_path):
