@@ -123,3 +123,24 @@ def test_a_given_junit_path_wins(tmp_path):
     assert not (tmp_path / "first.xml").exists()
     assert len(list(ET.parse(tmp_path / "second.xml").getroot().iter("testcase"))) == REPEATS
     assert load_run_json(run_dir)["args"]["junit_xml"] == str(tmp_path / "second.xml")
+
+
+def test_executor_ray_again_keeps_the_runs_cluster(tmp_path):
+    """`--resume RUN --executor ray` for a run made on a cluster joins that cluster (the
+    recorded address), not a new local Ray. The address here answers nothing, so the
+    resume says which one it tried."""
+    from ce_runtime.execute.executor import ray_missing
+
+    if ray_missing():
+        pytest.skip(ray_missing())
+    run_dir = start(tmp_path)
+    path = os.path.join(run_dir, "run.json")
+    with open(path) as fh:
+        doc = json.load(fh)
+    doc["args"].update(executor="ray", ray_address="127.0.0.1:9")
+    with open(path, "w") as fh:
+        json.dump(doc, fh)
+    unfinish(run_dir, 1)
+    res = ce("run", "--resume", run_dir, "--executor", "ray", cwd=str(tmp_path))
+    assert res.returncode == 1
+    assert "cannot join the Ray cluster at 127.0.0.1:9" in res.stderr, res.stderr

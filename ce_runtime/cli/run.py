@@ -198,7 +198,9 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
         allow_paths = (*args.get("allow_paths", ()), *allow_paths)
         judge_replies = judge_replies or args.get("judge_replies")  # grade as it began
         scripted_model = scripted_model or bool(args.get("scripted_model"))
-        if executor is None:  # the run's executor (and cluster) unless told otherwise
+        if executor is None or executor == args.get("executor"):
+            # the run's executor, and its cluster, unless told otherwise: `--executor ray`
+            # again does not mean "a new local Ray" for a run made on a cluster
             executor = args.get("executor")
             ray_address = ray_address or args.get("ray_address")
         if jobs is None:  # the run's concurrency unless told otherwise
