@@ -150,3 +150,28 @@ def test_editing_a_file_a_criterion_names_is_a_new_plan(tmp_path):
     assert after.plan_hash != before.plan_hash
     assert after.plan.inputs["hidden/expected.txt"] != before.plan.inputs["hidden/expected.txt"]
     assert after.plan.inputs["schema.json"] == before.plan.inputs["schema.json"]
+
+
+@pytest.mark.parametrize("entry", [
+    {"files": {"a.txt": 5}},  # read by the check of the live directory: no AttributeError
+    {"files": {"/etc/passwd": {"sha256": "00" * 32}}},  # never read from outside
+    {"files": {"docs/../../x": {"sha256": "00" * 32}}},
+    {"files": {}, "missing": "abc"},
+    {"files": {"a.txt": {"sha256": "not hex"}}, "missing": ["b"]},
+])
+def test_a_damaged_manifest_is_a_damaged_archive_naming_it(tmp_path, entry):
+    from ce_runtime.store.archive import DamagedArchive
+
+    task_dir = tmp_path / "task"
+    task_dir.mkdir()
+    (task_dir / "a.txt").write_text("now\n")
+    run = tmp_path / "run"
+    (run / "objects").mkdir(parents=True)
+    path = task_files.manifest_path(str(run), "cd" * 32)
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as fh:
+        json.dump({"version": 1, "task_dirs": {str(task_dir): entry}}, fh)
+    task_files._RESOLVED.clear()
+    with pytest.raises(DamagedArchive) as exc:
+        task_files.task_dir_for(str(run), "cd" * 32, str(task_dir))
+    assert exc.value.path == path

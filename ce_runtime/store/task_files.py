@@ -149,6 +149,7 @@ def _resolve(run_dir: str, plan_hash: str, task_dir: str) -> tuple[str, list[str
         entry = next(iter(dirs.values()))  # a record without its directory
     if not isinstance(entry, dict) or not isinstance(entry.get("files"), dict):
         raise DamagedArchive(path, f"no kept files for the task directory {task_dir!r}")
+    _check_entry(entry, path)
     changed = _changed(task_dir, entry)
     if not changed:
         return task_dir, []
@@ -157,6 +158,18 @@ def _resolve(run_dir: str, plan_hash: str, task_dir: str) -> tuple[str, list[str
                                       else "")
     return restored, [f"the task's files changed since the run ({shown}): graded with "
                       "the copies the run kept"]
+
+
+def _check_entry(entry: dict[str, Any], where: str) -> None:
+    """The manifest's shape, before anything reads it (a damaged one is said, not a
+    traceback); each kept file's own fields are checked by the restore."""
+    missing = entry.get("missing", [])
+    if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):
+        raise DamagedArchive(where, "`missing` is not a list of paths")
+    for rel, e in entry["files"].items():
+        if not isinstance(e, dict):
+            raise DamagedArchive(where, f"{rel!r}: not an entry")
+        _climbs(rel, where)
 
 
 def _changed(task_dir: str, entry: dict[str, Any]) -> list[str]:
@@ -196,7 +209,11 @@ def _restore(entry: dict[str, Any], objects: str, where: str) -> str:
     os.makedirs(task_dir)
     lifted = {os.path.normpath(os.path.join(*(["task"] * (depth + 1)), rel)): e
               for rel, e in entry["files"].items()}
-    restore_workspace({"files": lifted}, objects, root)
+    try:
+        restore_workspace({"files": lifted}, objects, root)
+    except DamagedArchive as exc:  # named after the manifest, not workspace.json
+        raise DamagedArchive(where if exc.path == "workspace.json" else exc.path,
+                             exc.why) from None
     return task_dir
 
 
