@@ -59,15 +59,21 @@ def shell(agent: str, command: str) -> dict:
     return {"tool": tool, "input": args}
 
 
+FIRST_COMMAND = ("  - {type: command_executed, tool_name: Bash, command_pattern: first, "
+                 "description: the first command ran}\n")
+
+
 def task(tmp: Path, name: str, agent: str, steps: list, limits: str = "{}",
-         mark: str = "") -> None:
+         mark: str = "", criteria: str = FIRST_COMMAND, tools: str | None = "[Bash]") -> None:
+    """A task of `agent` against the scripted `steps` (`tools`: its allowed_tools, None
+    for none given); `mark` tags its processes (tests.processes)."""
+    allowed = f"allowed_tools: {tools}, " if tools else ""
     (tmp / f"{name}.yaml").write_text(
         f"task_id: {name}\ndescription: {name}\ninitial_prompt: go\n"
-        f"agent: {{type: {agent}, allowed_tools: [Bash], model_script: {name}.model.yaml}}\n"
+        f"agent: {{type: {agent}, {allowed}model_script: {name}.model.yaml}}\n"
         f"run_limits: {limits}\n"
         f"sandbox: {{python: null, env: {{CE_TEST_MARK: '{mark}'}}}}\n"
-        "success_criteria:\n  - {type: command_executed, tool_name: Bash, "
-        "command_pattern: first, description: the first command ran}\n")
+        f"success_criteria:\n{criteria}")
     (tmp / f"{name}.model.yaml").write_text(yaml.safe_dump({"steps": steps}))
 
 

@@ -11,24 +11,17 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.engines import need
 from tests.processes import processes_marked
-from tests.test_agent_fidelity import ce_run, missing, of, shell, trial
+from tests.test_agent_fidelity import ce_run, missing, of, shell, task, trial
 
 pytestmark = pytest.mark.slow
 
 
 def write_task(tmp: Path, name: str, steps: list, limits: str, criteria: str,
                mark: str = "") -> None:
-    (tmp / f"{name}.yaml").write_text(
-        f"task_id: {name}\ndescription: {name}\ninitial_prompt: go\n"
-        f"agent: {{type: codex, model_script: {name}.model.yaml}}\n"
-        f"run_limits: {limits}\n"
-        f"sandbox: {{python: null, env: {{CE_TEST_MARK: '{mark}'}}}}\n"
-        f"success_criteria:\n{criteria}")
-    (tmp / f"{name}.model.yaml").write_text(yaml.safe_dump({"steps": steps}))
+    task(tmp, name, "codex", steps, limits, mark, criteria, tools=None)
 
 
 def usage(i: int, o: int) -> dict:
