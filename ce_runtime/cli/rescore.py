@@ -8,8 +8,11 @@ import json
 import os
 import shutil
 import sys
+from typing import NamedTuple
 
 import click
+
+from ce_runtime.cli import rescore_pool
 
 
 @click.command("rescore")
@@ -38,8 +41,12 @@ import click
               help="Only this trial: its id or a unique prefix (default/hello); repeatable.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Only the trials whose status or score moved, and the summary line.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1),
+              help="Processes grading at once (forked; each grades every Nth trial). The "
+                   "output is the same with any -j; a big archive on a fast disk and many "
+                   "CPUs re-scores faster.  [default: 1]")
 def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, today, refresh_judges,
-                offline, judge_replies, trial_ids, quiet):
+                offline, judge_replies, trial_ids, quiet, jobs):
     """Re-score every trial of RUN_DIR from its trace and workspace snapshot.
 
     RUN_DIR is a run directory (`runs/latest`), one trial directory of a run, or a
@@ -76,11 +83,14 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     worker = ReportWorker.start()  # imports Polars on another CPU while trials are graded
     try:
         _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
-                 refresh_judges, offline, judge_replies, trial_ids, quiet)
+                 refresh_judges, offline, judge_replies, trial_ids, quiet, jobs)
     except BrokenPipeError:
         raise
     except OSError as exc:  # the results could not be written: said, exit 1
         _write_failed(exc)
+    except rescore_pool.PoolFailed as exc:
+        click.echo(f"ce rescore: {exc}; no results written", err=True)
+        sys.exit(1)
     finally:
         if worker is not None:
             worker.close()
@@ -104,7 +114,7 @@ def _write_failed(exc: OSError) -> None:
 
 
 def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
-             refresh_judges, offline, judge_replies, trial_ids, quiet):
+             refresh_judges, offline, judge_replies, trial_ids, quiet, jobs=None):
     from ce_runtime.cli.pick import by_prefix, latest_run
     from ce_runtime.grade.rescore import rescore_trial, trial_dirs
     from ce_runtime.store.archive import (
@@ -150,37 +160,50 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                             also_read=(os.path.join(run_dir, "judges"),))
     runner_for = _runner  # the sandbox code is imported when a criterion runs a command
     judge, loopback = _judge(replies)
-    records, changed, missing, used = [], 0, 0, {}
-    damaged: list[str] = []
+    tally = _Tally()
+    used: dict = {}
+
+    def grade(n: int, d: str) -> _Outcome:
+        if n % 256 == 255:  # the records kept so far: out of the full passes (below)
+            gc.freeze()
+        try:  # a damaged trial is listed; the others are re-scored
+            files = read_trial_files(d)  # each read once
+            plan = None
+            if tasks:  # a trial without a task in TASKS is only counted
+                old = load_task_record(d, files.task)
+                plan = plans.get((old["variant_id"], old["task_id"]))
+                if plan is None:
+                    return _Outcome(None, (), missing=True)
+            loaded = verified_trial_data(d, files)
+            old = loaded[0]
+            rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
+                                          verdicts=verdicts, today=today,
+                                          used_plans=used, loaded=loaded)
+        except DamagedArchive as exc:
+            return _Outcome(None, ((2, f"! {os.path.relpath(d, run_dir):<40} {exc}"),),
+                            damaged=str(exc))
+        # written now (staged): memory holds the records the reports need only
+        staged.trial(rec["rescored_from"], d, rec, evidence, loaded[2] is not None,
+                     old.get("trace_sha256"), old.get("workspace_sha256"))
+        return _Outcome(rec, _echo(rec, old, quiet))
+
+    def finish():  # a grading process's end: its trials written, what it used
+        staged.flush()
+        return used, verdicts.hits, verdicts.asked
+
     with staged:
+        processes = rescore_pool.usable(jobs, len(dirs)) if replies is None else 1
         try:
-            for n, d in enumerate(dirs, 1):
-                if n % 256 == 0:  # the records kept so far: out of the full passes (below)
-                    gc.freeze()
-                try:  # a damaged trial is listed; the others are re-scored
-                    files = read_trial_files(d)  # each read once
-                    plan = None
-                    if tasks:  # a trial without a task in TASKS is only counted
-                        old = load_task_record(d, files.task)
-                        plan = plans.get((old["variant_id"], old["task_id"]))
-                        if plan is None:
-                            missing += 1
-                            continue
-                    loaded = verified_trial_data(d, files)
-                    old = loaded[0]
-                    rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
-                                                  verdicts=verdicts, today=today,
-                                                  used_plans=used, loaded=loaded)
-                except DamagedArchive as exc:
-                    damaged.append(str(exc))
-                    _err(f"! {os.path.relpath(d, run_dir):<40} {exc}")
-                    continue
-                # written now (staged): memory holds the records the reports need only
-                staged.trial(rec["rescored_from"], d, rec, evidence, loaded[2] is not None,
-                             old.get("trace_sha256"), old.get("workspace_sha256"))
-                records.append(rec)
-                _echo(rec, old, quiet)
-                changed += _moved(rec)
+            if processes == 1:
+                for n, d in enumerate(dirs):
+                    tally.add(grade(n, d))
+            else:
+                for more_used, hits, asked in rescore_pool.run(
+                        dirs, processes, grade, finish, staged.abort, tally.add):
+                    for digest, plan in more_used.items():
+                        used.setdefault(digest, plan)
+                    verdicts.hits += hits
+                    verdicts.asked += asked
         finally:
             # the collector's full passes scanned every record kept for the reports
             # (tens of microseconds a trial, and growing with the run); frozen, they
@@ -188,6 +211,8 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
             gc.unfreeze()
             if loopback is not None:
                 loopback.__exit__(None, None, None)
+        records, changed, missing, damaged = \
+            tally.records, tally.changed, tally.missing, tally.damaged
         whole = only_trial is None and not trial_ids
         code = _write(staged.path, records, run_dir, used, out, worker,
                       _run_state(run_dir) if whole else ("complete", None, None))
@@ -209,21 +234,54 @@ def _moved(rec) -> bool:
                                                          rec["weighted_score"])
 
 
-def _echo(rec, old, quiet: bool) -> None:
+class _Outcome(NamedTuple):
+    """What one archived trial came to: its new record (None: damaged, or no task in
+    TASKS) and the lines to print for it, (1, text) on stdout and (2, text) on stderr."""
+
+    record: dict | None
+    lines: tuple[tuple[int, str], ...]
+    damaged: str | None = None
+    missing: bool = False
+
+
+class _Tally:
+    """The outcomes, in the archive's order: printed, counted, the records kept."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+        self.changed = self.missing = 0
+        self.damaged: list[str] = []
+
+    def add(self, outcome: _Outcome) -> None:
+        for stream, line in outcome.lines:
+            (_say if stream == 1 else _err)(line)
+        if outcome.damaged is not None:
+            self.damaged.append(outcome.damaged)
+        self.missing += outcome.missing
+        if outcome.record is not None:
+            self.records.append(outcome.record)
+            self.changed += _moved(outcome.record)
+            if len(self.records) % 256 == 0:  # as grade(): kept, out of the full passes
+                gc.freeze()
+
+
+def _echo(rec, old, quiet: bool) -> tuple[tuple[int, str], ...]:
     """One line per trial (a moved one marked `*`), with the criteria that changed."""
     from ce_runtime.grade.rescore import criterion_changes
 
     moved = _moved(rec)
     if quiet and not moved:
-        return
+        return ()
     before = rec["previous"]
     mark = "*" if moved else " "
-    _say(f"{mark} {rec['trial_id']:<40} {before['status']:>9} -> {rec['status']:<9} "
-         f"{_fmt(before['weighted_score'])} -> {_fmt(rec['weighted_score'])}")
-    for line in criterion_changes(old.get("criteria"), rec.get("criteria") or []):
-        _say(f"      {line}")
-    for note in () if quiet else rec.get("rescore_notes", ()):
-        _err(f"      note: {note}")
+    lines = [(1, f"{mark} {rec['trial_id']:<40} {before['status']:>9} -> "
+                 f"{rec['status']:<9} {_fmt(before['weighted_score'])} -> "
+                 f"{_fmt(rec['weighted_score'])}")]
+    lines += [(1, f"      {line}")
+              for line in criterion_changes(old.get("criteria"), rec.get("criteria") or [])]
+    if not quiet:
+        lines += [(2, f"      note: {note}") for note in rec.get("rescore_notes", ())]
+    return tuple(lines)
 
 
 def _say(line: str) -> None:

@@ -182,6 +182,19 @@ class StagedRun:
             self._finish_writer()
             raise self._failed or OSError("the trial writer ended early") from None
 
+    def flush(self) -> None:
+        """Wait until every trial sent is written (a failed write is raised here); the
+        next trial starts a writer again. A forked grader's end (cli/rescore_pool.py)."""
+        self._finish_writer()
+        self._writer_tried = False
+        if self._failed is not None:
+            raise self._failed
+
+    def abort(self) -> None:
+        """Stop the writer: what is still queued is not written (a failed or
+        interrupted grader, whose staged directory its parent removes)."""
+        self._stop_writer()
+
     def commit(self) -> None:
         """Put the staged directory in place (an empty target directory is replaced),
         once every trial sent is written (a failed write is raised here)."""
