@@ -1,7 +1,7 @@
 """Rescore benchmark: how fast `ce rescore` re-grades an archive, and what a judge costs.
 
     .venv/bin/python bench/rescore.py [--trials 10000] [--repeat 3] [--out DIR] [--json]
-                                      [--command] [--profile]
+                                      [--command] [--profile] [--jobs N] [--work DIR]
 
 `ce rescore RUN_DIR` re-grades every archived trial from its trace and workspace snapshot,
 without the agent (do old scores reproduce? what would a changed criterion score?). An
@@ -225,7 +225,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def run_all(args: argparse.Namespace, env: dict[str, str], say) -> dict[str, Any]:
     small = max(20, args.trials // 20)
     names = ["a", "b", "c"] + (["d"] if args.command else [])
-    work = tempfile.mkdtemp(prefix="ce-bench-rescore-")
+    work = tempfile.mkdtemp(prefix="ce-bench-rescore-", dir=args.work)
     results: dict[str, Any] = {}
     try:
         replies = os.path.join(work, "replies.yaml")
@@ -248,6 +248,8 @@ def run_all(args: argparse.Namespace, env: dict[str, str], say) -> dict[str, Any
 
         def measure(v: str, target: str, n: int) -> dict[str, Any]:
             flags = [f.replace("{replies}", replies) for f in VARIANTS[v][2]]
+            if args.jobs != 1:
+                flags += ["-j", str(args.jobs)]
             judged = {"b": "reused", "c": "asked"}.get(v)
             return rescore(target, n, flags, os.path.join(outs, str(next(seq))), env, judged)
 
@@ -282,7 +284,9 @@ def render(r: dict[str, Any]) -> str:
     m, v = r["meta"], r["variants"]
     lines = [f"ce rescore benchmark: {m['trials']:,} archived trials (6 trace+file criteria), "
              f"Python {m['python']}, {m['cpus']} CPUs, git {m['git']}, "
-             f"--repeat {m['repeat']} (load average at start: {m['loadavg']})", "",
+             f"--repeat {m['repeat']}, -j {m.get('jobs', 1)}"
+             f"{', archives in ' + m['work'] if m.get('work') else ''} "
+             f"(load average at start: {m['loadavg']})", "",
              f"{'variant':<44} {'trials':>6} {'median s':>9} {'min s':>7} {'trials/s':>9} "
              f"{'(best)':>7} {'peak RSS':>10} {'1 trial s':>9} {'marginal ms/trial':>18}"]
     for row in v.values():
@@ -323,6 +327,10 @@ def main() -> None:
                     help="add a cProfile of ce rescore on min(N, 1000) trials of (b)")
     ap.add_argument("--json", action="store_true", help="JSON to stdout, table to stderr")
     ap.add_argument("--out", help="write OUT/rescore.json (default bench/.data)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="`ce rescore -j JOBS` (grading processes; default 1)")
+    ap.add_argument("--work", help="where the archives are made and re-scored (default: "
+                                   "the system's temp dir; e.g. /dev/shm for tmpfs)")
     args = ap.parse_args()
     if args.trials < 2:
         ap.error("--trials must be at least 2")
@@ -339,6 +347,7 @@ def main() -> None:
     prof = variants.pop("profile", None)
     b, c = variants["b"], variants["c"]
     report = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "trials": args.trials,
+                       "jobs": args.jobs, "work": args.work,
                        "repeat": args.repeat, "python": platform.python_version(),
                        "platform": platform.platform(terse=True), "cpus": os.cpu_count(),
                        "loadavg": load, "git": rev, "git_end": git_rev()},
