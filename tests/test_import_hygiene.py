@@ -311,7 +311,11 @@ def _spawn_sites(path: Path) -> list[str]:
 # ce's own processes, never a trial's: the report worker (`ce run` writes its reports in
 # a process that imported Polars while the trials ran) and rescore's trial writer (the
 # re-scored trials' files made while the next trial is graded)
-OWN_PROCESSES = ("ce_runtime/cli/report_worker.py", "ce_runtime/store/staged_run.py")
+# ce's own processes, running ce's code: the report worker, the trial writer, and the
+# forked graders of `ce rescore -j N` (a command a criterion runs still goes through a
+# sandbox driver, in the grader as in the parent)
+OWN_PROCESSES = ("ce_runtime/cli/report_worker.py", "ce_runtime/store/staged_run.py",
+                 "ce_runtime/cli/rescore_pool.py")
 
 
 def test_only_the_sandbox_package_starts_processes():
