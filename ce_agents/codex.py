@@ -21,6 +21,11 @@ tools with their output, and the model's messages. `codex exec --json` still giv
 session, and errors (a failed turn, an `error` item). Without the log (it was never
 found) ce falls back on that stream: one turn, the usage at the end, a system message
 saying so.
+
+Codex reports tokens, no price: ce prices each answer's usage from its rate card or the
+task's `agent.pricing` (`ce_runtime.pricing`), so `max_usd` stops Codex like the agents
+that report their cost. Codex's `input_tokens` include the cached and cache-written
+parts; the trace's are the new input only, as every agent's.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import re
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, lines, model_url
+from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentOutcome, AgentRequest
 from ce_runtime.trace import events as T
 
@@ -70,8 +76,9 @@ PATCH_OK = re.compile(r"^Exit code: 0\b")
 class Session:
     """What mapping one trial's Codex run keeps: where its log is, and how far it got."""
 
-    def __init__(self, codex_home: str):
+    def __init__(self, codex_home: str, rates: pricing.Rates | None = None):
         self.codex_home = codex_home
+        self.rates = rates  # what the model's tokens cost (None: unknown)
         self.log_seen = False  # a line of the session log arrived
         self.answered = False  # the current turn's model answer is complete
         self.usage_records = False  # the log has usage per answer (token_usage_record)
@@ -84,17 +91,19 @@ class Session:
 
 class CodexAgent(CliAgent):
     name = "codex"
+    default_model = DEFAULT_MODEL
+    priced_by_ce = True  # its tokens are priced from ce's rate card (ce_runtime.pricing)
 
     async def prepare(self, request: AgentRequest, events: Events):
         box = request.sandbox
         home = box.env(AGENT).get("HOME", "/tmp")
         codex_home = f"{home}/.codex"
-        events.codex = Session(codex_home)  # type: ignore[attr-defined]
+        model, rates = pricing.agent_rates(request.agent, DEFAULT_MODEL)
+        events.codex = Session(codex_home, rates)  # type: ignore[attr-defined]
         endpoint = request.model_endpoint or {}
         base = await model_url(request, "https://api.openai.com/v1")
         if not base.endswith("/v1"):
             base += "/v1"
-        model = request.agent.get("model") or DEFAULT_MODEL
         await box.write_file(f"{codex_home}/config.toml",
                              CONFIG.format(model=model, base_url=base).encode())
         # not --ephemeral: the session log is where the trace comes from
@@ -245,10 +254,15 @@ class CodexAgent(CliAgent):
 
     @staticmethod
     def _usage(u: dict[str, Any], events: Events) -> None:
-        events.emit(T.Usage, input_tokens=int(u.get("input_tokens") or 0),
-                    output_tokens=int(u.get("output_tokens") or 0),
-                    cache_read_tokens=int(u.get("cached_input_tokens") or 0),
-                    cache_creation_tokens=int(u.get("cache_write_input_tokens") or 0))
+        """One answer's usage, priced; Codex's input count includes the cache's parts."""
+        cached = int(u.get("cached_input_tokens") or 0)
+        written = int(u.get("cache_write_input_tokens") or 0)
+        fresh = max(0, int(u.get("input_tokens") or 0) - cached - written)
+        output = int(u.get("output_tokens") or 0)
+        rates: pricing.Rates | None = events.codex.rates  # type: ignore[attr-defined]
+        events.emit(T.Usage, input_tokens=fresh, output_tokens=output,
+                    cache_read_tokens=cached, cache_creation_tokens=written,
+                    cost_usd=rates.cost(fresh, output, cached, written) if rates else 0.0)
 
     def _totals(self, total: dict[str, Any], state: Session, events: Events) -> None:
         """A log without usage per answer: the growth of its running totals."""

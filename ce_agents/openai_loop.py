@@ -11,6 +11,8 @@ without a tool call, at `run_limits.max_turns` model calls, or on a stop request
 Endpoint: the task's `agent.base_url` / `agent.api_key_env`, else OPENAI_BASE_URL /
 OPENAI_API_KEY, else the scripted model server (`--scripted-model`). The loop itself
 runs in ce, so the endpoint is called from the host; only the tools run in the sandbox.
+Each call's usage is priced from ce's rate card or `agent.pricing` (the API names no
+price), its cached prompt tokens apart from the new input.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 from typing import Any
 
 from ce_agents.cli_agent import Events
+from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import (
     AGENT,
     AgentOutcome,
@@ -59,11 +62,13 @@ TOOLS = [
 class OpenAIAgent:
     name = "openai"
     dialog = True  # a simulated dialog continues the conversation
+    default_model = DEFAULT_MODEL
+    priced_by_ce = True  # its tokens are priced from ce's rate card (ce_runtime.pricing)
 
     async def run(self, request: AgentRequest, sink: EventSink,
                   stop: asyncio.Event) -> AgentOutcome:
         events = Events(sink)
-        model = request.agent.get("model") or DEFAULT_MODEL
+        model, rates = pricing.agent_rates(request.agent, DEFAULT_MODEL)
         events.emit(T.AgentStart, self.name, model)
         try:
             from openai import AsyncOpenAI
@@ -94,8 +99,7 @@ class OpenAIAgent:
                 reply = await client.chat.completions.create(
                     model=model, messages=messages, tools=TOOLS)
                 if reply.usage is not None:
-                    events.emit(T.Usage, input_tokens=reply.usage.prompt_tokens or 0,
-                                output_tokens=reply.usage.completion_tokens or 0)
+                    events.emit(T.Usage, **_usage(reply.usage, rates))
                 message = reply.choices[0].message
                 if message.content:
                     events.emit(T.Message, "assistant", message.content)
@@ -169,3 +173,13 @@ class OpenAIAgent:
         except (SandboxFileError, SandboxError, UnicodeDecodeError) as exc:
             events.result(call.id, False, str(exc))
             return f"error: {exc}"
+
+
+def _usage(u: Any, rates: pricing.Rates | None) -> dict[str, Any]:
+    """A call's Usage fields: `prompt_tokens` include the cached prefix, priced apart."""
+    details = getattr(u, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0)
+    fresh = max(0, int(u.prompt_tokens or 0) - cached)
+    output = int(u.completion_tokens or 0)
+    return {"input_tokens": fresh, "output_tokens": output, "cache_read_tokens": cached,
+            "cost_usd": rates.cost(fresh, output, cached) if rates else 0.0}

@@ -24,6 +24,7 @@ from ce_lang.rules_paths import (
 )
 from ce_lang.rules_preflight import preflight_rules
 from ce_lang.schema import criteria as C
+from ce_lang.schema.agent import BUILTIN_AGENT_TYPES, PRICED_BY_CE
 from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
 from ce_lang.schema.task import TAG_PATTERN, RepoSource, TaskSpec
 from ce_lang.spans import Path, Span, format_path
@@ -170,6 +171,14 @@ def agent_rules(ctx: RuleContext) -> None:
     if a.system_prompt is not None and a.system_prompt_file is not None:
         d.emit("CE0109", "`system_prompt` and `system_prompt_file` exclude each other",
                ctx.key_at(("agent", "system_prompt_file")))
+    runs = ctx.run_agent if ctx.run_agent and kind != "none" else kind
+    if a.pricing and runs in BUILTIN_AGENT_TYPES and runs not in PRICED_BY_CE \
+            and ctx.written(("agent", "pricing")):
+        why = "it reports its own cost" if runs in ("claude-code", "opencode", "pi") \
+            else "it calls no model"
+        d.emit("CE0214", f"`agent.pricing` has no effect on the `{runs}` agent: {why}",
+               ctx.key_at(("agent", "pricing")),
+               help="ce prices the tokens of " + " and ".join(PRICED_BY_CE) + " only")
 
 
 def _managed_help(key: str) -> str:

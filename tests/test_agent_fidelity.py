@@ -64,13 +64,15 @@ FIRST_COMMAND = ("  - {type: command_executed, tool_name: Bash, command_pattern:
 
 
 def task(tmp: Path, name: str, agent: str, steps: list, limits: str = "{}",
-         mark: str = "", criteria: str = FIRST_COMMAND, tools: str | None = "[Bash]") -> None:
+         mark: str = "", criteria: str = FIRST_COMMAND, tools: str | None = "[Bash]",
+         agent_extra: str = "") -> None:
     """A task of `agent` against the scripted `steps` (`tools`: its allowed_tools, None
-    for none given); `mark` tags its processes (tests.processes)."""
+    for none given; `agent_extra`: more `agent:` keys, `key: value, `); `mark` tags its
+    processes (tests.processes)."""
     allowed = f"allowed_tools: {tools}, " if tools else ""
     (tmp / f"{name}.yaml").write_text(
         f"task_id: {name}\ndescription: {name}\ninitial_prompt: go\n"
-        f"agent: {{type: {agent}, {allowed}model_script: {name}.model.yaml}}\n"
+        f"agent: {{type: {agent}, {allowed}{agent_extra}model_script: {name}.model.yaml}}\n"
         f"run_limits: {limits}\n"
         f"sandbox: {{python: null, env: {{CE_TEST_MARK: '{mark}'}}}}\n"
         f"success_criteria:\n{criteria}")

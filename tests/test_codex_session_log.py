@@ -108,13 +108,16 @@ class ListSink:
         self.events.append(event)
 
 
-def mapped(lines: list[bytes]) -> list:
+def mapped(lines: list[bytes], model: str | None = None) -> list:
+    """The events of these log lines, priced as prepare() prices them (`model`: the
+    task's, else Codex's default)."""
     from ce_agents.cli_agent import Events
-    from ce_agents.codex import CodexAgent, Session
+    from ce_agents.codex import DEFAULT_MODEL, CodexAgent, Session
+    from ce_runtime.pricing import agent_rates
 
     sink = ListSink()
     events = Events(sink)
-    events.codex = Session("/home/.codex")
+    events.codex = Session("/home/.codex", agent_rates({"model": model}, DEFAULT_MODEL)[1])
     agent = CodexAgent()
     for line in lines:
         agent.on_log(line, events)
@@ -133,11 +136,16 @@ def test_a_recorded_session_log_maps_to_a_turn_per_model_answer(usage_records):
     events = mapped(lines)
     assert [e.turn for e in of(events, "TurnStart")] == [1, 2, 3, 4, 5]
     usage = of(events, "Usage")
-    assert sum(u.input_tokens for u in usage) == 1500
+    # Codex counts 1,500 input tokens, the last answer's 500 with 50 from the cache:
+    # the trace has the new input (1,450) and the cache reads apart
+    assert sum(u.input_tokens for u in usage) == 1450
     assert sum(u.output_tokens for u in usage) == 45
     assert sum(u.cache_read_tokens for u in usage) == 50
     if usage_records:
-        assert [u.input_tokens for u in usage] == [100, 200, 300, 400, 500]
+        assert [u.input_tokens for u in usage] == [100, 200, 300, 400, 450]
+    # priced at gpt-5.5's list price, Codex's default model
+    assert sum(u.cost_usd for u in usage) == pytest.approx(
+        (1450 * 5.0 + 50 * 0.5 + 45 * 30.0) / 1e6)
     calls = of(events, "ToolCall")
     assert [(c.tool, c.raw_tool) for c in calls] == [
         ("Bash", "exec_command"), ("Bash", "exec_command"), ("Bash", "exec_command"),

@@ -27,7 +27,7 @@ def _trial_input_schema() -> dict[str, Any]:
                             "tool_calls": pl.Int64}),
         "expected_turns": pl.Int64,
         "criteria": pl.List(pl.Struct({"passed": pl.Boolean, "gating": pl.Boolean})),
-        "error": pl.String,
+        "error": pl.String, "cost_unknown": pl.String,
     }
 
 
@@ -58,6 +58,7 @@ def _reference_trials_frame(records) -> pl.DataFrame:
         (usage.field("input_tokens").fill_null(0) + usage.field("output_tokens").fill_null(0))
         .alias("total_tokens"),
         usage.field("cost_usd").fill_null(0.0).alias("cost_usd"),
+        "cost_unknown",
         usage.field("turns").fill_null(0).alias("turns"),
         usage.field("tool_calls").fill_null(0).alias("tool_calls"),
         visible_turns.alias("visible_turns"),
@@ -114,7 +115,8 @@ RECORDS = [
      "criteria": [_crit(1, disabled=True, advisory=True, description="d",
                         pass_threshold=0.5, suite_thresholds={"pass_rate": 0.5})]},
     {"trial_id": "v/b/00", "status": "NOT_GRADED", "error": "no grading", "model": "m",
-     "agent": "claude-code", "task_file": "b.yaml", "plan_hash": "ab" * 32},
+     "agent": "codex", "task_file": "b.yaml", "plan_hash": "ab" * 32,
+     "cost_unknown": "model 'm' has no rate"},
     {"trial_id": "v/b/01", "status": "ERROR", "usage": {"turns": 1},
      "started_at": "not a date", "rescored_from": "x", "previous": {"status": "ERROR"}},
 ]

@@ -201,11 +201,12 @@ def test_resume_of_a_non_run_directory_is_a_usage_error(tmp_path):
 
 # -- the runtime by stage --------------------------------------------------------------------
 # Data flows cli -> report -> execute -> grade -> trace -> store: a stage imports only the
-# stages below it. `model_server` is a leaf every stage may use (judges, agents, tests).
+# stages below it. `model_server` and `pricing` (the rate card) are leaves every stage may
+# use (judges, agents, tests; the agents that report no price, the pre-flight).
 STAGES = ("cli", "report", "execute", "grade", "trace", "store")
-LEAVES = ("ce_runtime.model_server",)
+LEAVES = ("ce_runtime.model_server", "ce_runtime.pricing")
 AGENT_API = ("ce_runtime.execute.agent_protocol", "ce_runtime.trace.events",
-             "ce_runtime.model_server")
+             "ce_runtime.model_server", "ce_runtime.pricing")
 
 
 def _module_of(path: Path) -> str:
@@ -272,7 +273,7 @@ def test_every_runtime_module_sits_in_a_stage():
     assert loose == []
 
 
-def test_ce_agents_import_only_the_protocol_the_trace_and_the_model_server():
+def test_ce_agents_import_only_the_protocol_the_trace_the_model_server_and_the_rate_card():
     offenders = [f"{m}:{ln}: {n}" for m, ln, n in _ce_imports("ce_agents")
                  if not n.startswith("ce_agents") and n not in AGENT_API]
     assert offenders == []

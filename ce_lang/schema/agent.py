@@ -12,6 +12,21 @@ PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
 
 # Agent kinds ce ships; third-party agents add theirs through the `ce.agents` entry points.
 BUILTIN_AGENT_TYPES = ("claude-code", "codex", "opencode", "pi", "openai", "none", "oracle", "script")
+# those whose tokens ce prices from its rate card and `agent.pricing` (their CLI reports
+# no cost; the adapters say `priced_by_ce`, and a test holds the two equal)
+PRICED_BY_CE = ("codex", "openai")
+
+
+@attrs.frozen(kw_only=True)
+class ModelRates:
+    """One model's prices in `agent.pricing`, USD per million tokens."""
+
+    input: float = spec(ge=0, doc="USD per million new input tokens (not from the cache)")
+    output: float = spec(ge=0, doc="USD per million output tokens")
+    cache_read: float | None = spec(None, ge=0,
+        doc="USD per million input tokens read from the prompt cache (default: `input`)")
+    cache_write: float | None = spec(None, ge=0,
+        doc="USD per million input tokens written to the prompt cache (default: `input`)")
 
 
 @attrs.frozen(kw_only=True)
@@ -48,6 +63,10 @@ class AgentConfig:
         doc="coder_eval's agent ignore patterns; accepted, not used by ce")
     base_url: str | None = spec(None, doc="OpenAI-compatible endpoint for `type: openai`")
     api_key_env: str | None = spec(None, doc="environment variable holding the API key")
+    pricing: dict[str, ModelRates] | None = spec(
+        None, doc="ce: what the model costs, for agents whose CLI reports tokens but no price "
+                  "(codex, openai): model id -> rates, over ce's rate card; a model on "
+                  "neither has an unknown cost")
     model_script: str | None = spec(
         None, path="task", doc="ce: the scripted model session `ce run --scripted-model` "
                                "replays for this agent (default: <task>.<agent type>.model.yaml "

@@ -180,7 +180,8 @@ class RunLimits:
     max_total_tokens: int | None = spec(None, ge=1,
         doc="input + output tokens; past it the trial ends TOKEN_BUDGET_EXCEEDED")
     max_usd: float | None = spec(None, gt=0,
-        doc="the agent's cost in USD; past it the trial ends COST_BUDGET_EXCEEDED")
+        doc=("the agent's cost in USD; past it the trial ends COST_BUDGET_EXCEEDED (codex, "
+             "openai: priced by ce, and `ce run` refuses a model it has no rate for)"))
     count_cached_input: bool = spec(False,
         doc=("count cache-read input tokens toward max_input_tokens and max_total_tokens "
             "(default: only new input counts)"))

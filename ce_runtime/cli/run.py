@@ -247,6 +247,7 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
     P.drivers(trials)
     executor = _check_executor(executor or "local", ray_address)
     P.agents(trials, agent_type)
+    P.costs(trials, agent_type, quiet)
     P.models(trials, agent_type, scripted_model)
     P.judges(trials, judge_replies)
     if not resume_dir:

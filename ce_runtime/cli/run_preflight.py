@@ -5,6 +5,8 @@ is missing and the trials it stops; any problem ends the run with exit 2, nothin
 - `agent_name`: `--agent` names an agent ce has (did-you-mean, as `ce compile --type`);
 - `drivers`: every sandbox driver the trials need works here;
 - `agents`: every agent the trials run has an adapter that loads;
+- `costs`: a `max_usd` budget ce can enforce: an agent that reports no price (codex,
+  openai) runs a model ce has a rate for (its card, `agent.pricing`);
 - `models`: every agent that calls a model has its credentials or scripted session;
 - `judges`: criteria that ask a model (llm_judge, agent_judge ...) can reach one.
 """
@@ -92,6 +94,33 @@ def agents(trials, override: str | None) -> None:
             problems.append(f"agent `{name}` ({_shown(ids)}): its adapter does not load "
                             f"({type(exc).__name__}: {exc})")
     _fail(problems, "choose another agent with --agent, or install its adapter")
+
+
+def costs(trials, override: str | None, quiet: bool = False) -> None:
+    """A trial whose agent reports no price, on a model without a rate, has an unknown
+    cost: with `run_limits.max_usd` that budget could never stop it (a silent no-op), so
+    the run stops here; without one it runs, and its cost is said to be unknown (here,
+    in its task.json and in the reports)."""
+    from ce_lang.api import block_to_json
+    from ce_runtime import pricing
+    from ce_runtime.execute.agents import load_agent
+
+    agents: dict[str, object] = {}
+    budgeted: dict[str, list[str]] = {}
+    unknown: dict[str, list[str]] = {}
+    for t in trials:
+        name = effective_agent(t, override)
+        if name not in agents:
+            agents[name] = load_agent(name)  # `agents` checked that it loads
+        why = pricing.unpriced(agents[name], block_to_json(t.plan.agent))
+        if why is not None:
+            into = budgeted if t.plan.run_limits.max_usd else unknown
+            into.setdefault(f"agent `{name}`: {why}", []).append(t.trial_id)
+    if not quiet:
+        for why, ids in unknown.items():
+            click.echo(f"ce run: cost unknown ({_shown(ids)}): {why}", err=True)
+    _fail([f"run_limits.max_usd can never stop these trials ({_shown(ids)}): {why}"
+           for why, ids in budgeted.items()], "give the model a rate, or remove max_usd")
 
 
 def models(trials, override: str | None, scripted: bool) -> None:

@@ -1,11 +1,11 @@
 """The one protocol every agent implements.
 
-`ce_agents` imports this module and the trace schema, nothing else of ce_runtime: an
-agent gets a request (plain data and the trial's sandbox), an event sink and a stop
-signal, emits trace events as it works, and returns how it ended. An agent never starts
-a process or touches a file itself: it asks `request.sandbox` (`exec`, `spawn`,
-`write_file`, `read_file`), so it is confined as the task's driver confines it, and a
-timeout or Ctrl-C kills everything it started.
+`ce_agents` imports this module, the trace schema and the rate card (`ce_runtime.pricing`),
+nothing else of ce_runtime: an agent gets a request (plain data and the trial's
+sandbox), an event sink and a stop signal, emits trace events as it works, and returns
+how it ended. An agent never starts a process or touches a file itself: it asks
+`request.sandbox` (`exec`, `spawn`, `write_file`, `read_file`), so it is confined as the
+task's driver confines it, and a timeout or Ctrl-C kills everything it started.
 """
 
 from __future__ import annotations
@@ -67,7 +67,10 @@ class Agent(Protocol):
     """Emits AgentStart, its turns and tool calls, and AgentEnd when it ends by itself
     (the runner writes AgentEnd for an agent it had to kill). An agent with a true
     `trusted` attribute (the oracle: the task's own solution) keeps the grader's inputs
-    reachable while it runs."""
+    reachable while it runs. One whose CLI reports tokens but no price sets
+    `priced_by_ce` and its `default_model`, and prices its Usage events with
+    `ce_runtime.pricing` (ce says a cost is unknown, and refuses a `max_usd` it could not
+    enforce, by the same attributes)."""
 
     name: str
 

@@ -20,8 +20,10 @@ import attrs
 from ce_lang.api import (
     RECORD_CLI_DIR,
     Trial,
+    block_to_json,
     program_for,
 )
+from ce_runtime import pricing
 from ce_runtime.execute.agent_phase import TrialSink, agent_phase, grading_check, model_endpoint
 from ce_runtime.execute.agent_protocol import AgentOutcome
 from ce_runtime.grade.host import InfrastructureError
@@ -234,6 +236,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             except UnknownAgent as exc:
                 error = str(exc)
             else:
+                notes["cost_unknown"] = pricing.unpriced(agent, block_to_json(plan.agent))
                 try:
                     endpoint, model_server = model_endpoint(trial, agent_name, ctx, sandbox,
                                                             notes)
@@ -366,6 +369,7 @@ def _record(trial: Trial, agent: str, status: Status, error: str | None,
         usage=rec.Usage(input_tokens=view.input_tokens, output_tokens=view.output_tokens,
                         cost_usd=view.cost_usd, turns=view.view.turns,
                         tool_calls=len(view.view.tool_calls)),
+        cost_unknown=notes.get("cost_unknown"),
         expected_turns=plan.run_limits.expected_turns,
         criteria=[rec.CriterionRecord(**c) for c in criteria], error=error,
         pre_run=[rec.CommandRecord(**attrs.asdict(c)) for c in pre],

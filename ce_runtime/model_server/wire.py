@@ -127,9 +127,13 @@ def anthropic_events(step: Step, model: str, seq: int) -> list[dict[str, Any]]:
 
 
 # -- OpenAI Chat Completions -------------------------------------------------------------
-def _openai_usage(step: Step) -> dict[str, int]:
+def _openai_usage(step: Step) -> dict[str, Any]:
+    """The step's usage as Chat Completions reports it: like the Responses API here,
+    `prompt_tokens` is the step's input_tokens, its cached part cache_read_input_tokens."""
     i, o = step.usage.get("input_tokens", 0), step.usage.get("output_tokens", 0)
-    return {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+    return {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o,
+            "prompt_tokens_details": {"cached_tokens": step.usage.get(
+                "cache_read_input_tokens", 0)}}
 
 
 def _chat_tool_calls(step: Step, seq: int) -> list[dict[str, Any]]:

@@ -79,7 +79,7 @@ def _trials_frame(records: list[TrialRecord]) -> pl.DataFrame:
         "duration_s",
         "input_tokens", "output_tokens",
         (pl.col("input_tokens") + pl.col("output_tokens")).alias("total_tokens"),
-        "cost_usd", "turns", "tool_calls",
+        "cost_usd", "cost_unknown", "turns", "tool_calls",
         visible_turns.alias("visible_turns"),
         "expected_turns",
         pl.when(pl.col("expected_turns").is_not_null() & graded)
@@ -93,7 +93,8 @@ def _trials_frame(records: list[TrialRecord]) -> pl.DataFrame:
 
 _PLAIN_TRIAL_FIELDS = (*TRIAL_KEYS, "tags", "task_file", "plan_hash", "agent", "model",
                        "status", "stopped_early", "early_stop_reason", "weighted_score",
-                       "started_at", "duration_s", "expected_turns", "error")
+                       "started_at", "duration_s", "expected_turns", "error",
+                       "cost_unknown")
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cost_usd", "turns", "tool_calls")
 
 
@@ -106,7 +107,7 @@ def _trial_columns_schema() -> dict[str, Any]:
         "agent": pl.String, "model": pl.String, "status": pl.String,
         "stopped_early": pl.Boolean, "early_stop_reason": pl.String,
         "weighted_score": pl.Float64, "started_at": pl.String, "duration_s": pl.Float64,
-        "expected_turns": pl.Int64, "error": pl.String,
+        "expected_turns": pl.Int64, "error": pl.String, "cost_unknown": pl.String,
         "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64,
         "turns": pl.Int64, "tool_calls": pl.Int64,
         "outcome_reason": pl.String, "outcome_detail": pl.String,

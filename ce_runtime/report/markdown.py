@@ -28,6 +28,16 @@ def _cell(text: Any, limit: int = 160) -> str:
     return s.replace("|", "\\|")
 
 
+def _cost(block: dict[str, Any], why: bool = False) -> str:
+    """A summary's cost, and the trials it leaves out (their model has no rate)."""
+    text = fmt_cost(block["cost_usd"])
+    unknown = block.get("cost_unknown")
+    if not unknown:
+        return text
+    text += f" + unknown for {unknown['trials']} trial(s)"
+    return text + (": " + _cell("; ".join(unknown["why"]), 400) if why else "")
+
+
 def _code(text: Any) -> str:
     s = str(text).replace("`", "'")
     return f"`{s}`"
@@ -101,7 +111,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
         w(f"| Stopped early | {summary['stopped_early']} trial(s) |")
     tok = summary["tokens"]
     w(f"| Tokens | {tok['input']:,} in / {tok['output']:,} out |")
-    w(f"| Cost | {fmt_cost(summary['cost_usd'])} |")
+    w(f"| Cost | {_cost(summary, why=True)} |")
     w(f"| Agent time | {fmt_duration(summary['duration_s'])} (sum over trials) |")
     w("")
 
@@ -122,7 +132,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
         lead = ", ".join(who)
         w((lead[:1].upper() + lead[1:] + " — " if lead else "")
           + f"{vs['passed']}/{vs['graded']} succeeded ({fmt_pct(vs['pass_rate'])}), mean score "
-          f"{fmt_score(vs['mean_score'])}, cost {fmt_cost(vs['cost_usd'])}.")
+          f"{fmt_score(vs['mean_score'])}, cost {_cost(vs)}.")
         w("")
         head = ["Task", "Repeat", "Status", "Score", "Turns"]
         if budgeted:
@@ -207,7 +217,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
             vpak = vs["pass_at_k"]
             w(f"| {_code(v)} | {vs['trials']} | {fmt_pct(vs['pass_rate'])} | {ci_text} | "
               f"{fmt_score(vs['mean_score'])} | {vpak['passed']}/{vpak['tasks']} | "
-              f"{fmt_cost(vs['cost_usd'])} |")
+              f"{_cost(vs)} |")
         w("")
         w("Paired over the tasks both variants ran (per task: success rate and mean score "
           "over its repeats; a task is better or worse on its success rate, then its score):")
@@ -274,7 +284,7 @@ def _trial_cells(rec: TrialRecord, budgeted: bool) -> list[str]:
             visible = usage.tool_calls + 1
             within = rec.status == Status.SUCCESS and visible <= TURN_BUDGET_FACTOR * expected
             cells.append(f"{visible}/{expected} {'✓' if within else '✗'}")
-    cells.append(fmt_cost(usage.cost_usd))
+    cells.append("unknown" if rec.cost_unknown else fmt_cost(usage.cost_usd))
     notes = []
     if rec.stopped_early:
         notes.append(f"stopped early ({_cell(rec.early_stop_reason or 'decided')})")

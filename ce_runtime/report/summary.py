@@ -49,6 +49,7 @@ def _stats_exprs() -> list[pl.Expr]:
         pl.col("stopped_early").sum().alias("stopped_early"),
         pl.col("input_tokens").sum(), pl.col("output_tokens").sum(),
         pl.col("total_tokens").sum(), pl.col("cost_usd").sum(),
+        pl.col("cost_unknown").is_not_null().sum().alias("cost_unknown"),
         pl.col("duration_s").sum(), pl.col("turns").sum(), pl.col("tool_calls").sum(),
         within.is_not_null().sum().alias("budgeted"),
         within.fill_null(False).sum().alias("within"),
@@ -91,6 +92,10 @@ def _breakdown(row: dict[str, Any], pak: dict[str, Any] | None) -> dict[str, Any
         # to the nano-dollar: sums in another order (the run's, a variant's) differ in
         # the last bits, and $0.35355 would print as $0.3535 in one place, $0.3536 in the other
         "cost_usd": None if row["cost_usd"] is None else round(row["cost_usd"], 9),
+        # only when some trial's cost is unknown (its model has no rate): cost_usd
+        # leaves those trials' tokens out
+        **({"cost_unknown": {"trials": row["cost_unknown"], "why": row["cost_unknown_why"]}}
+           if row["cost_unknown"] else {}),
         "duration_s": row["duration_s"],
         "turns": row["turns"],
         "tool_calls": row["tool_calls"],
@@ -178,7 +183,9 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
     per_variant_lf = trials.group_by("variant_id", maintain_order=True).agg(
         *_stats_exprs(),
         pl.col("agent").drop_nulls().unique(maintain_order=True).alias("agents"),
-        pl.col("model").drop_nulls().unique(maintain_order=True).alias("models"))
+        pl.col("model").drop_nulls().unique(maintain_order=True).alias("models"),
+        pl.col("cost_unknown").drop_nulls().unique(maintain_order=True)
+        .alias("cost_unknown_why"))
     experiments_lf = trials.select(
         pl.col("experiment_id").drop_nulls().unique(maintain_order=True))
     pak_all_lf = _pass_at_k(trials, [])
@@ -186,6 +193,8 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
     overall, per_variant, pak_all, pak_variant, experiments = pl.collect_all(
         [overall_lf, per_variant_lf, pak_all_lf, pak_variant_lf, experiments_lf])
     total = overall.row(0, named=True)
+    total["cost_unknown_why"] = list(dict.fromkeys(
+        why for r in per_variant.iter_rows(named=True) for why in r["cost_unknown_why"]))
     pak_total = pak_all.row(0, named=True) if pak_all.height else None
     if pak_total is not None and not pak_total["tasks"]:
         pak_total = None

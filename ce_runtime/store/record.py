@@ -177,6 +177,9 @@ class TrialRecord(_Part, kw_only=True):
     duration_s: float | None = None
     agent_outcome: AgentOutcome | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
+    # why usage.cost_usd leaves the agent's tokens out: its model has no rate (written
+    # only then; ce_runtime.pricing)
+    cost_unknown: str | None = None
     expected_turns: int | None = None
     criteria: list[CriterionRecord] = []
     error: str | None = None
@@ -201,13 +204,14 @@ class TrialRecord(_Part, kw_only=True):
     record_sha256: str | None = None
 
 
-# keys a record has only once something wrote them (the archive, a re-score)
-_PRESENT_ONLY = (*DIGEST_KEYS, "rescored_from", "previous", "rescore_notes")
+# keys a record has only once something wrote them (the archive, a re-score, a cost
+# that is unknown)
+_PRESENT_ONLY = (*DIGEST_KEYS, "rescored_from", "previous", "rescore_notes", "cost_unknown")
 
 
 def record_dict(rec: TrialRecord) -> dict[str, Any]:
     """The record as task.json's JSON object: every key the dict writer wrote; the
-    archive's digests and a re-score's notes only once they were recorded."""
+    archive's digests, a re-score's notes and an unknown cost only once recorded."""
     out = msgspec.to_builtins(rec)
     for key in _PRESENT_ONLY:
         if out.get(key) is None:

@@ -1,0 +1,111 @@
+"""What the agents that report tokens but no price cost (the real Codex CLI and ce's
+`openai` loop against ce's scripted model server, through `ce run --scripted-model`):
+each answer's usage is priced from ce's rate card or the task's `agent.pricing`, so a
+small `max_usd` ends the trial COST_BUDGET_EXCEEDED after the first call (it never could:
+their cost was 0), a large one lets it finish with the exact cost in task.json and
+run.json, and a model with no rate is a cost said to be unknown (the trial runs; with
+`max_usd` the run is refused before anything starts: tests/test_pricing.py).
+
+The expected dollars are computed here from the list prices, not from ce's card: a
+wrong rate on the card fails these tests. The scripted server reports a step's
+`input_tokens` as OpenAI does (cached part included; `cache_read_input_tokens` is that
+part), which ce splits into new input and cache reads."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.engines import need
+from tests.processes import processes_marked
+from tests.test_agent_fidelity import ce_run, missing, shell, task, trial
+
+pytestmark = pytest.mark.slow
+
+# USD per million tokens (input, cache read, output) of each agent's default model,
+# from OpenAI's price list: codex runs gpt-5.5, the openai agent gpt-4.1
+LIST_PRICE = {"codex": (5.00, 0.50, 30.00), "openai": (2.00, 0.50, 8.00)}
+HOUSE = "{model: house-model, pricing: {house-model: {input: 1.0, output: 3.0, " \
+        "cache_read: 0.25}}}"
+ONE_FILE = "  - {type: file_exists, path: first.txt, description: d}\n"
+
+
+def usage(total_in: int, cached: int, out: int) -> dict:
+    return {"input_tokens": total_in, "cache_read_input_tokens": cached,
+            "output_tokens": out}
+
+
+# (prompt tokens, of them cached, output) per call: 6,000 + 4,000 + 1,000 new input
+STEPS = [(10_000, 4_000, 200), (12_000, 8_000, 100), (13_000, 12_000, 50)]
+
+
+def dollars(rates: tuple[float, float, float], calls=STEPS) -> float:
+    rate_in, rate_cached, rate_out = rates
+    return sum((total - cached) * rate_in + cached * rate_cached + out * rate_out
+               for total, cached, out in calls) / 1e6
+
+
+def session(agent: str, tail: str = "") -> list:
+    return [{**shell(agent, "echo first > first.txt" + tail), "usage": usage(*STEPS[0])},
+            {**shell(agent, "echo second"), "usage": usage(*STEPS[1])},
+            {"text": "done", "usage": usage(*STEPS[2])}]
+
+
+@pytest.mark.parametrize("agent", ["codex", "openai"])
+def test_max_usd_stops_codex_and_the_openai_agent_and_their_cost_is_recorded(agent,
+                                                                              tmp_path):
+    need(missing(agent))
+    mark = f"{int(time.time() * 1000) % 100000}.125"
+    sleep = f"python3 -c 'import time; time.sleep({mark})'"
+    tiny = 0.01  # the first answer alone costs more: codex $0.038, openai $0.0156
+    task(tmp_path, "tiny", agent, session(agent, f"; {sleep}"),
+         f"{{max_usd: {tiny}, task_timeout: 120}}", mark, ONE_FILE, tools=None)
+    task(tmp_path, "big", agent, session(agent), "{max_usd: 100}", mark, ONE_FILE, tools=None)
+    task(tmp_path, "house", agent, session(agent), "{max_usd: 100}", mark, ONE_FILE,
+         tools=None, agent_extra=HOUSE[1:-1] + ", ")
+    task(tmp_path, "unpriced", agent, session(agent), "{}", mark, ONE_FILE, tools=None,
+         agent_extra="model: house-model, ")
+    res = ce_run(tmp_path)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert "cost unknown (1 trial(s): default/unpriced/00): agent `" + agent + \
+        "`: model 'house-model' has no rate" in res.stderr, res.stderr
+
+    rates = LIST_PRICE[agent]
+    first = dollars(rates, STEPS[:1])
+    assert first > tiny
+    record, events, _ = trial(tmp_path, "tiny")
+    assert record["status"] == "COST_BUDGET_EXCEEDED", (record["agent_outcome"],
+                                                        res.stderr[-2000:])
+    assert record["model_server"]["calls"] == 1  # stopped in the first call's command
+    assert record["usage"]["cost_usd"] == pytest.approx(first, rel=1e-9)
+    assert record["usage"]["input_tokens"] == 6_000  # new input only: the cached 4,000 apart
+    assert [(u.input_tokens, u.cache_read_tokens, u.output_tokens) for u in events
+            if type(u).__name__ == "Usage"] == [(6_000, 4_000, 200)]
+
+    record, _, _ = trial(tmp_path, "big")
+    assert record["status"] == "SUCCESS", (record["agent_outcome"], res.stderr[-2000:])
+    assert record["model_server"]["calls"] == 3
+    assert record["usage"]["cost_usd"] == pytest.approx(dollars(rates), rel=1e-9)
+    assert (record["usage"]["input_tokens"], record["usage"]["output_tokens"]) == (11_000, 350)
+    assert "cost_unknown" not in record
+
+    house, _, _ = trial(tmp_path, "house")  # the task's own rate for a model off the card
+    assert house["status"] == "SUCCESS", house["agent_outcome"]
+    assert house["usage"]["cost_usd"] == pytest.approx(dollars((1.0, 0.25, 3.0)), rel=1e-9)
+
+    unpriced, _, _ = trial(tmp_path, "unpriced")
+    assert unpriced["status"] == "SUCCESS", unpriced["agent_outcome"]
+    assert unpriced["usage"]["cost_usd"] == 0.0 and unpriced["usage"]["input_tokens"] == 11_000
+    assert "'house-model' has no rate" in unpriced["cost_unknown"]
+
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.name != "latest")
+    summary = json.loads((run_dir / "run.json").read_text())
+    assert summary["cost_usd"] == pytest.approx(
+        first + dollars(rates) + dollars((1.0, 0.25, 3.0)), rel=1e-9)
+    assert summary["cost_unknown"]["trials"] == 1
+    assert summary["cost_unknown"]["why"] == [unpriced["cost_unknown"]]
+    report = (run_dir / "report.md").read_text()
+    assert "+ unknown for 1 trial(s): model 'house-model' has no rate" in report
+    assert processes_marked(mark) == {}
