@@ -228,7 +228,10 @@ _TABLE = [
     ("CE0501", "error", "invalid -D override",
      "`-D` takes `path=value`, where path names a task setting (e.g. `agent.model`, "
      "`run_limits.max_turns`, `agent.sdk_options.effort`) and value is a YAML scalar or flow "
-     "collection of the right type."),
+     "collection of the right type. Without `=` it is a usage error (exit status 2). A path "
+     "no task has is reported once, with the closest setting; one that does not fit a "
+     "task (a list index past its end) is reported naming the tasks. The tasks are still "
+     "checked, without the bad `-D`, and no trials are made."),
 ]
 
 CODES: dict[str, Code] = {c[0]: Code(*c) for c in _TABLE}

@@ -2,12 +2,17 @@
 
 load (YAML with spans) -> validate (schema walker) -> dataset rows -> layers (experiment,
 task, variant, command line) -> structure (cattrs) -> rules -> lower to a plan -> hash.
+
+No error stops the others: a usage error (a malformed `-D`, a path that matches nothing,
+a missing experiment file) makes the exit status 2, and every file that can be read is
+still checked. A broken experiment or `-D` makes no trials, and each task is checked
+against what is valid in them, the settings their errors leave unknown held
+(`ce_lang.experiment`, `ce_lang.overrides`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,11 +22,18 @@ from ce_lang import dataset as ds
 from ce_lang import hostfs
 from ce_lang.convert import converter
 from ce_lang.diagnostics import Diagnostic, Diagnostics, dedupe
+from ce_lang.experiment import (
+    NO_EXPERIMENT,
+    Experiment,
+    VariantLayers,
+    load_experiment,
+    unusable_experiment,
+)
 from ce_lang.lang.checker import Registry
 from ce_lang.lang.instances import check_instances
 from ce_lang.lang.stdlib import load_file, stdlib_registry, user_registry
-from ce_lang.layers import Layer, Merged, experiment_layer, merge_layers
-from ce_lang.overrides import Override, overrides_layer_value, parse_overrides
+from ce_lang.layers import Layer, Merged, merge_layers
+from ce_lang.overrides import CommandLine, Override, overrides_layer_value, parse_overrides
 from ce_lang.paths import NotRegularFile, SuiteRoots, host_path_problem, read_regular_text
 from ce_lang.plan import Trial, lower, lower_criterion, plan_hash
 from ce_lang.rules import RuleContext, check_task
@@ -76,7 +88,7 @@ class CompileResult:
     diagnostics: list[Diagnostic]
     sources: dict[str, str]
     task_files: int
-    usage_error: bool = False  # bad -D or no input: exit code 2
+    usage_error: bool = False  # malformed -D, a missing input: exit code 2
 
     @property
     def errors(self) -> int:
@@ -85,14 +97,6 @@ class CompileResult:
     @property
     def warnings(self) -> int:
         return sum(1 for d in self.diagnostics if d.severity == "warning")
-
-
-@attrs.frozen
-class _Variant:
-    variant_id: str
-    layer: Layer | None
-    repeats: tuple[int, str] | None  # value, layer name
-    mutations: tuple = ()  # PromptMutation, the defaults' first
 
 
 def compile_paths(paths: Iterable[str], options: CompileOptions = CompileOptions()
@@ -110,7 +114,11 @@ class _Compiler:
         self._agent_types: tuple[str, ...] | None = None
         self.digests: dict[str, str] = {}
         self.registries: dict[tuple[str, ...], Registry] = {}
-        self.exp_criteria_files: list[str] = []
+        self.experiment: Experiment = NO_EXPERIMENT
+        self.command_line = CommandLine(())
+        self.cli: Layer | None = None
+        self.cli_paths: frozenset[Path] = frozenset()  # the settings the command line makes
+        self.misfits: dict[Diagnostic, list[str]] = {}  # -> the tasks it does not fit
         self.instance_cache: dict = {}
         self.registry_texts: dict[str, str] = {}  # user .ce files: shown name -> text
         self.host_limits = options.host_limits
@@ -122,15 +130,11 @@ class _Compiler:
     def run(self, paths: list[str]) -> CompileResult:
         usage = Diagnostics()
         self.roots = SuiteRoots.from_cli(paths, self.opt.allow_paths)
-        overrides = parse_overrides(list(self.opt.overrides), usage, self.sources, self.roots)
+        self.command_line = parse_overrides(list(self.opt.overrides), usage, self.diags,
+                                            self.sources, self.roots)
         files = self.expand(paths, usage)
-        if self.opt.experiment and not hostfs.isfile(self.opt.experiment):
-            usage.emit("CE0001", f"experiment file {self.opt.experiment!r} not found", None)
-        exp_layers = self.load_experiment() if self.opt.experiment and not usage else None
-        if usage.has_errors or (self.opt.experiment and exp_layers is None):
-            return self.result(usage, 0, usage_error=usage.has_errors)
-        cli = self.cli_layer(overrides)
-        variants = exp_layers or (None, [_Variant("default", None, None)], None)
+        self.experiment = self.load_experiment(usage)
+        self.cli = self.cli_layer(list(self.command_line.overrides))
         compiled = 0
         for file, explicit in files:
             errors_before = self.diags.count("error")
@@ -145,8 +149,9 @@ class _Compiler:
             if kind is None and not explicit:
                 continue  # not a task file (a template's YAML, a fixture ...)
             compiled += 1
-            self.compile_task(doc, variants, cli, errors_before)
-        return self.result(usage, compiled)
+            self.compile_task(doc, errors_before)
+        self.report_misfits(compiled)
+        return self.result(usage, compiled, usage_error=usage.has_errors)
 
     def result(self, usage: Diagnostics, compiled: int, usage_error: bool = False
                ) -> CompileResult:
@@ -203,71 +208,19 @@ class _Compiler:
         return doc
 
     # -- experiments ---------------------------------------------------------------------
-    def load_experiment(self) -> tuple[str, list[_Variant], Layer | None] | None:
+    def load_experiment(self, usage: Diagnostics) -> Experiment:
         path = self.opt.experiment
-        assert path is not None
+        if path is None:
+            return NO_EXPERIMENT
+        if not hostfs.isfile(path):
+            usage.emit("CE0001", f"experiment file {path!r} not found", None)
+            return unusable_experiment()
         doc = self.load(path)
-        if doc is None:
-            return None
-        if _kind(doc.value) == "task":
+        if doc is not None and _kind(doc.value) == "task":
             self.diags.emit("CE0402", f"{path} is a task file, not an experiment",
                             doc.span(()), help="pass tasks as arguments and experiments with -e")
-            return None
-        value = self.validate(doc, ExperimentSpec)
-        if value is None:
-            return None
-        exp_id = value["experiment_id"]
-        defaults = value.get("defaults") or {}
-        exp_dir = os.path.dirname(os.path.abspath(path))
-        self.exp_criteria_files = [
-            (f, os.path.relpath(f, exp_dir), doc.span(("defaults", "criteria_files", i)))
-            for i, f in enumerate(defaults.get("criteria_files") or [])]
-        default_layer = None
-        if defaults:
-            default_layer = experiment_layer(f"experiment {exp_id}: defaults", defaults, doc,
-                                              ("defaults",))
-        variants = []
-        seen: dict[str, int] = {}
-        for i, v in enumerate(value["variants"]):
-            vid = v["variant_id"]
-            if vid in seen:
-                self.diags.emit("CE0213", f"variant_id {vid!r} repeats variants[{seen[vid]}]",
-                                doc.span(("variants", i, "variant_id")))
-                continue
-            seen[vid] = i
-            layer = experiment_layer(f"variant {vid}", v, doc, ("variants", i))
-            if "repeats" in v:
-                repeats = (v["repeats"], f"variant {vid}")
-            elif "repeats" in defaults:
-                repeats = (defaults["repeats"], f"experiment {exp_id}: defaults")
-            else:
-                repeats = None
-            mutations = self.prompt_mutations(defaults, doc, ("defaults",)) + \
-                self.prompt_mutations(v, doc, ("variants", i))
-            for key in ("initial_prompt", "initial_prompt_file"):
-                if v.get("prompt_mutations") and key in v:
-                    self.diags.emit("CE0109", f"`prompt_mutations` and `{key}` exclude each "
-                                    "other in a variant", doc.key_span(("variants", i, key)))
-            variants.append(_Variant(vid, layer, repeats, mutations))
-        if self.diags.has_errors:
-            return None
-        return exp_id, variants, default_layer
-
-    def prompt_mutations(self, value: dict[str, Any], doc: LocatedDoc, base: Path) -> tuple:
-        from ce_lang.schema.experiment import PromptMutation, ReplaceMutation
-
-        out = []
-        for j, raw in enumerate(value.get("prompt_mutations") or ()):
-            mutation = converter.structure(raw, PromptMutation)
-            if isinstance(mutation, ReplaceMutation) and mutation.regex:
-                try:
-                    re.compile(mutation.pattern)
-                except re.error as exc:
-                    self.diags.emit("CE0111", f"invalid regex: {exc}",
-                                    doc.span((*base, "prompt_mutations", j, "pattern")))
-                    continue
-            out.append(mutation)
-        return tuple(out)
+            doc = None
+        return load_experiment(doc, self.diags, self.roots)
 
     def check_experiment_doc(self, doc: LocatedDoc, explicit: bool) -> None:
         if explicit:
@@ -277,11 +230,12 @@ class _Compiler:
         self.validate(doc, ExperimentSpec)
 
     def validate(self, doc: LocatedDoc, root: type, best_effort: bool = False,
-                 user_types: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+                 user_types: frozenset[str] = frozenset(), types_unknown: bool = False
+                 ) -> dict[str, Any] | None:
         """The normalized value; None on errors, unless `best_effort` and still usable."""
         before = self.diags.count("error")
         walker = Walker(Context(self.diags, doc.span, doc.key_span, user_types=user_types,
-                                roots=self.roots))
+                                roots=self.roots, types_unknown=types_unknown))
         value = walker.check(doc.value, root, ())
         self.original_path = walker.original_path
         self.dropped = walker.dropped
@@ -301,6 +255,7 @@ class _Compiler:
             if value is not None:
                 flags[path] = value
                 flag_spans[path] = Span.point(f"<{name}>")
+        self.cli_paths = frozenset([*(o.path for o in overrides), *flags])
         if not overrides and not flags:
             return None
         spans = {o.path: Span(o.source, 1, len(o.text.partition("=")[0]) + 2, 1,
@@ -323,10 +278,12 @@ class _Compiler:
                      key_lookup)
 
     # -- one task file -------------------------------------------------------------------
-    def registry_for(self, doc: LocatedDoc) -> Registry:
-        """The standard criteria plus the user's: the task's and the experiment's files."""
+    def registry_for(self, doc: LocatedDoc) -> tuple[Registry, bool]:
+        """The standard criteria plus the user's: the task's and the experiment's files;
+        and whether those files are known (if not, a criterion type no file defines may
+        be theirs: `Context.types_unknown`)."""
         base = os.path.dirname(os.path.abspath(doc.file))
-        files = list(self.exp_criteria_files)
+        files = list(self.experiment.criteria_files)
         raw = doc.value.get("criteria_files")
         if isinstance(raw, list):
             files += [(os.path.normpath(os.path.join(base, f)), f,
@@ -346,15 +303,15 @@ class _Compiler:
                 self.sources.setdefault(path, _source_of(path))
                 self.registry_texts[shown] = self.sources[path]
             self.registries[key] = registry
-        return registry
+        return registry, not self.experiment.criteria_unknown
 
-    def compile_task(self, doc: LocatedDoc, variants: tuple, cli: Layer | None,
-                     errors_before: int) -> None:
-        registry = self.registry_for(doc)
+    def compile_task(self, doc: LocatedDoc, errors_before: int) -> None:
+        registry, complete = self.registry_for(doc)
         user_types = frozenset(n for n, o in registry.origin.items()
                                if not o.startswith("stdlib"))
         self.registry = registry
-        value = self.validate(doc, TaskSpec, best_effort=True, user_types=user_types)
+        value = self.validate(doc, TaskSpec, best_effort=True, user_types=user_types,
+                              types_unknown=not complete)
         self.placeholders: frozenset[str] = frozenset()
         if value is None and self.root_dropped is not None and _kind(doc.value) == "task":
             # a required top-level field is missing or invalid (reported): the rules that
@@ -365,7 +322,7 @@ class _Compiler:
             self.placeholders = self.root_dropped.broken
         if value is None:
             return
-        exp_id, variant_list, default_layer = variants
+        exp = self.experiment
         task_dir = os.path.dirname(os.path.abspath(doc.file))
         rows: list[ds.Row] | None = None
         dataset = value.get("dataset")
@@ -411,14 +368,15 @@ class _Compiler:
             task_layer = Layer("task", task_value, lambda p, o=original: doc.span(o(p)),
                                lambda p, o=original: doc.key_span(o(p)), original,
                                lambda p, o=original: o(p) in doc.key_spans)
-            for variant in variant_list:
+            for variant in exp.variants:
                 layers = [Layer("built-in defaults", BUILTIN_DEFAULTS,
                                 lambda _p: Span.point("<built-in defaults>"))]
-                layers += [x for x in (default_layer, task_layer, variant.layer, cli) if x]
+                layers += [x for x in (exp.defaults, task_layer, variant.layer, self.cli) if x]
                 merged = merge_layers(layers, TaskSpec)
                 self.resolve(merged, doc, task_dir, row, base_id if row else None, variant,
-                             exp_id, has_dataset=rows is not None,
-                             emit=self.diags.count("error") == errors_before)
+                             exp.experiment_id, has_dataset=rows is not None,
+                             emit=self.diags.count("error") == errors_before and exp.ok
+                             and self.command_line.ok)
         self.report_row_problems(len(rows) if rows else 0)
 
     def check_dropped(self, doc: LocatedDoc, value: dict[str, Any], every: bool = False
@@ -441,26 +399,21 @@ class _Compiler:
                               self.sources)
 
     def resolve(self, merged: Merged, doc: LocatedDoc, task_dir: str, row: ds.Row | None,
-                suite_id: str | None, variant: _Variant, exp_id: str | None,
+                suite_id: str | None, variant: VariantLayers, exp_id: str | None,
                 has_dataset: bool, emit: bool) -> None:
+        held = self.broken | variant.held | self.command_line.held
         for layer_index, path, length in merged.unapplied:
             layer = merged.layers[layer_index]
-            self.diags.emit("CE0501", f"index {path[-1]} is out of range: "
-                            f"`{format_path(path[:-1])}` has {length} "
-                            f"entr{'y' if length == 1 else 'ies'}",
-                            (layer.key_span_of or layer.span_of)(path))
+            self.misfit(Diagnostic("CE0501", "error", f"index {path[-1]} is out of range: "
+                                   f"`{format_path(path[:-1])}` has {length} "
+                                   f"entr{'y' if length == 1 else 'ies'}",
+                                   (layer.key_span_of or layer.span_of)(path)), merged, doc)
             emit = False
-        if merged.layers[-1].name == "command line":  # -D may change a criterion's type
-            user_types = frozenset(n for n, o in self.registry.origin.items()
-                                   if not o.startswith("stdlib"))
-            before = self.diags.count("error")
-            walker = Walker(Context(self.diags, merged.span, merged.key_span,
-                                    user_types=user_types, roots=self.roots))
-            # a placeholder standing in for a broken field (reported) is no value to check
-            walker.record({k: v for k, v in merged.value.items() if k not in self.placeholders},
-                          TaskSpec, (), False, skip=self.placeholders)
-            if self.diags.count("error") > before:
-                return
+        if merged.layers[-1].name == "command line" and not self.cli_fits(merged, doc):
+            # checked without the command line, what it sets held: no follow-on errors
+            merged = merge_layers(list(merged.layers[:-1]), TaskSpec)
+            held |= self.cli_paths
+            emit = False
         try:
             task = converter.structure(merged.value, TaskSpec)
         except Exception:  # only after schema errors, which are already reported
@@ -480,7 +433,7 @@ class _Compiler:
                                row.id if row else None, self.row_problems,
                                merged.source_path, instances, merged.written,
                                self.host_limits, self.roots, self.opt.run_agent,
-                               self.broken))
+                               held))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)
@@ -517,6 +470,41 @@ class _Compiler:
             self.trial_ids[trial_id] = span
             self.trials.append(Trial(trial_id, variant.variant_id, exp_id, n, doc.file,
                                      task_dir, plan, digest, lineage))
+
+    def cli_fits(self, merged: Merged, doc: LocatedDoc) -> bool:
+        """Whether the task with the command line's settings is still valid (a `-D` may
+        change a criterion's type); its errors reported, those at the command line naming
+        the task (`-D`s fit one task and not another)."""
+        user_types = frozenset(n for n, o in self.registry.origin.items()
+                               if not o.startswith("stdlib"))
+        found = Diagnostics()
+        walker = Walker(Context(found, merged.span, merged.key_span, user_types=user_types,
+                                roots=self.roots))
+        # a placeholder standing in for a broken field (reported) is no value to check
+        walker.record({k: v for k, v in merged.value.items() if k not in self.placeholders},
+                      TaskSpec, (), False, skip=self.placeholders)
+        for d in found:
+            if d.span is not None and d.span.file.startswith("<"):
+                self.misfit(d, merged, doc)
+            else:
+                self.diags.append(d)
+        return not found.has_errors
+
+    def misfit(self, d: Diagnostic, merged: Merged, doc: LocatedDoc) -> None:
+        """A command-line setting that does not fit this task: reported once for all the
+        tasks it does not fit, naming them (`report_misfits`)."""
+        tasks = self.misfits.setdefault(d, [])
+        name = repr(merged.value.get("task_id") or doc.file)
+        if name not in tasks:
+            tasks.append(name)
+
+    def report_misfits(self, n_tasks: int) -> None:
+        for d, tasks in self.misfits.items():
+            names = ", ".join(tasks[:5]) + (f" and {len(tasks) - 5} more" if len(tasks) > 5
+                                            else "")
+            which = f"task {names}" if len(tasks) == 1 else f"tasks {names}"
+            self.diags.append(attrs.evolve(
+                d, message=f"{d.message} ({which}; {len(tasks)} of {n_tasks})"))
 
     def report_row_problems(self, n_rows: int) -> None:
         """One diagnostic per problem, naming the dataset rows it occurs on."""

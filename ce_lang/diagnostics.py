@@ -56,14 +56,20 @@ class Diagnostics(list[Diagnostic]):
         return sum(1 for d in self if d.severity == severity)
 
 
-def did_you_mean(word: str, candidates: Sequence[str]) -> str | None:
-    """The closest candidate, as a `help:` line, or None when nothing is close."""
+def closest(word: str, candidates: Sequence[str]) -> str | None:
+    """The candidate `word` is most likely a misspelling of, or None when nothing is close."""
     best = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     if not best:
         lowered = {c.lower(): c for c in candidates}
         if word.lower() in lowered:
             best = [lowered[word.lower()]]
-    return f"did you mean `{best[0]}`?" if best else None
+    return best[0] if best else None
+
+
+def did_you_mean(word: str, candidates: Sequence[str]) -> str | None:
+    """The closest candidate, as a `help:` line, or None when nothing is close."""
+    best = closest(word, candidates)
+    return f"did you mean `{best}`?" if best else None
 
 
 def dedupe(diags: Iterable[Diagnostic]) -> list[Diagnostic]:

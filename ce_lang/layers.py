@@ -209,8 +209,11 @@ _EXP_TO_TASK: dict[str, Path] = {
 _EXP_SKIP = {"variant_id", "description", "repeats", "prompt_mutations"}
 
 
-def experiment_layer(name: str, value: dict[str, Any], doc: Any, base: Path) -> Layer:
-    """Reshape experiment defaults / a variant into a task-shaped layer with a path map."""
+def experiment_layer(name: str, value: dict[str, Any], doc: Any, base: Path,
+                     original: Callable[[Path], Path] = _same) -> Layer:
+    """Reshape experiment defaults / a variant into a task-shaped layer with a path map;
+    `original` maps a path of the checked experiment back to the file's (list items
+    the schema dropped)."""
     shaped: dict[str, Any] = {}
     moves: list[tuple[Path, Path]] = []  # (task prefix, doc prefix)
     for key, v in value.items():
@@ -231,8 +234,22 @@ def experiment_layer(name: str, value: dict[str, Any], doc: Any, base: Path) -> 
     def translate(path: Path) -> Path:
         for task_prefix, doc_prefix in moves:
             if path[: len(task_prefix)] == task_prefix:
-                return doc_prefix + path[len(task_prefix):]
-        return (*base, *path)
+                return original(doc_prefix + path[len(task_prefix):])
+        return original((*base, *path))
 
     return Layer(name, shaped, lambda p: doc.span(translate(p)),
                  lambda p: doc.key_span(translate(p)), translate)
+
+
+def task_setting(path: Path) -> Path | None:
+    """The task setting a path inside experiment defaults or a variant sets (`driver` ->
+    `sandbox.driver`), cut before its first list index; None for the keys that set no task
+    setting (`variant_id`, `repeats`, `prompt_mutations` ...)."""
+    if not path or path[0] in _EXP_SKIP or not isinstance(path[0], str):
+        return None
+    key = path[0]
+    out = (*_EXP_TO_TASK.get(key, (key,)), *path[1:])
+    for i, part in enumerate(out):
+        if isinstance(part, int):
+            return out[:i]
+    return out

@@ -2,6 +2,22 @@
 
 Each `-D` argument becomes its own little source file, so its diagnostics point into the
 argument exactly as a YAML error points into a file.
+
+A bad `-D` hides no task's errors. The rule:
+
+- A `-D` malformed in itself (no `=`, nothing before it, a `[` that is not `[N]`) is a
+  usage error (exit status 2).
+- Any other problem of a `-D` is an ordinary error at the argument, reported once: a
+  path no task has (an unknown or removed field, a field of a single value, a list
+  indexed by a name, the dataset), or a value the setting does not take.
+- Either way that `-D` is left out, every task is still checked, and the setting it
+  names is held on every task (`CommandLine.held`): it counts as broken for the rules
+  (`RuleContext.broken`), so none reports an error only the bad `-D` caused. It names
+  the path as far as it resolves; an unknown field, the one its did-you-mean names (none:
+  nothing held); a removed field or the dataset, nothing.
+- What does not fit one task, though the schema has it (an index past the end of its
+  list, a field its criterion's type lacks), is reported for that task, naming it; the
+  task is then checked without the command line (`ce_lang.compiler`).
 """
 
 from __future__ import annotations
@@ -13,7 +29,7 @@ from typing import Any
 import attrs
 import yaml
 
-from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.diagnostics import Diagnostics, closest
 from ce_lang.paths import SuiteRoots
 from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged
 from ce_lang.schema.task import TaskSpec
@@ -37,32 +53,50 @@ def _span(source: str, text: str, start: int, end: int) -> Span:
     return Span(source, 1, start + 1, 1, max(end, start + 1) + 1, start, end)
 
 
-def parse_overrides(args: list[str], diags: Diagnostics, sources: dict[str, str],
-                    roots: SuiteRoots | None = None) -> list[Override]:
+@attrs.frozen
+class CommandLine:
+    overrides: tuple[Override, ...]
+    held: frozenset[Path] = frozenset()  # the settings a `-D` with an error names
+    ok: bool = True  # no `-D` has an error
+
+
+def parse_overrides(args: list[str], usage: Diagnostics, diags: Diagnostics,
+                    sources: dict[str, str], roots: SuiteRoots | None = None) -> CommandLine:
+    """The valid `-D`s; a malformed one is reported to `usage`, the other errors to `diags`."""
     out = []
+    held: set[Path] = set()
+    errors = usage.count("error") + diags.count("error")
     for n, arg in enumerate(args, start=1):
         source = f"<-D #{n}>"
         sources[source] = arg
         key, eq, raw = arg.partition("=")
         if not eq or not key.strip():
-            diags.emit("CE0501", f"`-D {arg}` is not of the form path=value",
+            usage.emit("CE0501", f"`-D {arg}` is not of the form path=value",
                        _span(source, arg, 0, len(arg)), help="e.g. -D agent.model=claude-opus-4-1")
+            if not eq:  # `-D agent.model`: the setting it names, if it names one
+                path, _ = resolve_path(arg.strip(), source, arg, Diagnostics())
+                held.update([path] if path else [])
             continue
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw  # not YAML: take the text as a string
-        path, ok = resolve_path(key.strip(), source, arg, diags)
-        if ok:
-            vspan = _span(source, arg, len(key) + 1, len(arg))
-            leaf_tp, leaf_rule = ok
-            walker = Walker(Context(diags, lambda _p, s=vspan: s, lambda _p, s=vspan: s,
-                                    roots=roots))
-            before = len(diags)
-            value = walker.check(value, leaf_tp, path, leaf_rule, partial=True)
-            if len(diags) == before:
-                out.append(Override(path, value, source, arg, _part_spans(source, arg, key)))
-    return out
+        path, ok = resolve_path(key.strip(), source, arg, diags, usage)
+        if not ok:
+            held.update([path] if path else [])
+            continue
+        vspan = _span(source, arg, len(key) + 1, len(arg))
+        leaf_tp, leaf_rule = ok
+        walker = Walker(Context(diags, lambda _p, s=vspan: s, lambda _p, s=vspan: s,
+                                roots=roots))
+        before = len(diags)
+        value = walker.check(value, leaf_tp, path, leaf_rule, partial=True)
+        if len(diags) == before:
+            out.append(Override(path, value, source, arg, _part_spans(source, arg, key)))
+        else:
+            held.add(path)
+    return CommandLine(tuple(out), frozenset(held),
+                       usage.count("error") + diags.count("error") == errors)
 
 
 def _part_spans(source: str, arg: str, key: str) -> tuple[Span, ...]:
@@ -96,13 +130,14 @@ def split_key(key: str) -> list[tuple[str, int, int]] | None:
 
 
 def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
-                 ) -> tuple[Path, tuple[Any, Rule] | None]:
+                 usage: Diagnostics | None = None) -> tuple[Path, tuple[Any, Rule] | None]:
     """Walk the schema along `a.b.0.c` (or `a.b[0].c`, as diagnostics print paths);
-    return the path and the leaf's (type, rule)."""
+    return the path and the leaf's (type, rule), or, with an error (a malformed key's to
+    `usage`), None and the setting the key names (the module docstring's rule; () none)."""
     parts = split_key(key)
     path: list[str | int] = []
     if parts is None:
-        diags.emit("CE0501", f"`{key}` is not a setting path: an index is written `[N]`",
+        (usage if usage is not None else diags).emit("CE0501", f"`{key}` is not a setting path: an index is written `[N]`",
                    _span(source, arg, 0, len(key)),
                    help="e.g. -D 'success_criteria[0].weight=2' (0-based, as diagnostics "
                         "print it) or -D success_criteria.0.weight=2")
@@ -141,16 +176,17 @@ def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
             where = f"in `{format_path(tuple(path))}`" if path else "at the top level"
             diags.emit("CE0106", f"`{part}` is no longer supported {where}: {removed[part]}",
                        span)
-            return tuple(path), None
+            return (), None
         if part not in fields:
             where = f"`{format_path(tuple(path))}`" if path else "a task"
+            fix = closest(part, names)
             diags.emit("CE0501", f"unknown setting `{part}` in {where}", span,
-                       help=did_you_mean(part, names))
-            return tuple(path), None
+                       help=f"did you mean `{fix}`?" if fix else None)
+            return ((*path, fix) if fix else ()), None
         if not path and part == "dataset":
             diags.emit("CE0501", "the dataset cannot be overridden: rows are expanded before "
                        "the config layers apply", span)
-            return tuple(path), None
+            return (), None
         path.append(part)
         _, tp, rule, _ = fields[part]
     return tuple(path), (tp, rule)

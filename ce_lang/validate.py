@@ -20,7 +20,7 @@ from typing import Any, Literal, Union
 import attrs
 
 from ce_lang import hostfs, vendor
-from ce_lang.diagnostics import Diagnostics, did_you_mean
+from ce_lang.diagnostics import Diagnostics, closest, did_you_mean
 from ce_lang.paths import SuiteRoots, host_path_problem
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
 from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged, rule_of
@@ -41,8 +41,9 @@ INVALID: Any = _Invalid()
 
 @attrs.frozen
 class Dropped:
-    """A tagged entry (a criterion) dropped for a missing or invalid field: the fields that
-    passed, so the rules reading only those can still run on it (`stand_in`)."""
+    """An entry (a criterion; an experiment's variant or defaults) dropped for a missing or
+    invalid field: the fields that passed, so the rules reading only those can still run on
+    it (`stand_in`), or its valid settings still apply (`ce_lang.experiment`)."""
 
     path: Path  # where the entry is in the document
     cls: type  # the schema class its tag chose
@@ -57,6 +58,9 @@ class Context:
     key_span_of: Callable[[Path], Span]
     check_paths_exist: bool = True
     user_types: frozenset[str] = frozenset()  # criteria defined in the user's .ce files
+    # the user's criteria are not all known (an experiment's broken `criteria_files`): a
+    # criterion of an unknown type may be one of theirs, so it is dropped unreported
+    types_unknown: bool = False
     roots: SuiteRoots | None = None  # where task paths may resolve (None: unchecked)
 
 
@@ -133,6 +137,8 @@ class Walker:
         self.broken_paths: list[Path] = []
         # the root record when it has a broken field: its intact fields, the broken ones
         self.root: Dropped | None = None
+        # each unknown (or removed) key: its path, and the field its did-you-mean names
+        self.unknown_keys: list[tuple[Path, str | None]] = []
 
     def original_path(self, path: Path, fixed: int = 0) -> Path:
         """Map a path into the normalized value back to the source document's path; the
@@ -278,7 +284,9 @@ class Walker:
         return checked
 
     def record(self, value: Any, cls: type, path: Path, partial: bool,
-               skip: frozenset[str] = frozenset(), tagged: bool = False) -> Any:
+               skip: frozenset[str] = frozenset(), keep_dropped: bool = False) -> Any:
+        """`keep_dropped`: when a field breaks the record, its intact fields go to
+        `dropped` (a criterion; an experiment's variant)."""
         if not isinstance(value, dict):
             return self.wrong_type(value, cls, path)
         fields = fields_of(cls)
@@ -296,6 +304,7 @@ class Walker:
             if key in names or key in skip:
                 continue
             where = self.where(path, cls)
+            self.unknown_keys.append(((*path, key), closest(key, names)))
             if key in removed:
                 self.diags.emit("CE0106", f"`{key}` is no longer supported {where}: {removed[key]}",
                                 self.ctx.key_span_of((*path, key)))
@@ -323,7 +332,7 @@ class Walker:
             if name in value:
                 out[name] = value[name]
         complete = not broken
-        if broken and tagged and not partial:  # the rules of its other fields still run
+        if broken and keep_dropped and not partial:  # the rules of its other fields still run
             self.dropped.append(Dropped(path, cls, out, frozenset(broken)))
         if broken and not path:  # the task's rules reading its intact fields still run
             self.root = Dropped(path, cls, out, frozenset(broken))
@@ -373,18 +382,21 @@ class Walker:
         if cls is None and tag in self.ctx.user_types and base.USER_BASE is not None:
             # a user-defined criterion: common fields here, arguments against its signature
             extra = frozenset(value) - {f[0] for f in fields_of(base.USER_BASE)}
-            return self.record(value, base.USER_BASE, path, partial, skip=extra, tagged=True)
+            return self.record(value, base.USER_BASE, path, partial, skip=extra,
+                               keep_dropped=True)
         if cls is None and base.KIND == "criterion type" and tag in vendor.CRITERION_TYPES:
             self.diags.emit("CE0113", vendor.message("criterion type", tag,
                                                      vendor.CRITERION_TYPES[tag]),
                             self.ctx.span_of(tag_path))
             return INVALID
+        if cls is None and self.ctx.types_unknown and base.USER_BASE is not None:
+            return INVALID  # perhaps a criterion of the files that could not be read
         if cls is None:
             self.diags.emit("CE0108", f"unknown {base.KIND} `{tag}`", self.ctx.span_of(tag_path),
                             help=did_you_mean(tag, [*base.MEMBERS, *base.ALIASES,
                                                     *self.ctx.user_types]))
             return INVALID
-        return self.record(value, cls, path, partial, tagged=True)
+        return self.record(value, cls, path, partial, keep_dropped=True)
 
     # -- paths ---------------------------------------------------------------------------
     def path_value(self, value: str, path: Path, rule: Rule) -> str:

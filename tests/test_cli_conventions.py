@@ -198,7 +198,7 @@ def test_d_accepts_the_paths_diagnostics_print(suite):
     root, _ = suite
     good = root / "tasks" / "good.yaml"
     bad = ce("compile", good, "-D", "success_criteria[1].weight=-1")
-    assert bad.returncode == 2
+    assert bad.returncode == 1  # a bad value: an error, not a usage error
     printed = "`success_criteria[1].weight` must be >= 0"
     assert printed in bad.stderr  # the path as diagnostics print it ...
     ok = ce("compile", good, "-D", "success_criteria[1].weight=2", "--emit", root / "emit")

@@ -118,19 +118,20 @@ def test_variant_prompt_replaces_task_prompt_file(write):
     assert result.trials[0].plan.prompt == "hi"
 
 
-@pytest.mark.parametrize("arg, code, col", [
-    ("agent.modle=x", "CE0501", 7),
-    ("run_limits.max_turns=lots", "CE0103", 22),
-    ("nonsense", "CE0501", 1),
-    ("agent.model.x=1", "CE0501", 13),
-    ("run_limits.max_turns=-1", "CE0104", 22),
+@pytest.mark.parametrize("arg, code, col, usage", [
+    ("agent.modle=x", "CE0501", 7, False),
+    ("run_limits.max_turns=lots", "CE0103", 22, False),
+    ("nonsense", "CE0501", 1, True),  # malformed in itself: a usage error
+    ("agent.model.x=1", "CE0501", 13, False),
+    ("run_limits.max_turns=-1", "CE0104", 22, False),
 ])
-def test_bad_overrides_are_usage_errors(write, arg, code, col):
+def test_bad_overrides_are_errors_and_make_no_trials(write, arg, code, col, usage):
     task = write("t1.yaml", TASK)
     result = compile_paths([task], CompileOptions(overrides=(arg,)))
-    assert result.usage_error
-    (d,) = result.diagnostics
+    assert result.usage_error is usage
+    (d,) = result.diagnostics  # the task itself is clean
     assert (d.code, d.span.file, d.span.col) == (code, "<-D #1>", col)
+    assert result.trials == [] and result.task_files == 1
 
 
 DATASET_TASK = """\

@@ -50,7 +50,8 @@ def compile_cmd(paths, experiment, overrides, model, agent_type, driver, repeats
 
     \b
     Exit status: 0 no errors (warnings allowed), 1 errors in the files,
-    2 bad usage (no such path, malformed -D, unreadable experiment), 3 internal error.
+    2 bad usage (no such path, a -D without `=`, no experiment file; the files are
+    still checked), 3 internal error.
 
     \b
     Examples:
