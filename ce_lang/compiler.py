@@ -114,6 +114,7 @@ class _Compiler:
         self._agent_types: tuple[str, ...] | None = None
         self.digests: dict[str, str] = {}
         self.registries: dict[tuple[str, ...], Registry] = {}
+        self.broken_registries: set[tuple[str, ...]] = set()  # a file missing or in error
         self.experiment: Experiment = NO_EXPERIMENT
         self.command_line = CommandLine(())
         self.cli: Layer | None = None
@@ -280,8 +281,8 @@ class _Compiler:
     # -- one task file -------------------------------------------------------------------
     def registry_for(self, doc: LocatedDoc) -> tuple[Registry, bool]:
         """The standard criteria plus the user's: the task's and the experiment's files;
-        and whether those files are known (if not, a criterion type no file defines may
-        be theirs: `Context.types_unknown`)."""
+        and whether every one of those files is known and loaded without an error (if not,
+        a criterion type no file defines may be a broken file's: `Context.types_unknown`)."""
         base = os.path.dirname(os.path.abspath(doc.file))
         files = list(self.experiment.criteria_files)
         raw = doc.value.get("criteria_files")
@@ -289,11 +290,14 @@ class _Compiler:
             files += [(os.path.normpath(os.path.join(base, f)), f,
                        doc.span(("criteria_files", i)))
                       for i, f in enumerate(raw) if isinstance(f, str)]
+        known = not self.experiment.criteria_unknown and (raw is None or (
+            isinstance(raw, list) and all(isinstance(f, str) for f in raw)))
         key = tuple(dict.fromkeys(f[0] for f in files))
         registry = self.registries.get(key)
         if registry is None:
             registry = user_registry() if key else stdlib_registry()
             loaded: set[str] = set()
+            errors = self.diags.count("error")
             for path, shown, span in files:
                 if path in loaded or not hostfs.isfile(path) or host_path_problem(
                         path, path, span.file, self.roots) is not None:
@@ -303,7 +307,9 @@ class _Compiler:
                 self.sources.setdefault(path, _source_of(path))
                 self.registry_texts[shown] = self.sources[path]
             self.registries[key] = registry
-        return registry, not self.experiment.criteria_unknown
+            if len(loaded) < len(key) or self.diags.count("error") > errors:
+                self.broken_registries.add(key)
+        return registry, known and key not in self.broken_registries
 
     def compile_task(self, doc: LocatedDoc, errors_before: int) -> None:
         registry, complete = self.registry_for(doc)

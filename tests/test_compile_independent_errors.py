@@ -1,9 +1,10 @@
 """A broken experiment (`-e`) or `-D` hides no task's errors (ce_lang.experiment and
 ce_lang.overrides state the rule): the experiment's or the override's errors are reported
 beside every task's own, with no follow-on error, through `ce compile` (human, JSON,
-SARIF), `ce run`, `ce rescore` and the API. Golden cases: tests/corpus/experiment/
-*_task_errors.yaml, independent_experiment_errors.yaml, tests/corpus/overrides/
-*_task_errors.yaml, tests/corpus/lang/ce_syntax_error_used.yaml."""
+SARIF), `ce run`, `ce rescore` and the API; nor does a criteria file that is missing or
+has errors cause an "unknown criterion type" at its callers. Golden cases:
+tests/corpus/experiment/*_task_errors.yaml, independent_experiment_errors.yaml,
+tests/corpus/overrides/*_task_errors.yaml, tests/corpus/lang/ce_syntax_error_used.yaml."""
 
 from __future__ import annotations
 
@@ -275,3 +276,33 @@ def test_run_and_rescore_report_what_compile_does(suite, command):
         res = ce(suite, "compile", *args)
     assert res.returncode == (1 if command == "compile" else 2)
     assert headers(res.stderr) == expected
+
+
+# -- criteria files ----------------------------------------------------------------------
+
+USES_CRITERION = """\
+task_id: t
+description: calls a criterion its criteria file defines
+initial_prompt: Go.
+criteria_files: {files}
+success_criteria:
+  - {{type: used_tool, tool: Bash, description: user criterion}}
+"""
+USED_TOOL_CE = """\
+criterion used_tool(tool: str "the tool") -> binary
+  score = exists(trace.tool_calls, c -> c.tool == tool)
+end
+"""
+
+
+@pytest.mark.parametrize("files, ce_text, reported", [
+    ("[crit.ce]", USED_TOOL_CE, []),  # the control: the file defines it
+    ("[crit.ce]", USED_TOOL_CE.replace("\nend\n", "\n"), ["CE0601"]),  # does not parse
+    ("[nope.ce]", USED_TOOL_CE, ["CE0207"]),  # missing
+    ("crit.ce", USED_TOOL_CE, ["CE0103"]),  # not a list
+])
+def test_a_broken_criteria_file_causes_no_unknown_type_error(write, files, ce_text,
+                                                             reported):
+    write("crit.ce", ce_text)
+    result = compile_paths([write("t.yaml", USES_CRITERION.format(files=files))])
+    assert [d.code for d in result.diagnostics] == reported
