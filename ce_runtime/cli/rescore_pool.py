@@ -67,12 +67,16 @@ def run(items: Sequence[Any], jobs: int, grade: Callable[[int, Any], Any],
     try:
         for k in range(jobs):
             read_end, write_end = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover (the child: measured by its results)
-                os.close(read_end)
-                for fd in children:
-                    os.close(fd)
-                _child(k, jobs, items, grade, finish, abort, write_end)
+            # a Ctrl-C waits while the child is made: before its handler is in place it
+            # would raise in a copy of this process's stack, not in _child
+            unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover (the child: measured by its results)
+                    _child(k, jobs, items, grade, finish, abort, write_end,
+                           [read_end, *children], unblocked)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
             os.close(write_end)
             children[read_end] = pid
         return _collect(children, len(items), deliver, ended)
@@ -80,14 +84,25 @@ def run(items: Sequence[Any], jobs: int, grade: Callable[[int, Any], Any],
         _reap(children, ended)
 
 
-def _child(k: int, jobs: int, items: Sequence[Any], grade, finish, abort,
-           fd: int) -> None:
-    """Grade this child's share, send each outcome, then its end; never returns (the
-    nested `finally`: a Ctrl-C landing in the first still exits, and only the first
-    Ctrl-C raises)."""
+def _child(k: int, jobs: int, items: Sequence[Any], grade, finish, abort, fd: int,
+           not_mine: list[int], unblocked) -> None:
+    """Grade this child's share, send each outcome, then its end; never returns. SIGINT
+    is blocked until its handler is in place, and only the first Ctrl-C raises; the
+    nested `finally`: one landing in the first still exits."""
     code = 1
     try:
         try:
+            for other in not_mine:
+                os.close(other)
+            interrupted: list[bool] = []
+
+            def on_sigint(signum, frame) -> None:
+                if not interrupted:
+                    interrupted.append(True)
+                    raise KeyboardInterrupt
+
+            signal.signal(signal.SIGINT, on_sigint)
+            signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
             code = _share(k, jobs, items, grade, finish, abort, fd)
         finally:
             os._exit(code)
@@ -96,14 +111,6 @@ def _child(k: int, jobs: int, items: Sequence[Any], grade, finish, abort,
 
 
 def _share(k: int, jobs: int, items: Sequence[Any], grade, finish, abort, fd: int) -> int:
-    interrupted: list[bool] = []
-
-    def on_sigint(signum, frame) -> None:
-        if not interrupted:
-            interrupted.append(True)
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, on_sigint)
     out = os.fdopen(fd, "wb", buffering=1 << 16)
     try:
         for i in range(k, len(items), jobs):
