@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -144,3 +145,82 @@ def test_executor_ray_again_keeps_the_runs_cluster(tmp_path):
     res = ce("run", "--resume", run_dir, "--executor", "ray", cwd=str(tmp_path))
     assert res.returncode == 1
     assert "cannot join the Ray cluster at 127.0.0.1:9" in res.stderr, res.stderr
+
+
+# -- the scripted model: the run's, like --model ------------------------------------------
+def test_the_scripted_model_is_the_runs_and_a_resume_cannot_turn_it_off(tmp_path):
+    """Where the agents' model answers from is part of what the run measured: a run begun
+    with --scripted-model is finished with it, and a resume asked to drop it refuses
+    (exit 2, nothing changed) instead of mixing real replies into scripted results."""
+    run_dir = start(tmp_path, "--scripted-model")
+    assert load_run_json(run_dir)["args"]["scripted_model"] is True
+    unfinish(run_dir, 1)
+    run_json = os.path.join(run_dir, "run.json")
+    with open(run_json, "rb") as fh:
+        before = fh.read()
+    res = ce("run", "--resume", run_dir, "--no-scripted-model", cwd=str(tmp_path))
+    assert res.returncode == 2, res.stderr
+    assert ("the run was started with --scripted-model; --no-scripted-model would mix real "
+            "model replies into it") in " ".join(res.stderr.split()), res.stderr
+    assert "start a new run" in res.stderr
+    with open(run_json, "rb") as fh:
+        assert fh.read() == before
+    assert len(task_jsons(run_dir)) == REPEATS - 1  # nothing ran
+
+    resume(tmp_path, run_dir, "--scripted-model")  # the same: accepted
+    assert load_run_json(run_dir)["args"]["scripted_model"] is True
+    unfinish(run_dir, 0)
+    resume(tmp_path, run_dir)  # not given: the run's
+    assert load_run_json(run_dir)["args"]["scripted_model"] is True
+
+
+def test_a_resume_cannot_turn_the_scripted_model_on(tmp_path):
+    run_dir = start(tmp_path)
+    assert load_run_json(run_dir)["args"]["scripted_model"] is False
+    unfinish(run_dir, 2)
+    res = ce("run", "--resume", run_dir, "--scripted-model", cwd=str(tmp_path))
+    assert res.returncode == 2, res.stderr
+    assert ("the run was started without --scripted-model; --scripted-model would mix "
+            "scripted replies into it") in " ".join(res.stderr.split()), res.stderr
+    assert load_run_json(run_dir)["args"]["scripted_model"] is False
+    resume(tmp_path, run_dir, "--no-scripted-model")  # the same: accepted
+
+
+def test_run_help_says_which_settings_a_resume_keeps():
+    res = ce("run", "--help", cwd=os.getcwd())
+    text = " ".join(res.stdout.split())
+    assert "--scripted-model / --no-scripted-model" in text
+    assert ("A resume keeps what makes the run (PATHS, -e, -D, --agent, --model, --driver, "
+            "--repeats, --sample, the tags and --scripted-model: giving another is a usage "
+            "error)") in text, text
+
+
+def test_a_resumed_claude_code_trial_talks_to_the_runs_scripted_model(tmp_path):
+    """The real Claude Code CLI: a run begun with --scripted-model, resumed from elsewhere
+    without the flag, runs its unfinished trial against the scripted server again (no key
+    anywhere), and the resume refuses to drop it."""
+    from tests.engines import need
+    from tests.test_agent_fidelity import missing
+
+    need(missing("claude-code"))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for suffix in (".yaml", ".claude-code.model.yaml"):
+        shutil.copy(os.path.join(root, "tasks", f"hello_world{suffix}"), tmp_path)
+    res = ce("run", "hello_world.yaml", "--scripted-model", "--repeats", "2", "--runs-root",
+             "runs", cwd=str(tmp_path), timeout=300)
+    assert res.returncode == 0, res.stderr
+    run_dir = run_dir_in(str(tmp_path / "runs"))
+    os.unlink(os.path.join(run_dir, "default", "hello_world", "01", "task.json"))
+    refused = ce("run", "--resume", run_dir, "--no-scripted-model", cwd=str(tmp_path))
+    assert refused.returncode == 2 and "--no-scripted-model would mix" in refused.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    res = ce("run", "--resume", run_dir, cwd=str(elsewhere), timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "1 already done" in res.stderr
+    records = task_jsons(run_dir)
+    assert sorted(r["repeat"] for r in records.values()) == [0, 1]
+    for record in records.values():
+        assert record["status"] == "SUCCESS" and record["agent"] == "claude-code"
+        assert record["model_server"]["calls"] == 3  # every reply the script's
+    assert load_run_json(run_dir)["status"] == "complete"

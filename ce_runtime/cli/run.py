@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+import attrs
 import click
 
 
@@ -72,7 +72,12 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
                    "RUNS_ROOT/latest points at the newest.")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
               help="Finish an interrupted run (a run directory, or a directory of runs: "
-                   "its latest): only trials without a task.json are run.")
+                   "its latest): only trials without a task.json are run; with none left, "
+                   "the reports are written again. A resume keeps what makes the run "
+                   "(PATHS, -e, -D, --agent, --model, --driver, --repeats, --sample, the "
+                   "tags and --scripted-model: giving another is a usage error) and takes "
+                   "the run's -j, --executor, --judge-replies, --min-pass-rate, --junit-xml "
+                   "and --sarif unless given again (--allow-path adds to the run's).")
 @click.option("--junit-xml", type=click.Path(dir_okay=False),
               help="Also write JUnit XML here (--resume writes the run's again unless given).")
 @click.option("--sarif", type=click.Path(dir_okay=False),
@@ -83,11 +88,13 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
               help="Pass (exit 0) when at least RATE (0..1) of each variant's trials "
                    "succeed, instead of every trial; an ERROR trial is not a pass. Suite "
                    "gates still apply. --resume keeps the run's unless given.")
-@click.option("--scripted-model", is_flag=True,
+@click.option("--scripted-model/--no-scripted-model", default=None,
               help="Agents that call a model (claude-code ...) talk to a local server that "
                    "replays the task's scripted session (agent.model_script, or "
                    "<task>.<agent type>.model.yaml beside the task): the real agent CLI, "
-                   "offline, no API key.")
+                   "offline, no API key. Part of the run, as --model is: --resume keeps "
+                   "the run's, and refuses the other (scripted and real replies do not "
+                   "mix in one run's results: start a new run).  [default: off]")
 @click.option("--judge-replies", type=click.Path(exists=True, dir_okay=False),
               help="Grade judge criteria with scripted verdicts from this YAML file (a local "
                    "loopback server; for demos and tests, no API key needed).")
@@ -128,9 +135,11 @@ def run_cmd(**params):
       ce run tasks/ --min-pass-rate 0.8        gate CI on 80% of trials passing
       ce run tasks/ --agent oracle --run-dir out/smoke > results.txt
     """
-    state: dict = {"sarif": params.pop("sarif")}  # a resume may take the run's
+    from ce_runtime.cli.run_args import RunArgs
+
+    state: dict = {}  # the run directory, the SARIF path and the signals, once known
     try:
-        _run(state, **params)
+        _run(state, RunArgs.from_click(params))
     except SystemExit as done:
         sarif = state.get("sarif")
         if sarif and state.get("run_dir") and done.code in (0, 1):
@@ -142,44 +151,39 @@ def run_cmd(**params):
         raise
     except OSError as exc:  # a write failed: read-only run directory, no space ...
         _write_failed(exc, state.get("run_dir"))
+    finally:
+        if "stops" in state:  # every write done: the signals are the caller's again
+            state["stops"].restore()
 
 
-def _run(state, paths, experiment, overrides, agent_type, model, driver, jobs, repeats, sample,
-         allow_paths, tags, exclude_tags, runs_root, resume_dir, junit_xml, scripted_model,
-         judge_replies, executor=None, ray_address=None, quiet=False, run_dir=None,
-         no_cache=False, min_pass_rate=None):
+def _run(state, args):
     from ce_runtime.cli.report_worker import ReportWorker
 
     worker = ReportWorker.start()  # imports Polars on another CPU meanwhile
     try:
-        _run_with(state, worker, paths, experiment, overrides, agent_type, model, driver,
-                  jobs, repeats, sample, allow_paths, tags, exclude_tags, runs_root,
-                  resume_dir, junit_xml, scripted_model, judge_replies, executor,
-                  ray_address, quiet, run_dir, no_cache, min_pass_rate)
+        _run_with(state, worker, args)
     finally:
         if worker is not None:
             worker.close()
 
 
-def _run_with(state, worker, paths, experiment, overrides, agent_type, model, driver, jobs,
-              repeats, sample, allow_paths, tags, exclude_tags, runs_root, resume_dir,
-              junit_xml, scripted_model, judge_replies, executor, ray_address, quiet,
-              run_dir, no_cache, min_pass_rate):
+def _run_with(state, worker, a):
     from ce_lang.api import render_human
-    from ce_runtime.cli import run_dirs
+    from ce_runtime.cli import run_dirs, run_resume
     from ce_runtime.cli import run_preflight as P
     from ce_runtime.cli.run_output import Progress
+    from ce_runtime.cli.run_signals import Stops
     from ce_runtime.execute import suite as R
 
-    P.agent_name(agent_type)
+    P.agent_name(a.agent_type)
     recorded_id = None
     jobs_from = ""  # where a resume's -j came from, for the start line
-    if resume_dir:
-        if run_dir:
+    if a.resume_dir:
+        if a.run_dir:
             raise click.UsageError("--resume names the run directory; drop --run-dir")
         from ce_runtime.cli.pick import latest_run
 
-        resume_dir = latest_run(resume_dir, "run", "--resume")
+        resume_dir = latest_run(a.resume_dir, "run", "--resume")
         try:
             meta = R.load_json(os.path.join(resume_dir, "run.json"))
             meta["args"]["paths"]
@@ -187,189 +191,123 @@ def _run_with(state, worker, paths, experiment, overrides, agent_type, model, dr
             raise click.BadParameter(f"{resume_dir} is not a run directory of `ce run` "
                                      f"(its run.json is missing or unreadable: {exc})",
                                      param_hint="--resume") from None
-        args = meta["args"]
-        _resume_keeps(paths, experiment, overrides, agent_type, model, driver, repeats,
-                      sample, tags, exclude_tags)
+        a, jobs_from = run_resume.resumed(a, meta["args"])
         recorded_id = meta.get("run_id")
-        paths, experiment, overrides = args["paths"], args["experiment"], args["overrides"]
-        agent_type, model, driver = args["agent_type"], args["model"], args["driver"]
-        repeats, sample = args["repeats"], args["sample"]
-        tags, exclude_tags = args["tags"], args["exclude_tags"]
-        allow_paths = (*args.get("allow_paths", ()), *allow_paths)
-        judge_replies = judge_replies or args.get("judge_replies")  # grade as it began
-        scripted_model = scripted_model or bool(args.get("scripted_model"))
-        if executor is None or executor == args.get("executor"):
-            # the run's executor, and its cluster, unless told otherwise: `--executor ray`
-            # again does not mean "a new local Ray" for a run made on a cluster
-            executor = args.get("executor")
-            ray_address = ray_address or args.get("ray_address")
-        if jobs is None:  # the run's concurrency unless told otherwise
-            jobs, jobs_from = _recorded_jobs(args.get("jobs"))
-        if min_pass_rate is None:  # the run's gate unless told otherwise
-            min_pass_rate = args.get("min_pass_rate")
-        # the run's reports written again where it was asked for them, unless told
-        junit_xml = junit_xml or _recorded_path(args.get("junit_xml"))
-        state["sarif"] = state.get("sarif") or _recorded_path(args.get("sarif"))
-        if judge_replies and not os.path.isfile(judge_replies):
-            raise click.UsageError(f"--judge-replies file {judge_replies!r} not found")
         run_dir = resume_dir
         lock = _lock(run_dir)
         state["run_dir"] = run_dir  # before anything is written
-    elif not paths:
+    elif not a.paths:
         raise click.UsageError("give at least one task file, directory or glob")
-    if jobs is None:
-        jobs = 1
+    state["sarif"] = a.sarif
+    if a.jobs is None:
+        a = attrs.evolve(a, jobs=1)
     # --agent replaces the agent at run time (recorded in each task.json), except on
     # `agent: {type: none}` tasks, which have no agent to replace
     from ce_runtime.cli.run_plans import compile_for_run
 
     # `--agent none` is `-D agent.type=none`: the same contract (no prompt, no trace
     # criteria); any other --agent is checked against each task (CE0220 for the oracle)
-    result = compile_for_run(tuple(paths), dict(
-        experiment=experiment, overrides=tuple(overrides), model=model,
-        driver=driver, repeats=repeats, sample=sample, allow_paths=tuple(allow_paths),
+    agent_type = a.agent_type
+    result = compile_for_run(a.paths, dict(
+        experiment=a.experiment, overrides=a.overrides, model=a.model,
+        driver=a.driver, repeats=a.repeats, sample=a.sample, allow_paths=a.allow_paths,
         agent_type="none" if agent_type == "none" else None,
-        run_agent=agent_type if agent_type != "none" else None), cached=not no_cache)
+        run_agent=agent_type if agent_type != "none" else None), cached=not a.no_cache)
     color = sys.stderr.isatty() and "NO_COLOR" not in os.environ
     if result.errors:
-        errors = [d for d in result.diagnostics if d.severity == "error" or not quiet]
+        errors = [d for d in result.diagnostics if d.severity == "error" or not a.quiet]
         click.echo(render_human(errors, result.sources, color=color), err=True, nl=False)
         click.echo(f"ce run: {result.errors} error(s) in the task files; nothing was run",
                    err=True)
         sys.exit(2)
-    if result.warnings and not quiet:  # what `ce compile` says, `ce run` says
+    if result.warnings and not a.quiet:  # what `ce compile` says, `ce run` says
         click.echo(render_human(result.diagnostics, result.sources, color=color), err=True,
                    nl=False)
-    trials = select(result.trials, tuple(tags), tuple(exclude_tags))
+    trials = select(result.trials, a.tags, a.exclude_tags)
     if not trials:
         click.echo("ce run: no trial to run (check --tags / skip:)", err=True)
         sys.exit(2)
     P.drivers(trials)
-    executor = _check_executor(executor or "local", ray_address)
+    a = attrs.evolve(a, executor=_check_executor(a.executor or "local", a.ray_address))
     P.agents(trials, agent_type)
-    P.costs(trials, agent_type, quiet)
-    P.models(trials, agent_type, scripted_model)
-    P.judges(trials, judge_replies)
-    if not resume_dir:
-        run_dir = run_dirs.choose(run_dir, runs_root)
+    P.costs(trials, agent_type, a.quiet)
+    P.models(trials, agent_type, bool(a.scripted_model))
+    P.judges(trials, a.judge_replies)
+    if not a.resume_dir:
+        run_dir = run_dirs.choose(a.run_dir, a.runs_root)
         state["run_dir"] = run_dir
         lock = _lock(run_dir)
     run_id = run_dirs.run_id(run_dir, recorded_id)
-    # absolute paths: `--resume` may run from another directory
-    config = {"paths": [os.path.abspath(p) for p in paths],
-              "experiment": os.path.abspath(experiment) if experiment else None,
-              "overrides": list(overrides), "agent_type": agent_type, "model": model,
-              "driver": driver, "repeats": repeats, "sample": sample, "tags": list(tags),
-              "exclude_tags": list(exclude_tags),
-              "allow_paths": [os.path.abspath(p) for p in allow_paths],
-              "judge_replies": os.path.abspath(judge_replies) if judge_replies else None,
-              "scripted_model": scripted_model, "executor": executor,
-              "ray_address": ray_address, "jobs": jobs, "min_pass_rate": min_pass_rate,
-              "junit_xml": os.path.abspath(junit_xml) if junit_xml else None,
-              "sarif": os.path.abspath(state["sarif"]) if state.get("sarif") else None}
+    config = a.config()
     for repaired in R.write_plans(run_dir, trials, result.plan_files):
         click.echo(f"ce run: damaged archive: {repaired}; written again from the task file",
                    err=True)
     done, damaged = R.already_run(run_dir, trials)
-    if resume_dir:
+    if a.resume_dir:
         for why in damaged:
             click.echo(f"ce run: {why}; the trial runs again", err=True)
-        _say_replanned(run_dir, trials, done)
+        run_resume.say_replanned(run_dir, trials, done)
+        run_resume.say_unplanned(run_dir, trials)
     todo = [t for t in trials if t.trial_id not in done]
+    stops = state["stops"] = Stops().install()  # from here, no signal cuts the writes
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running", "created_at": R.now_iso(),
                                "args": config, "trials": len(trials)})
-    if not quiet:
+    if not a.quiet:
+        left = "" if todo else "; nothing left to run: the reports are written again"
         click.echo(f"run {run_dir}: {len(trials)} trial(s), {len(trials) - len(todo)} already "
-                   f"done, -j {jobs}{jobs_from}", err=True)
-    progress = Progress(len(trials), len(trials) - len(todo), quiet)
-    interrupted = False
+                   f"done, -j {a.jobs}{jobs_from}{left}", err=True)
+    progress = Progress(len(trials), len(trials) - len(todo), a.quiet)
+    stopped_by = failed = None
+    try:
+        if todo:  # no executor is started for nothing
+            stopped_by, failed = _run_trials(stops, todo, run_dir, a, progress)
+    finally:
+        progress.close()
+    records = R.collect(run_dir, trials)
+    interrupted = stopped_by is not None and len(records) < len(trials)
+    if interrupted:
+        click.echo(f"\n{stopped_by}: finished trials are kept; resume with "
+                   f"`ce run --resume {run_dir}`", err=True)
+    elif stopped_by is not None:  # after the last trial: nothing was cut short
+        click.echo(f"\nce run: {stopped_by} once every trial had finished: nothing was cut "
+                   "short", err=True)
+    if failed is not None:
+        missing = len(trials) - len(records)
+        click.echo(f"ce run: {failed}; {len(records)} of {len(trials)} trial(s) have run "
+                   f"(kept); `ce run --resume {run_dir}` runs the other {missing} once it "
+                   "can start (or with another --executor)", err=True)
+    code = _finish(run_dir, run_id, config, records, len(trials), interrupted, a.junit_xml,
+                   progress.lost, worker, failed)
+    os.close(lock)  # unlocked only once everything is written
+    sys.exit(1 if interrupted or failed else code)
+
+
+def _run_trials(stops, todo, run_dir, a, progress) -> tuple[str | None, str | None]:
+    """Run the trials still to run: (what stopped them early, or None; why the executor
+    did not start, or None)."""
+    from ce_runtime.execute import suite as R
+    from ce_runtime.execute.executor import ExecutorUnavailable
+
     loopback = None
-    if judge_replies:
+    if a.judge_replies:
         import yaml
 
         from ce_runtime.model_server import ModelServer
 
-        with open(judge_replies, encoding="utf-8") as fh:
+        with open(a.judge_replies, encoding="utf-8") as fh:
             loopback = ModelServer(yaml.safe_load(fh) or {}, judge=True).__enter__()
         os.environ["CE_JUDGE_URL"] = loopback.url
     try:
-        from ce_runtime.execute.executor import ExecutorUnavailable
-
-        try:
-            stopped_by = _run_until_stopped(R.execute(
-                todo, run_dir, R.RunOptions(jobs=jobs, agent=agent_type, uv_cache=_uv_cache(),
-                                            scripted_model=scripted_model, executor=executor,
-                                            ray_address=ray_address),
-                progress.start, progress.done))
-        except ExecutorUnavailable as exc:  # e.g. no Ray cluster at --ray-address
-            stopped_by = f"ce run: {exc}"
-        if stopped_by is not None:
-            interrupted = True
-            click.echo(f"\n{stopped_by}: finished trials are kept; resume with "
-                       f"`ce run --resume {run_dir}`", err=True)
+        return stops.run(R.execute(
+            todo, run_dir, R.RunOptions(jobs=a.jobs, agent=a.agent_type, uv_cache=_uv_cache(),
+                                        scripted_model=bool(a.scripted_model),
+                                        executor=a.executor, ray_address=a.ray_address),
+            progress.start, progress.done)), None
+    except ExecutorUnavailable as exc:  # e.g. no Ray cluster at --ray-address
+        return None, f"the {a.executor} executor did not start: {exc}"
     finally:
-        progress.close()
         if loopback is not None:
             loopback.__exit__(None, None, None)
-    records = R.collect(run_dir, trials)
-    code = _finish(run_dir, run_id, config, records, len(trials), interrupted, junit_xml,
-                   progress.lost, worker)
-    os.close(lock)  # unlocked only once everything is written
-    sys.exit(1 if interrupted else code)
-
-
-def _resume_keeps(paths, experiment, overrides, agent_type, model, driver, repeats, sample,
-                  tags, exclude_tags) -> None:
-    """What a resume would silently drop (the run's own settings make its plans): a usage
-    error naming each, not a run that is not what the user asked for."""
-    given = [name for name, value in (
-        ("PATHS", paths), ("-e", experiment), ("-D", overrides), ("--agent", agent_type),
-        ("--model", model), ("--driver", driver), ("--repeats", repeats),
-        ("--sample", sample), ("--tags", tags), ("--exclude-tags", exclude_tags)) if value]
-    if given:
-        raise click.UsageError(
-            f"--resume finishes the run with the tasks and settings it started with; "
-            f"{', '.join(given)} would change them (start a new run for that). A resume "
-            "takes -j, --executor, --ray-address, --judge-replies, --junit-xml, --sarif, "
-            "--min-pass-rate, --allow-path")
-
-
-def _recorded_jobs(recorded) -> tuple[int, str]:
-    """A resume's -j when none is given: the one run.json recorded (a run started before
-    ce recorded it: 1, the default), with the start line's note on where it came from."""
-    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1:
-        return recorded, " (the run's)"
-    return 1, " (the default: run.json records no -j)"
-
-
-def _recorded_path(recorded) -> str | None:
-    return recorded if isinstance(recorded, str) and recorded else None
-
-
-def _say_replanned(run_dir: str, trials: list, done: set[str]) -> None:
-    """A resume runs again, and replaces, the finished trials whose plan is no longer
-    the one they ran with (the task, the experiment or ce's criteria changed since):
-    said, with the trials, never done silently."""
-    from ce_runtime.execute.trial import trial_dir_of
-
-    replanned = []
-    for t in trials:
-        if t.trial_id in done:
-            continue
-        try:
-            with open(os.path.join(trial_dir_of(run_dir, t), "task.json"),
-                      encoding="utf-8") as fh:
-                recorded = json.load(fh).get("plan_hash")
-        except (OSError, ValueError, AttributeError):
-            continue  # not run yet, or damaged (said above)
-        if recorded and recorded != t.plan_hash:
-            replanned.append(t.trial_id)
-    if replanned:
-        shown = ", ".join(replanned[:5]) + (f" and {len(replanned) - 5} more"
-                                            if len(replanned) > 5 else "")
-        click.echo(f"ce run: {len(replanned)} finished trial(s) ran with another plan (the "
-                   f"task, the experiment or ce's criteria changed since): {shown}; they run "
-                   "again and their results are replaced", err=True)
 
 
 def _write_failed(exc: OSError, run_dir: str | None) -> None:
@@ -414,48 +352,6 @@ def _lock(run_dir: str) -> int:
         sys.exit(1)
 
 
-def _run_until_stopped(work) -> str | None:
-    """Run the trials' coroutine; what stopped it early ("interrupted" for Ctrl-C,
-    "SIGTERM received", ...) or None when it finished.
-
-    SIGTERM and SIGHUP (a `kill`, a closed terminal, a CI job cancelled) end the run as
-    Ctrl-C does: the trials are cancelled (their processes killed, their scratch
-    removed). Their handler cancels the main task itself rather than raising SIGINT, so
-    they work where SIGINT is ignored (a script's background job, nohup). A second signal
-    while the run directory is being finished is noted and does not cut the writes."""
-    import asyncio
-    import signal
-
-    received: list[str] = []
-    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task]] = []
-
-    def on_signal(signum: int, _frame) -> None:
-        first = not received
-        received.append(f"{signal.Signals(signum).name} received")
-        if first and running and not running[0][0].is_closed():
-            loop, task = running[0]
-            loop.call_soon_threadsafe(task.cancel)  # also wakes the loop's select()
-
-    async def main():
-        running.append((asyncio.get_running_loop(), asyncio.current_task()))
-        if received:  # stopped while the loop was starting
-            work.close()
-            raise asyncio.CancelledError
-        return await work
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)  # kept until ce exits: the finishing writes finish
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        return received[0] if received else "interrupted"
-    except asyncio.CancelledError:
-        if not received:
-            raise
-        return received[0]
-    return received[0] if received else None
-
-
 def _check_executor(name: str, ray_address: str | None) -> str:
     """The executor can run here (Ray installed for --executor ray), else exit 2."""
     from ce_runtime.execute.executor import ray_missing
@@ -476,10 +372,11 @@ def _uv_cache() -> str:
 
 
 def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
-            lost=(), worker=None) -> int:
+            lost=(), worker=None, error=None) -> int:
     """run.json, parquet, report.md and .html, JUnit (by the report worker, or here
     without one) and the summary table; the exit code. A lost trial (its directory
-    deleted while it ran) is listed and makes the exit 1."""
+    deleted while it ran) is listed and makes the exit 1. `error`: what stopped the run
+    short other than a signal (an executor that did not start)."""
     from ce_runtime.cli.run_output import summary_table
 
     lost = [dict(r) for r in lost]
@@ -488,17 +385,17 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
         from ce_runtime.report.job import RunReports
 
         summary = worker.write_reports(RunReports(run_dir, run_id, config, records, total,
-                                                  interrupted, junit_xml, lost))
+                                                  interrupted, junit_xml, lost, error))
     if summary is None:
         from ce_runtime.report.run_end import write_run_reports
 
         summary = write_run_reports(run_dir, run_id, config, records, total, interrupted,
-                                    junit_xml, lost)
+                                    junit_xml, lost, error)
     summary_table(records)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.get("by_status", {}).items()))
     click.echo(f"{len(records)}/{total} trial(s): {counts or 'none'}; report: "
                f"{os.path.join(run_dir, 'report.md')}")
-    if summary.get("exit_code"):  # why the run is not a pass: a gate, a rate, a Ctrl-C
+    if summary.get("exit_code"):  # why it is not a pass: a gate, a rate, a Ctrl-C ...
         for reason in summary.get("exit_reasons") or ():
             click.echo(f"not passed: {reason}")
     for r in lost:

@@ -31,7 +31,13 @@ from typing import Any, Protocol
 import attrs
 
 from ce_lang.api import Trial
-from ce_runtime.execute.trial import RunContext, TrialLost, execute_trial, trial_dir_of
+from ce_runtime.execute.trial import (
+    RunContext,
+    TrialLost,
+    execute_trial,
+    finish_despite_cancels,
+    trial_dir_of,
+)
 from ce_runtime.store.atomic import write_bytes_atomic
 from ce_runtime.store.record import Status, TrialRecord, as_record
 
@@ -138,12 +144,21 @@ class LocalExecutor:
                 await asyncio.wait(tasks)
             raise
         finally:
-            from ce_runtime.execute.sandbox.tempdir import close_warm_inits
-
-            await asyncio.shield(close_warm_inits())
-            await asyncio.shield(asyncio.to_thread(trash.close))
-            shutil.rmtree(work_root, ignore_errors=True)
+            # whole even when a Ctrl-C lands in it (after the last trial): cut short, it
+            # left the run's scratch behind
+            await finish_despite_cancels(_teardown(trash, work_root))
         return records
+
+
+async def _teardown(trash, work_root: str) -> None:
+    """The local pool's end: the zygote ended, the trash emptied, the scratch removed."""
+    from ce_runtime.execute.sandbox.tempdir import close_warm_inits
+
+    try:
+        await close_warm_inits()
+        await asyncio.to_thread(trash.close)
+    finally:
+        shutil.rmtree(work_root, ignore_errors=True)
 
 
 def lost_record(trial: Trial, error: str) -> TrialRecord:

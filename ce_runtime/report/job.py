@@ -26,6 +26,7 @@ class RunReports(msgspec.Struct, frozen=True, tag="run"):
     interrupted: bool
     junit_xml: str | None
     lost: list[dict[str, Any]]
+    error: str | None = None  # what cut the run short besides a signal (no executor)
 
 
 class RescoreReports(msgspec.Struct, frozen=True, tag="rescore"):
@@ -101,7 +102,8 @@ def main() -> int:
                                             job.min_pass_rate)
         else:
             summary = write_run_reports(job.run_dir, job.run_id, job.config, job.records,
-                                        job.total, job.interrupted, job.junit_xml, job.lost)
+                                        job.total, job.interrupted, job.junit_xml, job.lost,
+                                        job.error)
         reply = Reply(summary=summary)
     except OSError as exc:
         reply = Reply(write_failed=WriteFailed(

@@ -17,8 +17,10 @@ from typing import Any
 
 def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
                       total: int, interrupted: bool, junit_xml: str | None,
-                      lost: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every report file of the run; run.json's summary (what `ce run` prints from)."""
+                      lost: list[dict[str, Any]], error: str | None = None
+                      ) -> dict[str, Any]:
+    """Every report file of the run; run.json's summary (what `ce run` prints from).
+    `error`: what left trials unrun besides a signal (an executor that did not start)."""
     from ce_runtime import report
     from ce_runtime.report.summary import with_run_state
     from ce_runtime.store.atomic import write_bytes_atomic
@@ -28,7 +30,7 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
     summary = report.summary(records, gates, run_id, config)
     status = "interrupted" if interrupted else \
         "incomplete" if lost or len(records) < total else "complete"
-    with_run_state(summary, status, total, lost)
+    with_run_state(summary, status, total, lost, error)
     write_run_json(run_dir, summary)
     if records:
         report.write_parquet(run_dir, records)

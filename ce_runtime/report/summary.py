@@ -233,11 +233,13 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
 
 
 def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
-                   lost: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+                   lost: Sequence[dict[str, Any]] = (), error: str | None = None
+                   ) -> dict[str, Any]:
     """`summary` of a run that `status` says may not have finished: trials_planned, the
     lost trials, and a run that did not run every planned trial is not a pass (exit 1,
     the reason first), so report.md, report.html and run.json never say PASSED for the
-    trials a Ctrl-C left unrun."""
+    trials a Ctrl-C left unrun. `error`: what left them unrun, when not a signal (an
+    executor that did not start), recorded and said in place of "the run was ..."."""
     summary["status"] = status
     if planned is not None:
         summary["trials_planned"] = planned
@@ -246,8 +248,11 @@ def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
         summary["lost_trials"] = [{"trial_id": r["trial_id"], "error": r["error"]}
                                   for r in lost]
     if status in ("interrupted", "incomplete"):
+        if error:
+            summary["error"] = error
         missing = planned - summary["trials"]
-        reason = f"the run was {status}: {summary['trials']} of {planned} planned trial(s) ran"
+        reason = (f"{error}: " if error else f"the run was {status}: ") + \
+            f"{summary['trials']} of {planned} planned trial(s) ran"
         if missing > 0:
             reason += f"; `ce run --resume RUN` runs the other {missing}"
         summary["exit_reasons"] = [reason, *summary["exit_reasons"]]
