@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 
 import pytest
 
 from tests.engines import need
-from tests.report_run import make_run
+from tests.report_run import CE, make_run
 
 pytestmark = pytest.mark.slow
 
@@ -163,6 +165,46 @@ def test_trial_opens_on_click(page, artifacts):
     p.keyboard.press("Escape")
     assert p.locator("#detail").is_hidden()
     assert page.errors == []
+
+
+def test_a_cost_no_rate_prices_is_shown_unknown_not_as_a_sum(browser, run_dir, tmp_path):
+    """A trial whose model has no rate (ce_runtime/pricing.py): its cost cell, the
+    run's and its variant's cost say so (as report.md does), with the reason."""
+    import polars as pl
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    trials = pl.read_parquet(copy / "trials.parquet")
+    why = "model my-local-llm has no rate (add it under agent.pricing)"
+    unknown = trials["trial_id"][0]
+    trials.with_columns(pl.when(pl.col("trial_id") == unknown).then(pl.lit(why))
+                        .otherwise(pl.col("cost_unknown")).alias("cost_unknown")) \
+        .write_parquet(copy / "trials.parquet")
+    proc = subprocess.run([*CE, "report", str(copy), "-f", "html", "-o",
+                           str(copy / "report.html")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    p = Page(browser, "file://" + str(copy / "report.html"))
+    try:
+        page = p.page
+        row = page.locator("#trial-table tbody tr", has_text=unknown)
+        cost_cell = row.locator("td:nth-child(10)")
+        assert cost_cell.inner_text() == "unknown"
+        assert cost_cell.locator("span").get_attribute("title") == why
+        others = page.locator("#trial-table tbody tr td:nth-child(10)").all_inner_texts()
+        assert others.count("unknown") == 1 and len(others) == trials.height
+        run_cost = page.locator("#summary tr", has_text="Cost").locator("td")
+        assert run_cost.inner_text().endswith("+ unknown for 1 trial(s)")
+        assert run_cost.locator("span").get_attribute("title") == why
+        variant = trials.filter(pl.col("trial_id") == unknown)["variant_id"][0]
+        cells = page.locator("#variant-table tbody tr", has_text=variant) \
+            .locator("td:last-child").all_inner_texts()
+        assert cells == [cells[0]] and cells[0].endswith("+ unknown for 1 trial(s)")
+        row.click()
+        assert f"cost unknown ({why})" in page.locator("#detail").inner_text()
+        assert p.errors == []
+    finally:
+        p.close()
 
 
 def test_early_stop_is_marked(page, run_dir):

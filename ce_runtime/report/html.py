@@ -31,7 +31,7 @@ DETAIL_MIN = 3_000  # per trial (a huge run still shows the essentials)
 
 COLUMNS = ("trial_id", "variant", "task", "row", "repeat", "status", "score", "turns",
            "tool_calls", "tokens", "cost", "duration", "early", "early_reason", "failed",
-           "suite", "error")
+           "suite", "error", "cost_unknown")
 
 
 def detail_budget(n_trials: int) -> int:
@@ -93,14 +93,14 @@ def _summary(s: dict[str, Any]) -> dict[str, Any]:
     keys = ("exit_code", "exit_reasons", "experiment_ids", "trials", "by_status", "graded",
             "passed", "pass_rate", "pass_rate_ci95", "mean_score", "stopped_early", "tokens",
             "cost_usd", "duration_s", "turns", "tool_calls", "within_expected_turns",
-            "pass_at_k", "suite_gates_failed", "min_pass_rate")
+            "pass_at_k", "suite_gates_failed", "min_pass_rate", "cost_unknown")
     return {k: s.get(k) for k in keys}
 
 
 def _variant(name: str, v: dict[str, Any]) -> dict[str, Any]:
     keys = ("agents", "models", "trials", "by_status", "graded", "passed", "pass_rate",
             "pass_rate_ci95", "mean_score", "stopped_early", "cost_usd", "tokens",
-            "pass_at_k", "duration_s")
+            "pass_at_k", "duration_s", "cost_unknown")
     return {"id": name, **{k: v.get(k) for k in keys}}
 
 
@@ -134,7 +134,7 @@ def _row(rec: TrialRecord) -> list[Any]:
         usage.cost_usd,
         None if rec.duration_s is None else round(rec.duration_s, 3),
         rec.stopped_early, rec.early_stop_reason, failed,
-        rec.suite_id, _short(rec.error, 300),
+        rec.suite_id, _short(rec.error, 300), rec.cost_unknown,
     ]
 
 

@@ -410,6 +410,7 @@ def _shape(rec: TrialRecord, raw: dict[str, Any], cap: int, max_events: int
         "agent_outcome": msgspec.to_builtins(outcome),
         "started_at": rec.started_at, "duration_s": rec.duration_s,
         "usage": msgspec.to_builtins(rec.usage), "expected_turns": rec.expected_turns,
+        "cost_unknown": rec.cost_unknown,
         "stopped_early": rec.stopped_early,
         "early_stop_reason": rec.early_stop_reason,
         "early_stop": msgspec.to_builtins(task.early_stop) if task else None,

@@ -30,6 +30,12 @@
   const pct = (v) => (v === null || v === undefined) ? "—" : (100 * v).toFixed(1) + "%";
   const num = (v, d) => (v === null || v === undefined) ? "—" : Number(v).toFixed(d);
   const cost = (v) => (v === null || v === undefined) ? "—" : "$" + Number(v).toFixed(4);
+  // a summary's cost and the trials it leaves out (their model has no rate: ce_runtime/pricing.py)
+  const costOf = (block) => {
+    const u = block.cost_unknown;
+    if (!u || !u.trials) return cost(block.cost_usd);
+    return el("span", { title: (u.why || []).join("; ") }, `${cost(block.cost_usd)} + unknown for ${u.trials} trial(s)`);
+  };
   const signed = (v, d) => (v === null || v === undefined) ? "—" : (v >= 0 ? "+" : "") + Number(v).toFixed(d);
   function dur(s) {
     if (s === null || s === undefined) return "—";
@@ -73,7 +79,7 @@
     if (s.stopped_early) rows.push(["Stopped early", `${s.stopped_early} trial(s)`]);
     const t = s.tokens || {};
     rows.push(["Tokens", `${(t.input || 0).toLocaleString("en")} in / ${(t.output || 0).toLocaleString("en")} out`]);
-    rows.push(["Cost", cost(s.cost_usd)], ["Agent time", dur(s.duration_s) + " (sum over trials)"]);
+    rows.push(["Cost", costOf(s)], ["Agent time", dur(s.duration_s) + " (sum over trials)"]);
     if (D.trials_planned && D.trials_planned !== s.trials) rows.push(["Planned", `${D.trials_planned} trials (${s.trials} recorded)`]);
     sec.append(el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))))));
   }
@@ -120,7 +126,7 @@
         el("td", {}, v.pass_rate_ci95 ? `${pct(v.pass_rate_ci95[0])}–${pct(v.pass_rate_ci95[1])}` : "—"),
         el("td", { class: "num" }, num(v.mean_score, 2)),
         el("td", { class: "num" }, v.pass_at_k ? `${v.pass_at_k.passed}/${v.pass_at_k.tasks}` : "—"),
-        el("td", { class: "num" }, v.stopped_early || 0), el("td", { class: "num" }, cost(v.cost_usd)))))));
+        el("td", { class: "num" }, v.stopped_early || 0), el("td", { class: "num" }, costOf(v)))))));
     sec.append(el("div", {}, el("h3", {}, "Pass rate with its 95% Wilson interval"),
       intervalChart(D.variants.map((v) => ({ label: v.id, value: v.pass_rate, low: v.pass_rate_ci95 && v.pass_rate_ci95[0], high: v.pass_rate_ci95 && v.pass_rate_ci95[1] })),
         { min: 0, max: 1, fmt: pct, title: "pass rate per variant", cls: "variant-chart" })));
@@ -341,7 +347,7 @@
         el("td", { class: "num" }, r[COL.repeat]),
         el("td", {}, status(r[COL.status]), r[COL.early] ? early() : null),
         el("td", { class: "num" }, num(r[COL.score], 2)), el("td", { class: "num" }, r[COL.turns]), el("td", { class: "num" }, r[COL.tool_calls]),
-        el("td", { class: "num" }, (r[COL.tokens] || 0).toLocaleString("en")), el("td", { class: "num" }, cost(r[COL.cost])),
+        el("td", { class: "num" }, (r[COL.tokens] || 0).toLocaleString("en")), el("td", { class: "num" }, r[COL.cost_unknown] ? el("span", { title: r[COL.cost_unknown] }, "unknown") : cost(r[COL.cost])),
         el("td", { class: "num" }, dur(r[COL.duration])),
         el("td", {}, failed.join(", "), r[COL.error] ? el("span", { class: "bad", title: r[COL.error] }, (failed.length ? " · " : "") + "error") : null));
     });
