@@ -282,6 +282,9 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                     notes["judge_sessions"] = host.judge_sessions
             if error is None:
                 evidence["criteria"] = evidence_of(plan, grader.instances, graded, host)
+            from ce_runtime.grade.judge_usage import trial_judge_usage
+
+            notes["judge_usage"] = trial_judge_usage(host.evidence)
         if plan.post_run and error is None:
             post = await run_commands(plan.post_run, sandbox, "post_run")
         if sandbox is not None and getattr(sandbox, "oom_killed", lambda: False)():
@@ -370,6 +373,8 @@ def _record(trial: Trial, agent: str, status: Status, error: str | None,
                         cost_usd=view.cost_usd, turns=view.view.turns,
                         tool_calls=len(view.view.tool_calls)),
         cost_unknown=notes.get("cost_unknown"),
+        judge_usage=rec.JudgeUsage(**notes["judge_usage"]) if notes.get("judge_usage")
+        else None,
         expected_turns=plan.run_limits.expected_turns,
         criteria=[rec.CriterionRecord(**c) for c in criteria], error=error,
         pre_run=[rec.CommandRecord(**attrs.asdict(c)) for c in pre],

@@ -437,12 +437,14 @@ class Host:
                 verdict["rationale"] = self._scrub(str(verdict["rationale"]))
             if self.verdicts is not None and _verdict_score(verdict.get("score")) is not None:
                 self.verdicts.put(key, verdict)
-        self._file("judge", {"request": key, "model": settings.get("model")
+        self._file("judge", {"request": key, "judge": kind,
+                             "model": verdict.get("model") or settings.get("model")
                              or (settings.get("agent") or {}).get("model"),
                              "score": verdict.get("score"),
                              "rationale": self._scrub(str(verdict.get("rationale", ""))),
                              "recorded": recorded is not None,
-                             "usage": (verdict.get("session") or {}).get("usage")})
+                             "usage": verdict.get("usage")
+                             or (verdict.get("session") or {}).get("usage")})
         raw = verdict.get("score") if isinstance(verdict, dict) else None
         score = _verdict_score(raw)
         if score is None:

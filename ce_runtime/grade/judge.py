@@ -51,6 +51,7 @@ def judge_from_env() -> HttpJudge | None:
                      bedrock_url=env.get("ANTHROPIC_BEDROCK_BASE_URL", ""))
 
 
+DEFAULT_MODEL = "anthropic.claude-sonnet-4-6"
 SYSTEM = ("You are a strict grader. Answer with one JSON object: "
           '{"score": <number between 0 and 1>, "rationale": "<why>"}.')
 
@@ -78,10 +79,13 @@ class HttpJudge:
         if kind != "llm_judge":
             raise InfrastructureError(f"{kind}: no such judge")
         prompt = prompt or build_prompt(rubric, files, settings, host)
-        text = complete(self, str(settings.get("model") or "anthropic.claude-sonnet-4-6"),
-                        SYSTEM, prompt, float(settings.get("temperature", 0.0)),
-                        int(settings.get("max_tokens", 1000)))
-        return parse_verdict(text)
+        model = str(settings.get("model") or DEFAULT_MODEL)
+        text, usage = complete(self, model, SYSTEM, prompt,
+                               float(settings.get("temperature", 0.0)),
+                               int(settings.get("max_tokens", 1000)))
+        verdict = parse_verdict(text)
+        # kept with the verdict in the cache (grade/judge_usage.py prices it)
+        return {**verdict, "model": model, "usage": usage}
 
     def agent_verdict(self, rubric: str, files: list[str], settings: dict[str, Any],
                       host: Any, prompt: str | None = None) -> dict[str, Any]:
@@ -165,9 +169,12 @@ def provider(model: str) -> str:
 
 
 def complete(judge: HttpJudge, model: str, system: str, prompt: str, temperature: float,
-             max_tokens: int) -> str:
+             max_tokens: int) -> tuple[str, dict[str, int] | None]:
     """One judge call, routed by the model: Anthropic Messages (direct or on Bedrock),
-    or OpenAI Chat Completions."""
+    or OpenAI Chat Completions. (its text, the tokens it reported in ce's buckets or
+    None)"""
+    from ce_runtime.grade.judge_usage import from_anthropic
+
     name = split_model(model)[1]
     if provider(model) == "openai":
         return _openai(judge, name, system, prompt, temperature, max_tokens)
@@ -197,12 +204,16 @@ def complete(judge: HttpJudge, model: str, system: str, prompt: str, temperature
                                   f"{exc}") from exc
     except json.JSONDecodeError as exc:
         raise CriterionError("the judge's reply is not JSON") from exc
-    return "".join(block.get("text", "") for block in reply.get("content", [])
-                   if isinstance(block, dict))
+    if not isinstance(reply, dict):
+        raise CriterionError("the judge's reply is not a JSON object")
+    return ("".join(block.get("text", "") for block in reply.get("content", [])
+                    if isinstance(block, dict)), from_anthropic(reply))
 
 
 def _openai(judge: HttpJudge, model: str, system: str, prompt: str, temperature: float,
-            max_tokens: int) -> str:
+            max_tokens: int) -> tuple[str, dict[str, int] | None]:
+    from ce_runtime.grade.judge_usage import from_openai
+
     try:
         import openai
     except ImportError as exc:
@@ -219,7 +230,7 @@ def _openai(judge: HttpJudge, model: str, system: str, prompt: str, temperature:
                                   f"{exc}") from exc
     except openai.APIError as exc:
         raise CriterionError(f"the judge's endpoint refused the call: {exc}") from exc
-    return reply.choices[0].message.content or ""
+    return reply.choices[0].message.content or "", from_openai(getattr(reply, "usage", None))
 
 
 def workspace_digest(workspace: str) -> str:

@@ -151,7 +151,12 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     record.update(status=status, success=status == Status.SUCCESS, plan_hash=graded_hash,
                   error=None if status != Status.ERROR else record.get("error"))
     from ce_runtime.grade.grading import evidence_of
+    from ce_runtime.grade.judge_usage import trial_judge_usage
 
+    record.pop("judge_usage", None)
+    judged = trial_judge_usage(host.evidence)
+    if judged is not None:
+        record["judge_usage"] = judged
     return record, {"schema_version": 1,
                     "criteria": evidence_of(plan, grader.instances, graded, host)}
 

@@ -119,8 +119,9 @@ class ModelServer:
                     seq = server._record("simulated-user", body, position, step)
                 elif not body.get("tools"):
                     if server.judge and not body.get("stream"):
-                        verdict = server.script.verdict(request_text(body))
-                        step = Step(json.dumps(verdict), (), dict(_usage(10, 10)))
+                        text = request_text(body)
+                        step = Step(json.dumps(server.script.verdict(text)), (),
+                                    server.script.verdict_usage(text))
                     else:
                         step = Step(SIDE_TEXT, (), dict(_usage(1, 1)))
                     seq = server._record("anthropic", body, None, step)
@@ -144,8 +145,9 @@ class ModelServer:
                     position = wire.chat_position(body)
                     step = server.script.step(position, request_text(body))
                 elif server.judge:
-                    verdict = server.script.verdict(request_text(body))
-                    position, step = None, Step(json.dumps(verdict), (), _usage(10, 10))
+                    text = request_text(body)
+                    position, step = None, Step(json.dumps(server.script.verdict(text)), (),
+                                                server.script.verdict_usage(text))
                 else:
                     position, step = None, Step(SIDE_TEXT, (), _usage(1, 1))
                 fail = server._fails_now("chat", position, step)

@@ -9,7 +9,7 @@
       - text: Done.
     rows:                        # dataset tasks: the steps of each row, by row id
       weekday: [...]
-    judge: [...]                 # llm_judge verdicts: {match?, score, rationale}
+    judge: [...]                 # llm_judge verdicts: {match?, score, rationale, usage?}
     # a step may fail instead of answering (how agents cope with a failing model):
     #   fail: 500                     the API's error body with that HTTP status (429,
     #                                 529, ...), every time this step is asked for
@@ -202,7 +202,15 @@ class Script:
         judge = data.get("judge") or []
         if not isinstance(judge, list) or not all(isinstance(j, dict) and "score" in j
                                                   for j in judge):
-            raise ScriptError(f"{where}: `judge` is a list of {{match?, score, rationale}}")
+            raise ScriptError(f"{where}: `judge` is a list of {{match?, score, rationale, "
+                              "usage?}")
+        for j in judge:
+            given = j.get("usage", {})
+            if not isinstance(given, dict) or set(given) - USAGE_KEYS or not all(
+                    isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                    for v in given.values()):
+                raise ScriptError(f"{where}: a judge verdict's `usage` takes non-negative "
+                                  f"integers for {', '.join(sorted(USAGE_KEYS))}")
         return cls(tuple(check_steps(raw, f"{where}" + (f" (row {row})" if row else ""))),
                    tuple(judge), tuple(check_steps(data.get("agent_judge") or [],
                                                    f"{where} agent_judge")), workspace,
@@ -228,17 +236,26 @@ class Script:
                     tuple(Call(c.name, _fill(c.input, workspace), c.custom)
                           for c in step.calls), step.usage, step.delay, step.fail)
 
-    def verdict(self, request_text: str) -> dict[str, Any]:
+    def _judge_entry(self, request_text: str) -> dict[str, Any] | None:
         default = None
         for entry in self.judge:
             match = entry.get("match")
             if match is None and default is None:
                 default = entry
             elif match is not None and match in request_text:
-                return {"score": entry["score"], "rationale": entry.get("rationale", "")}
-        if default is None:
+                return entry
+        return default
+
+    def verdict(self, request_text: str) -> dict[str, Any]:
+        entry = self._judge_entry(request_text)
+        if entry is None:
             return {"rationale": "no scripted verdict matches this request"}
-        return {"score": default["score"], "rationale": default.get("rationale", "")}
+        return {"score": entry["score"], "rationale": entry.get("rationale", "")}
+
+    def verdict_usage(self, request_text: str) -> dict[str, int]:
+        """The usage the verdict's reply reports (its `usage`, else 10 in and 10 out)."""
+        entry = self._judge_entry(request_text) or {}
+        return {**DEFAULT_USAGE, **(entry.get("usage") or {})}
 
     @property
     def total_usage(self) -> dict[str, int]:

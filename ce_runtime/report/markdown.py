@@ -112,6 +112,13 @@ def render_markdown(summary: dict[str, Any], records: Records,
     tok = summary["tokens"]
     w(f"| Tokens | {tok['input']:,} in / {tok['output']:,} out |")
     w(f"| Cost | {_cost(summary, why=True)} |")
+    judges = summary.get("judges")
+    if judges:
+        w(f"| Judge tokens | {judges['input_tokens']:,} in / {judges['output_tokens']:,} out"
+          f" / {judges['cache_read_tokens']:,} cache read / {judges['cache_write_tokens']:,}"
+          f" cache write ({judges['calls']} llm_judge verdict(s), {judges['recorded']} "
+          "reused from the cache) |")
+        w(f"| Judge cost | {_cost(judges, why=True)} (not in the agent's cost) |")
     w(f"| Agent time | {fmt_duration(summary['duration_s'])} (sum over trials) |")
     w("")
 
@@ -132,7 +139,8 @@ def render_markdown(summary: dict[str, Any], records: Records,
         lead = ", ".join(who)
         w((lead[:1].upper() + lead[1:] + " — " if lead else "")
           + f"{vs['passed']}/{vs['graded']} succeeded ({fmt_pct(vs['pass_rate'])}), mean score "
-          f"{fmt_score(vs['mean_score'])}, cost {_cost(vs)}.")
+          f"{fmt_score(vs['mean_score'])}, cost {_cost(vs)}"
+          + (f", judges {_cost(vs['judges'])}" if vs.get("judges") else "") + ".")
         w("")
         head = ["Task", "Repeat", "Status", "Score", "Turns"]
         if budgeted:

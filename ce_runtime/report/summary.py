@@ -201,6 +201,7 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
     paks = {r["variant_id"]: r for r in pak_variant.iter_rows(named=True)}
     variants = [r["variant_id"] for r in per_variant.iter_rows(named=True)]
 
+    judged = [(_field(r, "variant_id"), _field(r, "judge_usage")) for r in records]
     failed_gates = [g for g in gates if not g.passed]
     not_success = total["trials"] - total[f"status.{Status.SUCCESS.value}"]
     reasons = []
@@ -223,13 +224,32 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
         **({} if min_rate is None else {"min_pass_rate": float(min_rate)}),
         "experiment_ids": experiments["experiment_id"].to_list(),
         **_breakdown(total, pak_total),
+        **_judges(judged),
         "variants": {r["variant_id"]: {"agents": r["agents"], "models": r["models"],
-                                       **_breakdown(r, paks.get(r["variant_id"]))}
+                                       **_breakdown(r, paks.get(r["variant_id"])),
+                                       **_judges(judged, r["variant_id"])}
                      for r in per_variant.iter_rows(named=True)},
         "comparison": _comparison(trials, variants),
         "suite_gates": [g.to_dict() for g in gates],
         "suite_gates_failed": len(failed_gates),
     }
+
+
+def _field(record: Any, key: str) -> Any:
+    """A record's field as plain data (a TrialRecord's or a task.json dict's)."""
+    import msgspec
+
+    value = record.get(key) if isinstance(record, dict) else getattr(record, key, None)
+    return msgspec.to_builtins(value) if value is not None else None
+
+
+def _judges(judged: list[tuple[Any, Any]], variant: Any = ...) -> dict[str, Any]:
+    """run.json's `judges` (what the llm_judge calls cost, apart from the agent's
+    `cost_usd`), of the run or one variant; nothing when no trial called a judge."""
+    from ce_runtime.grade.judge_usage import total
+
+    out = total(u for v, u in judged if variant is ... or v == variant)
+    return {"judges": out} if out else {}
 
 
 def with_run_state(summary: dict[str, Any], status: str, planned: int | None,

@@ -69,6 +69,21 @@ class Usage(_Part):
     tool_calls: int = 0
 
 
+class JudgeUsage(_Part):
+    """What a trial's llm_judge verdicts cost (grade/judge_usage.py): apart from the
+    agent's usage."""
+
+    calls: int = 0
+    recorded: int = 0  # verdicts reused from the cache (reported at their recorded cost)
+    unmetered: int = 0  # verdicts recorded without their usage (an older ce's)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0  # of the judges with a rate
+    cost_unknown: list[str] = []  # why some judge tokens are not priced
+
+
 class AgentOutcome(_Part):
     reason: str
     detail: str = ""
@@ -180,6 +195,8 @@ class TrialRecord(_Part, kw_only=True):
     # why usage.cost_usd leaves the agent's tokens out: its model has no rate (written
     # only then; ce_runtime.pricing)
     cost_unknown: str | None = None
+    # the llm_judge calls' tokens and cost (only when the trial called a judge)
+    judge_usage: JudgeUsage | None = None
     expected_turns: int | None = None
     criteria: list[CriterionRecord] = []
     error: str | None = None
@@ -206,7 +223,8 @@ class TrialRecord(_Part, kw_only=True):
 
 # keys a record has only once something wrote them (the archive, a re-score, a cost
 # that is unknown)
-_PRESENT_ONLY = (*DIGEST_KEYS, "rescored_from", "previous", "rescore_notes", "cost_unknown")
+_PRESENT_ONLY = (*DIGEST_KEYS, "rescored_from", "previous", "rescore_notes", "cost_unknown",
+                "judge_usage")
 
 
 def record_dict(rec: TrialRecord) -> dict[str, Any]:

@@ -1,0 +1,145 @@
+"""What the llm_judge calls cost: their tokens, as the scripted model server reports them,
+priced from ce's rate card, in task.json's `judge_usage` (apart from the agent's
+`usage`), run.json's `judges`, report.md, and reproduced by `ce rescore` from the
+recorded verdicts."""
+
+import json
+import os
+
+from ce_runtime.grade.judge_usage import from_anthropic, from_openai, trial_judge_usage
+from tests.test_run_e2e import ce, load_run_json, run_dir_in, task_jsons
+
+TASK = """
+task_id: judged_cost
+description: two llm_judges, one on ce's rate card and one not
+initial_prompt: Write answer.txt.
+agent:
+  type: script
+  script:
+    - write: answer.txt
+      content: "42"
+sandbox: {python: null}
+success_criteria:
+  - type: llm_judge
+    description: priced
+    prompt: Is answer.txt the answer to everything?
+    files: [answer.txt]
+    model: anthropic.claude-sonnet-4-6
+  - type: llm_judge
+    description: unpriced
+    prompt: Is answer.txt written in a mystery style?
+    files: [answer.txt]
+    model: anthropic.claude-mystery-9
+"""
+REPLIES = """
+judge:
+  - match: "answer to everything"
+    score: 0.9
+    rationale: it is 42
+    usage: {input_tokens: 1000, output_tokens: 200, cache_read_input_tokens: 2000,
+            cache_creation_input_tokens: 400}
+  - match: "mystery style"
+    score: 1.0
+    usage: {input_tokens: 500, output_tokens: 100}
+"""
+# claude-sonnet-4-6: $3 in, $15 out, $0.30 cache read, $3.75 cache write per million
+PRICED = (1000 * 3 + 200 * 15 + 2000 * 0.30 + 400 * 3.75) / 1e6  # $0.0081
+UNKNOWN = "judge model 'anthropic.claude-mystery-9' has no rate on ce's rate card"
+
+
+def _check(run_dir: str, recorded: int) -> None:
+    (record,) = task_jsons(run_dir).values()
+    assert [c["score"] for c in record["criteria"]] == [0.9, 1.0]
+    judged = record["judge_usage"]
+    assert judged == {"calls": 2, "recorded": recorded, "unmetered": 0,
+                      "input_tokens": 1500, "output_tokens": 300, "cache_read_tokens": 2000,
+                      "cache_write_tokens": 400, "cost_usd": PRICED,
+                      "cost_unknown": [UNKNOWN]}
+    # the agent's usage and budget are the agent's own
+    assert record["usage"]["cost_usd"] == 0.0
+    with open(os.path.join(run_dir, "default", "judged_cost", "00", "evidence.json"),
+              encoding="utf-8") as fh:
+        evidence = json.load(fh)["criteria"]
+    entries = [e for es in evidence.values() for e in es if e["kind"] == "judge"]
+    assert sorted((e["model"], e["usage"]["input_tokens"]) for e in entries) == [
+        ("anthropic.claude-mystery-9", 500), ("anthropic.claude-sonnet-4-6", 1000)]
+
+    run = load_run_json(run_dir)
+    assert run["judges"] == {"trials": 1, "calls": 2, "recorded": recorded,
+                             "input_tokens": 1500, "output_tokens": 300,
+                             "cache_read_tokens": 2000, "cache_write_tokens": 400,
+                             "total_tokens": 4200, "cost_usd": PRICED,
+                             "cost_unknown": {"trials": 1, "why": [UNKNOWN]}}
+    assert run["variants"]["default"]["judges"] == run["judges"]
+    assert run["cost_usd"] == 0.0  # the agent's, without the judges'
+    with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as fh:
+        md = fh.read()
+    assert (f"| Judge tokens | 1,500 in / 300 out / 2,000 cache read / 400 cache write "
+            f"(2 llm_judge verdict(s), {recorded} reused from the cache) |") in md
+    assert (f"| Judge cost | $0.0081 + unknown for 1 trial(s): {UNKNOWN} (not in the "
+            "agent's cost) |") in md
+    assert "judges $0.0081 + unknown for 1 trial(s)." in md
+
+
+def test_judge_tokens_and_cost_in_task_run_and_report_and_rescore(tmp_path):
+    (tmp_path / "judged_cost.yaml").write_text(TASK)
+    (tmp_path / "replies.yaml").write_text(REPLIES)
+    res = ce("run", "judged_cost.yaml", "--judge-replies", "replies.yaml",
+             "--runs-root", "runs", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    run_dir = run_dir_in(str(tmp_path / "runs"))
+    _check(run_dir, recorded=0)
+    # the verdict cache keeps the usage with the verdict
+    judges = os.path.join(run_dir, "judges")
+    verdicts = []
+    for name in os.listdir(judges):
+        with open(os.path.join(judges, name), encoding="utf-8") as fh:
+            verdicts.append(json.load(fh))
+    assert sorted(v["usage"]["output_tokens"] for v in verdicts) == [100, 200]
+
+    # a rescore reuses the recorded verdicts (no judge is called) and reports their cost
+    res = ce("rescore", run_dir, "--out", "again", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    _check(str(tmp_path / "again"), recorded=2)
+
+
+def test_a_run_without_judges_says_nothing_of_them(tmp_path):
+    (tmp_path / "t.yaml").write_text(TASK.split("success_criteria:")[0] + """\
+success_criteria:
+  - type: file_exists
+    path: answer.txt
+    description: written
+""")
+    res = ce("run", "t.yaml", "--runs-root", "runs", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    run_dir = run_dir_in(str(tmp_path / "runs"))
+    (record,) = task_jsons(run_dir).values()
+    assert "judge_usage" not in record
+    assert "judges" not in load_run_json(run_dir)
+    with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as fh:
+        assert "Judge" not in fh.read()
+
+
+def test_usage_as_each_api_reports_it():
+    assert from_anthropic({"usage": {"input_tokens": 7, "output_tokens": 3,
+                                     "cache_read_input_tokens": 5,
+                                     "cache_creation_input_tokens": 2}}) == {
+        "input_tokens": 7, "output_tokens": 3, "cache_read_tokens": 5,
+        "cache_write_tokens": 2}
+    assert from_anthropic({"content": []}) is None
+    # OpenAI's prompt_tokens include the cached part
+    assert from_openai({"prompt_tokens": 100, "completion_tokens": 9,
+                        "prompt_tokens_details": {"cached_tokens": 40}}) == {
+        "input_tokens": 60, "output_tokens": 9, "cache_read_tokens": 40,
+        "cache_write_tokens": 0}
+    assert from_openai(None) is None
+
+
+def test_a_verdict_cached_without_usage_is_unknown_never_free():
+    judged = trial_judge_usage({"c1": [{"kind": "judge", "judge": "llm_judge",
+                                        "model": "anthropic.claude-sonnet-4-6",
+                                        "recorded": True, "usage": None}]})
+    assert judged["calls"] == 1 and judged["unmetered"] == 1
+    assert judged["cost_usd"] == 0.0
+    assert judged["cost_unknown"] == ["1 verdict(s) recorded without their usage"]
+    assert trial_judge_usage({"c1": [{"kind": "command"}]}) is None
