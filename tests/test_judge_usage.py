@@ -48,6 +48,18 @@ UNKNOWN = "judge model 'anthropic.claude-mystery-9' has no rate on ce's rate car
 
 
 def _check(run_dir: str, recorded: int) -> None:
+    _check_run(run_dir, recorded)
+    # `ce report` rebuilds them from the parquet files
+    assert ce("report", run_dir, "-f", "md", "-o", "again.md",
+              cwd=run_dir).returncode == 0
+    with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as fh, \
+            open(os.path.join(run_dir, "again.md"), encoding="utf-8") as again:
+        assert again.read() == fh.read()
+    res = ce("report", run_dir, "-f", "json", cwd=run_dir)
+    assert json.loads(res.stdout)["judges"] == load_run_json(run_dir)["judges"]
+
+
+def _check_run(run_dir: str, recorded: int) -> None:
     (record,) = task_jsons(run_dir).values()
     assert [c["score"] for c in record["criteria"]] == [0.9, 1.0]
     judged = record["judge_usage"]

@@ -350,3 +350,33 @@ def test_no_chromium_means_skip_with_reason(monkeypatch):
     """The skip names what is missing (CI turns it into a failure: CE_REQUIRE_ENGINES)."""
     monkeypatch.setattr(os.path, "exists", lambda p: False)
     assert "apt-get install -y chromium" in _missing()
+
+
+def test_the_judges_cost_is_shown_next_to_the_agents(browser, tmp_path):
+    """report.html's summary: the llm_judge calls' tokens and cost (their unknown part
+    said, with the reason), as report.md shows them."""
+    from tests.test_judge_usage import PRICED, REPLIES, TASK, UNKNOWN
+    from tests.test_run_e2e import ce, run_dir_in
+
+    (tmp_path / "judged_cost.yaml").write_text(TASK)
+    (tmp_path / "replies.yaml").write_text(REPLIES)
+    res = ce("run", "judged_cost.yaml", "--judge-replies", "replies.yaml",
+             "--runs-root", "runs", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    run_dir = run_dir_in(str(tmp_path / "runs"))
+    res = ce("report", run_dir, "-f", "html", "-o", "r.html", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    p = Page(browser, "file://" + str(tmp_path / "r.html"))
+    try:
+        rows = p.page.locator("#summary tr")
+        tokens = rows.filter(has_text="Judge tokens").locator("td").inner_text()
+        assert tokens == ("1,500 in / 300 out / 2,000 cache read / 400 cache write "
+                          "(2 llm_judge verdict(s), 0 reused from the cache)")
+        judge_cost = rows.filter(has_text="Judge cost").locator("td")
+        assert judge_cost.inner_text() == (f"${PRICED:.4f} + unknown for 1 trial(s) "
+                                           "(not in the agent's cost)")
+        assert judge_cost.locator("span span").get_attribute("title") == UNKNOWN
+        assert rows.filter(has_text="Cost").first.locator("td").inner_text() == "$0.0000"
+        assert p.errors == []
+    finally:
+        p.close()

@@ -87,7 +87,7 @@ def _trials_frame(records: list[TrialRecord]) -> pl.DataFrame:
               & (visible_turns <= TURN_BUDGET_FACTOR * pl.col("expected_turns")))
         .alias("within_expected_turns"),
         "agent", "model", "tags", "task_file", "plan_hash", "outcome_reason",
-        "outcome_detail", "error", "n_criteria", "n_failed_criteria",
+        "outcome_detail", "error", "n_criteria", "n_failed_criteria", *JUDGE_COLUMNS,
     ).collect()
 
 
@@ -96,6 +96,10 @@ _PLAIN_TRIAL_FIELDS = (*TRIAL_KEYS, "tags", "task_file", "plan_hash", "agent", "
                        "started_at", "duration_s", "expected_turns", "error",
                        "cost_unknown")
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cost_usd", "turns", "tool_calls")
+# task.json's judge_usage (null: no llm_judge verdict), flat; `ce report` rebuilds it
+_JUDGE_FIELDS = ("calls", "recorded", "unmetered", "input_tokens", "output_tokens",
+                 "cache_read_tokens", "cache_write_tokens", "cost_usd")
+JUDGE_COLUMNS = (*(f"judge_{k}" for k in _JUDGE_FIELDS), "judge_cost_unknown")
 
 
 def _trial_columns_schema() -> dict[str, Any]:
@@ -112,6 +116,8 @@ def _trial_columns_schema() -> dict[str, Any]:
         "turns": pl.Int64, "tool_calls": pl.Int64,
         "outcome_reason": pl.String, "outcome_detail": pl.String,
         "n_criteria": pl.Int64, "n_failed_criteria": pl.Int64,
+        **{f"judge_{k}": pl.Float64 if k == "cost_usd" else pl.Int64 for k in _JUDGE_FIELDS},
+        "judge_cost_unknown": pl.List(pl.String),
     }
 
 
@@ -131,6 +137,10 @@ def _trial_columns(records: list[TrialRecord]) -> dict[str, list[Any]]:
     cols["n_criteria"] = [len(r.criteria) for r in records]
     cols["n_failed_criteria"] = [sum(1 for c in r.criteria if c.gating and not c.passed)
                                  for r in records]
+    judges = [r.judge_usage for r in records]
+    for k in _JUDGE_FIELDS:
+        cols[f"judge_{k}"] = [None if j is None else getattr(j, k) for j in judges]
+    cols["judge_cost_unknown"] = [None if j is None else list(j.cost_unknown) for j in judges]
     return cols
 
 

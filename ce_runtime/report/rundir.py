@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ce_runtime.report.frames import JUDGE_COLUMNS
 from ce_runtime.store.record import (
     AgentOutcome,
     CriterionRecord,
+    JudgeUsage,
     Status,
     TrialRecord,
     Usage,
@@ -194,7 +196,17 @@ def records_from_frames(trials: pl.DataFrame, results: pl.DataFrame,
                         cost_usd=t["cost_usd"], turns=t["turns"], tool_calls=t["tool_calls"]),
             cost_unknown=t.get("cost_unknown"),
             expected_turns=t.get("expected_turns"),
+            judge_usage=_judge_usage(t),
             criteria=criteria.get(t["trial_id"], []),
             error=t.get("error"),
         ))
     return records
+
+
+def _judge_usage(t: dict[str, Any]) -> JudgeUsage | None:
+    """task.json's judge_usage from its flat columns (none in an older ce's parquet)."""
+    if t.get("judge_calls") is None:
+        return None
+    return JudgeUsage(**{k[len("judge_"):]: t[k] for k in JUDGE_COLUMNS
+                         if k != "judge_cost_unknown"},
+                      cost_unknown=list(t.get("judge_cost_unknown") or []))

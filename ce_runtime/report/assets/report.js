@@ -79,7 +79,11 @@
     if (s.stopped_early) rows.push(["Stopped early", `${s.stopped_early} trial(s)`]);
     const t = s.tokens || {};
     rows.push(["Tokens", `${(t.input || 0).toLocaleString("en")} in / ${(t.output || 0).toLocaleString("en")} out`]);
-    rows.push(["Cost", costOf(s)], ["Agent time", dur(s.duration_s) + " (sum over trials)"]);
+    rows.push(["Cost", costOf(s)]);
+    const j = s.judges;
+    if (j) rows.push(["Judge tokens", `${j.input_tokens.toLocaleString("en")} in / ${j.output_tokens.toLocaleString("en")} out / ${j.cache_read_tokens.toLocaleString("en")} cache read / ${j.cache_write_tokens.toLocaleString("en")} cache write (${j.calls} llm_judge verdict(s), ${j.recorded} reused from the cache)`],
+      ["Judge cost", el("span", {}, costOf(j), " (not in the agent's cost)")]);
+    rows.push(["Agent time", dur(s.duration_s) + " (sum over trials)"]);
     if (D.trials_planned && D.trials_planned !== s.trials) rows.push(["Planned", `${D.trials_planned} trials (${s.trials} recorded)`]);
     sec.append(el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))))));
   }
