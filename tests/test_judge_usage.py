@@ -155,3 +155,25 @@ def test_a_verdict_cached_without_usage_is_unknown_never_free():
     assert judged["cost_usd"] == 0.0
     assert judged["cost_unknown"] == ["1 verdict(s) recorded without their usage"]
     assert trial_judge_usage({"c1": [{"kind": "command"}]}) is None
+
+
+def test_an_openai_judge_reports_its_cached_prompt_apart(tmp_path):
+    """Chat Completions' prompt_tokens include the cached part: new input is the rest."""
+    task = TASK.split("  - type: llm_judge\n    description: unpriced")[0].replace(
+        "anthropic.claude-sonnet-4-6", "openai.gpt-4.1-mini")
+    (tmp_path / "t.yaml").write_text(task)
+    (tmp_path / "replies.yaml").write_text("""
+judge:
+  - score: 1.0
+    usage: {input_tokens: 1000, output_tokens: 100, cache_read_input_tokens: 400}
+""")
+    res = ce("run", "t.yaml", "--judge-replies", "replies.yaml", "--runs-root", "runs",
+             cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    (record,) = task_jsons(run_dir_in(str(tmp_path / "runs"))).values()
+    judged = record["judge_usage"]
+    assert (judged["input_tokens"], judged["cache_read_tokens"],
+            judged["output_tokens"]) == (600, 400, 100)
+    # gpt-4.1-mini: $0.40 in, $1.60 out, $0.10 cache read per million
+    assert judged["cost_usd"] == round((600 * 0.40 + 100 * 1.60 + 400 * 0.10) / 1e6, 9)
+    assert judged["cost_unknown"] == []
