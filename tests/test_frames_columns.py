@@ -28,6 +28,11 @@ def _trial_input_schema() -> dict[str, Any]:
         "expected_turns": pl.Int64,
         "criteria": pl.List(pl.Struct({"passed": pl.Boolean, "gating": pl.Boolean})),
         "error": pl.String, "cost_unknown": pl.String,
+        "judge_usage": pl.Struct({
+            "calls": pl.Int64, "recorded": pl.Int64, "unmetered": pl.Int64,
+            "input_tokens": pl.Int64, "output_tokens": pl.Int64,
+            "cache_read_tokens": pl.Int64, "cache_write_tokens": pl.Int64,
+            "cost_usd": pl.Float64, "cost_unknown": pl.List(pl.String)}),
     }
 
 
@@ -75,6 +80,8 @@ def _reference_trials_frame(records) -> pl.DataFrame:
         pl.col("criteria").list.eval(
             (pl.element().struct.field("gating") & ~pl.element().struct.field("passed"))
             .cast(pl.Int64)).list.sum().fill_null(0).alias("n_failed_criteria"),
+        *(pl.col("judge_usage").struct.field(c[len("judge_"):]).alias(c)
+          for c in F.JUDGE_COLUMNS),
     ).collect()
 
 
@@ -116,7 +123,10 @@ RECORDS = [
                         pass_threshold=0.5, suite_thresholds={"pass_rate": 0.5})]},
     {"trial_id": "v/b/00", "status": "NOT_GRADED", "error": "no grading", "model": "m",
      "agent": "codex", "task_file": "b.yaml", "plan_hash": "ab" * 32,
-     "cost_unknown": "model 'm' has no rate"},
+     "cost_unknown": "model 'm' has no rate",
+     "judge_usage": {"calls": 2, "recorded": 1, "unmetered": 0, "input_tokens": 7,
+                     "output_tokens": 3, "cache_read_tokens": 5, "cache_write_tokens": 2,
+                     "cost_usd": 0.5, "cost_unknown": ["judge model 'x' has no rate"]}},
     {"trial_id": "v/b/01", "status": "ERROR", "usage": {"turns": 1},
      "started_at": "not a date", "rescored_from": "x", "previous": {"status": "ERROR"}},
 ]
