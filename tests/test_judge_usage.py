@@ -93,13 +93,18 @@ def _check_run(run_dir: str, recorded: int) -> None:
     assert "judges $0.0081 + unknown for 1 trial(s)." in md
 
 
-def test_judge_tokens_and_cost_in_task_run_and_report_and_rescore(tmp_path):
+def judged_run(tmp_path) -> str:
+    """`ce run` of TASK with the scripted verdicts (REPLIES) under tmp_path: the run dir."""
     (tmp_path / "judged_cost.yaml").write_text(TASK)
     (tmp_path / "replies.yaml").write_text(REPLIES)
     res = ce("run", "judged_cost.yaml", "--judge-replies", "replies.yaml",
              "--runs-root", "runs", cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
-    run_dir = run_dir_in(str(tmp_path / "runs"))
+    return run_dir_in(str(tmp_path / "runs"))
+
+
+def test_judge_tokens_and_cost_in_task_run_and_report_and_rescore(tmp_path):
+    run_dir = judged_run(tmp_path)
     _check(run_dir, recorded=0)
     # the verdict cache keeps the usage with the verdict
     judges = os.path.join(run_dir, "judges")

@@ -355,15 +355,10 @@ def test_no_chromium_means_skip_with_reason(monkeypatch):
 def test_the_judges_cost_is_shown_next_to_the_agents(browser, tmp_path):
     """report.html's summary: the llm_judge calls' tokens and cost (their unknown part
     said, with the reason), as report.md shows them."""
-    from tests.test_judge_usage import PRICED, REPLIES, TASK, UNKNOWN
-    from tests.test_run_e2e import ce, run_dir_in
+    from tests.test_judge_usage import PRICED, UNKNOWN, judged_run
+    from tests.test_run_e2e import ce
 
-    (tmp_path / "judged_cost.yaml").write_text(TASK)
-    (tmp_path / "replies.yaml").write_text(REPLIES)
-    res = ce("run", "judged_cost.yaml", "--judge-replies", "replies.yaml",
-             "--runs-root", "runs", cwd=str(tmp_path))
-    assert res.returncode == 0, res.stderr
-    run_dir = run_dir_in(str(tmp_path / "runs"))
+    run_dir = judged_run(tmp_path)
     res = ce("report", run_dir, "-f", "html", "-o", "r.html", cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
     p = Page(browser, "file://" + str(tmp_path / "r.html"))
