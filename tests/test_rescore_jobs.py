@@ -149,13 +149,33 @@ def _first_run(src) -> str:
     return os.path.realpath(src / "runs" / "latest")
 
 
+# The pool's own cases run in a fresh interpreter: a pytest-xdist worker has threads
+# (execnet's), and forking a threaded process is what ce refuses to do (rescore_pool.usable;
+# Python 3.12+ warns of the deadlocks it may cause).
+CASES = ("outcomes_come_in_order_and_each_child_finishes",
+         "a_killed_grader_fails_the_pool_and_its_siblings_are_stopped",
+         "a_graders_error_is_raised_as_it_was_and_it_aborts")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_pool(case, tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import pathlib, sys, threading; from tests import test_rescore_jobs as t; "
+            "assert threading.active_count() == 1; "
+            f"t.case_{case}(pathlib.Path(sys.argv[1]))")
+    proc = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code,
+                           str(tmp_path)], cwd=root, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def _grade_slowly_at_odd(i: int, item: str) -> tuple[int, str, int]:
     if i % 2:
         time.sleep(0.02)
     return i, item, os.getpid()
 
 
-def test_outcomes_come_in_order_and_each_child_finishes(tmp_path):
+def case_outcomes_come_in_order_and_each_child_finishes(tmp_path):
     delivered = []
     items = [f"t{i}" for i in range(23)]
     ends = rescore_pool.run(items, 3, _grade_slowly_at_odd, lambda: os.getpid(),
@@ -168,7 +188,7 @@ def test_outcomes_come_in_order_and_each_child_finishes(tmp_path):
             os.waitpid(pid, os.WNOHANG)
 
 
-def test_a_killed_grader_fails_the_pool_and_its_siblings_are_stopped(tmp_path):
+def case_a_killed_grader_fails_the_pool_and_its_siblings_are_stopped(tmp_path):
     started = tmp_path / "pids"
     started.mkdir()
 
@@ -192,7 +212,7 @@ def test_a_killed_grader_fails_the_pool_and_its_siblings_are_stopped(tmp_path):
             os.waitpid(pid, os.WNOHANG)
 
 
-def test_a_graders_error_is_raised_as_it_was_and_it_aborts(tmp_path):
+def case_a_graders_error_is_raised_as_it_was_and_it_aborts(tmp_path):
     aborted = tmp_path / "aborted"
 
     def grade(i, item):
