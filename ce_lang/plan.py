@@ -352,6 +352,13 @@ def plan_hash(plan: Plan) -> str:
     return hashlib.sha256(_encoder.encode(plan_to_json(plan))).hexdigest()
 
 
+def plan_json_hash(plan_json: Any) -> str:
+    """`plan_hash` of a plan as it was written (plan_to_json's output, read back): an
+    archived plan is checked against its name without today's schema, whose new fields
+    (with their defaults) would change the hash of every older plan."""
+    return hashlib.sha256(_encoder.encode(plan_json)).hexdigest()
+
+
 _CONFIG_GROUPS = ("agent", "sandbox", "run_limits", "simulation", "checker_context")
 
 

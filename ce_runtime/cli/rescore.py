@@ -164,8 +164,6 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     used: dict = {}
 
     def grade(n: int, d: str) -> _Outcome:
-        if n % 256 == 255:  # the records kept so far: out of the full passes (below)
-            gc.freeze()
         try:  # a damaged trial is listed; the others are re-scored
             files = read_trial_files(d)  # each read once
             plan = None
@@ -261,8 +259,8 @@ class _Tally:
         if outcome.record is not None:
             self.records.append(outcome.record)
             self.changed += _moved(outcome.record)
-            if len(self.records) % 256 == 0:  # as grade(): kept, out of the full passes
-                gc.freeze()
+            if len(self.records) % 256 == 0:  # the records kept so far: out of the
+                gc.freeze()  # collector's full passes (undone at the end, below)
 
 
 def _echo(rec, old, quiet: bool) -> tuple[tuple[int, str], ...]:

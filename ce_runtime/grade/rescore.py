@@ -51,7 +51,7 @@ def trial_dirs(run_dir: str) -> list[str]:
 def load_plan_file(run_dir: str, plan_hash: str) -> Plan:
     """plans/<hash>.json, checked: it must parse as a plan whose hash is its name."""
     from ce_lang.api import plan_from_json
-    from ce_lang.api import plan_hash as hash_of
+    from ce_lang.api import plan_json_hash as hash_of
 
     path = os.path.join(run_dir, "plans", f"{plan_hash}.json")
     if not HEX64.fullmatch(plan_hash):
@@ -59,13 +59,14 @@ def load_plan_file(run_dir: str, plan_hash: str) -> Plan:
     data = load_archived_json(path)
     if data.get("hash") != plan_hash:
         raise DamagedArchive(path, f"records hash {data.get('hash')!r}, not its name")
+    # checked as written: a plan of an older ce lacks fields added since, whose defaults
+    # would change its hash once structured with today's schema
+    if hash_of(data.get("plan")) != plan_hash:
+        raise DamagedArchive(path, "the plan does not match its hash name")
     try:
-        plan = plan_from_json(data["plan"])
+        return plan_from_json(data["plan"])
     except Exception as exc:
         raise DamagedArchive(path, f"not a plan ({type(exc).__name__}: {exc})") from None
-    if hash_of(plan) != plan_hash:
-        raise DamagedArchive(path, "the plan does not match its hash name")
-    return plan
 
 
 def archived_plan(run_dir: str, plan_hash: str) -> Plan:
@@ -292,7 +293,9 @@ def _archived_grading(run_dir: str, plan_hash: str, today: bool
             notes.append("the run kept no standard criteria; graded with today's")
     if stdlib is None:  # today's definitions: the plan's identity says so
         plan = attrs.evolve(plan, stdlib_digest=stdlib_digest())
-    hit = (plan, stdlib, _hash(plan), notes)
+    # graded as archived: the archived plan's own name (its hash by today's schema
+    # differs once a field was added since); with today's definitions, a new identity
+    hit = (plan, stdlib, plan_hash if stdlib is not None else _hash(plan), notes)
     if len(_ARCHIVED) > 256:
         _ARCHIVED.clear()
     _ARCHIVED[key] = hit
