@@ -123,3 +123,42 @@ def test_task_file_outside_base_is_a_file_uri(tmp_path):
     [r] = check_essentials(doc)
     uri = r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri == "file:///elsewhere/t.yaml"
+
+
+# `ce run`, with the SARIF writer observed: at the moment it writes the SARIF, is the run
+# directory's lock still held? (a second open file description's flock says so, even in
+# the same process)
+OBSERVED_RUN = """
+import fcntl, os, sys
+import ce_runtime.store.atomic as atomic
+from ce_runtime.cli import main
+real = atomic.write_bytes_atomic
+def observed(path, data, *a, **k):
+    if path.endswith(".sarif"):
+        fd = os.open(os.path.join(sys.argv[-1], "run.lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            state = "free"
+        except BlockingIOError:
+            state = "held"
+        os.close(fd)
+        with open("lock-at-sarif", "w") as fh:
+            fh.write(state)
+    return real(path, data, *a, **k)
+atomic.write_bytes_atomic = observed
+sys.argv = ["ce", "run", "tasks", "--sarif", "ce.sarif", "--run-dir", sys.argv[-1]]
+main()
+"""
+
+
+@pytest.mark.slow
+def test_the_sarif_is_written_while_the_run_holds_its_lock(tmp_path):
+    """Written after the lock was released, a `--resume` started in between could rewrite
+    the run while its SARIF was read from it."""
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "demo.yaml").write_text(TASK)
+    res = subprocess.run([sys.executable, "-c", OBSERVED_RUN, "-q", "r"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stderr
+    assert "SARIF: ce.sarif (1 result(s))" in res.stderr
+    assert (tmp_path / "lock-at-sarif").read_text() == "held"

@@ -137,16 +137,9 @@ def run_cmd(**params):
     """
     from ce_runtime.cli.run_args import RunArgs
 
-    state: dict = {}  # the run directory, the SARIF path and the signals, once known
+    state: dict = {}  # the run directory and the signals, once known
     try:
         _run(state, RunArgs.from_click(params))
-    except SystemExit as done:
-        sarif = state.get("sarif")
-        if sarif and state.get("run_dir") and done.code in (0, 1):
-            from ce_runtime.report.sarif import sarif_after_run
-
-            sarif_after_run(state["run_dir"], sarif)
-        raise
     except BrokenPipeError:
         raise
     except OSError as exc:  # a write failed: read-only run directory, no space ...
@@ -198,7 +191,6 @@ def _run_with(state, worker, a):
         state["run_dir"] = run_dir  # before anything is written
     elif not a.paths:
         raise click.UsageError("give at least one task file, directory or glob")
-    state["sarif"] = a.sarif
     if a.jobs is None:
         a = attrs.evolve(a, jobs=1)
     # --agent replaces the agent at run time (recorded in each task.json), except on
@@ -278,6 +270,10 @@ def _run_with(state, worker, a):
                    "can start (or with another --executor)", err=True)
     code = _finish(run_dir, run_id, config, records, len(trials), interrupted, a.junit_xml,
                    progress.lost, worker, failed)
+    if a.sarif:  # still under the lock: a resume waiting for it reads a finished run
+        from ce_runtime.report.sarif import sarif_after_run
+
+        sarif_after_run(run_dir, a.sarif)
     os.close(lock)  # unlocked only once everything is written
     sys.exit(1 if interrupted or failed else code)
 
