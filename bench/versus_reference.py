@@ -22,9 +22,11 @@ machine hurts both alike:
    run directory.
 
 Prints wall times and ratios (reference / ce), and for the run what bounds it: the CPU
-time of ce's run (its process and every one it waited for), and `python -c "import
-polars"` timed in the same rounds (the floor of a run whose report worker imports Polars)
-against the reference's run and the 10x budget. Writes OUT/versus.json (OUT: --out,
+time of ce's run (its process and every one it waited for), and, timed in the same
+rounds against the reference's run and the 10x budget: `python -c "import polars"` (the
+floor of a run whose report worker imports Polars) and the report worker alone doing the
+run's job (`python -m ce_runtime.report.job` fed the 8 trials' records: what the end of
+`ce run` waits for). Writes OUT/versus.json (OUT: --out,
 bench/.data by default; the .pyc files of both tools go to OUT/pycache).
 Goals of issue 14: >= 10x on both.
 """
@@ -139,6 +141,31 @@ def interleaved(commands: list[list[str]], cwd: str, repeat: int,
     return out
 
 
+def report_job(work: str) -> str:
+    """The report worker's job for one `ce run` of the agentless suite (its records, as
+    `ce run` hands them over), in a file; the worker writes its reports into that run."""
+    import glob
+
+    import msgspec
+
+    from ce_runtime.report.job import RunReports
+    from ce_runtime.store.record import read_record
+
+    run_dir = os.path.join(work, "job-run")
+    _, code, _ = timed([CE, "run", "agentless", "-j", "1", "--run-dir", run_dir], work)
+    if code not in (0, 1):
+        sys.exit(f"ce run of the agentless suite exited {code}")
+    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+        meta = json.load(fh)
+    records = [read_record(os.path.dirname(p))
+               for p in sorted(glob.glob(os.path.join(run_dir, "*", "*", "*", "task.json")))]
+    path = os.path.join(work, "job.msgpack")
+    with open(path, "wb") as fh:
+        fh.write(msgspec.msgpack.encode(RunReports(
+            run_dir, meta["run_id"], meta["args"], records, len(records), False, None, [])))
+    return path
+
+
 def pair_ratios(ce: list[float], ref: list[float]) -> tuple[float, float, float]:
     """(min, median, max) of the reference's time over ce's, round by round."""
     ratios = [r / c for c, r in zip(ce, ref, strict=True)]
@@ -192,11 +219,16 @@ def main() -> None:
             with open(os.path.join(run_dir, f"agentless_{i}.yaml"), "w") as fh:
                 fh.write(AGENTLESS.format(i=i))
         # the third command is the floor of any run that writes its reports with Polars
-        # (the report worker imports it), measured in the same rounds
-        (ce_r, ce_cpu), (ref_r, _), (polars_r, _) = interleaved(
+        # (the report worker imports it); the fourth, the report worker alone doing this
+        # run's job (a fresh interpreter, Polars, the report modules, the 8 trials'
+        # reports): what the end of `ce run` waits for. Measured in the same rounds.
+        job = report_job(work)
+        (ce_r, ce_cpu), (ref_r, _), (polars_r, _), (worker_r, _) = interleaved(
             [[CE, "run", "agentless", "-j", "1", "--run-dir", "X"],
              [args.reference, "run", "agentless", "-j", "1", "--run-dir", "X"],
-             [sys.executable, "-c", "import polars"]], work, args.repeat, fresh="X")
+             [sys.executable, "-c", "import polars"],
+             ["sh", "-c", f'exec "{sys.executable}" -m ce_runtime.report.job < "{job}"']],
+            work, args.repeat, fresh="X")
     rows = {
         "compile cold": (len(suite), statistics.median(ce_cold), statistics.median(ref_c)),
         "compile warm": (len(suite), statistics.median(ce_warm), statistics.median(ref_c)),
@@ -219,6 +251,10 @@ def main() -> None:
     run_cpu, floor = statistics.median(ce_cpu), statistics.median(polars_r)
     budget = rows["run"][2] / 10
     floor_ratio = statistics.median(r / f for r, f in zip(ref_r, polars_r, strict=True))
+    worker, worker_ratio = statistics.median(worker_r), statistics.median(
+        r / w for r, w in zip(ref_r, worker_r, strict=True))
+    print(f"    the report worker alone, on this run's job: {worker:.3f} s, the reference's "
+          f"run / {worker_ratio:.1f} by round (it starts ~35 ms into `ce run`)")
     print(f"    run's CPU (ce's process and every one it waited for: the report worker, the "
           f"sandboxes): {run_cpu:.3f} s, {run_cpu / rows['run'][1]:.1f} CPUs busy\n"
           f"    `python -c 'import polars'` alone (the report worker's floor): {floor:.3f} s, "
@@ -235,7 +271,7 @@ def main() -> None:
                                                for k, (n, c, r) in rows.items()},
                    "ce_all": {"compile cold": ce_cold, "compile warm": ce_warm,
                               "run": ce_r, "run_cpu": ce_cpu},
-                   "import_polars_all": polars_r,
+                   "import_polars_all": polars_r, "report_worker_all": worker_r,
                    "reference_all": {"compile": ref_c, "run": ref_r}}, fh, indent=1)
 
 

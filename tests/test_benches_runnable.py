@@ -72,3 +72,6 @@ def test_versus_reference_runs(tmp_path):
     assert abs(data["results"]["run"]["ratio_by_round"]
                - data["results"]["run"]["ratio"]) < 1e-9
     assert data["results"]["run"]["tasks"] == 2
+    # the report worker was timed on the run's own job (it exits 3 if the job is wrong)
+    assert len(data["report_worker_all"]) == 1 and data["report_worker_all"][0] > 0
+    assert "the report worker alone, on this run's job:" in res.stdout
