@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ce_runtime.trace.events import read_trace
+from tests.engines import PYTHON_IMAGE, need, python_image
 from tests.processes import processes_marked
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +68,32 @@ def test_hello_world_with_each_agent(agent, tmp_path):
                                                   for s in script["steps"])
     assert record["usage"]["output_tokens"] == sum(s["usage"]["output_tokens"]
                                                    for s in script["steps"])
+
+
+@pytest.mark.parametrize("agent", ["codex", "opencode"])
+def test_native_clis_run_in_a_docker_container(agent, tmp_path):
+    """Codex (its native program, not the npm launcher: the image has no node) and
+    opencode run in the trial's container, reach their model through ce's forwarder, and
+    leave nothing running: Codex's session-log follower is killed in the container when
+    ce stops it, not counted as left behind by the agent."""
+    need(python_image())
+    for suffix in (".yaml", f".{agent}.model.yaml"):
+        shutil.copy(TASKS / f"hello_world{suffix}", tmp_path / f"hello_world{suffix}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ce_runtime.cli", "run", "hello_world.yaml", "--agent", agent,
+         "--scripted-model", "--driver", "docker", "-D",
+         f"sandbox.docker.image={PYTHON_IMAGE}", "--runs-root", "runs"], cwd=tmp_path,
+        env={**os.environ, "CE_PLAIN": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    _, err = proc.communicate(timeout=300)
+    record, _ = trial(tmp_path, "hello_world")
+    assert proc.returncode == 0, (record["agent_outcome"], err)
+    assert record["status"] == "SUCCESS" and record["sandbox"]["driver"] == "docker"
+    assert record["sandbox"]["network"].startswith("model endpoint only")
+    assert not record.get("agent_left_running") and record["teardown_killed"] == []
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=ce.pid={proc.pid}"],
+                          capture_output=True, text=True, timeout=60)
+    assert left.returncode == 0 and left.stdout.strip() == ""
 
 
 @pytest.mark.parametrize("agent", AGENTS)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ce_runtime.trace.events import read_trace
-from tests.engines import bwrap_missing, need
+from tests.engines import PYTHON_IMAGE, bwrap_missing, need, python_image
 from tests.processes import processes_marked
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +92,33 @@ def test_hello_world_under_bwrap_reaches_only_its_model(tmp_path):
     assert record["sandbox"]["driver"] == "bwrap"
     assert record["sandbox"]["network"].startswith("model endpoint only")
     assert record["model_server"]["calls"] == 3
+
+
+@slow
+def test_hello_world_under_docker_runs_the_cli_in_the_container(tmp_path):
+    """The CLI the SDK bundles runs in the trial's container (its tools see /workspace),
+    reaching its model through ce's forwarder only; the forwarder is not counted as a
+    process the agent left running, and no container is left behind."""
+    need(python_image())
+    task = copy_example(tmp_path, "hello_world")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ce_runtime.cli", "run", str(task), "--scripted-model",
+         "--driver", "docker", "-D", f"sandbox.docker.image={PYTHON_IMAGE}",
+         "--runs-root", "runs"], cwd=tmp_path, env={**os.environ, "CE_PLAIN": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    record, events = trial(tmp_path, "hello_world")
+    assert record["status"] == "SUCCESS" and record["sandbox"]["driver"] == "docker"
+    assert record["sandbox"]["network"].startswith("model endpoint only")
+    assert record["model_server"]["calls"] == 3
+    calls = [e for e in events if type(e).__name__ == "ToolCall"]
+    assert calls[0].params["file_path"] == "/workspace/hello.py"  # not the host's path
+    assert "agent_left_running" not in record or not record["agent_left_running"]
+    assert record["teardown_killed"] == []
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=ce.pid={proc.pid}"],
+                          capture_output=True, text=True, timeout=60)
+    assert left.returncode == 0 and left.stdout.strip() == ""
 
 
 SKILL_TASK = """\

@@ -15,7 +15,8 @@ venv is made inside the container with the host's `uv` binary (mounted read-only
 image needs glibc and python3); a container that must stay offline is started on the
 bridge network for set-up and disconnected before pre_run. Every command is `docker
 exec`; a timed-out or cancelled one is killed with its process group inside the
-container; teardown removes the container and everything in it.
+container; teardown removes the container and everything in it. An agent's own CLI
+(Claude Code, Codex) runs in the container too: docker_agent.py.
 """
 
 from __future__ import annotations
@@ -49,19 +50,13 @@ from ce_runtime.execute.sandbox.base import (
     host_env_passthrough,
     shell_argv,
 )
+from ce_runtime.execute.sandbox.docker_agent import BASE_PATH, INNER_CE, AgentOps, docker_bin
 
 DEFAULT_IMAGE = "python:3.12-slim"
 INNER_WORKSPACE = "/workspace"
-INNER_CE = "/run/ce"  # read-only: the shim (model forwarding) and uv
 PIDS = "/tmp/.ce-pids"
 KEEPER = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
-BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DOCKER_TIMEOUT = 120
-MODEL_PORT = 8080
-
-
-def docker_bin() -> str | None:
-    return shutil.which("docker")
 
 
 @functools.cache
@@ -84,7 +79,7 @@ _BUILD_LOCK = threading.Lock()
 _BUILT: dict[tuple[str, str], str] = {}
 
 
-class DockerSandbox(FileOps):
+class DockerSandbox(AgentOps, FileOps):
     driver = "docker"
 
     @staticmethod
@@ -124,6 +119,8 @@ class DockerSandbox(FileOps):
         self._before_agent: set[int] = set()
         self._base: set[int] = set()  # host pids of the container's own processes
         self._refs = grader_mounts(spec, self.grader_dir)
+        self._model_server: asyncio.AbstractServer | None = None
+        self._forwarder: asyncio.subprocess.Process | None = None
         self.enforcement = self._enforcement()
 
     # -- facts --------------------------------------------------------------------------
@@ -227,6 +224,10 @@ class DockerSandbox(FileOps):
                 "-w", self.inner_workspace]
         for host, inner in self._refs:
             args += ["-v", f"{host}:{inner}:ro"]
+        from ce_runtime.execute.sandbox.tools import cache_root
+
+        if os.path.isdir(cache_root()):  # the npm agents ce installed, where the host has them
+            args += ["-v", f"{cache_root()}:{cache_root()}:ro"]
         for mount in (self.cfg.extra_mounts if self.cfg is not None else ()):
             args += ["-v", mount]
         lim = self.spec.limits
@@ -390,10 +391,8 @@ class DockerSandbox(FileOps):
 
     async def _kill_exec(self, ident: str, proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(SandboxError):
-            await self._docker("exec", self.name, "sh", "-c",
-                               f'p=$(cat {PIDS}/{ident} 2>/dev/null) && '
-                               f'kill -9 -- -"$p" "$p" 2>/dev/null; true', timeout=30,
-                               check=False)
+            await self._docker("exec", self.name, "sh", "-c", _kill_script(ident, "KILL"),
+                               timeout=30, check=False)
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
@@ -401,15 +400,24 @@ class DockerSandbox(FileOps):
     async def spawn(self, argv: Sequence[str], *, cwd: str | None = None,
                     env: dict[str, str] | None = None, view: str = AGENT,
                     secrets: dict[str, str] | None = None) -> asyncio.subprocess.Process:
-        args, _ = self._exec_args(list(argv), cwd,
-                                  env if env is not None else self.env(view), True)
+        args, ident = self._exec_args(list(argv), cwd,
+                                      env if env is not None else self.env(view), True)
         if secrets:  # `-e NAME`: docker takes the value from its own environment
             at = args.index(self.name)
             args[at:at] = [a for name in sorted(secrets) for a in ("-e", name)]
-        return await asyncio.create_subprocess_exec(
+        proc = await asyncio.create_subprocess_exec(
             docker_bin() or "docker", *args, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env={**os.environ, **(secrets or {})})
+        from ce_runtime.execute.sandbox.docker_agent import InContainer
+
+        return InContainer(proc, self, ident)  # type: ignore[return-value]
+
+    async def _signal_exec(self, ident: str, sig: str) -> None:
+        """Signal the process group of the command `ident` started, in the container."""
+        with contextlib.suppress(SandboxError):
+            await self._docker("exec", self.name, "sh", "-c", _kill_script(ident, sig),
+                               timeout=30, check=False)
 
     # -- phases -------------------------------------------------------------------------
     async def _pids(self) -> dict[int, str]:
@@ -447,6 +455,7 @@ class DockerSandbox(FileOps):
 
     async def teardown(self) -> list[str]:
         killed: list[str] = []
+        await self._stop_forwarding()
         if self.container is not None:
             with contextlib.suppress(SandboxError):
                 killed = [f"{n} (pid {p} on the host)"
@@ -462,23 +471,11 @@ class DockerSandbox(FileOps):
     def oom_killed(self) -> bool:
         return False
 
-    def launcher(self, argv: Sequence[str], env: dict[str, str], forward: Sequence[str] = (),
-                 cwd: str | None = None) -> str:
-        raise SandboxError("agents that bring their own CLI (claude-code) do not run under "
-                           "the docker driver yet: use bwrap")
-
-    def share(self, host_path: str) -> str:
-        raise SandboxError("sharing host files with a docker sandbox is not supported yet")
-
-    async def route_model(self, host: str, port: int) -> str:
-        if self.spec.network == "none":
-            raise SandboxError("the agent needs its model endpoint, and `sandbox.network` "
-                               "is none: set it to `model`")
-        if self.spec.network == "full":
-            inner = "host.docker.internal" if host in ("127.0.0.1", "localhost") else host
-            return f"http://{inner}:{port}"
-        raise SandboxError("`network: model` under docker needs ce's forwarder in the "
-                           "container; use `driver: bwrap` for a model-only network")
+def _kill_script(ident: str, sig: str) -> str:
+    """Signal the command `ident` started and its process group. No `kill --`: dash, the
+    `sh` of Debian images, takes `--` for a number and signals nothing."""
+    return (f'p=$(cat {PIDS}/{ident} 2>/dev/null) || exit 0; '
+            f'kill -{sig} -"$p" 2>/dev/null; kill -{sig} "$p" 2>/dev/null; true')
 
 
 def _alive(pid: int) -> bool:

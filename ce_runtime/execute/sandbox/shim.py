@@ -30,6 +30,10 @@ sent with the descriptors. Replies are JSON lines.
       model endpoint of a `network: model` sandbox).
   {"op": "exit"}                       ->  {"killed": [...]}, then the shim exits.
 
+`shim.py --forward PORT SOCKET` only forwards (as the `forward` op does; it prints
+"ready" once listening): the model endpoint of a docker container, which has no init of
+ce's.
+
 The run's zygote (tempdir without limits) forks inits that run this module: zygote.py.
 A process of the sandbox with its own stdio is started through run_client.py.
 """
@@ -620,8 +624,13 @@ def _close(fd: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[1] == "--forward":  # a container's model forwarder (docker)
+        _forward(int(argv[2]), argv[3])
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        threading.Event().wait()  # the forwarding threads run until the process is killed
     if len(argv) != 2 or argv[1].startswith("-"):  # `--help` is not a socket to make
-        sys.stderr.write("usage: shim.py CONTROL_SOCKET\n")
+        sys.stderr.write("usage: shim.py CONTROL_SOCKET | shim.py --forward PORT SOCKET\n")
         return 2
     subreaper = become_subreaper()
     if os.getpid() != 1 and not subreaper:

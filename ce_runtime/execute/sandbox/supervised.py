@@ -432,26 +432,9 @@ class SupervisedSandbox(FileOps):
         return f"http://{host}:{port}"
 
     async def _unix_to_tcp(self, path: str, host: str, port: int) -> None:
-        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                while data := await reader.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                with contextlib.suppress(Exception):
-                    writer.close()
+        from ce_runtime.execute.sandbox.model_route import serve_unix_to_tcp
 
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                up_reader, up_writer = await asyncio.open_connection(host, port)
-            except OSError:
-                writer.close()
-                return
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-        self._model_servers.append(await asyncio.start_unix_server(handle, path=path))
+        self._model_servers.append(await serve_unix_to_tcp(path, host, port))
 
 
 @contextlib.contextmanager

@@ -22,6 +22,14 @@ NPM_AGENTS: dict[str, tuple[str, str, str]] = {
     "pi": ("@mariozechner/pi-coding-agent", "0.73.1", "pi"),
 }
 INSTALL_TIMEOUT = 900
+# agents whose npm binary is a node launcher of a native program shipped for the
+# machine: the program itself runs where there is no node (a docker image) and spares a
+# process everywhere. machine -> its path under node_modules
+NATIVE: dict[str, dict[str, str]] = {
+    "codex": {"x86_64": "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+              "aarch64": "@openai/codex-linux-arm64/vendor/aarch64-unknown-linux-musl/bin/"
+                         "codex"},
+}
 
 
 class ToolError(Exception):
@@ -41,6 +49,17 @@ def agent_dir(name: str) -> str:
 
 def binary(name: str) -> str:
     return os.path.join(agent_dir(name), "node_modules", ".bin", NPM_AGENTS[name][2])
+
+
+def executable(name: str) -> str:
+    """What runs the agent: the native program its package ships for this machine, if
+    any (see NATIVE), else its npm binary."""
+    native = NATIVE.get(name, {}).get(os.uname().machine)
+    if native is not None:
+        path = os.path.join(agent_dir(name), "node_modules", native)
+        if os.access(path, os.X_OK):
+            return path
+    return binary(name)
 
 
 def installed(name: str) -> str | None:
