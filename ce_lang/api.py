@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "CriterionCall": "ce_lang.plan",
     "plan_hash": "ce_lang.plan",
     "plan_json_hash": "ce_lang.plan",
+    "legacy_plan_json_hash": "ce_lang.plan",
     "plan_to_json": "ce_lang.plan",
     "block_to_json": "ce_lang.plan",
     "plan_from_json": "ce_lang.plan",

@@ -15,9 +15,9 @@ import os
 from typing import Any
 
 import attrs
-import msgspec
 
 from ce_lang.inputs import input_digests, named_digests
+from ce_lang.plan_identity import legacy_plan_json_hash, plan_json_hash  # noqa: F401 - api
 from ce_lang.schema import criteria as C
 from ce_lang.schema.agent import AgentConfig
 from ce_lang.schema.criteria import COMMON_FIELDS
@@ -314,9 +314,6 @@ def _relative_reference(ref: Reference | None, task_dir: str) -> Reference | Non
     return attrs.evolve(ref, file=_rel(ref.file, task_dir), directory=_rel(ref.directory, task_dir))
 
 
-_encoder = msgspec.json.Encoder(order="sorted")
-
-
 def _converter():
     """cattrs' converter, imported when a plan is first (un)structured: `ce run` of cached
     plans need not load cattrs at all."""
@@ -348,15 +345,9 @@ def stdlib_digest() -> str:
 
 
 def plan_hash(plan: Plan) -> str:
-    """sha256 of the canonical JSON of the plan: equal plans hash equal on any machine."""
-    return hashlib.sha256(_encoder.encode(plan_to_json(plan))).hexdigest()
-
-
-def plan_json_hash(plan_json: Any) -> str:
-    """`plan_hash` of a plan as it was written (plan_to_json's output, read back): an
-    archived plan is checked against its name without today's schema, whose new fields
-    (with their defaults) would change the hash of every older plan."""
-    return hashlib.sha256(_encoder.encode(plan_json)).hexdigest()
+    """sha256 of the plan's hashed form (ce_lang.plan_identity): equal plans hash equal
+    on any machine, and a field added to the schema with default None renames no plan."""
+    return plan_json_hash(plan_to_json(plan))
 
 
 _CONFIG_GROUPS = ("agent", "sandbox", "run_limits", "simulation", "checker_context")

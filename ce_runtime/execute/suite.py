@@ -143,10 +143,12 @@ def write_plans(run_dir: str, trials: list[Trial],
     return repaired
 
 
-def finished(run_dir: str, trial: Trial) -> TrialRecord | None:
+def finished(run_dir: str, trial: Trial, renamed: dict[str, str | None] | None = None
+             ) -> TrialRecord | None:
     """The trial's record if it finished with this same plan (a task edited since the
     run started gives a new plan: that trial runs again on resume). A damaged record
-    (unreadable, malformed, or changed after the trial) is not a finished trial."""
+    (unreadable, malformed, or changed after the trial) is not a finished trial.
+    `renamed`: `ran_plan`'s memo, shared across a run's trials."""
     from ce_runtime.store.archive import DamagedArchive
     from ce_runtime.store.record import read_record
 
@@ -157,7 +159,8 @@ def finished(run_dir: str, trial: Trial) -> TrialRecord | None:
         record = read_record(tdir)
     except DamagedArchive:
         return None
-    return record if record.plan_hash == trial.plan_hash else None
+    return record if ran_plan(run_dir, record.plan_hash, trial,
+                              {} if renamed is None else renamed) else None
 
 
 def already_run(run_dir: str, trials: list[Trial]) -> tuple[set[str], list[str]]:
@@ -169,6 +172,7 @@ def already_run(run_dir: str, trials: list[Trial]) -> tuple[set[str], list[str]]
 
     done: set[str] = set()
     damaged: list[str] = []
+    renamed: dict[str, str | None] = {}
     for t in trials:
         tdir = trial_dir_of(run_dir, t)
         if not os.path.isfile(os.path.join(tdir, "task.json")):
@@ -178,9 +182,32 @@ def already_run(run_dir: str, trials: list[Trial]) -> tuple[set[str], list[str]]
         except DamagedArchive as exc:
             damaged.append(str(exc))
             continue
-        if record.plan_hash == t.plan_hash:
+        if ran_plan(run_dir, record.plan_hash, t, renamed):
             done.add(t.trial_id)
     return done, damaged
+
+
+def ran_plan(run_dir: str, recorded: str | None, trial: Trial,
+             renamed: dict[str, str | None]) -> bool:
+    """Whether a finished trial that recorded plan `recorded` ran the plan `trial` has
+    today: the same name, or an archived plan (plans/<recorded>.json, read as written)
+    whose hash by today's ce is the trial's. A run of an older ce names its plans as that
+    ce hashed them (before ce_lang/plan_identity.py's hashed form, or before a field
+    was added): its finished trials are not run again unless their plan changed.
+    `renamed` memoizes recorded name -> today's (None: no sound plan file)."""
+    if recorded == trial.plan_hash:
+        return True
+    if not isinstance(recorded, str):
+        return False
+    if recorded not in renamed:
+        from ce_runtime.grade.rescore import archived_plan_json
+        from ce_runtime.store.archive import DamagedArchive
+
+        try:
+            renamed[recorded] = archived_plan_json(run_dir, recorded)[1]
+        except DamagedArchive:
+            renamed[recorded] = None  # unreadable or not its name: the trial runs again
+    return renamed[recorded] == trial.plan_hash
 
 
 def clean_stale_scratch() -> None:
@@ -229,8 +256,9 @@ async def execute(trials: list[Trial], run_dir: str, options: RunOptions,
 
 def collect(run_dir: str, trials: list[Trial]) -> list[TrialRecord]:
     out = []
+    renamed: dict[str, str | None] = {}
     for t in trials:
-        rec = finished(run_dir, t)
+        rec = finished(run_dir, t, renamed)
         if rec is not None:
             out.append(rec)
     return out

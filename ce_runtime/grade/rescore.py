@@ -51,7 +51,22 @@ def trial_dirs(run_dir: str) -> list[str]:
 def load_plan_file(run_dir: str, plan_hash: str) -> Plan:
     """plans/<hash>.json, checked: it must parse as a plan whose hash is its name."""
     from ce_lang.api import plan_from_json
-    from ce_lang.api import plan_json_hash as hash_of
+
+    plan_json, _ = archived_plan_json(run_dir, plan_hash)
+    try:
+        return plan_from_json(plan_json)
+    except Exception as exc:
+        path = os.path.join(run_dir, "plans", f"{plan_hash}.json")
+        raise DamagedArchive(path, f"not a plan ({type(exc).__name__}: {exc})") from None
+
+
+def archived_plan_json(run_dir: str, plan_hash: str) -> tuple[Any, str]:
+    """plans/<hash>.json's plan as written, checked against its name, and its hash by
+    today's ce (what a trial compiled today to the same plan is named). Checked as
+    written: a plan of an older ce lacks fields added since (structured with today's
+    schema, their defaults would be in it), and may be named by the hash of its full
+    JSON, as ce named plans before the hashed form (ce_lang/plan_identity.py)."""
+    from ce_lang.api import legacy_plan_json_hash, plan_json_hash
 
     path = os.path.join(run_dir, "plans", f"{plan_hash}.json")
     if not HEX64.fullmatch(plan_hash):
@@ -59,14 +74,10 @@ def load_plan_file(run_dir: str, plan_hash: str) -> Plan:
     data = load_archived_json(path)
     if data.get("hash") != plan_hash:
         raise DamagedArchive(path, f"records hash {data.get('hash')!r}, not its name")
-    # checked as written: a plan of an older ce lacks fields added since, whose defaults
-    # would change its hash once structured with today's schema
-    if hash_of(data.get("plan")) != plan_hash:
+    today = plan_json_hash(data.get("plan"))
+    if plan_hash != today and plan_hash != legacy_plan_json_hash(data.get("plan")):
         raise DamagedArchive(path, "the plan does not match its hash name")
-    try:
-        return plan_from_json(data["plan"])
-    except Exception as exc:
-        raise DamagedArchive(path, f"not a plan ({type(exc).__name__}: {exc})") from None
+    return data["plan"], today
 
 
 def archived_plan(run_dir: str, plan_hash: str) -> Plan:
