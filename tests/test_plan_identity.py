@@ -64,6 +64,32 @@ def test_every_bundled_plan_as_written_hashes_to_its_name():
         assert legacy_plan_json_hash(stored) == full_json_hash(stored)
 
 
+def test_the_hashed_form_sees_into_every_schema_object():
+    """No null is left in a bundled plan's hashed form but the kept ones: a schema object
+    it did not see into (a type its walk does not know) would keep its nulls, and a field
+    added there later would rename every plan again."""
+    from ce_lang.plan_identity import hashed_form
+
+    result = compile_paths([os.path.join(ROOT, "tasks"),
+                            os.path.join(ROOT, "tests", "corpus", "valid")], OPTIONS)
+    nulls: set[str] = set()
+
+    def walk(value, path: str) -> None:
+        if value is None:
+            nulls.add(path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{path}.{key}")
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, f"{path}[]")
+
+    for trial in result.trials:
+        walk(hashed_form(written(trial)), "")
+    # sandbox.python: null is not its default; a step's arguments are free-form values
+    assert nulls == {".sandbox.python", ".steps[].args[]"}
+
+
 def test_a_field_added_with_default_none_renames_no_plan(tmp_path):
     """The plan an older ce wrote, without `agent.pricing` (in the task's agent and in its
     agent judge's), hashes as today's plan: a resume after the upgrade finds it."""
@@ -135,3 +161,12 @@ def test_the_hashed_form_leaves_the_plan_as_it_was(tmp_path):
     before = copy.deepcopy(stored)
     plan_json_hash(stored)
     assert stored == before
+
+
+def test_a_malformed_plan_file_hashes_without_a_traceback(tmp_path):
+    """A damaged plans/<hash>.json (a tag that is not a string) gets a hash, which does
+    not match its name (`damaged archive`), never a TypeError out of `ce run --resume`."""
+    stored = written(compiled(tmp_path, TASK.replace("EXPECTED", "ok")))
+    stored["criteria"][0]["type"] = ["json_check"]
+    stored["sandbox"]["template_sources"] = [{"type": {"repo": 1}, "commit": None}]
+    assert len(plan_json_hash(stored)) == 64
