@@ -18,7 +18,13 @@ What goes, and what stays (two different plans never hash equal):
   venv, while absent (in an older plan) would mean the default venv.
 - Empty lists and mappings stay: `allowed_tools: []` approves no tool, null leaves the
   agent's default; an empty value is not an absent one.
+- A field without a default (Plan's `prompt`, `reference` ...) drops its null too: a
+  plan of today's schema always has it, so null is its only "absent".
 - A key the schema does not know (a field removed since) stays as written.
+
+The form makes an upgrade rename no plan only where the plan is the same: the standard
+criteria's digest and the grading semantics' version are part of every plan, so a ce
+that edits a standard criterion still makes every plan a new one, as it should.
 
 Plans written before this form (named by the hash of their full JSON) are still
 recognised by that name: `legacy_plan_json_hash`.
