@@ -16,7 +16,7 @@ import attrs
 from ce_lang import hostfs
 from ce_lang.diagnostics import did_you_mean
 from ce_lang.rules_cli import cli_match_rules
-from ce_lang.rules_paths import criterion_host_paths
+from ce_lang.rules_paths import criterion_host_paths, emit_for_rows
 from ce_lang.schema import criteria as C
 from ce_lang.spans import Path
 from ce_lang.validate import check_workspace_path
@@ -71,7 +71,7 @@ _CLI_MATCH_FIELDS = ("verb", "verb_any_of", "positional", "flags", "ignore_flags
 def criterion_rules(ctx: RuleContext, i: int, c: C.CriterionBase,
                     skip: frozenset[str] = frozenset()) -> None:
     """The rules that read one criterion entry's own fields and nothing else of the task
-    (regexes, JMESPath assertions, workspace paths, argv patterns). A check reading a
+    (regexes, run_command's regex `expected_stdout`, JMESPath assertions, workspace paths, argv patterns). A check reading a
     field in `skip` does not run: for an entry the schema dropped, that field is missing
     or invalid (reported) and holds a placeholder (`dropped_criterion_rules`)."""
     def reads(*names: str) -> bool:
@@ -84,6 +84,9 @@ def criterion_rules(ctx: RuleContext, i: int, c: C.CriterionBase,
                 check_regex(getattr(c, f), 0, (*here, f), ctx)
     if isinstance(c, C.CliCalled) and reads(*_CLI_MATCH_FIELDS):
         cli_match_rules(c, here, ctx, rule=False)
+    if isinstance(c, C.RunCommand) and c.stdout_match == "regex" \
+            and reads("expected_stdout", "stdout_match"):
+        check_regex(c.expected_stdout, 0, (*here, "expected_stdout"), ctx)
     if isinstance(c, C.FileMatchesRegex) and reads("pattern", "flags"):
         check_regex(c.pattern, c.flags, (*here, "pattern"), ctx, (*here, "flags"))
     if isinstance(c, C.FileCheck) and reads("patterns"):
@@ -169,44 +172,43 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
             parsed = jmespath.compile(a.expression)
             problem = jmespath_call_error(parsed.parsed)
             if problem:
-                ctx.diags.emit("CE0111", f"invalid JMESPath expression {a.expression!r}: "
-                               + problem[0], ctx.at((*at, "expression")), help=problem[1])
+                emit_for_rows(ctx, "CE0111", f"invalid JMESPath expression {a.expression!r}: "
+                              + problem[0], (*at, "expression"), problem[1])
         except JMESPathError as exc:
             pos = getattr(exc, "lex_position", None)
             token = getattr(exc, "token_value", None)
             what = "incomplete expression" if token is None else f"unexpected {token!r}"
-            ctx.diags.emit("CE0111", f"invalid JMESPath expression {a.expression!r}: {what}"
-                           + (f" at position {pos}" if pos is not None else ""),
-                           ctx.at((*at, "expression")))
+            emit_for_rows(ctx, "CE0111", f"invalid JMESPath expression {a.expression!r}: {what}"
+                          + (f" at position {pos}" if pos is not None else ""),
+                          (*at, "expression"))
         except RecursionError:
-            ctx.diags.emit("CE0111", "invalid JMESPath expression: nested too deeply to "
-                           "compile", ctx.at((*at, "expression")))
+            emit_for_rows(ctx, "CE0111", "invalid JMESPath expression: nested too deeply to "
+                          "compile", (*at, "expression"))
         if a.operator != "exists" and a.expected is None and not ctx.written((*at, "expected")):
             ctx.diags.emit("CE0102", f"assertion with operator `{a.operator}` needs `expected`",
                            ctx.at(at))
         if a.operator == "regex" and isinstance(a.expected, str):
             check_regex(a.expected, 0, (*at, "expected"), ctx)
         if a.operator in ("gt", "gte", "lt", "lte") and a.expected is not None:
-            _ordering_expected(a.operator, a.expected, ctx.at((*at, "expected")), ctx)
+            _ordering_expected(a.operator, a.expected, (*at, "expected"), ctx)
         types = ("string", "number", "boolean", "array", "object", "null")
         if a.operator == "type" and a.expected not in types:
-            ctx.diags.emit("CE0105", f"operator `type` expects one of {', '.join(types)}",
-                           ctx.at((*at, "expected")),
-                           help=did_you_mean(str(a.expected), types))
+            emit_for_rows(ctx, "CE0105", f"operator `type` expects one of {', '.join(types)}",
+                          (*at, "expected"), did_you_mean(str(a.expected), types))
 
 
-def _ordering_expected(operator: str, expected: Any, at: Any, ctx: RuleContext) -> None:
+def _ordering_expected(operator: str, expected: Any, at: Path, ctx: RuleContext) -> None:
     """gt/gte/lt/lte compare two numbers or two strings: any other `expected` can never
     hold; a string that reads as a number compares as text ("10" < "9"), never with the
     document's numbers, which is rarely what was meant."""
     if isinstance(expected, bool) or not isinstance(expected, int | float | str):
-        ctx.diags.emit("CE0103", f"operator `{operator}` compares numbers or strings; "
-                       "`expected` must be one", at)
+        emit_for_rows(ctx, "CE0103", f"operator `{operator}` compares numbers or strings; "
+                      "`expected` must be one", at)
         return
     if isinstance(expected, str) and _reads_as_number(expected):
-        ctx.diags.emit("CE0221", f"operator `{operator}` with the string {expected!r} "
-                       "compares text: it fails on any number in the document", at,
-                       help=f"write `expected: {expected.strip()}` to compare numbers")
+        emit_for_rows(ctx, "CE0221", f"operator `{operator}` with the string {expected!r} "
+                      "compares text: it fails on any number in the document", at,
+                      f"write `expected: {expected.strip()}` to compare numbers")
 
 
 def _reads_as_number(text: str) -> bool:
@@ -254,15 +256,13 @@ def check_regex(pattern: str | None, flags: int, path: Path, ctx: RuleContext,
     try:
         re.compile(pattern, flags & ~re.DEBUG)  # DEBUG would print on stdout
     except re.error as exc:
-        span = ctx.at(path)
-        ctx.diags.emit("CE0111", f"invalid regular expression: {exc.msg}"
-                       + (f" at position {exc.pos}" if exc.pos is not None else ""), span)
+        emit_for_rows(ctx, "CE0111", f"invalid regular expression: {exc.msg}"
+                      + (f" at position {exc.pos}" if exc.pos is not None else ""), path)
     except RecursionError:
-        ctx.diags.emit("CE0111", "invalid regular expression: nested too deeply to compile",
-                       ctx.at(path))
+        emit_for_rows(ctx, "CE0111", "invalid regular expression: nested too deeply to "
+                      "compile", path)
     except (ValueError, OverflowError) as exc:
-        ctx.diags.emit("CE0111", f"invalid regex flags {flags}: {exc}",
-                       ctx.at(flags_path or path))
+        emit_for_rows(ctx, "CE0111", f"invalid regex flags {flags}: {exc}", flags_path or path)
 
 
 def check_dropped_entries(entries: list[Any], doc: Any, original: Any, roots: Any,

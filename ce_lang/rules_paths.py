@@ -44,7 +44,7 @@ def host_path_rules(ctx: Any) -> None:
         problem = host_path_problem(value, value, span.file, ctx.roots)
         if problem is not None:
             code, message, help_ = problem
-            _emit(ctx, code, f"`{ctx.name(path)}`: {message}", path, help_)
+            emit_for_rows(ctx, code, f"`{ctx.name(path)}`: {message}", path, help_)
     if ctx.intact(("agent", "plugins")):
         _plugin_paths(ctx)
     for i, c in enumerate(ctx.task.success_criteria):
@@ -64,7 +64,7 @@ def criterion_host_paths(ctx: Any, i: int, c: Any, skip: frozenset[str] = frozen
         problem = host_path_problem(f, resolved, span.file, ctx.roots)
         if problem is not None:
             code, message, help_ = problem
-            _emit(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
+            emit_for_rows(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
 
 
 def reference_file_rule(ctx: Any, at: Path, value: str, directory: str) -> None:
@@ -83,7 +83,7 @@ def reference_file_rule(ctx: Any, at: Path, value: str, directory: str) -> None:
     shown = os.path.relpath(directory, os.path.dirname(os.path.abspath(span.file)))
     what = "is not a file" if hostfs.exists(resolved) else "not found"
     files = _files_in(directory)
-    _emit(ctx, "CE0207", f"`{ctx.name(at)}`: {value!r} {what} in the reference directory "
+    emit_for_rows(ctx, "CE0207", f"`{ctx.name(at)}`: {value!r} {what} in the reference directory "
           f"{shown!r}", at, did_you_mean(value, files) or (
               "it holds " + ", ".join(files[:5]) + (", ..." if len(files) > 5 else "")
               if files else "the reference directory is empty"))
@@ -117,7 +117,7 @@ def _plugin_paths(ctx: Any) -> None:
         problem = host_path_problem(raw, os.path.normpath(resolved), task_file, ctx.roots)
         if problem is not None:
             code, message, help_ = problem
-            _emit(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
+            emit_for_rows(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
 
 
 def repo_rules(ctx: Any) -> None:
@@ -127,7 +127,7 @@ def repo_rules(ctx: Any) -> None:
         at: Path = ("sandbox", "template_sources", i)
         why = repo_url_problem(src.url)
         if why is not None:
-            _emit(ctx, "CE0218", f"repo url {src.url!r} {why}", (*at, "url"),
+            emit_for_rows(ctx, "CE0218", f"repo url {src.url!r} {why}", (*at, "url"),
                   "a repository URL (https://host/owner/repo.git, git@host:owner/repo.git) "
                   "or a local path under the suite")
         elif is_local_repo(src.url) and ctx.roots is not None:
@@ -136,15 +136,18 @@ def repo_rules(ctx: Any) -> None:
                 os.path.dirname(os.path.abspath(span.file)), src.url))
             outside = ctx.roots.outside(resolved, span.file)
             if outside is not None:  # git reads the repository, not a copy: no scan
-                _emit(ctx, "CE0216", f"repo url {src.url!r} {outside}", (*at, "url"),
+                emit_for_rows(ctx, "CE0216", f"repo url {src.url!r} {outside}", (*at, "url"),
                       "move it under the suite, or allow its directory with --allow-path DIR")
             elif (kind := special_kind(resolved)) is not None:
-                _emit(ctx, "CE0217", f"repo url {src.url!r} is {kind}", (*at, "url"), None)
+                emit_for_rows(ctx, "CE0217", f"repo url {src.url!r} is {kind}", (*at, "url"), None)
         if src.commit is not None and (why := commit_problem(src.commit)) is not None:
-            _emit(ctx, "CE0218", f"repo commit {src.commit!r} {why}", (*at, "commit"), None)
+            emit_for_rows(ctx, "CE0218", f"repo commit {src.commit!r} {why}", (*at, "commit"), None)
 
 
-def _emit(ctx: Any, code: str, message: str, path: Path, help_: str | None) -> None:
+def emit_for_rows(ctx: Any, code: str, message: str, path: Path,
+                  help_: str | None = None) -> None:
+    """A problem with a value of the resolved task: on a dataset task, once for every row
+    it occurs on, naming them (the value may come from `${row.KEY}`)."""
     from ce_lang.rules import RowProblem
 
     if ctx.has_dataset:  # once, naming the rows whose values break it
