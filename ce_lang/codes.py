@@ -183,6 +183,13 @@ _TABLE = [
     ("CE0303", "error", "bad ${row.key} substitution",
      "`${row.key}` must name a key present in every row with a scalar value (string, number, "
      "boolean); the message names the rows that fail. Outside a dataset task `${row...}` is an error."),
+    ("CE0304", "warning", "${row.key} is not substituted here",
+     "A dataset row is substituted in the task's initial_prompt (and initial_prompt_file), "
+     "success_criteria, reference and the script agent's agent.script. Anywhere else (the "
+     "description, pre_run and post_run commands, the sandbox and its starter files, the "
+     "agent's other settings) `${row.key}` stays as written: a shell reads it as a bad "
+     "substitution. Move the row-dependent part into one of those places (a criterion's "
+     "run_command, or the reference's solve actions)."),
     # -- experiments and overrides ------------------------------------------------------
     ("CE0402", "error", "wrong kind of file",
      "A task file was given where an experiment is expected, or the other way round."),

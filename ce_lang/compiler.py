@@ -357,6 +357,8 @@ class _Compiler:
                        *ds.string_sources(_agent_script(value), ("agent", "script"), span_of,
                                           doc.text)]
             ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission
+            ds.warn_unsubstituted(ds.find_refs(list(ds.unsubstituted_sources(
+                value, span_of, doc.text))), self.diags)
         base_id = value["task_id"]
         self.row_problems: list = []
         for row in rows if rows is not None else [None]:

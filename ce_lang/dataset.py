@@ -19,7 +19,7 @@ import attrs
 from ce_lang import hostfs
 from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import NotRegularFile, read_regular_text
-from ce_lang.spans import Path, Span, offset_to_line_col
+from ce_lang.spans import Path, Span, format_path, offset_to_line_col
 
 ROW_REF = re.compile(r"\$\{row\.([^}]*)\}")
 ROW_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
@@ -200,6 +200,30 @@ def check_refs(refs: list[tuple[TextSource, str, Span]], rows: list[Row] | None,
                     span, notes=(f"{len(group)} of {len(rows)} rows affected",),
                     help=did_you_mean(key, known) if known else None)
     return ok
+
+
+def unsubstituted_sources(value: dict[str, Any], span_of: Callable[[Path], Span], text: str,
+                          ) -> Iterator[TextSource]:
+    """The task's strings a dataset row is not substituted in, where `${row.key}` is
+    surely meant to be: all but the prompt, the criteria, `reference` and the script
+    agent's `agent.script` (and `dataset` itself, and the prose of `description`)."""
+    for key, v in value.items():
+        if key in ("initial_prompt", "success_criteria", "reference", "dataset",
+                   "description"):
+            continue
+        if key == "agent" and isinstance(v, dict):
+            v = {k: x for k, x in v.items() if k != "script"}
+        yield from string_sources(v, (key,), span_of, text)
+
+
+def warn_unsubstituted(refs: list[tuple[TextSource, str, Span]], diags: Diagnostics) -> None:
+    for src, key, span in refs:
+        if not KEY.fullmatch(key):
+            continue  # not a row reference at all
+        diags.emit("CE0304", f"`${{row.{key}}}` is not substituted in `{format_path(src.path)}`"
+                   ": it stays as written", span,
+                   help="rows are substituted in initial_prompt (and its file), "
+                   "success_criteria, reference and agent.script only")
 
 
 def _is_scalar(v: Any) -> bool:

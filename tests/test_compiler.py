@@ -184,7 +184,9 @@ success_criteria:""", 1)
     bad = text.replace("${row.word} ${row.expected_skill}", "${row.word} ${row.nope}")
     line = bad.splitlines().index('      content: "${row.word} ${row.nope}"') + 1
     missing = compile_paths([write("ds2.yaml", bad)])
-    assert [(d.code, d.span.line) for d in missing.diagnostics] == [("CE0303", line)]
+    model_line = line - 3
+    assert [(d.code, d.span.line) for d in missing.diagnostics] == [
+        ("CE0304", model_line), ("CE0303", line)]  # the model's stays as written: a warning
 
 
 def test_dataset_sampling_is_reproducible(write):
