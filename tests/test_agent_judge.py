@@ -266,3 +266,48 @@ def test_llm_judge_is_routed_by_model_and_backend(tmp_path, ws, monkeypatch, mod
     assert apis == ["chat" if "gpt" in model else "anthropic"]
     if env:
         assert server.requests[0]["anthropic_version"] == "bedrock-2023-05-31"
+
+
+@pytest.mark.slow
+def test_an_archived_agent_judge_verdict_is_found_again_offline(tmp_path):
+    """The verdict's key holds the digest of the workspace the judge grades: live, the
+    sandbox's .venv was in it, but the archived workspace leaves .venv out, so `ce
+    rescore --offline` and `ce explain` of the trial found no recorded verdict (ERROR,
+    'no recorded verdict for this request') for every agent_judge of a python sandbox."""
+    import subprocess
+    import sys
+
+    (tmp_path / "t.yaml").write_text(textwrap.dedent("""\
+        task_id: judged
+        description: an agent_judge over a workspace with a .venv
+        initial_prompt: write answer.txt
+        reference:
+          solve:
+            - {write: answer.txt, content: "42\\n"}
+        success_criteria:
+          - type: agent_judge
+            description: the judge agrees
+            prompt: Is answer.txt right?
+        """), encoding="utf-8")
+    (tmp_path / "replies.yaml").write_text(
+        f"agent_judge:\n  - text: '{VERDICT}'\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ANTHROPIC_API_KEY", "CE_JUDGE_URL", "CE_JUDGE_API_KEY")}
+
+    def ce(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ce_runtime.cli", *args], cwd=tmp_path,
+                              env={**env, "CE_PLAIN": "1"}, capture_output=True, text=True,
+                              timeout=600)
+
+    run = ce("run", "t.yaml", "--agent", "oracle", "--judge-replies", "replies.yaml",
+             "--runs-root", "runs")
+    assert run.returncode == 0, run.stderr
+    trial = tmp_path / "runs" / "latest" / "default" / "judged" / "00"
+    record = json.loads((trial / "task.json").read_text(encoding="utf-8"))
+    assert "python: created .venv" in " ".join(record["setup"])
+    rescore = ce("rescore", "runs/latest", "--offline")
+    assert rescore.returncode == 0, rescore.stdout + rescore.stderr
+    assert "0 changed" in rescore.stdout and "1 recorded verdict(s) reused" in rescore.stdout
+    explained = ce("explain", str(trial))
+    assert "no recorded verdict" not in explained.stdout
+    assert "score 0.8 (continuous)" in explained.stdout

@@ -131,6 +131,30 @@ def test_a_broken_judge_replies_file_is_said_before_the_run(tmp_path):
     assert "internal error" not in res.stderr
 
 
+def test_judge_replies_without_what_a_judge_criterion_reads(tmp_path):
+    """An agent_judge needs the file's `agent_judge:` session and an llm_judge its
+    `judge:` verdicts: without them each trial ran its agent, then ended ERROR with 'the
+    judge's verdict holds no JSON object' (the scripted session had no steps)."""
+    t = task(tmp_path, SOLVABLE + "  - {type: agent_judge, prompt: Is it nice?, "
+             "description: judged by an agent}\n")
+    (tmp_path / "verdicts.yaml").write_text("judge:\n  - {score: 1.0, rationale: ok}\n",
+                                            encoding="utf-8")
+    res = ce("run", t, "--agent", "oracle", "--judge-replies", "verdicts.yaml",
+             cwd=tmp_path, drop=NO_KEYS)
+    nothing_ran(res, tmp_path)
+    assert ("ce run: --judge-replies: verdicts.yaml has no `agent_judge:` list, which "
+            "agent_judge criteria read") in res.stderr
+    assert "(1 trial(s): default/t/00)" in res.stderr
+    llm = task(tmp_path, SOLVABLE + "  - {type: llm_judge, prompt: Is it nice?, "
+               "description: judged}\n", name="llm.yaml")
+    (tmp_path / "session.yaml").write_text(
+        "agent_judge:\n  - text: '{\"score\": 1.0}'\n", encoding="utf-8")
+    res = ce("run", llm, "--agent", "oracle", "--judge-replies", "session.yaml",
+             cwd=tmp_path, drop=NO_KEYS)
+    nothing_ran(res, tmp_path)
+    assert "session.yaml has no `judge:` list, which llm_judge criteria read" in res.stderr
+
+
 def test_agent_without_adapter(tmp_path, monkeypatch):
     """A type the compiler accepts (an installed `ce.agents` entry point) whose adapter
     does not load is said before any set-up."""

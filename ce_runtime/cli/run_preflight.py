@@ -156,6 +156,7 @@ def judges(trials, judge_replies: str | None) -> None:
     trial would end ERROR after its agent ran. A --judge-replies file must read as one."""
     if judge_replies:
         _fail(_replies_problems(judge_replies), "fix the --judge-replies file")
+        _fail(_unscripted_judges(trials, judge_replies), "fix the --judge-replies file")
         return
     from ce_runtime.grade.judge import judge_from_env
 
@@ -185,3 +186,29 @@ def _replies_problems(path: str) -> list[str]:
     except ScriptError as exc:
         return [f"--judge-replies: {exc}"]
     return []
+
+
+# the part of a --judge-replies file each judge criterion reads
+_REPLIES_KEY = {"llm_judge": ("judge", "verdicts ({match?, score, rationale})"),
+                "agent_judge": ("agent_judge", "the judge session's steps (its last reply "
+                                "holds the verdict JSON)")}
+
+
+def _unscripted_judges(trials, path: str) -> list[str]:
+    """Judge criteria the --judge-replies file has nothing for: each would end ERROR
+    after its agent ran ('no more steps', no verdict JSON)."""
+    from ce_runtime.model_server.script import load_script_file
+
+    data = load_script_file(path)
+    missing: dict[str, list[str]] = {}
+    for t in trials:
+        for c in t.plan.criteria:
+            key = _REPLIES_KEY.get(c.type)
+            if key is None or data.get(key[0]) or c.args.get("enabled", True) is False:
+                continue
+            ids = missing.setdefault(c.type, [])
+            if t.trial_id not in ids:
+                ids.append(t.trial_id)
+    return [f"--judge-replies: {path} has no `{_REPLIES_KEY[kind][0]}:` list, which "
+            f"{kind} criteria read: {_REPLIES_KEY[kind][1]} ({_shown(ids)})"
+            for kind, ids in missing.items()]

@@ -235,12 +235,17 @@ def _openai(judge: HttpJudge, model: str, system: str, prompt: str, temperature:
 
 def workspace_digest(workspace: str) -> str:
     """The content of a workspace as an agent_judge sees it (its copy leaves out what
-    JUDGE_EXCLUDED names): part of the judge's request key."""
+    JUDGE_EXCLUDED names): part of the judge's request key. Without the directories a
+    snapshot leaves out (.venv, caches): the key of a trial graded live must be the key
+    of its archived workspace, or `ce rescore` and `ce explain` find no recorded verdict."""
     import hashlib
 
+    from ce_runtime.store.archive import SNAPSHOT_SKIPPED_DIRS
+
+    skipped = (*JUDGE_EXCLUDED, *SNAPSHOT_SKIPPED_DIRS)
     h = hashlib.sha256()
     for root, dirs, files in os.walk(workspace):
-        dirs[:] = sorted(d for d in dirs if d not in JUDGE_EXCLUDED)
+        dirs[:] = sorted(d for d in dirs if d not in skipped)
         for name in sorted(files):
             if name in JUDGE_EXCLUDED:
                 continue

@@ -169,8 +169,12 @@ def _store(objects: str, data: bytes) -> str:
     return digest
 
 
-def snapshot_workspace(workspace: str, objects: str, skip_dirs: tuple[str, ...] = (
-        ".venv", "node_modules", ".git", "__pycache__")) -> dict[str, Any]:
+# directories a workspace snapshot leaves out: environments and caches, not the work
+SNAPSHOT_SKIPPED_DIRS = (".venv", "node_modules", ".git", "__pycache__")
+
+
+def snapshot_workspace(workspace: str, objects: str,
+                       skip_dirs: tuple[str, ...] = SNAPSHOT_SKIPPED_DIRS) -> dict[str, Any]:
     """Store every file (symlinks as links) and return the manifest; a file over the
     limits is recorded without its bytes (`{"too_large": true, "size", "mode"}`)."""
     files: dict[str, dict[str, Any]] = {}
