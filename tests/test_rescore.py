@@ -212,3 +212,44 @@ success_criteria:
     assert "1 trial(s) re-scored, 0 changed" in res.stdout, res.stdout + res.stderr
     listing = ce("trial", "files", str(trial), cwd=tmp_path)
     assert "(not kept)" in listing.stdout and "big.bin" in listing.stdout, listing
+
+
+STATUS_KEPT = """\
+task_id: {task_id}
+description: the run decided this trial's status, not its criteria
+initial_prompt: write a.txt
+agent:
+  type: script
+  script:
+    - {{write: a.txt, content: hi}}
+    - {{sleep: 30}}
+sandbox: {{python: null}}
+{extra}
+success_criteria:
+  - {{type: file_exists, path: a.txt, description: wrote a.txt}}
+"""
+
+
+@pytest.mark.parametrize("task_id, extra, status, note", [
+    ("slow", "run_limits: {task_timeout: 2}", "TIMEOUT",
+     "NOTE: a run limit stopped the agent: the trial stays TIMEOUT"),
+    ("seedless", "pre_run:\n  - {command: 'touch a.txt; false'}", "ERROR",
+     "NOTE: the trial never reached grading (pre_run command failed: 'touch a.txt; false' "
+     "(exit 1)): it stays ERROR"),
+])
+def test_explain_keeps_the_status_the_run_decided(tmp_path, task_id, extra, status, note):
+    """As `ce rescore` does: explaining a TIMEOUT trial whose criteria pass said SUCCESS
+    and exited 0; a trial whose pre_run failed (never graded) was 'now SUCCESS', every
+    criterion a difference from the recorded grade."""
+    (tmp_path / "t.yaml").write_text(STATUS_KEPT.format(task_id=task_id, extra=extra))
+    run = ce("run", "t.yaml", cwd=tmp_path)
+    assert run.returncode == 1 and f"1 {status}" in run.stdout, run.stdout + run.stderr
+    explained = ce("explain", f"runs/latest/default/{task_id}/00", cwd=tmp_path)
+    assert explained.returncode == 1, explained.stderr
+    assert note in explained.stdout
+    assert "differs from the recorded grade" not in explained.stdout
+    as_json = json.loads(ce("explain", f"runs/latest/default/{task_id}/00", "-f", "json",
+                            cwd=tmp_path).stdout)
+    assert as_json["recorded"]["status_kept"] is True
+    rescored = ce("rescore", "runs/latest", "--out", "again", cwd=tmp_path)
+    assert f"{status} -> {status}" in rescored.stdout, rescored.stdout + rescored.stderr

@@ -125,7 +125,7 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
     from ce_runtime.grade.explain import explain_json, explain_trial
     from ce_runtime.grade.grading import grade_files, reference_paths
     from ce_runtime.grade.interpreter import criterion_records
-    from ce_runtime.grade.rescore import archived_plan, criterion_changes
+    from ce_runtime.grade.rescore import archived_plan, criterion_changes, kept_status
     from ce_runtime.store.archive import (
         DamagedArchive,
         find_run_root,
@@ -169,13 +169,15 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
         except DamagedArchive as exc:
             click.echo(f"ce: {exc}", err=True)
             sys.exit(1)
-        differences = criterion_changes(  # grade/rescore compares dicts
+        # a run limit or an ERROR before grading stays the trial's status, as in rescore
+        kept = kept_status(task.status, task.criteria)
+        differences = [] if kept == Status.ERROR else criterion_changes(
             [msgspec.to_builtins(c) for c in task.criteria], criterion_records(plan, graded))
         if as_json:
             out = explain_json(plan, graded)
             out["recorded"] = {"status": str(task.status),
                                "weighted_score": task.weighted_score,
-                               "differences": differences}
+                               "differences": differences, "status_kept": kept is not None}
             click.echo(json.dumps(out, indent=2))
         else:
             click.echo(f"trial {task.trial_id} (recorded status "
@@ -192,8 +194,15 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
                            f"{_score(graded.weighted_score)}):")
                 for line in differences:
                     click.echo(f"  {line}")
+            if kept == Status.ERROR:
+                click.echo(f"NOTE: the trial never reached grading ({task.error or 'ERROR'}):"
+                           " it stays ERROR; the criteria below grade its archived "
+                           "workspace for information only")
+            elif kept is not None:
+                click.echo(f"NOTE: a run limit stopped the agent: the trial stays {kept}, "
+                           "whatever the criteria below score")
             click.echo(explain_trial(plan, grader.instances, graded, host, only), nl=False)
-    sys.exit(0 if graded.success else 1)
+    sys.exit(0 if graded.success and kept is None else 1)
 
 
 def _score(x) -> str:

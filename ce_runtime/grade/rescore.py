@@ -151,15 +151,14 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
             record.update(status=Status.ERROR.value, error=f"grading failed: {exc}",
                           success=False)
             return record, None
-    if old.get("status") == Status.ERROR and not old.get("criteria"):
+    kept = kept_status(old.get("status"), old.get("criteria"))
+    if kept == Status.ERROR:
         return record, None  # it never reached grading: nothing to re-score
     from ce_runtime.grade.interpreter import criterion_records
 
     record["criteria"] = criterion_records(plan, graded)
     record["weighted_score"] = graded.weighted_score
-    status = old.get("status")
-    if status not in RUN_LIMITS:
-        status = (Status.SUCCESS if graded.success else Status.FAILURE).value
+    status = kept or (Status.SUCCESS if graded.success else Status.FAILURE).value
     record.update(status=status, success=status == Status.SUCCESS, plan_hash=graded_hash,
                   error=None if status != Status.ERROR else record.get("error"))
     from ce_runtime.grade.grading import evidence_of
@@ -186,6 +185,17 @@ def _relative(path: str, start: str) -> str:
 
 
 RUN_LIMITS = frozenset(s.value for s in RUN_LIMIT_STATUSES)
+
+
+def kept_status(status: str | None, criteria: Any) -> str | None:
+    """The recorded status a re-grade keeps, or None (SUCCESS / FAILURE then follow the
+    grade): a run limit that stopped the agent, or an ERROR before grading (no criteria
+    recorded)."""
+    if status in RUN_LIMITS:
+        return status
+    if status == Status.ERROR and not criteria:
+        return Status.ERROR.value
+    return None
 RESTORED = [0]  # workspaces restored on disk in this process (tests read it)
 
 
