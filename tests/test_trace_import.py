@@ -496,3 +496,22 @@ def test_cli_trace_help_teaches():
         assert text in res.output
     res = _run("import", "--help")
     assert "claude-session" in res.output and "coder-eval" in res.output
+
+
+def test_explain_refuses_a_transcript_given_as_the_trace(tmp_path):
+    """`ce explain TASK --workspace WS --trace session.jsonl` graded the trace criteria
+    on no events at all (only a warning, 'truncated at byte 0') and printed their
+    scores as if the agent had made no tool call; `ce trace dump` said what was wrong."""
+    (tmp_path / "ws").mkdir()
+    task = tmp_path / "t.yaml"
+    task.write_text("task_id: t\ndescription: d\ninitial_prompt: p\nsuccess_criteria:\n"
+                    "  - {type: command_executed, command_pattern: pytest, "
+                    "description: ran the tests}\n", encoding="utf-8")
+    session = tmp_path / "session.jsonl"
+    session.write_text('{"type": "user", "message": {"role": "user", "content": "hi"}}\n')
+    res = CliRunner().invoke(main, ["explain", str(task), "--workspace", str(tmp_path / "ws"),
+                                    "--trace", str(session)])
+    assert res.exit_code == 2, res.output
+    assert "Invalid value for --trace" in res.output
+    assert "not a ce trace" in res.output and "ce trace import" in res.output
+    assert "c0 command_executed" not in res.output

@@ -90,6 +90,13 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     from ce_runtime.grade.grading import grade_files, reference_paths
     from ce_runtime.grade.host import InfrastructureError
 
+    if trace_path:  # a transcript given as the trace would grade as an empty one
+        from ce_runtime.cli.trace import no_event_read
+        from ce_runtime.trace.events import read_trace
+
+        unreadable = no_event_read(trace_path, read_trace(trace_path))
+        if unreadable:
+            raise click.BadParameter(unreadable, param_hint="--trace")
     try:
         with local_runner(workspace, trial.task_dir,
                           reference_paths(trial.plan, trial.task_dir)) as runner:

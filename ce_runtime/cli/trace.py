@@ -47,13 +47,9 @@ def dump_cmd(trace: str) -> None:
         out.write(encode(event_to_dict(event)) + b"\n")
     out.flush()
     n = len(result.events)
-    if n == 0 and (result.truncated or result.corrupt_at is not None):
-        where = f"truncated at byte {result.bytes_read}" if result.truncated \
-            else f"undecodable event at byte {result.corrupt_at}"
-        click.echo(f"ce trace dump: {trace}: no event could be read ({where}): not a ce "
-                   "trace, or one cut short before its first event; a trace is the "
-                   "trace.msgpack of a trial's directory, and `ce trace import` turns a "
-                   "transcript into one", err=True)
+    unreadable = no_event_read(trace, result)
+    if unreadable:
+        click.echo(f"ce trace dump: {unreadable}", err=True)
         sys.exit(1)
     if result.truncated:
         click.echo(f"ce trace dump: {trace}: truncated at byte {result.bytes_read}: the file "
@@ -62,6 +58,18 @@ def dump_cmd(trace: str) -> None:
     elif result.corrupt_at is not None:
         click.echo(f"ce trace dump: {trace}: undecodable event at byte {result.corrupt_at}; "
                    f"{n} events read before it", err=True)
+
+
+def no_event_read(path: str, result) -> str | None:
+    """Why a file read as a trace yielded nothing (not a ce trace: a transcript given as
+    one, say), or None: it has events, or is empty."""
+    if result.events or not (result.truncated or result.corrupt_at is not None):
+        return None
+    where = f"truncated at byte {result.bytes_read}" if result.truncated \
+        else f"undecodable event at byte {result.corrupt_at}"
+    return (f"{path}: no event could be read ({where}): not a ce trace, or one cut short "
+            "before its first event; a trace is the trace.msgpack of a trial's directory, "
+            "and `ce trace import` turns a transcript into one")
 
 
 @trace_cmd.command("import")
