@@ -98,6 +98,7 @@ def criterion_rules(ctx: RuleContext, i: int, c: C.CriterionBase,
             _json_rules(c, here, ctx)
         if c.json_schema is not None and reads("json_schema"):
             _check_mixed_path(c.json_schema, (*here, "json_schema"), ctx)
+            _check_task_schema(c.json_schema, (*here, "json_schema"), ctx)
     if isinstance(c, C.LlmJudge | C.AgentJudge) and reads("files"):
         for j, f in enumerate(c.files):
             _check_mixed_path(f, (*here, "files", j), ctx)
@@ -160,6 +161,43 @@ def _check_mixed_path(value: str, path: Path, ctx: RuleContext) -> None:
         return
     if "${row." not in value:
         check_workspace_path(value, span, ctx.name(path), ctx.diags)
+
+
+def _check_task_schema(value: str, path: Path, ctx: RuleContext) -> None:
+    """A `$TASK_DIR/...` JSON Schema is the author's file, here at compile time: one that
+    is no JSON, or no valid schema, would make the criterion an ERROR in every trial."""
+    if not value.startswith("$TASK_DIR/"):
+        return  # a workspace schema exists only once the agent ran
+    import json
+
+    from ce_lang.paths import NotRegularFile, read_regular_text
+
+    span = ctx.at(path)
+    base = os.path.dirname(os.path.abspath(span.file))
+    resolved = os.path.normpath(os.path.join(base, value[len("$TASK_DIR/"):]))
+    if not hostfs.isfile(resolved):
+        return  # reported by _check_mixed_path
+    try:
+        schema = json.loads(read_regular_text(resolved))
+    except (OSError, NotRegularFile, UnicodeDecodeError):
+        return  # unreadable here; the grader says so
+    except json.JSONDecodeError as exc:
+        ctx.diags.emit("CE0111", f"JSON Schema {value!r} is not valid JSON: {exc.msg} at "
+                       f"line {exc.lineno} column {exc.colno}", span)
+        return
+    except (RecursionError, ValueError):
+        ctx.diags.emit("CE0111", f"JSON Schema {value!r} is not valid JSON", span)
+        return
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(map(str, exc.absolute_path))
+        ctx.diags.emit("CE0111", f"invalid JSON Schema {value!r}: {exc.message}"
+                       + (f" (at {where})" if where else ""), span)
+    except RecursionError:
+        ctx.diags.emit("CE0111", f"invalid JSON Schema {value!r}: nested too deeply", span)
 
 
 def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
