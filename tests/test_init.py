@@ -44,3 +44,14 @@ def test_init_refuses_to_overwrite(tmp_path):
     assert res.returncode == 2 and "nothing written" in res.stderr
     assert (tmp_path / "tasks" / "greet.yaml").read_text() == "mine"
     assert not (tmp_path / "experiments").exists()
+
+
+def test_init_where_nothing_can_be_written_says_so(tmp_path):
+    """A directory under a file (or read-only, or on a full disk): an 'internal error
+    ... this is a bug in ce' with exit 1, before."""
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    res = ce("init", "afile/evals", cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "internal error" not in res.stderr and "Traceback" not in res.stderr
+    assert "ce init: cannot write afile/evals: Not a directory (nothing written)" \
+        in res.stderr

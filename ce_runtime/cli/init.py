@@ -107,10 +107,18 @@ def init_cmd(directory: str) -> None:
         click.echo("ce init: nothing written: " + ", ".join(present) + " already "
                    "exist(s); choose another directory or move them", err=True)
         sys.exit(2)
+    written: list[str] = []
     for rel, path in targets.items():
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "x", encoding="utf-8") as fh:
-            fh.write(FILES[rel])
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "x", encoding="utf-8") as fh:
+                fh.write(FILES[rel])
+        except OSError as exc:  # a read-only or missing parent, a full disk ...
+            done = f" (written: {', '.join(written)})" if written else " (nothing written)"
+            click.echo(f"ce init: cannot write {exc.filename or path}: "
+                       f"{exc.strerror or exc}{done}", err=True)
+            sys.exit(2)
+        written.append(path)
     where = "." if os.path.abspath(directory) == os.getcwd() else directory
     click.echo(f"wrote {len(FILES)} files in {where}:")
     for rel in FILES:
