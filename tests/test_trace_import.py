@@ -430,6 +430,15 @@ def test_cli_import_options_and_warnings(tmp_path):
     assert (header.task_id, header.trial_id, header.plan_hash) == ("hello", "r1", "abc")
 
 
+def test_cli_import_to_a_place_it_cannot_write_says_so(tmp_path):
+    """-o under a file (or a read-only or missing directory): it was an internal error."""
+    (tmp_path / "afile").write_text("x")
+    out = str(tmp_path / "afile" / "t.msgpack")
+    res = _run("import", STREAM, "-o", out)
+    assert res.exit_code == 2, res.output
+    assert f"ce trace import: cannot write {out}: Not a directory" in res.stderr
+
+
 def test_cli_import_unknown_format_exits_1(tmp_path):
     src = tmp_path / "notes.txt"
     src.write_text("just text\n")

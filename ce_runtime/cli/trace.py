@@ -111,7 +111,11 @@ def import_cmd(source: str, output: str, fmt: str, task_id: str | None,
     for line, message in result.warnings:
         where = f"{source}:{line}" if line else source
         click.echo(f"{where}: warning: {message}", err=True)
-    write_trace(output, result.events)
+    try:
+        write_trace(output, result.events)
+    except OSError as exc:
+        click.echo(f"ce trace import: cannot write {output}: {exc.strerror or exc}", err=True)
+        sys.exit(2)
     unresolved = f" ({result.unresolved} unresolved)" if result.unresolved else ""
     click.echo(f"{output}: {_count(len(result.events), 'event')}, "
                f"{_count(result.tool_calls, 'tool call')}{unresolved}, "
