@@ -225,6 +225,11 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
         if a.operator != "exists" and a.expected is None and not ctx.written((*at, "expected")):
             ctx.diags.emit("CE0102", f"assertion with operator `{a.operator}` needs `expected`",
                            ctx.at(at))
+        if a.operator == "exists" and a.expected is not None:
+            ctx.diags.emit("CE0214", "`expected` has no effect with operator `exists`: it "
+                           "checks only that the expression yields a value (not null)",
+                           ctx.key_at((*at, "expected")),
+                           help="remove `expected`; to require a value, use `equals`")
         if a.operator == "regex" and isinstance(a.expected, str):
             check_regex(a.expected, 0, (*at, "expected"), ctx)
         if a.operator in ("gt", "gte", "lt", "lte") and a.expected is not None:

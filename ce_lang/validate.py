@@ -8,6 +8,7 @@ without surprises: aliases expanded, task-relative paths made absolute.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -115,6 +116,38 @@ def describe(tp: Any) -> str:
     if origin is dict:
         return "a mapping"
     return "a mapping"
+
+
+def _shape_help(value: Any, tp: Any, path: Path) -> str | None:
+    """How to write a scalar where a list, a record or a criterion goes (`includes:
+    "Hello"`, `patterns: ["def main"]`, `- file_exists`)."""
+    if isinstance(value, dict | list) or value is None or "`" in str(value):
+        return None
+    shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
+        if isinstance(value, bool) else str(value)
+    options = [a for a in typing.get_args(tp) if a is not _NoneType] \
+        if typing.get_origin(tp) in (Union, types.UnionType) else [tp]
+    if any(typing.get_origin(a) is list and _holds(typing.get_args(a)[0], value)
+           for a in options):
+        return f"write a list: `[{shown}]`, or one `- {shown}` per line"
+    record = next((getattr(a, "__ce_record__", None) for a in options
+                   if getattr(a, "__ce_record__", None) is not None), None)
+    if record is not None and record.fields and isinstance(value, str):
+        # its first field: RegexPattern's pattern
+        return f"write a mapping: `{{{next(iter(record.fields))}: {shown}}}`"
+    if len(path) == 2 and path[0] == "success_criteria" and isinstance(value, str):
+        return f"a criterion is a mapping: `- type: {value}`, then its fields on the " \
+               "lines below (`ce criteria show TYPE` lists them)"
+    return None
+
+
+def _holds(tp: Any, value: Any) -> bool:
+    """Whether a scalar is a value of the plain type `tp` (str, int ... or a union)."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return any(_holds(a, value) for a in typing.get_args(tp))
+    if isinstance(value, bool):
+        return tp is bool
+    return tp in (str, int, float) and isinstance(value, tp)
 
 
 def _snippet(value: Any) -> str:
@@ -438,6 +471,8 @@ class Walker:
                      if "e" in value.lower() else "remove the quotes")
         elif isinstance(value, str) and getattr(tp, "SCALAR_HELP", None):
             help_ = tp.SCALAR_HELP.format(value=value)
+        else:
+            help_ = _shape_help(value, tp, path)
         self.diags.emit("CE0103", f"`{self.name(path)}` expects {describe(tp)}, found {found}{shown}",
                         self.ctx.span_of(path), help=help_)
         return INVALID
