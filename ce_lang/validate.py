@@ -24,7 +24,7 @@ from ce_lang import hostfs, vendor
 from ce_lang.diagnostics import Diagnostics, closest, did_you_mean
 from ce_lang.paths import SuiteRoots, host_path_problem
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
-from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, Rule, Tagged, rule_of
+from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, UNKNOWN_HELP_ATTR, Rule, Tagged, rule_of
 from ce_lang.spans import Path, Span, format_path
 
 _NoneType = type(None)
@@ -344,7 +344,8 @@ class Walker:
             else:
                 self.diags.emit("CE0101", f"unknown field `{key}` {where}",
                                 self.ctx.key_span_of((*path, key)),
-                                help=did_you_mean(key, names))
+                                help=getattr(cls, UNKNOWN_HELP_ATTR, {}).get(key)
+                                or did_you_mean(key, names))
         out: dict[str, Any] = {}
         broken: list[str] = []
         for name, tp, rule, required in fields:

@@ -111,6 +111,16 @@ class ExperimentDefaults:
 
 @frozen
 class Variant:
+    # what a user reaches for on a variant that only the experiment's `defaults` has
+    __ce_unknown_help__: ClassVar[dict[str, str]] = {
+        "sandbox": "a variant sets `template_sources` and `driver` itself; other sandbox "
+                   "settings go under the experiment's `defaults.sandbox`",
+        "pre_run": "pre_run commands go under the experiment's `defaults.pre_run`",
+        "post_run": "post_run commands go under the experiment's `defaults.post_run`",
+        "success_criteria": "a variant cannot change the criteria: every variant is graded "
+                            "alike (`ce rescore RUN TASKS -D ...` grades with new ones)",
+    }
+
     variant_id: str = spec(non_empty=True, pattern=ID, pattern_hint="lowercase, digits, - _ .",
         doc="names the variant's trials: VARIANT/TASK/NN")
     description: str = spec("", doc="what this variant changes, shown in reports")

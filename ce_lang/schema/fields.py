@@ -73,3 +73,5 @@ def register(base: type[Tagged], tag: str):
 
 # Keys that used to exist on a class, with the message that tells the user what to do.
 REMOVED_FIELDS_ATTR = "__ce_removed__"
+# a record's help for unknown keys a user is likely to write there (key -> help line)
+UNKNOWN_HELP_ATTR = "__ce_unknown_help__"
