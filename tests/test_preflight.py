@@ -184,3 +184,17 @@ def test_ce_run_shows_compile_warnings(tmp_path):
     quiet = ce("run", t, "--agent", "oracle", "-q", cwd=tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == ""
     assert "1/1 trial(s): 1 SUCCESS" in quiet.stdout
+
+
+def test_skipped_tasks_are_named_with_their_reasons(tmp_path):
+    """`skip:` kept a task out of the run without a word: only 'no trial to run' when
+    every task was skipped, and nothing at all when some others ran."""
+    skipped = task(tmp_path, "skip: flaky upstream\n" + SOLVABLE, name="s.yaml")
+    res = ce("run", skipped, "--agent", "oracle", cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    assert "ce run: not run (skip:): task 't' (flaky upstream)" in res.stderr
+    other = tmp_path / "o.yaml"
+    other.write_text("task_id: o\ndescription: runs\n" + SOLVABLE, encoding="utf-8")
+    res = ce("run", skipped, other, "--agent", "oracle", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "ce run: not run (skip:): task 't' (flaky upstream)" in res.stderr

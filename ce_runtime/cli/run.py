@@ -28,6 +28,18 @@ def select(trials, tags: tuple[str, ...], exclude: tuple[str, ...]):
     return out
 
 
+def _skipped_tasks(trials) -> str:
+    """The tasks `skip:` keeps out of the run, with their reasons: said, never silent."""
+    reasons: dict[str, str] = {}
+    for t in trials:
+        if t.plan.skip:
+            task = t.plan.suite_id or t.plan.task_id
+            reasons.setdefault(task, t.plan.skip if isinstance(t.plan.skip, str) else "")
+    shown = [f"task {task!r}" + (f" ({why})" if why else "")
+             for task, why in list(reasons.items())[:5]]
+    return ", ".join(shown) + (f" and {len(reasons) - 5} more" if len(reasons) > 5 else "")
+
+
 @click.command("run")
 @click.argument("paths", nargs=-1, metavar="PATHS...")
 @click.option("-e", "--experiment", type=click.Path(dir_okay=False),
@@ -216,6 +228,9 @@ def _run_with(state, worker, a):
         click.echo(render_human(result.diagnostics, result.sources, color=color), err=True,
                    nl=False)
     trials = select(result.trials, a.tags, a.exclude_tags)
+    skipped = _skipped_tasks(result.trials)
+    if skipped and not a.quiet:
+        click.echo(f"ce run: not run (skip:): {skipped}", err=True)
     if not trials:
         click.echo("ce run: no trial to run (check --tags / skip:)", err=True)
         sys.exit(2)
