@@ -185,11 +185,15 @@ _TABLE = [
      "boolean); the message names the rows that fail. Outside a dataset task `${row...}` is an error."),
     ("CE0304", "warning", "${row.key} is not substituted here",
      "A dataset row is substituted in the task's initial_prompt (and initial_prompt_file), "
-     "success_criteria, reference and the script agent's agent.script. Anywhere else (the "
-     "description, pre_run and post_run commands, the sandbox and its starter files, the "
-     "agent's other settings) `${row.key}` stays as written: a shell reads it as a bad "
+     "success_criteria, reference and the script agent's agent.script. Anywhere else (pre_run "
+     "and post_run commands, the sandbox and its starter files, the agent's other "
+     "settings, simulation) `${row.key}` stays as written: a shell reads it as a bad "
      "substitution. Move the row-dependent part into one of those places (a criterion's "
      "run_command, or the reference's solve actions)."),
+    ("CE0305", "warning", "mistyped ${row.key}",
+     "Text that looks like a row reference but is not one (`{row.key}`, `$row.key`, "
+     "`${rows.key}`, `${ row.key }`) is not substituted: every row gets it as written. "
+     "Write `${row.key}` exactly."),
     # -- experiments and overrides ------------------------------------------------------
     ("CE0402", "error", "wrong kind of file",
      "A task file was given where an experiment is expected, or the other way round."),

@@ -359,6 +359,16 @@ class _Compiler:
             ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission
             ds.warn_unsubstituted(ds.find_refs(list(ds.unsubstituted_sources(
                 value, span_of, doc.text))), self.diags)
+        if rows is not None:
+            span_of = lambda p, o=self.original_path: doc.span(o(p))  # noqa: E731
+            ds.warn_near_misses([
+                *ds.string_sources(value.get("initial_prompt"), ("initial_prompt",), span_of,
+                                   doc.text),
+                *ds.string_sources(value.get("success_criteria"), ("success_criteria",),
+                                   span_of, doc.text),
+                *ds.string_sources(value.get("reference"), ("reference",), span_of, doc.text),
+                *ds.string_sources(_agent_script(value), ("agent", "script"), span_of,
+                                   doc.text)], self.diags)
         base_id = value["task_id"]
         self.row_problems: list = []
         for row in rows if rows is not None else [None]:

@@ -147,15 +147,17 @@ def sample_rows(rows: list[Row], dataset: dict[str, Any], flat_sample: int | Non
     return [r for i, r in enumerate(rows) if i in keep]
 
 
-def find_refs(sources: list[TextSource]) -> list[tuple[TextSource, str, Span]]:
-    """Every `${row.key}` occurrence with its exact span in the file."""
+def find_refs(sources: list[TextSource], pattern: re.Pattern[str] = ROW_REF,
+              ) -> list[tuple[TextSource, str, Span]]:
+    """Every `${row.key}` occurrence with its exact span in the file (or every match of
+    `pattern`, its first group or else the whole match standing for the key)."""
     found = []
     for src in sources:
-        if "${row." not in src.value:
+        if pattern is ROW_REF and "${row." not in src.value:
             continue
         search_from = max(src.span.offset, 0)
         end = src.span.end_offset if src.span.end_offset > 0 else len(src.text)
-        for m in ROW_REF.finditer(src.value):
+        for m in pattern.finditer(src.value):
             token = m.group(0)
             pos = src.text.find(token, search_from, end) if src.text else -1
             if pos >= 0:
@@ -164,8 +166,25 @@ def find_refs(sources: list[TextSource]) -> list[tuple[TextSource, str, Span]]:
                 span = Span(src.span.file, line, col, line, col + len(token), pos, pos + len(token))
             else:
                 span = src.span
-            found.append((src, m.group(1), span))
+            found.append((src, m.group(1) if pattern.groups else token, span))
     return found
+
+
+# what a `${row.key}` looks like when mistyped: `{row.key}`, `$row.key`, `${rows.key}`,
+# `${ row.key }`, `${Row.key}` (a correct one matches too, and is skipped)
+NEAR_ROW_REF = re.compile(r"\$?\{\s*rows?\s*\.\s*[A-Za-z_][\w-]*\s*\}|\$rows?\.[A-Za-z_]\w*",
+                          re.IGNORECASE)
+
+
+def warn_near_misses(sources: list[TextSource], diags: Diagnostics) -> None:
+    """A mistyped `${row.key}` stays as written in every row: a warning with the fix."""
+    for _src, token, span in find_refs(sources, NEAR_ROW_REF):
+        if ROW_REF.fullmatch(token):
+            continue
+        key = re.search(r"\.\s*([A-Za-z_][\w-]*)", token)
+        fix = f"`${{row.{key.group(1)}}}`" if key else "`${row.KEY}`"
+        diags.emit("CE0305", f"`{token}` is not a row reference: it stays as written in every "
+                   "row", span, help=f"write {fix}")
 
 
 def check_refs(refs: list[tuple[TextSource, str, Span]], rows: list[Row] | None,
