@@ -202,8 +202,8 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
                 for line in differences:
                     click.echo(f"  {line}")
             if kept == Status.ERROR:
-                click.echo(f"NOTE: the trial never reached grading ({task.error or 'ERROR'}):"
-                           " it stays ERROR; the criteria below grade its archived "
+                click.echo(f"NOTE: the trial never reached grading ({task.error or kept}):"
+                           f" it stays {kept}; the criteria below grade its archived "
                            "workspace for information only")
             elif kept is not None:
                 click.echo(f"NOTE: a run limit stopped the agent: the trial stays {kept}, "
