@@ -22,11 +22,13 @@ from ce_runtime.execute.sandbox.runner import local_runner
 from ce_runtime.grade.grading import grade_files
 from ce_runtime.grade.host import InfrastructureError
 from ce_runtime.grade.judge import HttpJudge
+from ce_runtime.grade.judge_usage import trial_judge_usage
 from ce_runtime.model_server import ModelServer
 
 VERDICT = '{"score": 0.8, "rationale": "the answer is right"}'
 
 SESSIONS: list[dict] = []  # the judge sessions of the last _grade()
+EVIDENCE: dict = {}  # and its evidence (what judge_usage counts)
 
 
 def _grade(tmp_path: Path, criterion: str, judge) -> tuple:
@@ -45,6 +47,8 @@ def _grade(tmp_path: Path, criterion: str, judge) -> tuple:
         _, result, host, _ = grade_files(trial.plan, trial.task_dir, str(tmp_path / "ws"),
                                          None, judge=judge, runner=runner)
     SESSIONS[:] = host.judge_sessions
+    EVIDENCE.clear()
+    EVIDENCE.update(host.evidence)
     return result.criteria[0], result
 
 
@@ -123,6 +127,13 @@ def test_agent_judge_timeout_scores_0_with_an_error(tmp_path, ws):
     assert time.monotonic() - start < 30
     assert r.score == 0.0 and not r.passed
     assert "turn_timeout" in (r.error or "")
+    # what it spent before it was stopped is counted; its cost was never reckoned
+    (session,) = SESSIONS
+    assert session["outcome"]["reason"] == "timeout" and session["usage"]["input_tokens"]
+    judged = trial_judge_usage(EVIDENCE)
+    assert judged["agent_sessions"] == 1 and judged["input_tokens"] > 0
+    assert judged["cost_unknown"] == [
+        "an agent_judge session ended before its CLI reckoned its cost"]
     time.sleep(1)
     assert marker not in _process_table()  # the judge's command was killed with it
 
@@ -144,6 +155,12 @@ def test_agent_judge_without_json_scores_0_with_an_error(tmp_path, ws):
         r, _ = _grade(tmp_path, "- {type: agent_judge, prompt: p, description: d}",
                       HttpJudge(server.url, "loopback"))
     assert r.score == 0.0 and "no JSON" in (r.error or "")
+    # a session without a verdict was still paid for: it is in the judges' spending
+    (session,) = SESSIONS
+    judged = trial_judge_usage(EVIDENCE)
+    assert (judged["calls"], judged["agent_sessions"]) == (1, 1)
+    assert judged["input_tokens"] == session["usage"]["input_tokens"] > 0
+    assert judged["cost_usd"] == session["usage"]["cost_usd"] > 0
 
 
 def test_agent_judge_unreachable_endpoint_is_an_infrastructure_failure(tmp_path, ws):

@@ -29,7 +29,8 @@ def _trial_input_schema() -> dict[str, Any]:
         "criteria": pl.List(pl.Struct({"passed": pl.Boolean, "gating": pl.Boolean})),
         "error": pl.String, "cost_unknown": pl.String,
         "judge_usage": pl.Struct({
-            "calls": pl.Int64, "recorded": pl.Int64, "unmetered": pl.Int64,
+            "calls": pl.Int64, "agent_sessions": pl.Int64, "recorded": pl.Int64,
+            "unmetered": pl.Int64,
             "input_tokens": pl.Int64, "output_tokens": pl.Int64,
             "cache_read_tokens": pl.Int64, "cache_write_tokens": pl.Int64,
             "cost_usd": pl.Float64, "cost_unknown": pl.List(pl.String)}),
@@ -124,7 +125,7 @@ RECORDS = [
     {"trial_id": "v/b/00", "status": "NOT_GRADED", "error": "no grading", "model": "m",
      "agent": "codex", "task_file": "b.yaml", "plan_hash": "ab" * 32,
      "cost_unknown": "model 'm' has no rate",
-     "judge_usage": {"calls": 2, "recorded": 1, "unmetered": 0, "input_tokens": 7,
+     "judge_usage": {"calls": 2, "agent_sessions": 1, "recorded": 1, "unmetered": 0, "input_tokens": 7,
                      "output_tokens": 3, "cache_read_tokens": 5, "cache_write_tokens": 2,
                      "cost_usd": 0.5, "cost_unknown": ["judge model 'x' has no rate"]}},
     {"trial_id": "v/b/01", "status": "ERROR", "usage": {"turns": 1},

@@ -6,6 +6,8 @@ recorded verdicts."""
 import json
 import os
 
+import pytest
+
 from ce_runtime.grade.judge_usage import from_anthropic, from_openai, trial_judge_usage
 from tests.test_run_e2e import ce, load_run_json, run_dir_in, task_jsons
 
@@ -63,7 +65,7 @@ def _check_run(run_dir: str, recorded: int) -> None:
     (record,) = task_jsons(run_dir).values()
     assert [c["score"] for c in record["criteria"]] == [0.9, 1.0]
     judged = record["judge_usage"]
-    assert judged == {"calls": 2, "recorded": recorded, "unmetered": 0,
+    assert judged == {"calls": 2, "agent_sessions": 0, "recorded": recorded, "unmetered": 0,
                       "input_tokens": 1500, "output_tokens": 300, "cache_read_tokens": 2000,
                       "cache_write_tokens": 400, "cost_usd": PRICED,
                       "cost_unknown": [UNKNOWN]}
@@ -77,7 +79,8 @@ def _check_run(run_dir: str, recorded: int) -> None:
         ("anthropic.claude-mystery-9", 500), ("anthropic.claude-sonnet-4-6", 1000)]
 
     run = load_run_json(run_dir)
-    assert run["judges"] == {"trials": 1, "calls": 2, "recorded": recorded,
+    assert run["judges"] == {"trials": 1, "calls": 2, "agent_sessions": 0,
+                             "recorded": recorded,
                              "input_tokens": 1500, "output_tokens": 300,
                              "cache_read_tokens": 2000, "cache_write_tokens": 400,
                              "total_tokens": 4200, "cost_usd": PRICED,
@@ -182,3 +185,83 @@ judge:
     # gpt-4.1-mini: $0.40 in, $1.60 out, $0.10 cache read per million
     assert judged["cost_usd"] == round((600 * 0.40 + 100 * 1.60 + 400 * 0.10) / 1e6, 9)
     assert judged["cost_unknown"] == []
+
+
+AGENT_JUDGED = TASK.split("  - type: llm_judge\n    description: unpriced")[0] + """\
+  - type: agent_judge
+    description: by an agent
+    prompt: Check answer.txt.
+    max_turns: 4
+"""
+AGENT_REPLIES = REPLIES.split("  - match: \"mystery style\"")[0] + """
+agent_judge:
+  - tool: Read
+    input: {file_path: "{workspace}/answer.txt"}
+    usage: {input_tokens: 3000, output_tokens: 100, cache_read_input_tokens: 5000,
+            cache_creation_input_tokens: 700}
+  - text: '{"score": 0.8, "rationale": "it says 42"}'
+    usage: {input_tokens: 400, output_tokens: 50}
+"""
+# the session's cost as its Claude Code CLI reckons it (its default model, claude-sonnet:
+# $3 in, $15 out, $0.30 cache read, $3.75 cache write per million)
+SESSION = (3400 * 3 + 150 * 15 + 5000 * 0.30 + 700 * 3.75) / 1e6  # $0.016575
+
+
+def _check_agent_judged(run_dir: str, recorded: int) -> None:
+    (record,) = task_jsons(run_dir).values()
+    assert [c["score"] for c in record["criteria"]] == [0.9, 0.8]
+    assert record["judge_usage"] == {
+        "calls": 2, "agent_sessions": 1, "recorded": recorded, "unmetered": 0,
+        "input_tokens": 1000 + 3400, "output_tokens": 200 + 150,
+        "cache_read_tokens": 2000 + 5000, "cache_write_tokens": 400 + 700,
+        "cost_usd": round(PRICED + SESSION, 9), "cost_unknown": []}
+    assert record["usage"]["cost_usd"] == 0.0  # the agent's own: no judge in it
+    run = load_run_json(run_dir)
+    assert run["judges"]["agent_sessions"] == 1 and run["judges"]["calls"] == 2
+    assert run["judges"]["cost_usd"] == round(PRICED + SESSION, 9)
+    assert run["variants"]["default"]["judges"] == run["judges"]
+    assert run["cost_usd"] == 0.0
+    with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as fh:
+        md = fh.read()
+    assert ("| Judge tokens | 4,400 in / 350 out / 7,000 cache read / 1,100 cache write "
+            "(1 llm_judge verdict(s), 1 agent_judge session(s), "
+            f"{recorded} reused from the cache) |") in md
+    assert "| Judge cost | $0.0247 (not in the agent's cost) |" in md
+    # `ce report` rebuilds them from the parquet files
+    res = ce("report", run_dir, "-f", "json", cwd=run_dir)
+    assert json.loads(res.stdout)["judges"] == run["judges"]
+
+
+@pytest.mark.slow
+def test_agent_judge_sessions_are_in_the_judges_tokens_and_cost(tmp_path):
+    """An agent_judge (the Claude Code CLI against the scripted server, run by `ce run`)
+    is counted with the llm_judge calls: task.json, run.json, report.md, `ce report`,
+    and `ce rescore` reproduces the figures from the recorded verdicts."""
+    (tmp_path / "t.yaml").write_text(AGENT_JUDGED)
+    (tmp_path / "replies.yaml").write_text(AGENT_REPLIES)
+    res = ce("run", "t.yaml", "--judge-replies", "replies.yaml", "--runs-root", "runs",
+             cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    run_dir = run_dir_in(str(tmp_path / "runs"))
+    _check_agent_judged(run_dir, recorded=0)
+    (record,) = task_jsons(run_dir).values()
+    (session,) = record["judge_sessions"]  # where its transcript stays
+    assert session["usage"]["cost_usd"] == SESSION
+
+    res = ce("rescore", run_dir, "--out", "again", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    _check_agent_judged(str(tmp_path / "again"), recorded=2)
+
+
+def test_an_agent_judge_session_is_priced_at_its_clis_cost_never_free():
+    """The session's own cost, whatever its model; one that ended before the CLI said
+    (a timeout) is unknown, not $0."""
+    finished = {"kind": "judge", "judge": "agent_judge", "model": None, "recorded": False,
+                "usage": {"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.25}}
+    timed_out = {**finished, "usage": {"input_tokens": 10, "output_tokens": 5,
+                                       "cost_usd": 0.0}}
+    judged = trial_judge_usage({"c1": [finished], "c2": [timed_out]})
+    assert (judged["calls"], judged["agent_sessions"]) == (2, 2)
+    assert (judged["input_tokens"], judged["cost_usd"]) == (20, 0.25)
+    assert judged["cost_unknown"] == [
+        "an agent_judge session ended before its CLI reckoned its cost"]

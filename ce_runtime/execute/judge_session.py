@@ -35,11 +35,19 @@ class _Collect:
         self.events.append(event)
 
 
+class JudgeTimeout(TimeoutError):
+    """The judge ran past its `turn_timeout`; `session` is what it did and spent so far."""
+
+    def __init__(self, session: dict[str, Any]):
+        super().__init__("the judge session timed out")
+        self.session = session
+
+
 async def judge_session(driver: str, work: str, prompt: str, agent: dict[str, Any],
                         endpoint: dict[str, Any], max_turns: int, timeout: float
                         ) -> dict[str, Any]:
     """{"text": the judge's last words, "outcome", "usage", "transcript"}; raises
-    TimeoutError past `timeout` (the CLI and everything it started are killed)."""
+    JudgeTimeout past `timeout` (the CLI and everything it started are killed)."""
     from ce_runtime.execute.agents import load_agent
     from ce_runtime.execute.sandbox import open_sandbox
 
@@ -63,6 +71,8 @@ async def judge_session(driver: str, work: str, prompt: str, agent: dict[str, An
         try:
             outcome = await asyncio.wait_for(load_agent("claude-code").run(
                 request, sink, asyncio.Event()), timeout)
+        except TimeoutError:
+            raise JudgeTimeout(_session(sink, "timeout", f"past {timeout:g} s")) from None
         finally:
             with contextlib.suppress(Exception):
                 await box.agent_ended()
@@ -70,13 +80,19 @@ async def judge_session(driver: str, work: str, prompt: str, agent: dict[str, An
         with contextlib.suppress(Exception):
             await box.teardown()
         shutil.rmtree(scratch, ignore_errors=True)
+    return _session(sink, outcome.reason, outcome.detail)
+
+
+def _session(sink: _Collect, reason: str, detail: str) -> dict[str, Any]:
     texts = [e.text for e in sink.events if isinstance(e, T.Message) and e.role == "assistant"]
-    usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
-    for e in sink.events:
+    usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+             "cache_write_tokens": 0, "cost_usd": 0.0}
+    for e in sink.events:  # in judge_usage's buckets: it counts the session's spending
         if isinstance(e, T.Usage):
             usage["input_tokens"] += e.input_tokens
             usage["output_tokens"] += e.output_tokens
+            usage["cache_read_tokens"] += e.cache_read_tokens
+            usage["cache_write_tokens"] += e.cache_creation_tokens
             usage["cost_usd"] += e.cost_usd
-    return {"text": texts[-1] if texts else "", "outcome": {"reason": outcome.reason,
-                                                            "detail": outcome.detail},
+    return {"text": texts[-1] if texts else "", "outcome": {"reason": reason, "detail": detail},
             "usage": usage, "transcript": [T.event_to_dict(e) for e in sink.events]}

@@ -429,8 +429,17 @@ class Host:
             sessions = len(self.judge_sessions)
             if self.verdicts is not None:
                 self.verdicts.asked += 1
-            verdict = dict(self.judge.verdict(kind, rubric, files, settings, self,
-                                              prompt=prompt))
+            try:
+                verdict = dict(self.judge.verdict(kind, rubric, files, settings, self,
+                                                  prompt=prompt))
+            except CriterionError as exc:
+                if len(self.judge_sessions) > sessions:  # it ran, and was paid for
+                    self._file("judge", {"request": key, "judge": kind,
+                                         "model": (settings.get("agent") or {}).get("model"),
+                                         "score": None, "error": str(exc)[:500],
+                                         "recorded": False,
+                                         "usage": self.judge_sessions[-1].get("usage")})
+                raise
             if len(self.judge_sessions) > sessions:  # an agent_judge's transcript and usage
                 verdict["session"] = self.judge_sessions[-1]
             if "rationale" in verdict:

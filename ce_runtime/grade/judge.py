@@ -120,6 +120,8 @@ class HttpJudge:
                     work, prompt, agent, {"base_url": self.base_url, "api_key": self.api_key},
                     int(settings.get("max_turns") or 50), timeout)
             except TimeoutError as exc:
+                if getattr(exc, "session", None):  # what it spent so far is counted
+                    host.judge_sessions.append(exc.session)
                 raise CriterionError(f"agent_judge: the judge exceeded turn_timeout "
                                      f"({timeout:g} s)") from exc
         finally:

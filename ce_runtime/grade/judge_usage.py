@@ -1,6 +1,8 @@
-"""What the llm_judge calls cost: their tokens as the API reported them, priced with ce's
-rate card (`ce_runtime.pricing`; a task's `agent.pricing` prices its agent, never its
-judges).
+"""What the judges cost. An llm_judge call: its tokens as the API reported them, priced
+with ce's rate card (`ce_runtime.pricing`; a task's `agent.pricing` prices its agent,
+never its judges). An agent_judge session: its tokens and the cost its Claude Code CLI
+reckoned (`judge_sessions`, the claude-code adapter's own figure, as for an agent), a
+session that ended without a verdict included: it was spent.
 
 One call's usage is kept in ce's buckets (`input` new input only, `cache_read`,
 `cache_write`, `output`) with the verdict in `judges/<key>.json` and in evidence.json
@@ -15,7 +17,6 @@ a trial was graded with cost, once paid, and `recorded` counts the ones that wer
 asked for again. So a rescore reproduces the run's figures, and a run total counts a
 verdict shared by two of its trials in both.
 
-agent_judge sessions are not counted here (their usage stays in `judge_sessions`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ def _int(value: Any) -> int:
         return max(int(value or 0), 0)
     except (TypeError, ValueError):
         return 0
+
+
+def _float(value: Any) -> float:
+    try:
+        return max(float(value or 0.0), 0.0)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def from_anthropic(reply: Mapping[str, Any]) -> dict[str, int] | None:
@@ -67,23 +75,26 @@ def _judge_entries(criteria: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
         if isinstance(entries, list):
             for e in entries:
                 if isinstance(e, Mapping) and e.get("kind") == "judge" \
-                        and e.get("judge") == "llm_judge":
+                        and e.get("judge") in ("llm_judge", "agent_judge"):
                     yield e
 
 
 def trial_judge_usage(criteria: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """task.json's `judge_usage` from evidence.json's `criteria` (None: no llm_judge
-    verdict). `calls` verdicts, `recorded` of them reused from the cache, `unmetered` of
-    them without a recorded usage (a verdict cached by an older ce: its tokens are not
-    known, and its cost is unknown), the tokens, `cost_usd` of the priced ones and
+    """task.json's `judge_usage` from evidence.json's `criteria` (None: no judge was
+    called). `calls` verdicts (llm_judge calls and agent_judge sessions), `agent_sessions`
+    of them agent_judge's, `recorded` of them reused from the cache, `unmetered` of them
+    without a recorded usage (a verdict cached by an older ce: its tokens are not known,
+    and its cost is unknown), the tokens, `cost_usd` of the priced ones and
     `cost_unknown` (the models without a rate, and why)."""
     from ce_runtime.pricing import lookup
 
-    out: dict[str, Any] = {"calls": 0, "recorded": 0, "unmetered": 0,
+    out: dict[str, Any] = {"calls": 0, "agent_sessions": 0, "recorded": 0, "unmetered": 0,
                            **dict.fromkeys(BUCKETS, 0), "cost_usd": 0.0}
     unknown: list[str] = []
     for e in _judge_entries(criteria or {}):
         out["calls"] += 1
+        session = e.get("judge") == "agent_judge"
+        out["agent_sessions"] += session
         out["recorded"] += bool(e.get("recorded"))
         usage = e.get("usage")
         if not isinstance(usage, Mapping):
@@ -92,6 +103,14 @@ def trial_judge_usage(criteria: Mapping[str, Any] | None) -> dict[str, Any] | No
         tokens = {k: _int(usage.get(k)) for k in BUCKETS}
         for k in BUCKETS:
             out[k] += tokens[k]
+        if session:  # the CLI reckoned it, as it does for an agent (never the rate card)
+            cost = _float(usage.get("cost_usd"))
+            out["cost_usd"] += cost
+            if not cost and any(tokens.values()):  # it ended before the CLI said (timeout)
+                why = "an agent_judge session ended before its CLI reckoned its cost"
+                if why not in unknown:
+                    unknown.append(why)
+            continue
         model = str(e.get("model") or "")
         rates = lookup(model) if model else None
         if rates is None:
@@ -115,14 +134,14 @@ def total(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:
     """run.json's `judges` over trials' `judge_usage` (None: no trial called a judge):
     the sums, `trials` with judge calls and `cost_unknown` {trials, why} when some
     trial's judge cost is unknown (its cost is then a lower bound)."""
-    out: dict[str, Any] = {"trials": 0, "calls": 0, "recorded": 0,
+    out: dict[str, Any] = {"trials": 0, "calls": 0, "agent_sessions": 0, "recorded": 0,
                            **dict.fromkeys(BUCKETS, 0), "cost_usd": 0.0}
     unknown_trials, why = 0, []
     for u in usages:
         if not u:
             continue
         out["trials"] += 1
-        for k in ("calls", "recorded", *BUCKETS):
+        for k in ("calls", "agent_sessions", "recorded", *BUCKETS):
             out[k] += _int(u.get(k))
         out["cost_usd"] += float(u.get("cost_usd") or 0.0)
         if u.get("cost_unknown"):

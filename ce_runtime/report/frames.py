@@ -96,8 +96,8 @@ _PLAIN_TRIAL_FIELDS = (*TRIAL_KEYS, "tags", "task_file", "plan_hash", "agent", "
                        "started_at", "duration_s", "expected_turns", "error",
                        "cost_unknown")
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cost_usd", "turns", "tool_calls")
-# task.json's judge_usage (null: no llm_judge verdict), flat; `ce report` rebuilds it
-_JUDGE_FIELDS = ("calls", "recorded", "unmetered", "input_tokens", "output_tokens",
+# task.json's judge_usage (null: no judge was called), flat; `ce report` rebuilds it
+_JUDGE_FIELDS = ("calls", "agent_sessions", "recorded", "unmetered", "input_tokens", "output_tokens",
                  "cache_read_tokens", "cache_write_tokens", "cost_usd")
 JUDGE_COLUMNS = (*(f"judge_{k}" for k in _JUDGE_FIELDS), "judge_cost_unknown")
 

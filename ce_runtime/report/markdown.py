@@ -116,8 +116,8 @@ def render_markdown(summary: dict[str, Any], records: Records,
     if judges:
         w(f"| Judge tokens | {judges['input_tokens']:,} in / {judges['output_tokens']:,} out"
           f" / {judges['cache_read_tokens']:,} cache read / {judges['cache_write_tokens']:,}"
-          f" cache write ({judges['calls']} llm_judge verdict(s), {judges['recorded']} "
-          "reused from the cache) |")
+          f" cache write ({_judge_calls(judges)}, {judges['recorded']} reused from the"
+          " cache) |")
         w(f"| Judge cost | {_cost(judges, why=True)} (not in the agent's cost) |")
     w(f"| Agent time | {fmt_duration(summary['duration_s'])} (sum over trials) |")
     w("")
@@ -420,3 +420,12 @@ def _render_paired_stats(w, comparison: Sequence[dict[str, Any]],
                 f"{_code(task)} {fmt_score(a)} → {fmt_score(b)} ({fmt_signed(b - a, False)})"
                 for task, a, b in r.most_divergent))
         w("")
+
+
+def _judge_calls(judges: dict[str, Any]) -> str:
+    """"2 llm_judge verdict(s), 1 agent_judge session(s)": each kind that was called
+    (a run.json from before sessions were counted has none)."""
+    sessions = int(judges.get("agent_sessions") or 0)
+    calls = int(judges["calls"]) - sessions
+    parts = [f"{calls} llm_judge verdict(s)"] if calls or not sessions else []
+    return ", ".join(parts + ([f"{sessions} agent_judge session(s)"] if sessions else []))

@@ -204,9 +204,10 @@ def records_from_frames(trials: pl.DataFrame, results: pl.DataFrame,
 
 
 def _judge_usage(t: dict[str, Any]) -> JudgeUsage | None:
-    """task.json's judge_usage from its flat columns (none in an older ce's parquet)."""
+    """task.json's judge_usage from its flat columns (none in an older ce's parquet;
+    judge_agent_sessions not before agent_judge sessions were counted)."""
     if t.get("judge_calls") is None:
         return None
-    return JudgeUsage(**{k[len("judge_"):]: t[k] for k in JUDGE_COLUMNS
+    return JudgeUsage(**{k[len("judge_"):]: t.get(k, 0) for k in JUDGE_COLUMNS
                          if k != "judge_cost_unknown"},
                       cost_unknown=list(t.get("judge_cost_unknown") or []))

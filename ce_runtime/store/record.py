@@ -70,10 +70,11 @@ class Usage(_Part):
 
 
 class JudgeUsage(_Part):
-    """What a trial's llm_judge verdicts cost (grade/judge_usage.py): apart from the
-    agent's usage."""
+    """What a trial's judges cost, llm_judge calls and agent_judge sessions
+    (grade/judge_usage.py): apart from the agent's usage."""
 
-    calls: int = 0
+    calls: int = 0  # verdicts asked for or reused, agent_judge sessions included
+    agent_sessions: int = 0  # of the calls, agent_judge sessions
     recorded: int = 0  # verdicts reused from the cache (reported at their recorded cost)
     unmetered: int = 0  # verdicts recorded without their usage (an older ce's)
     input_tokens: int = 0

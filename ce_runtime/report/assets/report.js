@@ -36,6 +36,11 @@
     if (!u || !u.trials) return cost(block.cost_usd);
     return el("span", { title: (u.why || []).join("; ") }, `${cost(block.cost_usd)} + unknown for ${u.trials} trial(s)`);
   };
+  const judgeCalls = (j) => {  // each kind of judge that was called (markdown's _judge_calls)
+    const sessions = j.agent_sessions || 0, calls = j.calls - sessions;
+    const parts = (calls || !sessions) ? [`${calls} llm_judge verdict(s)`] : [];
+    return parts.concat(sessions ? [`${sessions} agent_judge session(s)`] : []).join(", ");
+  };
   const signed = (v, d) => (v === null || v === undefined) ? "—" : (v >= 0 ? "+" : "") + Number(v).toFixed(d);
   function dur(s) {
     if (s === null || s === undefined) return "—";
@@ -81,7 +86,7 @@
     rows.push(["Tokens", `${(t.input || 0).toLocaleString("en")} in / ${(t.output || 0).toLocaleString("en")} out`]);
     rows.push(["Cost", costOf(s)]);
     const j = s.judges;
-    if (j) rows.push(["Judge tokens", `${j.input_tokens.toLocaleString("en")} in / ${j.output_tokens.toLocaleString("en")} out / ${j.cache_read_tokens.toLocaleString("en")} cache read / ${j.cache_write_tokens.toLocaleString("en")} cache write (${j.calls} llm_judge verdict(s), ${j.recorded} reused from the cache)`],
+    if (j) rows.push(["Judge tokens", `${j.input_tokens.toLocaleString("en")} in / ${j.output_tokens.toLocaleString("en")} out / ${j.cache_read_tokens.toLocaleString("en")} cache read / ${j.cache_write_tokens.toLocaleString("en")} cache write (${judgeCalls(j)}, ${j.recorded} reused from the cache)`],
       ["Judge cost", el("span", {}, costOf(j), " (not in the agent's cost)")]);
     rows.push(["Agent time", dur(s.duration_s) + " (sum over trials)"]);
     if (D.trials_planned && D.trials_planned !== s.trials) rows.push(["Planned", `${D.trials_planned} trials (${s.trials} recorded)`]);
