@@ -91,9 +91,23 @@ class RuleContext:
 
 
 def check_task(ctx: RuleContext) -> None:
+    ctx = _hold_unknown_agent(ctx)
     for rule in RULES:
         if ctx.intact(*READS.get(rule, ())):
             rule(ctx)
+
+
+def _hold_unknown_agent(ctx: RuleContext) -> RuleContext:
+    """An unknown `agent.type` is reported once, then held like a dropped field: what
+    follows from the type (does the task need a prompt, may it simulate a user, stop
+    early) is unknown, so the rules that read it report nothing more."""
+    kind = ctx.task.agent.type
+    if kind is None or kind in ctx.agent_types or not ctx.intact(("agent", "type")):
+        return ctx
+    ctx.diags.emit("CE0105", f"unknown agent type `{kind}`", ctx.at(("agent", "type")),
+                   help=did_you_mean(kind, ctx.agent_types)
+                   or "known: " + ", ".join(ctx.agent_types))
+    return attrs.evolve(ctx, broken=ctx.broken | {("agent", "type")})
 
 
 def _agent_type(task: TaskSpec) -> str:
@@ -149,12 +163,8 @@ def tag_rules(ctx: RuleContext) -> None:
 def agent_rules(ctx: RuleContext) -> None:
     a, d = ctx.task.agent, ctx.diags
     kind = _agent_type(ctx.task)
-    if not ctx.intact(("agent", "type")):  # the default stands in for it
+    if not ctx.intact(("agent", "type")):  # the default, or an unknown type, stands in
         kind = ""
-    elif kind not in ctx.agent_types:
-        d.emit("CE0105", f"unknown agent type `{kind}`", ctx.at(("agent", "type")),
-               help=did_you_mean(kind, ctx.agent_types)
-               or "known: " + ", ".join(ctx.agent_types))
     if a.sdk_options and kind in ctx.agent_types:
         if kind != "claude-code":
             d.emit("CE0112", f"`agent.sdk_options` only applies to claude-code, not `{kind}`",
