@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "did_you_mean": "ce_lang.diagnostics",
     "CODES": "ce_lang.codes",
     "render_human": "ce_lang.render",
+    "budget_places": "ce_lang.budget",
+    "unenforceable_budget": "ce_lang.budget",
     "render_json": "ce_lang.render",
     "render_sarif": "ce_lang.render",
     "converter": "ce_lang.convert",

@@ -173,6 +173,14 @@ _TABLE = [
      "a quoted number (`expected: \"3\"`) is a string: it compares as text (\"10\" < "
      "\"9\") and fails on every number in the document. Write it unquoted to compare "
      "numbers."),
+    ("CE0222", "error", "a cost budget ce cannot enforce",
+     "`run_limits.max_usd` stops a trial when its agent's cost passes it. An agent whose "
+     "CLI reports no price (codex, openai) is priced by ce, from its rate card or the "
+     "task's `agent.pricing`; on a model neither has, the cost is unknown and the budget "
+     "could never stop the trial, so `ce run` refuses to start (the agent as run: "
+     "`--agent` can replace the task's). Give the model a rate with `agent.pricing: "
+     "{MODEL: {input: USD, output: USD}}` (per million tokens), or remove `max_usd`. "
+     "Said by `ce run`, never by `ce compile`: it depends on the installed agents."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

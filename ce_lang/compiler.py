@@ -35,7 +35,7 @@ from ce_lang.lang.stdlib import load_file, stdlib_registry, user_registry
 from ce_lang.layers import Layer, Merged, merge_layers
 from ce_lang.overrides import CommandLine, Override, overrides_layer_value, parse_overrides
 from ce_lang.paths import NotRegularFile, SuiteRoots, host_path_problem, read_regular_text
-from ce_lang.plan import Trial, lower, lower_criterion, plan_hash
+from ce_lang.plan import PLACED, Trial, lower, lower_criterion, plan_hash
 from ce_lang.rules import RuleContext, check_task
 from ce_lang.rules_criterion import check_dropped_entries
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
@@ -476,6 +476,7 @@ class _Compiler:
         if repeats is None:
             repeats, repeats_from = variant.repeats or (1, "built-in defaults")
         lineage["repeats"] = repeats_from
+        places = {".".join(p): merged.span(p) for p in PLACED if ".".join(p) in lineage}
         n_sim = task.simulation.n_trials if task.simulation and task.simulation.enabled else 1
         for n in range(repeats * n_sim):
             trial_id = f"{variant.variant_id}/{plan.task_id}/{n:02d}"
@@ -487,7 +488,7 @@ class _Compiler:
                 return
             self.trial_ids[trial_id] = span
             self.trials.append(Trial(trial_id, variant.variant_id, exp_id, n, doc.file,
-                                     task_dir, plan, digest, lineage))
+                                     task_dir, plan, digest, lineage, places))
 
     def cli_fits(self, merged: Merged, doc: LocatedDoc) -> bool:
         """Whether the task with the command line's settings is still valid (a `-D` may

@@ -33,6 +33,7 @@ from ce_lang.schema.task import (
     TaskSpec,
     TemplateDirSource,
 )
+from ce_lang.spans import Span
 
 PLAN_VERSION = 1
 # The grading semantics' version: bumped whenever ce's own code (not a definition) would
@@ -162,6 +163,13 @@ class Trial:
     plan: Plan
     plan_hash: str
     lineage: dict[str, str]
+    # where the PLACED settings some layer set were written (their values' spans): `ce
+    # run`'s pre-flight points at them (ce_lang.budget)
+    places: dict[str, Span] = attrs.field(factory=dict)
+
+
+# the settings whose place a trial keeps (dotted, as in `lineage`)
+PLACED = (("agent", "type"), ("agent", "model"), ("run_limits", "max_usd"))
 
 
 def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | None,

@@ -212,18 +212,40 @@ def test_max_usd_on_a_model_without_a_rate_stops_the_run_before_anything(tmp_pat
     write(tmp_path, "{type: codex, model: house-model}", "{max_usd: 5}")
     res = ce("run", ".", "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
     nothing_ran(res, tmp_path)
-    assert ("run_limits.max_usd can never stop these trials (1 trial(s): default/t/00): "
-            "agent `codex`: model 'house-model' has no rate on ce's rate card") in res.stderr
+    assert ("t.yaml:5:23: error[CE0222]: `run_limits.max_usd` can never stop these trials "
+            "(1 trial(s): default/t/00): agent `codex`: model 'house-model' has no rate on "
+            "ce's rate card") in res.stderr
     assert "give the model a rate, or remove max_usd" in res.stderr
+
+
+def test_a_refused_max_usd_is_shown_where_it_and_the_model_were_set(tmp_path):
+    """CE0222 as `ce compile` renders a diagnostic: the `max_usd` (from the task file),
+    and the model that has no rate (from an experiment's variant)."""
+    from tests.test_compare import check_golden
+
+    write(tmp_path, "{type: codex}", "{max_usd: 5}")
+    (tmp_path / "exp.yaml").write_text("""\
+experiment_id: models
+variants:
+  - variant_id: priced
+    agent: {model: gpt-4.1}
+  - variant_id: house
+    agent:
+      model: house-model
+""")
+    res = ce("run", "t.yaml", "-e", "exp.yaml", "--scripted-model", "--runs-root", "runs",
+             cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    check_golden("run_max_usd_unpriced.txt", res.stderr)
 
 
 def preflight(tmp_path, capsys, agent: str, limits: str, run_agent: str | None = None):
     """`ce run`'s cost check on one task: (exit code or None, what it said)."""
     from ce_runtime.cli import run_preflight
 
-    trials = compiled(write(tmp_path, agent, limits), run_agent).trials
+    result = compiled(write(tmp_path, agent, limits), run_agent)
     try:
-        run_preflight.costs(trials, run_agent)
+        run_preflight.costs(result.trials, run_agent, sources=result.sources)
         code = None
     except SystemExit as exc:
         code = exc.code
@@ -244,9 +266,11 @@ def test_the_cost_check_of_each_case(tmp_path, capsys):
                                            "agent `openai`: model 'm' has no rate")
     # no rate and a budget: refused, also when `--agent openai` makes it so
     code, err = preflight(tmp_path, capsys, "{type: openai, model: m}", "{max_usd: 1}")
-    assert code == 2 and "run_limits.max_usd can never stop" in err
+    assert code == 2 and "t.yaml:5:23: error[CE0222]: `run_limits.max_usd` can never " \
+        "stop" in err
     code, err = preflight(tmp_path, capsys, "{model: m}", "{max_usd: 1}", run_agent="openai")
     assert code == 2 and "agent `openai`: model 'm'" in err
+    assert "note: the agent is `openai`, set by `ce run --agent openai`" in err
 
 
 # -- an unknown cost in the records and reports ------------------------------------------

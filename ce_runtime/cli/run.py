@@ -237,7 +237,7 @@ def _run_with(state, worker, a):
     P.drivers(trials)
     a = attrs.evolve(a, executor=_check_executor(a.executor or "local", a.ray_address))
     P.agents(trials, agent_type)
-    P.costs(trials, agent_type, a.quiet)
+    P.costs(trials, agent_type, a.quiet, result.sources, color)
     P.models(trials, agent_type, bool(a.scripted_model))
     P.judges(trials, a.judge_replies)
     if not a.resume_dir:

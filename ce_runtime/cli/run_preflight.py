@@ -6,7 +6,8 @@ is missing and the trials it stops; any problem ends the run with exit 2, nothin
 - `drivers`: every sandbox driver the trials need works here;
 - `agents`: every agent the trials run has an adapter that loads;
 - `costs`: a `max_usd` budget ce can enforce: an agent that reports no price (codex,
-  openai) runs a model ce has a rate for (its card, `agent.pricing`);
+  openai) runs a model ce has a rate for (its card, `agent.pricing`); else CE0222 at the
+  `max_usd`, rendered as `ce compile` renders (ce_lang.budget says where);
 - `models`: every agent that calls a model has its credentials or scripted session;
 - `judges`: criteria that ask a model (llm_judge, agent_judge ...) can reach one.
 """
@@ -96,31 +97,44 @@ def agents(trials, override: str | None) -> None:
     _fail(problems, "choose another agent with --agent, or install its adapter")
 
 
-def costs(trials, override: str | None, quiet: bool = False) -> None:
+def costs(trials, override: str | None, quiet: bool = False,
+          sources: dict[str, str] | None = None, color: bool = False) -> None:
     """A trial whose agent reports no price, on a model without a rate, has an unknown
     cost: with `run_limits.max_usd` that budget could never stop it (a silent no-op), so
-    the run stops here; without one it runs, and its cost is said to be unknown (here,
-    in its task.json and in the reports)."""
-    from ce_lang.api import block_to_json
+    the run stops here, with a CE0222 at the `max_usd` (rendered from the compile's
+    `sources`); without one it runs, and its cost is said to be unknown (here, in its
+    task.json and in the reports)."""
+    from ce_lang.api import block_to_json, budget_places, render_human, unenforceable_budget
     from ce_runtime import pricing
     from ce_runtime.execute.agents import load_agent
 
     agents: dict[str, object] = {}
-    budgeted: dict[str, list[str]] = {}
+    budgeted: dict[tuple, list] = {}
     unknown: dict[str, list[str]] = {}
     for t in trials:
         name = effective_agent(t, override)
         if name not in agents:
             agents[name] = load_agent(name)  # `agents` checked that it loads
         why = pricing.unpriced(agents[name], block_to_json(t.plan.agent))
-        if why is not None:
-            into = budgeted if t.plan.run_limits.max_usd else unknown
-            into.setdefault(f"agent `{name}`: {why}", []).append(t.trial_id)
+        if why is None:
+            continue
+        why = f"agent `{name}`: {why}"
+        if t.plan.run_limits.max_usd:
+            budgeted.setdefault((why, *budget_places(t)), []).append(t)
+        else:
+            unknown.setdefault(why, []).append(t.trial_id)
     if not quiet:
         for why, ids in unknown.items():
             click.echo(f"ce run: cost unknown ({_shown(ids)}): {why}", err=True)
-    _fail([f"run_limits.max_usd can never stop these trials ({_shown(ids)}): {why}"
-           for why, ids in budgeted.items()], "give the model a rate, or remove max_usd")
+    if budgeted:
+        diags = [unenforceable_budget(
+            group, f"`run_limits.max_usd` can never stop these trials "
+                   f"({_shown([t.trial_id for t in group])}): {why}", override)
+            for (why, *_), group in budgeted.items()]
+        click.echo(render_human(diags, sources or {}, color=color), err=True, nl=False)
+        click.echo(f"ce run: {len(diags)} max_usd budget(s) ce cannot enforce; nothing was "
+                   "run (give the model a rate, or remove max_usd)", err=True)
+        sys.exit(2)
 
 
 def models(trials, override: str | None, scripted: bool) -> None:
