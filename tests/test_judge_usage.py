@@ -232,17 +232,23 @@ def _check_agent_judged(run_dir: str, recorded: int) -> None:
     assert json.loads(res.stdout)["judges"] == run["judges"]
 
 
-@pytest.mark.slow
-def test_agent_judge_sessions_are_in_the_judges_tokens_and_cost(tmp_path):
-    """An agent_judge (the Claude Code CLI against the scripted server, run by `ce run`)
-    is counted with the llm_judge calls: task.json, run.json, report.md, `ce report`,
-    and `ce rescore` reproduces the figures from the recorded verdicts."""
+def agent_judged_run(tmp_path) -> str:
+    """`ce run` of AGENT_JUDGED, its agent_judge a Claude Code session against the
+    scripted server (AGENT_REPLIES), under tmp_path: the run dir."""
     (tmp_path / "t.yaml").write_text(AGENT_JUDGED)
     (tmp_path / "replies.yaml").write_text(AGENT_REPLIES)
     res = ce("run", "t.yaml", "--judge-replies", "replies.yaml", "--runs-root", "runs",
              cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
-    run_dir = run_dir_in(str(tmp_path / "runs"))
+    return run_dir_in(str(tmp_path / "runs"))
+
+
+@pytest.mark.slow
+def test_agent_judge_sessions_are_in_the_judges_tokens_and_cost(tmp_path):
+    """An agent_judge (the Claude Code CLI against the scripted server, run by `ce run`)
+    is counted with the llm_judge calls: task.json, run.json, report.md, `ce report`,
+    and `ce rescore` reproduces the figures from the recorded verdicts."""
+    run_dir = agent_judged_run(tmp_path)
     _check_agent_judged(run_dir, recorded=0)
     (record,) = task_jsons(run_dir).values()
     (session,) = record["judge_sessions"]  # where its transcript stays

@@ -375,3 +375,27 @@ def test_the_judges_cost_is_shown_next_to_the_agents(browser, tmp_path):
         assert p.errors == []
     finally:
         p.close()
+
+
+@pytest.mark.slow
+def test_the_agent_judge_sessions_are_counted_with_the_judges(browser, tmp_path):
+    """report.html says the agent_judge sessions apart from the llm_judge verdicts, and
+    counts their cost in the judges' (as report.md does)."""
+    from tests.test_judge_usage import agent_judged_run
+    from tests.test_run_e2e import ce
+
+    run_dir = agent_judged_run(tmp_path)
+    res = ce("report", run_dir, "-f", "html", "-o", "r.html", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    p = Page(browser, "file://" + str(tmp_path / "r.html"))
+    try:
+        rows = p.page.locator("#summary tr")
+        tokens = rows.filter(has_text="Judge tokens").locator("td").inner_text()
+        assert tokens == ("4,400 in / 350 out / 7,000 cache read / 1,100 cache write "
+                          "(1 llm_judge verdict(s), 1 agent_judge session(s), 0 reused "
+                          "from the cache)")
+        assert rows.filter(has_text="Judge cost").locator("td").inner_text() == \
+            "$0.0247 (not in the agent's cost)"
+        assert p.errors == []
+    finally:
+        p.close()
