@@ -16,7 +16,6 @@ reported at the cost recorded when it was asked for: `judge_usage` is what the v
 a trial was graded with cost, once paid, and `recorded` counts the ones that were not
 asked for again. So a rescore reproduces the run's figures, and a run total counts a
 verdict shared by two of its trials in both.
-
 """
 
 from __future__ import annotations
