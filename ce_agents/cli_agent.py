@@ -12,6 +12,7 @@ import json
 import shlex
 from typing import Any
 
+from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentOutcome, AgentRequest, EventSink
 from ce_runtime.trace import events as T
 
@@ -55,12 +56,23 @@ class Events(TurnEvents):
         self.session: str | None = None
         self.calls: dict[str, str] = {}  # call id -> tool (results are matched to calls)
         self.aborted = False  # the run is failed: the CLI is ended (its output still read)
+        self.rates: pricing.Rates | None = None  # what the model's tokens cost (None: unknown)
 
     def abort(self, error: str) -> None:
         """The run has failed in a way the CLI does not end by itself (it would go on
         asking a model that answers nothing): an error, and the CLI is stopped."""
         self.error = self.error or error
         self.aborted = True
+
+    def usage(self, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0,
+              cache_write_tokens: int = 0) -> None:
+        """A model call's Usage, priced at `rates` (ce's card or `agent.pricing`; no
+        rate: $0 here, and the trial's cost is said to be unknown)."""
+        cost = self.rates.cost(input_tokens, output_tokens, cache_read_tokens,
+                               cache_write_tokens) if self.rates else 0.0
+        self.emit(T.Usage, input_tokens=input_tokens, output_tokens=output_tokens,
+                  cache_read_tokens=cache_read_tokens,
+                  cache_creation_tokens=cache_write_tokens, cost_usd=cost)
 
     def call(self, call_id: str, raw: str, params: dict[str, Any]) -> None:
         """A tool call; shell tools become `Bash` with the command unwrapped."""

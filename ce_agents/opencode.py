@@ -7,6 +7,10 @@ OPENCODE_DISABLE_MODELS_FETCH and npm's offline mode keep it off the network. Th
 goes as separate words (OpenCode quotes an argument with spaces). Events: `step_start` /
 `step_finish` are turns (with tokens and cost), `tool_use` a call and its result (`bash`
 becomes Bash), `text` the assistant's words, `error` the run's error.
+
+OpenCode prices a call from the cost its configuration gives the model, and ce's holds
+none: its own figure would be $0 for every call. ce prices the tokens itself, from its
+rate card or the task's `agent.pricing` (`ce_runtime.pricing`), as for Codex.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, model_url
+from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
 from ce_runtime.trace import events as T
 
@@ -23,11 +28,13 @@ DEFAULT_MODEL = "scripted"
 
 class OpenCodeAgent(CliAgent):
     name = "opencode"
+    default_model = DEFAULT_MODEL
+    priced_by_ce = True  # its tokens are priced from ce's rate card (ce_runtime.pricing)
 
     async def prepare(self, request: AgentRequest, events: Events):
         home = request.sandbox.env(AGENT).get("HOME", "/tmp")
         base = await model_url(request, "https://api.openai.com/v1")
-        model = request.agent.get("model") or DEFAULT_MODEL
+        model, events.rates = pricing.agent_rates(request.agent, DEFAULT_MODEL)
         config = {"provider": {"ce": {
             "npm": "@ai-sdk/openai-compatible", "name": "ce",
             "options": {"baseURL": base, "apiKey": "{env:CE_OPENCODE_API_KEY}"},
@@ -60,11 +67,8 @@ class OpenCodeAgent(CliAgent):
                 # stream was cut off); OpenCode would ask again and again, forever
                 events.abort("opencode: a model call ended with no finish reason and no "
                              "usage: the model's reply was cut off or empty")
-            events.emit(T.Usage, input_tokens=int(tokens.get("input") or 0),
-                        output_tokens=int(tokens.get("output") or 0),
-                        cache_read_tokens=int(cache.get("read") or 0),
-                        cache_creation_tokens=int(cache.get("write") or 0),
-                        cost_usd=float(part.get("cost") or 0.0))
+            events.usage(int(tokens.get("input") or 0), int(tokens.get("output") or 0),
+                         int(cache.get("read") or 0), int(cache.get("write") or 0))
             events.turn_end()
         elif kind == "tool_use":
             state = part.get("state") or {}

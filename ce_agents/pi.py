@@ -7,6 +7,10 @@ the task's model, telemetry off) and PI_OFFLINE keeps it off the network. Events
 `turn_start`/`turn_end` are turns, an assistant `message_end` carries the text, the tool
 calls and the usage (with cost), `tool_execution_end` a result; in JSON mode a model
 error still exits 0, so a `stopReason: error` is the run's error.
+
+Pi prices a call from the cost its models.json gives the model, and ce's holds none: its
+own figure would be $0 for every call. ce prices the tokens itself, from its rate card or
+the task's `agent.pricing` (`ce_runtime.pricing`), as for Codex.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, model_url
+from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
 from ce_runtime.trace import events as T
 
@@ -23,13 +28,15 @@ DEFAULT_MODEL = "scripted"
 
 class PiAgent(CliAgent):
     name = "pi"
+    default_model = DEFAULT_MODEL
+    priced_by_ce = True  # its tokens are priced from ce's rate card (ce_runtime.pricing)
 
     async def prepare(self, request: AgentRequest, events: Events):
         box = request.sandbox
         home = box.env(AGENT).get("HOME", "/tmp")
         agent_dir = f"{home}/.pi-agent"
         base = await model_url(request, "https://api.openai.com/v1")
-        model = request.agent.get("model") or DEFAULT_MODEL
+        model, events.rates = pricing.agent_rates(request.agent, DEFAULT_MODEL)
         models = {"providers": {"ce": {
             "baseUrl": base, "api": "openai-completions", "apiKey": "CE_PI_API_KEY",
             "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
@@ -64,11 +71,8 @@ class PiAgent(CliAgent):
                     events.call(str(item.get("id")), str(item.get("name")),
                                 item.get("arguments") or {})
             u = message.get("usage") or {}
-            events.emit(T.Usage, input_tokens=int(u.get("input") or 0),
-                        output_tokens=int(u.get("output") or 0),
-                        cache_read_tokens=int(u.get("cacheRead") or 0),
-                        cache_creation_tokens=int(u.get("cacheWrite") or 0),
-                        cost_usd=float((u.get("cost") or {}).get("total") or 0.0))
+            events.usage(int(u.get("input") or 0), int(u.get("output") or 0),
+                         int(u.get("cacheRead") or 0), int(u.get("cacheWrite") or 0))
             if message.get("stopReason") == "error":
                 events.error = str(message.get("errorMessage") or "the model call failed")
             elif not message.get("content") and not any(

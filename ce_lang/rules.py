@@ -184,11 +184,11 @@ def agent_rules(ctx: RuleContext) -> None:
     runs = ctx.run_agent if ctx.run_agent and kind != "none" else kind
     if a.pricing and runs in BUILTIN_AGENT_TYPES and runs not in PRICED_BY_CE \
             and ctx.written(("agent", "pricing")):
-        why = "it reports its own cost" if runs in ("claude-code", "opencode", "pi") \
+        why = "it reports its own cost" if runs == "claude-code" \
             else "it calls no model"
         d.emit("CE0214", f"`agent.pricing` has no effect on the `{runs}` agent: {why}",
                ctx.key_at(("agent", "pricing")),
-               help="ce prices the tokens of " + " and ".join(PRICED_BY_CE) + " only")
+               help="ce prices the tokens of " + ", ".join(PRICED_BY_CE) + " only")
 
 
 def _managed_help(key: str) -> str:

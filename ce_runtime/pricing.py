@@ -1,5 +1,6 @@
 """What a model's tokens cost, for agents whose CLI counts tokens but names no price
-(codex, openai): ce's rate card of list prices, and the user's own rates
+(codex, openai; opencode and pi, whose price comes from the configuration ce writes
+them): ce's rate card of list prices, and the user's own rates
 (`agent.pricing`, model id -> USD per million tokens) over it.
 
 A model on neither has no rate: its cost is unknown, and ce says so (the trial's

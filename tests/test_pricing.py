@@ -98,9 +98,15 @@ def test_unpriced_names_the_model_only_for_agents_ce_prices():
     from ce_agents.codex import CodexAgent
     from ce_agents.none import NoneAgent
     from ce_agents.openai_loop import OpenAIAgent
+    from ce_agents.opencode import OpenCodeAgent
+    from ce_agents.pi import PiAgent
 
     for agent in (CodexAgent(), OpenAIAgent()):
         assert unpriced(agent, {}) is None  # their default models are on the card
+    for agent in (OpenCodeAgent(), PiAgent()):  # their model by default: the scripted one
+        assert unpriced(agent, {}) == unpriced(agent, {"model": "scripted"}) is not None
+        assert unpriced(agent, {"model": "openai/gpt-4.1"}) is None
+    for agent in (CodexAgent(), OpenAIAgent(), OpenCodeAgent(), PiAgent()):
         why = unpriced(agent, {"model": "house-model"})
         assert why is not None and why.startswith("model 'house-model' has no rate")
         assert unpriced(agent, {"model": "house-model", "pricing": {
@@ -189,7 +195,8 @@ def test_agent_pricing_is_checked_by_the_schema(tmp_path):
 
 @pytest.mark.parametrize("agent, run_agent, warned", [
     ("claude-code", None, "it reports its own cost"),
-    ("pi", None, "it reports its own cost"),
+    ("pi", None, None),                      # ce prices pi's and opencode's tokens
+    ("opencode", None, None),
     ("script", None, "it calls no model"),
     ("codex", None, None),
     ("openai", None, None),

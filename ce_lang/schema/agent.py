@@ -13,8 +13,9 @@ PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
 # Agent kinds ce ships; third-party agents add theirs through the `ce.agents` entry points.
 BUILTIN_AGENT_TYPES = ("claude-code", "codex", "opencode", "pi", "openai", "none", "oracle", "script")
 # those whose tokens ce prices from its rate card and `agent.pricing` (their CLI reports
-# no cost; the adapters say `priced_by_ce`, and a test holds the two equal)
-PRICED_BY_CE = ("codex", "openai")
+# no cost, or $0 for the model ce configures; the adapters say `priced_by_ce`, and a test
+# holds the two equal)
+PRICED_BY_CE = ("codex", "opencode", "pi", "openai")
 
 
 @attrs.frozen(kw_only=True)
