@@ -16,6 +16,8 @@ part), which ce splits into new input and cache reads."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -122,3 +124,43 @@ def test_max_usd_stops_the_agents_ce_prices_and_their_cost_is_recorded(agent, tm
     report = (run_dir / "report.md").read_text()
     assert "+ unknown for 1 trial(s): model 'house-model' has no rate" in report
     assert processes_marked(mark) == {}
+
+
+def test_the_prompt_caches_tokens_reach_task_json_run_json_and_the_reports(tmp_path):
+    """The real Claude Code CLI: a session's input is mostly cache reads. They were in the
+    trace and priced in the cost, but task.json, trials.parquet, run.json and report.md
+    counted new input and output only ("Tokens | 2,100 in / 50 out" for 2,100 + 4,500
+    input tokens)."""
+    import polars as pl
+
+    need(missing("claude-code"))
+    steps = [{**shell("claude-code", "echo first > first.txt"),
+              "usage": {"input_tokens": 1_000, "cache_read_input_tokens": 4_000,
+                        "cache_creation_input_tokens": 300, "output_tokens": 40}},
+             {"text": "done", "usage": {"input_tokens": 1_100, "output_tokens": 10,
+                                        "cache_read_input_tokens": 500}}]
+    task(tmp_path, "cached", "claude-code", steps, criteria=ONE_FILE)
+    res = ce_run(tmp_path)
+    record, events, _ = trial(tmp_path, "cached")
+    assert record["status"] == "SUCCESS", (record["agent_outcome"], res.stderr[-2000:])
+    assert sum(u.cache_read_tokens for u in events if type(u).__name__ == "Usage") == 4_500
+    usage = record["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"],
+            usage["cache_write_tokens"]) == (2_100, 50, 4_500, 300)
+    # Claude Code's own price of them (claude-sonnet-4-6: $3 in, $15 out, $0.30 cache
+    # read, $3.75 cache write per million)
+    assert usage["cost_usd"] == pytest.approx(
+        (2_100 * 3 + 50 * 15 + 4_500 * 0.3 + 300 * 3.75) / 1e6, rel=1e-6)
+
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.name != "latest")
+    row = pl.read_parquet(run_dir / "trials.parquet").row(0, named=True)
+    assert (row["cache_read_tokens"], row["cache_write_tokens"]) == (4_500, 300)
+    summary = json.loads((run_dir / "run.json").read_text())
+    assert summary["tokens"] == {"input": 2_100, "output": 50, "total": 2_150,
+                                 "cache_read": 4_500, "cache_write": 300}
+    assert summary["variants"]["default"]["tokens"] == summary["tokens"]
+    line = "| Tokens | 2,100 in / 50 out / 4,500 cache read / 300 cache write |"
+    assert line in (run_dir / "report.md").read_text()
+    again = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "report", str(run_dir)],
+                           capture_output=True, text=True)
+    assert line in again.stdout  # regenerated from the parquet files

@@ -23,6 +23,7 @@ def _trial_input_schema() -> dict[str, Any]:
         "weighted_score": pl.Float64, "started_at": pl.String, "duration_s": pl.Float64,
         "agent_outcome": pl.Struct({"reason": pl.String, "detail": pl.String}),
         "usage": pl.Struct({"input_tokens": pl.Int64, "output_tokens": pl.Int64,
+                            "cache_read_tokens": pl.Int64, "cache_write_tokens": pl.Int64,
                             "cost_usd": pl.Float64, "turns": pl.Int64,
                             "tool_calls": pl.Int64}),
         "expected_turns": pl.Int64,
@@ -63,6 +64,8 @@ def _reference_trials_frame(records) -> pl.DataFrame:
         usage.field("output_tokens").fill_null(0).alias("output_tokens"),
         (usage.field("input_tokens").fill_null(0) + usage.field("output_tokens").fill_null(0))
         .alias("total_tokens"),
+        usage.field("cache_read_tokens").fill_null(0).alias("cache_read_tokens"),
+        usage.field("cache_write_tokens").fill_null(0).alias("cache_write_tokens"),
         usage.field("cost_usd").fill_null(0.0).alias("cost_usd"),
         "cost_unknown",
         usage.field("turns").fill_null(0).alias("turns"),
@@ -112,8 +115,8 @@ RECORDS = [
      "weighted_score": 1, "repeat": 0, "tags": ["x", "y"], "started_at":
      "2026-12-01T09:00:00+00:00", "duration_s": 1.5, "expected_turns": 2,
      "agent_outcome": {"reason": "done", "detail": "ok"},
-     "usage": {"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.25, "turns": 2,
-               "tool_calls": 3},
+     "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 40,
+               "cost_usd": 0.25, "turns": 2, "tool_calls": 3},
      "criteria": [_crit(1, score=1.0, passed=True, gating=True, weight=1.0,
                         outputs={"observed": "yes", "expected": True}),
                   _crit(2, kind="classification", score=0.0, gating=True,

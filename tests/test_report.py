@@ -440,7 +440,8 @@ def test_summary_counts_and_rates(summ):
     # Wilson 95% for 14/24
     assert abs(lo - 0.38835) < 1e-5 and abs(hi - 0.75532) < 1e-5
     assert summ["stopped_early"] == 1
-    assert summ["tokens"] == {"input": 26000, "output": 5200, "total": 31200}
+    assert summ["tokens"] == {"input": 26000, "output": 5200, "total": 31200, "cache_read": 0,
+                              "cache_write": 0}
     json.dumps(summ)  # run.json-ready
 
 

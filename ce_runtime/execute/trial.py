@@ -370,6 +370,8 @@ def _record(trial: Trial, agent: str, status: Status, error: str | None,
         agent_outcome=rec.AgentOutcome(reason=outcome.reason, detail=outcome.detail)
         if outcome else None,
         usage=rec.Usage(input_tokens=view.input_tokens, output_tokens=view.output_tokens,
+                        cache_read_tokens=view.cache_read_tokens,
+                        cache_write_tokens=view.cache_creation_tokens,
                         cost_usd=view.cost_usd, turns=view.view.turns,
                         tool_calls=len(view.view.tool_calls)),
         cost_unknown=notes.get("cost_unknown"),

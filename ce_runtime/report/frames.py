@@ -79,6 +79,7 @@ def _trials_frame(records: list[TrialRecord]) -> pl.DataFrame:
         "duration_s",
         "input_tokens", "output_tokens",
         (pl.col("input_tokens") + pl.col("output_tokens")).alias("total_tokens"),
+        "cache_read_tokens", "cache_write_tokens",
         "cost_usd", "cost_unknown", "turns", "tool_calls",
         visible_turns.alias("visible_turns"),
         "expected_turns",
@@ -95,10 +96,11 @@ _PLAIN_TRIAL_FIELDS = (*TRIAL_KEYS, "tags", "task_file", "plan_hash", "agent", "
                        "status", "stopped_early", "early_stop_reason", "weighted_score",
                        "started_at", "duration_s", "expected_turns", "error",
                        "cost_unknown")
-_USAGE_FIELDS = ("input_tokens", "output_tokens", "cost_usd", "turns", "tool_calls")
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                 "cost_usd", "turns", "tool_calls")
 # task.json's judge_usage (null: no judge was called), flat; `ce report` rebuilds it
-_JUDGE_FIELDS = ("calls", "agent_sessions", "recorded", "unmetered", "input_tokens", "output_tokens",
-                 "cache_read_tokens", "cache_write_tokens", "cost_usd")
+_JUDGE_FIELDS = ("calls", "agent_sessions", "recorded", "unmetered", "input_tokens",
+                 "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd")
 JUDGE_COLUMNS = (*(f"judge_{k}" for k in _JUDGE_FIELDS), "judge_cost_unknown")
 
 
@@ -112,7 +114,8 @@ def _trial_columns_schema() -> dict[str, Any]:
         "stopped_early": pl.Boolean, "early_stop_reason": pl.String,
         "weighted_score": pl.Float64, "started_at": pl.String, "duration_s": pl.Float64,
         "expected_turns": pl.Int64, "error": pl.String, "cost_unknown": pl.String,
-        "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64,
+        "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cache_read_tokens": pl.Int64,
+        "cache_write_tokens": pl.Int64, "cost_usd": pl.Float64,
         "turns": pl.Int64, "tool_calls": pl.Int64,
         "outcome_reason": pl.String, "outcome_detail": pl.String,
         "n_criteria": pl.Int64, "n_failed_criteria": pl.Int64,

@@ -17,6 +17,7 @@ from ce_runtime.report.text import (
     fmt_pct,
     fmt_score,
     fmt_signed,
+    fmt_tokens,
 )
 from ce_runtime.store.record import CriterionRecord, Status, TrialRecord, as_records
 
@@ -110,7 +111,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
     if summary["stopped_early"]:
         w(f"| Stopped early | {summary['stopped_early']} trial(s) |")
     tok = summary["tokens"]
-    w(f"| Tokens | {tok['input']:,} in / {tok['output']:,} out |")
+    w(f"| Tokens | {fmt_tokens(tok)} |")
     w(f"| Cost | {_cost(summary, why=True)} |")
     judges = summary.get("judges")
     if judges:

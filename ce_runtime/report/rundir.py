@@ -193,6 +193,9 @@ def records_from_frames(trials: pl.DataFrame, results: pl.DataFrame,
             agent_outcome=None if reason is None else AgentOutcome(
                 reason=reason, detail=t.get("outcome_detail") or ""),
             usage=Usage(input_tokens=t["input_tokens"], output_tokens=t["output_tokens"],
+                        # none in an older ce's parquet
+                        cache_read_tokens=t.get("cache_read_tokens") or 0,
+                        cache_write_tokens=t.get("cache_write_tokens") or 0,
                         cost_usd=t["cost_usd"], turns=t["turns"], tool_calls=t["tool_calls"]),
             cost_unknown=t.get("cost_unknown"),
             expected_turns=t.get("expected_turns"),

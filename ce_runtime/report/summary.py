@@ -48,7 +48,8 @@ def _stats_exprs() -> list[pl.Expr]:
         pl.col("weighted_score").filter(graded).mean().alias("mean_score"),
         pl.col("stopped_early").sum().alias("stopped_early"),
         pl.col("input_tokens").sum(), pl.col("output_tokens").sum(),
-        pl.col("total_tokens").sum(), pl.col("cost_usd").sum(),
+        pl.col("total_tokens").sum(), pl.col("cache_read_tokens").sum(),
+        pl.col("cache_write_tokens").sum(), pl.col("cost_usd").sum(),
         pl.col("cost_unknown").is_not_null().sum().alias("cost_unknown"),
         pl.col("duration_s").sum(), pl.col("turns").sum(), pl.col("tool_calls").sum(),
         within.is_not_null().sum().alias("budgeted"),
@@ -87,8 +88,11 @@ def _breakdown(row: dict[str, Any], pak: dict[str, Any] | None) -> dict[str, Any
         else [row["pass_rate_low"], row["pass_rate_high"]],
         "mean_score": row["mean_score"],
         "stopped_early": row["stopped_early"],
+        # input is new input only; the prompt cache's reads and writes apart (a Claude
+        # Code session's input is mostly cache reads), not in total
         "tokens": {"input": row["input_tokens"], "output": row["output_tokens"],
-                   "total": row["total_tokens"]},
+                   "total": row["total_tokens"], "cache_read": row["cache_read_tokens"],
+                   "cache_write": row["cache_write_tokens"]},
         # to the nano-dollar: sums in another order (the run's, a variant's) differ in
         # the last bits, and $0.35355 would print as $0.3535 in one place, $0.3536 in the other
         "cost_usd": None if row["cost_usd"] is None else round(row["cost_usd"], 9),

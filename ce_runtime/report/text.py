@@ -3,6 +3,8 @@ as the reports show them, and which criteria count as a trial's failures."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ce_runtime.report.frames import EPSILON
 from ce_runtime.store.record import CriterionRecord, TrialRecord
 
@@ -17,6 +19,16 @@ def fmt_pct(v: float | None) -> str:
 
 def fmt_score(v: float | None) -> str:
     return "—" if v is None else f"{v:.2f}"
+
+
+def fmt_tokens(tokens: dict[str, Any]) -> str:
+    """A summary's `tokens`: new input and output, and the prompt cache's reads and writes
+    when there were any (none in an older ce's run.json)."""
+    text = f"{tokens.get('input') or 0:,} in / {tokens.get('output') or 0:,} out"
+    read, write = tokens.get("cache_read") or 0, tokens.get("cache_write") or 0
+    if read or write:
+        text += f" / {read:,} cache read / {write:,} cache write"
+    return text
 
 
 def fmt_cost(v: float | None) -> str:

@@ -62,8 +62,10 @@ class _Part(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
 
 
 class Usage(_Part):
-    input_tokens: int = 0
+    input_tokens: int = 0  # new input only: reads from and writes to the prompt cache apart
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     cost_usd: float = 0.0
     turns: int = 0
     tool_calls: int = 0
@@ -228,6 +230,11 @@ _PRESENT_ONLY = (*DIGEST_KEYS, "rescored_from", "previous", "rescore_notes", "co
                 "judge_usage")
 
 
+# usage keys written only when not 0 (the prompt cache's tokens: an agent without one, and
+# every record an older ce wrote, keep the usage they had)
+_USAGE_PRESENT_ONLY = ("cache_read_tokens", "cache_write_tokens")
+
+
 def record_dict(rec: TrialRecord) -> dict[str, Any]:
     """The record as task.json's JSON object: every key the dict writer wrote; the
     archive's digests, a re-score's notes and an unknown cost only once recorded."""
@@ -235,6 +242,9 @@ def record_dict(rec: TrialRecord) -> dict[str, Any]:
     for key in _PRESENT_ONLY:
         if out.get(key) is None:
             out.pop(key, None)
+    for key in _USAGE_PRESENT_ONLY:
+        if not out["usage"].get(key):
+            out["usage"].pop(key, None)
     return out
 
 

@@ -83,7 +83,8 @@
     if (w.budgeted) rows.push(["Within expected turns", `${w.within}/${w.budgeted} (${pct(w.share)})`]);
     if (s.stopped_early) rows.push(["Stopped early", `${s.stopped_early} trial(s)`]);
     const t = s.tokens || {};
-    rows.push(["Tokens", `${(t.input || 0).toLocaleString("en")} in / ${(t.output || 0).toLocaleString("en")} out`]);
+    const cache = t.cache_read || t.cache_write ? ` / ${(t.cache_read || 0).toLocaleString("en")} cache read / ${(t.cache_write || 0).toLocaleString("en")} cache write` : "";
+    rows.push(["Tokens", `${(t.input || 0).toLocaleString("en")} in / ${(t.output || 0).toLocaleString("en")} out${cache}`]);
     rows.push(["Cost", costOf(s)]);
     const j = s.judges;
     if (j) rows.push(["Judge tokens", `${j.input_tokens.toLocaleString("en")} in / ${j.output_tokens.toLocaleString("en")} out / ${j.cache_read_tokens.toLocaleString("en")} cache read / ${j.cache_write_tokens.toLocaleString("en")} cache write (${judgeCalls(j)}, ${j.recorded} reused from the cache)`],
