@@ -164,3 +164,28 @@ def test_the_prompt_caches_tokens_reach_task_json_run_json_and_the_reports(tmp_p
     again = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "report", str(run_dir)],
                            capture_output=True, text=True)
     assert line in again.stdout  # regenerated from the parquet files
+
+
+def test_a_timed_out_claude_code_trial_keeps_its_tool_call_tokens_and_cost(tmp_path):
+    """At task_timeout the agent was cancelled at once: Claude Code's cost comes in its
+    last message, so every timed-out trial said $0, and the tool call and usage the CLI
+    had sent but ce not yet read were lost (under load, one trial in three said 0 tokens
+    and no tool call while its command ran). Now a timeout stops the agent as a budget
+    does: it ends its CLI and records what the CLI said, then the grace ends it."""
+    need(missing("claude-code"))
+    mark = f"{int(time.time() * 1000) % 100000}.25"
+    steps = [{**shell("claude-code", f"python3 -c 'import time; time.sleep({mark})'"),
+              "usage": {"input_tokens": 1_000, "output_tokens": 40}},
+             {"text": "done", "usage": {"input_tokens": 1_100, "output_tokens": 10}}]
+    task(tmp_path, "slow", "claude-code", steps, "{task_timeout: 30}", mark, ONE_FILE)
+    res = ce_run(tmp_path)
+    record, events, _ = trial(tmp_path, "slow")
+    assert record["status"] == "TIMEOUT", (record["agent_outcome"], res.stderr[-2000:])
+    assert record["model_server"]["calls"] == 1
+    assert [e.tool for e in events if type(e).__name__ == "ToolCall"] == ["Bash"]
+    usage = record["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"], usage["tool_calls"]) == \
+        (1_000, 40, 1)
+    # Claude Code's own price of the one call (claude-sonnet-4-6: $3 in, $15 out)
+    assert usage["cost_usd"] == pytest.approx((1_000 * 3 + 40 * 15) / 1e6, rel=1e-6)
+    assert processes_marked(mark) == {}

@@ -107,22 +107,24 @@ class TrialSink:
 
 async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: asyncio.Event,
                      limits: Any) -> AgentOutcome:
-    """The agent under task_timeout / turn_timeout; a stop request gets a grace period,
-    then the agent is cancelled (its process groups die with it)."""
+    """The agent under task_timeout / turn_timeout; a stop request, and a timeout, get a
+    grace period (the agent ends its CLI and records what it had already said: cancelled
+    at once, the tool call and usage still on their way were lost), then the agent is
+    cancelled (its process groups die with it)."""
     task = asyncio.ensure_future(agent.run(request, sink, stop))
     deadline = time.monotonic() + limits.task_timeout if limits.task_timeout else None
     stop_seen: float | None = None
+    timed_out = False
     try:
         while not task.done():
             await asyncio.wait({task}, timeout=0.05)
             now = time.monotonic()
-            if deadline is not None and now > deadline:
+            if not timed_out and ((deadline is not None and now > deadline) or (
+                    limits.turn_timeout and sink.turn_started is not None
+                    and now - sink.turn_started > limits.turn_timeout)):
+                timed_out = True
                 sink.limit_hit = sink.limit_hit or Status.TIMEOUT
-                break
-            if limits.turn_timeout and sink.turn_started is not None \
-                    and now - sink.turn_started > limits.turn_timeout:
-                sink.limit_hit = sink.limit_hit or Status.TIMEOUT
-                break
+                stop.set()
             if stop.is_set():
                 stop_seen = stop_seen or now
                 if now - stop_seen > STOP_GRACE_S:
