@@ -141,7 +141,8 @@ class SandboxConfig:
             "template copies and snapshots; `!pattern` removes a default"))
     network: Literal["none", "model", "full"] | None = spec(
         None, doc="ce: what the agent may reach: none, its model endpoint only, or the "
-                  "host's network (default: none; tempdir cannot restrict it)")
+                  "host's network (default: model for an agent that calls a model, else "
+                  "none; tempdir cannot restrict it)")
     env: dict[str, str] = spec(factory=dict, doc="ce: variables set for every command")
     env_passthrough: list[str] = spec(
         factory=list, merge="append",
