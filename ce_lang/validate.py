@@ -8,7 +8,6 @@ without surprises: aliases expanded, task-relative paths made absolute.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -26,6 +25,7 @@ from ce_lang.paths import SuiteRoots, host_path_problem
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
 from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, UNKNOWN_HELP_ATTR, Rule, Tagged, rule_of
 from ce_lang.spans import Path, Span, format_path
+from ce_lang.value_words import describe, looks_numeric, num, shape_help, snippet, yaml_kind
 
 _NoneType = type(None)
 
@@ -73,88 +73,6 @@ def fields_of(cls: type) -> tuple[tuple[str, Any, Rule, bool], ...]:
         (f.name, hints[f.name], rule_of(f), f.default is attrs.NOTHING)
         for f in attrs.fields(cls)
     )
-
-
-def yaml_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-def describe(tp: Any) -> str:
-    """A user-facing name for a schema type."""
-    origin = typing.get_origin(tp)
-    if tp is str:
-        return "a string"
-    if tp is int:
-        return "an integer"
-    if tp is float:
-        return "a number"
-    if tp is bool:
-        return "a boolean (true/false)"
-    if tp is Any:
-        return "any value"
-    if origin in (Union, types.UnionType):
-        parts = [describe(a) for a in typing.get_args(tp) if a is not _NoneType]
-        return " or ".join(parts)
-    if origin is Literal:
-        return "one of " + ", ".join(str(a) for a in typing.get_args(tp))
-    if origin is list:
-        return "a list"
-    if origin is dict:
-        return "a mapping"
-    return "a mapping"
-
-
-def _shape_help(value: Any, tp: Any, path: Path) -> str | None:
-    """How to write a scalar where a list, a record or a criterion goes (`includes:
-    "Hello"`, `patterns: ["def main"]`, `- file_exists`)."""
-    if isinstance(value, dict | list) or value is None or "`" in str(value):
-        return None
-    shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
-        if isinstance(value, bool) else str(value)
-    options = [a for a in typing.get_args(tp) if a is not _NoneType] \
-        if typing.get_origin(tp) in (Union, types.UnionType) else [tp]
-    if any(typing.get_origin(a) is list and _holds(typing.get_args(a)[0], value)
-           for a in options):
-        return f"write a list: `[{shown}]`, or one `- {shown}` per line"
-    record = next((getattr(a, "__ce_record__", None) for a in options
-                   if getattr(a, "__ce_record__", None) is not None), None)
-    if record is not None and record.fields and isinstance(value, str):
-        # its first field: RegexPattern's pattern
-        return f"write a mapping: `{{{next(iter(record.fields))}: {shown}}}`"
-    if len(path) == 2 and path[0] == "success_criteria" and isinstance(value, str):
-        return f"a criterion is a mapping: `- type: {value}`, then its fields on the " \
-               "lines below (`ce criteria show TYPE` lists them)"
-    return None
-
-
-def _holds(tp: Any, value: Any) -> bool:
-    """Whether a scalar is a value of the plain type `tp` (str, int ... or a union)."""
-    if typing.get_origin(tp) in (Union, types.UnionType):
-        return any(_holds(a, value) for a in typing.get_args(tp))
-    if isinstance(value, bool):
-        return tp is bool
-    return tp in (str, int, float) and isinstance(value, tp)
-
-
-def _snippet(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = repr(value) if isinstance(value, str) else str(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class Walker:
@@ -227,7 +145,7 @@ class Walker:
             elif rule.choices is not None and value not in (allowed := rule.choices(value)):
                 self.diags.emit(
                     "CE0105", f"`{self.name(path)}` must be one of {', '.join(allowed)}; "
-                    f"found {_snippet(value)}", self.ctx.span_of(path),
+                    f"found {snippet(value)}", self.ctx.span_of(path),
                     help=did_you_mean(value, list(allowed)))
                 return INVALID
             if rule.path:
@@ -251,12 +169,12 @@ class Walker:
             (rule.ge, lambda b: value >= b, ">="), (rule.gt, lambda b: value > b, ">"),
             (rule.le, lambda b: value <= b, "<="), (rule.lt, lambda b: value < b, "<"),
         )
-        bounds = [f"{op} {_num(b)}" for b, _, op in checks if b is not None]
+        bounds = [f"{op} {num(b)}" for b, _, op in checks if b is not None]
         for bound, ok, _op in checks:
             if bound is not None and not ok(bound):
                 self.diags.emit(
                     "CE0104",
-                    f"`{self.name(path)}` must be {' and '.join(bounds)}, found {_num(value)}",
+                    f"`{self.name(path)}` must be {' and '.join(bounds)}, found {num(value)}",
                     self.ctx.span_of(path))
                 return False
         return True
@@ -268,7 +186,7 @@ class Walker:
         listed = ", ".join(str(c) for c in choices)
         hint = did_you_mean(str(value), [str(c) for c in choices]) if isinstance(value, str) else None
         self.diags.emit(
-            "CE0105", f"`{self.name(path)}` must be one of {listed}; found {_snippet(value)}",
+            "CE0105", f"`{self.name(path)}` must be one of {listed}; found {snippet(value)}",
             self.ctx.span_of(path), help=hint)
         return INVALID
 
@@ -462,18 +380,18 @@ class Walker:
     # -- messages ------------------------------------------------------------------------
     def wrong_type(self, value: Any, tp: Any, path: Path) -> Any:
         found = yaml_kind(value)
-        shown = f" {_snippet(value)}" if not isinstance(value, dict | list) and value is not None else ""
+        shown = f" {snippet(value)}" if not isinstance(value, dict | list) and value is not None else ""
         help_ = None
         if tp is str and isinstance(value, float | bool):
             help_ = "quote the value to make it a string"
-        elif tp in (int, float) and isinstance(value, str) and _looks_numeric(value):
+        elif tp in (int, float) and isinstance(value, str) and looks_numeric(value):
             help_ = (f"YAML 1.1 reads `{value}` as a string; write it with a decimal point "
                      "and a signed exponent (e.g. 1.0e+3) or in full"
                      if "e" in value.lower() else "remove the quotes")
         elif isinstance(value, str) and getattr(tp, "SCALAR_HELP", None):
             help_ = tp.SCALAR_HELP.format(value=value)
         else:
-            help_ = _shape_help(value, tp, path)
+            help_ = shape_help(value, tp, path)
         self.diags.emit("CE0103", f"`{self.name(path)}` expects {describe(tp)}, found {found}{shown}",
                         self.ctx.span_of(path), help=help_)
         return INVALID
@@ -579,18 +497,6 @@ def _shape(tp: Any) -> str:
     if attrs.has(tp):
         return "record"
     return "scalar"
-
-
-def _looks_numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
 
 
 def _fits(value: Any, tp: Any) -> bool:

@@ -1,0 +1,108 @@
+"""How a YAML value and a schema type are said in a diagnostic ("a string", "a list of
+..."), and how to write a scalar where the schema wants a list or a mapping: the words
+of validate.py's messages, apart from its walk."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from typing import Any, Literal, Union
+
+from ce_lang.spans import Path
+
+_NoneType = type(None)
+
+
+def yaml_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def describe(tp: Any) -> str:
+    """A user-facing name for a schema type."""
+    origin = typing.get_origin(tp)
+    if tp is str:
+        return "a string"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if tp is bool:
+        return "a boolean (true/false)"
+    if tp is Any:
+        return "any value"
+    if origin in (Union, types.UnionType):
+        parts = [describe(a) for a in typing.get_args(tp) if a is not _NoneType]
+        return " or ".join(parts)
+    if origin is Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(tp))
+    if origin is list:
+        return "a list"
+    if origin is dict:
+        return "a mapping"
+    return "a mapping"
+
+
+def shape_help(value: Any, tp: Any, path: Path) -> str | None:
+    """How to write a scalar where a list, a record or a criterion goes (`includes:
+    "Hello"`, `patterns: ["def main"]`, `- file_exists`)."""
+    if isinstance(value, dict | list) or value is None or "`" in str(value):
+        return None
+    shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
+        if isinstance(value, bool) else str(value)
+    options = [a for a in typing.get_args(tp) if a is not _NoneType] \
+        if typing.get_origin(tp) in (Union, types.UnionType) else [tp]
+    if any(typing.get_origin(a) is list and _holds(typing.get_args(a)[0], value)
+           for a in options):
+        return f"write a list: `[{shown}]`, or one `- {shown}` per line"
+    record = next((getattr(a, "__ce_record__", None) for a in options
+                   if getattr(a, "__ce_record__", None) is not None), None)
+    if record is not None and record.fields and isinstance(value, str):
+        # its first field: RegexPattern's pattern
+        return f"write a mapping: `{{{next(iter(record.fields))}: {shown}}}`"
+    if len(path) == 2 and path[0] == "success_criteria" and isinstance(value, str):
+        return f"a criterion is a mapping: `- type: {value}`, then its fields on the " \
+               "lines below (`ce criteria show TYPE` lists them)"
+    return None
+
+
+def _holds(tp: Any, value: Any) -> bool:
+    """Whether a scalar is a value of the plain type `tp` (str, int ... or a union)."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return any(_holds(a, value) for a in typing.get_args(tp))
+    if isinstance(value, bool):
+        return tp is bool
+    return tp in (str, int, float) and isinstance(value, tp)
+
+
+def snippet(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
