@@ -9,6 +9,7 @@ reads it. No timing here (bench/versus_reference.py measures).
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import shutil
 import subprocess
@@ -43,8 +44,16 @@ class Ce:
         self.hit: bool | None = None
 
     def entries(self) -> dict[str, int]:
+        """The cache's entries; not the temporary files of a concurrent writer (`.tmp-*`:
+        Python 3.13's glob matches names with a leading dot; one renamed away between
+        the glob and its stat was a FileNotFoundError)."""
         d = self.cache / "ce" / "compile"
-        return {p.name: p.stat().st_ino for p in d.glob("*.entry")} if d.is_dir() else {}
+        out = {}
+        for p in d.glob("*.entry") if d.is_dir() else ():
+            if not p.name.startswith("."):
+                with contextlib.suppress(FileNotFoundError):
+                    out[p.name] = p.stat().st_ino
+        return out
 
     def __call__(self, cwd: Path, *args: str, env: dict | None = None) -> tuple:
         before = self.entries()
