@@ -352,16 +352,21 @@ def test_no_chromium_means_skip_with_reason(monkeypatch):
     assert "apt-get install -y chromium" in _missing()
 
 
+def _report_page(browser, run_dir: str, tmp_path) -> Page:
+    """The run's report.html as `ce report -f html` renders it, open in the browser."""
+    from tests.test_run_e2e import ce
+
+    res = ce("report", run_dir, "-f", "html", "-o", "r.html", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    return Page(browser, "file://" + str(tmp_path / "r.html"))
+
+
 def test_the_judges_cost_is_shown_next_to_the_agents(browser, tmp_path):
     """report.html's summary: the llm_judge calls' tokens and cost (their unknown part
     said, with the reason), as report.md shows them."""
     from tests.test_judge_usage import PRICED, UNKNOWN, judged_run
-    from tests.test_run_e2e import ce
 
-    run_dir = judged_run(tmp_path)
-    res = ce("report", run_dir, "-f", "html", "-o", "r.html", cwd=str(tmp_path))
-    assert res.returncode == 0, res.stderr
-    p = Page(browser, "file://" + str(tmp_path / "r.html"))
+    p = _report_page(browser, judged_run(tmp_path), tmp_path)
     try:
         rows = p.page.locator("#summary tr")
         tokens = rows.filter(has_text="Judge tokens").locator("td").inner_text()
@@ -382,12 +387,8 @@ def test_the_agent_judge_sessions_are_counted_with_the_judges(browser, tmp_path)
     """report.html says the agent_judge sessions apart from the llm_judge verdicts, and
     counts their cost in the judges' (as report.md does)."""
     from tests.test_judge_usage import agent_judged_run
-    from tests.test_run_e2e import ce
 
-    run_dir = agent_judged_run(tmp_path)
-    res = ce("report", run_dir, "-f", "html", "-o", "r.html", cwd=str(tmp_path))
-    assert res.returncode == 0, res.stderr
-    p = Page(browser, "file://" + str(tmp_path / "r.html"))
+    p = _report_page(browser, agent_judged_run(tmp_path), tmp_path)
     try:
         rows = p.page.locator("#summary tr")
         tokens = rows.filter(has_text="Judge tokens").locator("td").inner_text()

@@ -347,3 +347,18 @@ def test_ce_run_refuses_a_driver_that_cannot_run_before_any_trial(tmp_path):
     assert "driver `docker` (1 trial(s): default/t/00)" in res.stderr
     assert "nothing was run" in res.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("task.json"))
+
+
+def test_the_launchers_pass_the_sdks_variables_but_no_secret_looking_one():
+    """Every driver's launcher chooses the variables the agent's CLI gets with one
+    fragment, by the names the redactor hides (the two launchers had their own, shorter,
+    copy of the pattern: CLAUDE_CODE_*_PASSWD reached the CLI)."""
+    from ce_runtime.execute.sandbox.base import launcher_names
+
+    env = {"ANTHROPIC_API_KEY": "k", "CLAUDE_CODE_ENTRYPOINT": "sdk-py",
+           "CLAUDE_AGENT_SDK_VERSION": "1", "CLAUDE_CODE_OAUTH_TOKEN": "t",
+           "CLAUDE_CODE_PROXY_PASSWD": "p", "HOME": "/root"}
+    scope: dict = {"os": SimpleNamespace(environ=env)}
+    exec("import json, re\n" + launcher_names(["ANTHROPIC_API_KEY"]), scope)
+    assert scope["names"] == ["ANTHROPIC_API_KEY", "CLAUDE_AGENT_SDK_VERSION",
+                              "CLAUDE_CODE_ENTRYPOINT"]

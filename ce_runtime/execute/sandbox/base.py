@@ -36,7 +36,7 @@ from typing import IO, Any, Protocol
 
 import attrs
 
-from ce_runtime.store.redact import looks_secret
+from ce_runtime.store.redact import SECRET_NAME, looks_secret
 
 AGENT = "agent"
 GRADER = "grader"
@@ -422,3 +422,18 @@ class CommandOutput:
 
 def quote(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
+
+
+def launcher_names(forward) -> str:
+    """The lines of a launcher script (every driver's: a standalone script, run with -IS)
+    that choose which of its environment's variables reach the agent's CLI: those named
+    in `forward` (values handed over at spawn, never written in a file), and the SDK's
+    own CLAUDE_CODE_* / CLAUDE_AGENT_SDK* ones that do not look like secrets (by the
+    same names the redactor hides). Leaves `names`, sorted."""
+    import json
+
+    return (f"forward = set(json.loads({json.dumps(sorted(set(forward)))!r}))\n"
+            f"secret = re.compile({SECRET_NAME.pattern!r}, re.I)\n"
+            "names = [name for name in sorted(os.environ) if name in forward or (\n"
+            "    name.startswith((\"CLAUDE_CODE_\", \"CLAUDE_AGENT_SDK\"))\n"
+            "    and not secret.search(name))]\n")

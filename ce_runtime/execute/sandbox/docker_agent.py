@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ce_runtime.execute.sandbox.base import SandboxError
+from ce_runtime.execute.sandbox.base import SandboxError, launcher_names
 
 INNER_CE = "/run/ce"  # read-only: the shim (model forwarding), uv, agents' executables
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -36,11 +36,7 @@ FORWARDER_READY_S = 30.0
 LAUNCHER = """#!{python} -IS
 import json, os, re, sys
 args, at = json.loads({args}), {at}
-forward = set(json.loads({forward!r}))
-secret = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.I)
-names = [name for name in sorted(os.environ) if name in forward or (
-    name.startswith(("CLAUDE_CODE_", "CLAUDE_AGENT_SDK")) and not secret.search(name))]
-args[at:at] = [a for name in names for a in ("-e", name)]
+{names}args[at:at] = [a for name in names for a in ("-e", name)]
 os.execv({docker!r}, [{docker!r}, *args, *sys.argv[1:]])
 """
 
@@ -66,7 +62,7 @@ class AgentOps:
             fh.write(LAUNCHER.format(python=os.path.realpath(sys.executable),
                                      args=json.dumps(json.dumps(args)),
                                      at=args.index(self.name),
-                                     forward=json.dumps(sorted(set(forward))),
+                                     names=launcher_names(forward),
                                      docker=docker_bin() or "docker"))
         os.chmod(path, 0o700)
         return path

@@ -31,6 +31,7 @@ from ce_runtime.execute.sandbox.base import (
     SandboxError,
     SandboxSpec,
     agent_path,
+    launcher_names,
     shell_argv,
 )
 from ce_runtime.execute.sandbox.cgroups import TrialCgroup
@@ -50,12 +51,8 @@ spec = importlib.util.spec_from_file_location("ce_run_client", {client!r})
 client = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(client)
 request = json.loads({request})
-forward = set(json.loads({forward!r}))
-secret = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.I)
-for name, value in os.environ.items():
-    if name in forward or (name.startswith(("CLAUDE_CODE_", "CLAUDE_AGENT_SDK"))
-                           and not secret.search(name)):
-        request["env"][name] = value
+{names}for name in names:
+    request["env"][name] = os.environ[name]
 request["argv"] += sys.argv[1:]
 sys.exit(client.run_client({ctl!r}, json.dumps(request)))
 """
@@ -352,7 +349,7 @@ class SupervisedSandbox(FileOps):
             fh.write(LAUNCHER.format(python=_python(), client=RUN_CLIENT,
                                      ctl=self.client.ctl_path,
                                      request=json.dumps(json.dumps(request)),
-                                     forward=json.dumps(sorted(set(forward)))))
+                                     names=launcher_names(forward)))
         os.chmod(path, 0o700)
         return path
 
