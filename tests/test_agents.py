@@ -90,9 +90,12 @@ class LazySandbox:
     build requests before their loop exists); `stop_all` ends every one of them."""
 
     started: list = []
+    scratches: list = []  # made for every request, started or not: all are removed
 
     def __init__(self, ws: Path, task_dir: Path, env: dict[str, str] | None):
-        self.spec = SandboxSpec("t/00", tempfile.mkdtemp(prefix="ce-test-"), str(task_dir),
+        scratch = tempfile.mkdtemp(prefix="ce-test-")  # short: the init's unix socket
+        LazySandbox.scratches.append(scratch)
+        self.spec = SandboxSpec("t/00", scratch, str(task_dir),
                                 env=dict(env or {}), workspace=str(ws))
         self.inner_workspace = str(ws)
         self.workspace = str(ws)
@@ -121,8 +124,10 @@ class LazySandbox:
             if box.init is not None and box.init.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(box.init.pid, signal.SIGKILL)
-            shutil.rmtree(box.spec.scratch, ignore_errors=True)
+        for scratch in cls.scratches:
+            shutil.rmtree(scratch, ignore_errors=True)
         cls.started.clear()
+        cls.scratches.clear()
 
 
 @pytest.fixture(autouse=True)
