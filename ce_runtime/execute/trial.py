@@ -90,9 +90,10 @@ def _empty(workspace: str) -> None:
 
 
 def sandbox_spec(trial: Trial, ctx: RunContext, scratch: str, agent_name: str = "none"):
-    return spec_for_plan(trial.plan, trial.task_dir, scratch, trial_id=trial.trial_id,
+    spec = spec_for_plan(trial.plan, trial.task_dir, scratch, trial_id=trial.trial_id,
                          hidden=(*tuple(ctx.hidden), ctx.run_dir, ctx.work_root),
                          uv_cache=ctx.uv_cache, agent_name=agent_name, warm=True)
+    return attrs.evolve(spec, host_files=os.path.join(ctx.work_root, ".ce-host-files"))
 
 
 def spec_for_plan(plan, task_dir: str, scratch: str, *, trial_id: str = "regrade",

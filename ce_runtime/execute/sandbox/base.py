@@ -88,6 +88,9 @@ class SandboxSpec:
     tools: tuple[str, ...] = ()  # host directories commands must see read-only (agent CLIs)
     mock_path_dirs: tuple[str, ...] = ()  # workspace dirs first on the agent's PATH
     record_cli: str | None = None  # the workspace dir of record_cli shims (cli_mocks)
+    # where host files a container needs (an agent's CLI, uv) are copied once for the run
+    # when they cannot be hard-linked (another file system); None: a copy per sandbox
+    host_files: str | None = None
 
 
 def agent_path(spec: SandboxSpec, inner_workspace: str, path: str, view: str) -> str:

@@ -50,7 +50,13 @@ from ce_runtime.execute.sandbox.base import (
     host_env_passthrough,
     shell_argv,
 )
-from ce_runtime.execute.sandbox.docker_agent import BASE_PATH, INNER_CE, AgentOps, docker_bin
+from ce_runtime.execute.sandbox.docker_agent import (
+    BASE_PATH,
+    INNER_CE,
+    AgentOps,
+    docker_bin,
+    place,
+)
 
 DEFAULT_IMAGE = "python:3.12-slim"
 INNER_WORKSPACE = "/workspace"
@@ -209,8 +215,7 @@ class DockerSandbox(AgentOps, FileOps):
         shutil.copyfile(SHIM, os.path.join(self.ce_dir, "shim.py"))
         uv = _uv()
         if uv:
-            shutil.copyfile(uv, os.path.join(self.ce_dir, "uv"))
-            os.chmod(os.path.join(self.ce_dir, "uv"), 0o755)
+            place(uv, os.path.join(self.ce_dir, "uv"), self.spec.host_files)
         network = "bridge" if self.spec.network == "full" or self.spec.setup_network \
             else "none"
         args = ["run", "-d", "--name", self.name, "--init", "--label", f"ce.pid={os.getpid()}",
