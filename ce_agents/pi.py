@@ -16,6 +16,8 @@ the task's `agent.pricing` (`ce_runtime.pricing`), as for Codex.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, model_url
@@ -46,7 +48,7 @@ class PiAgent(CliAgent):
                     "enableInstallTelemetry": False, "quietStartup": True}
         await box.write_file(f"{agent_dir}/models.json", json.dumps(models).encode())
         await box.write_file(f"{agent_dir}/settings.json", json.dumps(settings).encode())
-        argv = [request.tools["pi"], "--mode", "json", "-p", "--no-session", "--provider", "ce",
+        argv = [*_node_script(box, request.tools["pi"]), "--mode", "json", "-p", "--no-session", "--provider", "ce",
                 "--model", model, request.prompt or ""]
         env = {"PI_CODING_AGENT_DIR": agent_dir, "PI_OFFLINE": "1",
                "NO_PROXY": "127.0.0.1,localhost"}
@@ -86,3 +88,10 @@ class PiAgent(CliAgent):
             text = "\n".join(str(c.get("text") or "") for c in result.get("content") or []
                              if isinstance(c, dict))
             events.result(str(obj.get("toolCallId")), not obj.get("isError"), text)
+
+
+def _node_script(box, script: str) -> list[str]:
+    """pi is a node script (`#!/usr/bin/env node`): run by the node that installed it, as
+    the sandbox runs that (a docker image needs none of its own)."""
+    node = shutil.which("node")
+    return [box.program(node), os.path.realpath(script)] if node else [script]

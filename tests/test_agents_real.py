@@ -70,10 +70,11 @@ def test_hello_world_with_each_agent(agent, tmp_path):
                                                    for s in script["steps"])
 
 
-@pytest.mark.parametrize("agent", ["codex", "opencode"])
+@pytest.mark.parametrize("agent", ["codex", "opencode", "pi"])
 def test_native_clis_run_in_a_docker_container(agent, tmp_path):
-    """Codex (its native program, not the npm launcher: the image has no node) and
-    opencode run in the trial's container, reach their model through ce's forwarder, and
+    """Codex (its native program, not the npm launcher: the image has no node),
+    opencode, and pi (a node script: run by the host's node, exposed in /run/ce/bin) run
+    in the trial's container, reach their model through ce's forwarder, and
     leave nothing running: Codex's session-log follower is killed in the container when
     ce stops it, not counted as left behind by the agent."""
     need(python_image())

@@ -167,6 +167,8 @@ class Sandbox(Protocol):
 
     def share(self, host_path: str) -> str: ...
 
+    def program(self, host_path: str) -> str: ...
+
 
 def read_capped(fh: IO[bytes], limit: int | None) -> str:
     """The text written to `fh` (UTF-8, invalid bytes replaced), cut at `limit` bytes

@@ -102,6 +102,11 @@ class AgentOps:
         place(host_path, dest, self.spec.host_files)
         return f"{INNER_CE}/bin/{os.path.basename(dest)}"
 
+    def program(self, host_path: str) -> str:
+        """A host executable as the container runs it (an interpreter an agent's CLI
+        needs that the image may lack: node for pi), under /run/ce/bin."""
+        return self._expose(host_path)
+
     def share(self, host_path: str) -> str:
         """A copy of a host file or directory the agent may read (plugins), as the
         container sees it (under the read-only /run/ce)."""

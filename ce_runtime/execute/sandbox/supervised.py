@@ -353,6 +353,11 @@ class SupervisedSandbox(FileOps):
         os.chmod(path, 0o700)
         return path
 
+    def program(self, host_path: str) -> str:
+        """A host executable as the sandbox's commands run it: the host's own (the
+        sandbox sees the host's file system, read-only under bwrap)."""
+        return host_path
+
     def share(self, host_path: str) -> str:
         """A copy of a host file or directory the agent may read (plugins): its path as
         the sandbox's commands see it."""
