@@ -181,6 +181,14 @@ _TABLE = [
      "`--agent` can replace the task's). Give the model a rate with `agent.pricing: "
      "{MODEL: {input: USD, output: USD}}` (per million tokens), or remove `max_usd`. "
      "Said by `ce run`, never by `ce compile`: it depends on the installed agents."),
+    ("CE0223", "warning", "limit that can never fire",
+     "A per-turn or partial limit of `run_limits` is larger than the whole it is part of, "
+     "so the whole always stops the trial first: a `turn_timeout` longer than the "
+     "`task_timeout` (a turn never outlasts the trial; the built-in task_timeout is 600 "
+     "s), or a `max_input_tokens` or `max_output_tokens` above `max_total_tokens` (input "
+     "and output each count toward the total). The trial still ends, at the larger "
+     "limit's place, as the whole's TIMEOUT or TOKEN_BUDGET_EXCEEDED. Lower the part, "
+     "raise the whole, or remove the part."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

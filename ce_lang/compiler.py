@@ -388,7 +388,8 @@ class _Compiler:
                                lambda p, o=original: o(p) in doc.key_spans)
             for variant in exp.variants:
                 layers = [Layer("built-in defaults", BUILTIN_DEFAULTS,
-                                lambda _p: Span.point("<built-in defaults>"))]
+                                lambda _p: Span.point("<built-in defaults>"),
+                                has_key=lambda _p: False)]  # no file wrote them
                 layers += [x for x in (exp.defaults, task_layer, variant.layer, self.cli) if x]
                 merged = merge_layers(layers, TaskSpec)
                 self.resolve(merged, doc, task_dir, row, base_id if row else None, variant,

@@ -392,6 +392,38 @@ def _check_polarity(c: C.CriterionBase, index: int, polarity: str, at: Span,
         ctx.diags.emit("CE0211", message, at, help=help_)
 
 
+# (a part, the whole it belongs to, the unit): the whole stops a trial no later than a
+# part larger than it would (a turn runs inside the trial; input and output tokens each
+# count toward the total), so such a part can never fire
+NESTED_LIMITS = (("turn_timeout", "task_timeout", "s"),
+                 ("max_input_tokens", "max_total_tokens", "tokens"),
+                 ("max_output_tokens", "max_total_tokens", "tokens"))
+
+
+def nested_limit_rules(ctx: RuleContext) -> None:
+    """CE0223: a per-turn or partial limit the user set above its whole (the whole's
+    built-in default included) is said, with what ends the trial instead."""
+    limits = ctx.task.run_limits
+    for part, whole, unit in NESTED_LIMITS:
+        part_path, whole_path = ("run_limits", part), ("run_limits", whole)
+        value, bound = getattr(limits, part), getattr(limits, whole)
+        if value is None or bound is None or value <= bound or not ctx.written(part_path) \
+                or not ctx.intact(part_path, whole_path):
+            continue
+        default = "" if ctx.written(whole_path) else ", the built-in default"
+        if unit == "s":
+            message = (f"`run_limits.{part}` ({value} s) is longer than "
+                       f"`run_limits.{whole}` ({bound} s{default}): it can never fire; a "
+                       f"turn still running at {bound} s ends with the trial (TIMEOUT)")
+        else:
+            message = (f"`run_limits.{part}` ({value}) is above `run_limits.{whole}` "
+                       f"({bound}): it can never fire; the trial ends "
+                       f"TOKEN_BUDGET_EXCEEDED at {bound} total tokens first")
+        ctx.diags.emit("CE0223", message, ctx.key_at(part_path),
+                       help=f"lower `{part}` below {bound}, raise `{whole}`, or "
+                            f"remove `{part}`")
+
+
 def simulation_rules(ctx: RuleContext) -> None:
     s = ctx.task.simulation
     if s is not None and s.stop_on_criteria_pass and s.check_criteria == "end_of_dialog":
@@ -482,5 +514,5 @@ READS: dict[Callable[[RuleContext], None], tuple[str | Path, ...]] = {
 }
 
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
-         early_stop_rules, simulation_rules, suite_rules, host_path_rules, repo_rules,
-         preflight_rules, compat_rules)
+         early_stop_rules, nested_limit_rules, simulation_rules, suite_rules, host_path_rules,
+         repo_rules, preflight_rules, compat_rules)
