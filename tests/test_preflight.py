@@ -186,6 +186,15 @@ def test_ce_run_shows_compile_warnings(tmp_path):
     assert "1/1 trial(s): 1 SUCCESS" in quiet.stdout
 
 
+def test_blank_skip_reason_is_refused_not_run(tmp_path):
+    """`skip: ""` read as false and ran the task: a blank reason is an unfinished skip,
+    refused at its span (the contract: true, or a reason, keeps the task out)."""
+    t = task(tmp_path, 'skip: ""\n' + SOLVABLE)
+    res = ce("run", t, "--agent", "oracle", cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    assert "t.yaml:3:7: error[CE0110]: `skip` must not be empty" in res.stderr
+
+
 def test_skipped_tasks_are_named_with_their_reasons(tmp_path):
     """`skip:` kept a task out of the run without a word: only 'no trial to run' when
     every task was skipped, and nothing at all when some others ran."""

@@ -290,7 +290,10 @@ class TaskSpec:
     tags: list[str] = spec(factory=list, merge="replace",
         doc=("labels: lowercase kebab-case, optionally one `key:value`; `ce run --tags` / "
             "`--exclude-tags` select by them"))
-    skip: bool | str = spec(False, doc="true (or a reason) keeps the task out of runs")
+    # a blank reason is refused, not read as false: `skip: ""` is an unfinished skip,
+    # and running the task instead would be the silent opposite of what it says
+    skip: bool | str = spec(False, non_empty=True,
+        doc="true (or a reason) keeps the task out of runs; a blank reason is an error")
     agent: AgentConfig = spec(factory=AgentConfig, partial=True, doc="who does the work")
     sandbox: SandboxConfig = spec(factory=SandboxConfig,
         doc="where every process of the trial runs, and how the workspace starts")
