@@ -57,6 +57,9 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "agent": {"type": "claude-code"},
     "run_limits": {"max_turns": 100, "task_timeout": 600, "turn_timeout": 300},
 }
+# the task's blocks whose intact fields are still checked when one field is broken
+# (`validate.Context.keep_intact`); their rules hold only the broken fields
+KEEP_INTACT = frozenset({"sandbox", "run_limits"})
 TASK_KEYS = ("task_id", "success_criteria", "initial_prompt", "initial_prompt_file")
 EXPERIMENT_KEYS = ("experiment_id", "variants")
 
@@ -236,7 +239,8 @@ class _Compiler:
         """The normalized value; None on errors, unless `best_effort` and still usable."""
         before = self.diags.count("error")
         walker = Walker(Context(self.diags, doc.span, doc.key_span, user_types=user_types,
-                                roots=self.roots, types_unknown=types_unknown))
+                                roots=self.roots, types_unknown=types_unknown,
+                                keep_intact=KEEP_INTACT if root is TaskSpec else frozenset()))
         value = walker.check(doc.value, root, ())
         self.original_path = walker.original_path
         self.dropped = walker.dropped

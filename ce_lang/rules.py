@@ -201,34 +201,45 @@ def _managed_help(key: str) -> str:
 
 
 def sandbox_rules(ctx: RuleContext) -> None:
+    """Each check reads its own fields of the block: a broken one (reported, a default
+    standing in) holds only the checks that read it."""
     sb, d = ctx.task.sandbox, ctx.diags
-    for i, src in enumerate(sb.template_sources):
+    for i, src in enumerate(sb.template_sources if _sandbox_intact(ctx, "template_sources")
+                            else ()):
         if isinstance(src, RepoSource) and i > 0:
             d.emit("CE0208", "a `repo` template source must come first",
                    ctx.at(("sandbox", "template_sources", i, "type")),
                    notes=("it clones into an empty workspace; sources after it add files",))
-    for i, pat in enumerate(sb.ignore_patterns):
+    for i, pat in enumerate(sb.ignore_patterns if _sandbox_intact(ctx, "ignore_patterns")
+                            else ()):
         if not pat.strip() or pat.strip() == "!":
             d.emit("CE0110", "empty ignore pattern", ctx.at(("sandbox", "ignore_patterns", i)))
-    for i, pat in enumerate(sb.protected):
+    for i, pat in enumerate(sb.protected if _sandbox_intact(ctx, "protected") else ()):
         check_workspace_path(pat, ctx.at(("sandbox", "protected", i)), "protected", d)
-    record_cli_rules(ctx)
+    if _sandbox_intact(ctx, "record_cli"):
+        record_cli_rules(ctx)
     _enforcement_rules(ctx)
+
+
+def _sandbox_intact(ctx: RuleContext, *fields: str) -> bool:
+    return ctx.intact(*(("sandbox", *f.split(".")) for f in fields))
 
 
 def _enforcement_rules(ctx: RuleContext) -> None:
     """Settings this host would silently drop are said out loud (CE0215)."""
     sb, d = ctx.task.sandbox, ctx.diags
-    if sb.limits.max_disk_mb is not None:
+    if sb.limits.max_disk_mb is not None and _sandbox_intact(ctx, "limits.max_disk_mb"):
         d.emit("CE0215", "`max_disk_mb` is not enforced by any driver yet",
                ctx.at(("sandbox", "limits", "max_disk_mb")),
                help="the trial records it as not enforced; remove it to silence this")
-    if sb.driver == "tempdir" and sb.network in ("none", "model"):
+    if sb.driver == "tempdir" and sb.network in ("none", "model") \
+            and _sandbox_intact(ctx, "driver", "network"):
         d.emit("CE0215", f"`network: {sb.network}` cannot be enforced by `driver: tempdir` "
                "(the agent shares your network)", ctx.at(("sandbox", "network")),
                help="use `driver: bwrap` (or docker) to restrict the network")
     wanted = [limit for limit in ("max_memory_mb", "max_pids", "max_cpus")
-              if getattr(sb.limits, limit) is not None]
+              if getattr(sb.limits, limit) is not None
+              and _sandbox_intact(ctx, "driver", f"limits.{limit}")]
     if not wanted:
         return  # the host is probed only for a task that sets a limit
     host = ctx.host_limits() if callable(ctx.host_limits) else ctx.host_limits
@@ -506,11 +517,11 @@ def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
 # one is broken (`RuleContext.broken`). Rules not listed check what they read themselves.
 READS: dict[Callable[[RuleContext], None], tuple[str | Path, ...]] = {
     tag_rules: ("tags",),
-    sandbox_rules: ("sandbox",),
     reference_rules: ("reference",),
-    early_stop_rules: ("run_limits", ("agent", "type"), "simulation"),
+    early_stop_rules: (("run_limits", "stop_early"), ("run_limits", "stop_early_gate_threshold"),
+                       ("agent", "type"), "simulation"),
     simulation_rules: ("simulation",),
-    repo_rules: ("sandbox",),
+    repo_rules: (("sandbox", "template_sources"),),
 }
 
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,

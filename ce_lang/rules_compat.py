@@ -25,7 +25,7 @@ UNUSED: dict[tuple[str, ...], str] = {
 
 def compat_rules(ctx: RuleContext) -> None:
     for path, instead in UNUSED.items():
-        if _set(ctx, path) and ctx.written(path) and ctx.intact(path[0]):
+        if _set(ctx, path) and ctx.written(path) and ctx.intact(path):
             ctx.diags.emit("CE0214", f"`{'.'.join(path)}` is accepted for compatibility "
                            "and has no effect in ce", ctx.key_at(path), help=instead)
 

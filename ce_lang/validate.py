@@ -63,6 +63,11 @@ class Context:
     # criterion of an unknown type may be one of theirs, so it is dropped unreported
     types_unknown: bool = False
     roots: SuiteRoots | None = None  # where task paths may resolve (None: unchecked)
+    # top-level fields whose block (and the blocks inside it, not list entries) keeps
+    # its intact fields when one is broken, defaults standing in for the broken ones:
+    # the rules of the intact fields still run (`RuleContext.intact` holds the broken
+    # ones), so one compile reports a bad `sandbox.driver` and a bad ignore pattern
+    keep_intact: frozenset[str] = frozenset()
 
 
 @cache
@@ -76,7 +81,8 @@ def fields_of(cls: type) -> tuple[tuple[str, Any, Rule, bool], ...]:
 
 
 class Walker:
-    """Checks and normalizes; a record with an invalid field is dropped (not the root), and
+    """Checks and normalizes; a record with an invalid field is dropped (not the root, nor
+    a block under `Context.keep_intact`: its intact fields are kept), and
     `index_maps` records, per list that lost items, the original index of each kept item."""
 
     def __init__(self, ctx: Context):
@@ -288,11 +294,20 @@ class Walker:
             self.dropped.append(Dropped(path, cls, out, frozenset(broken)))
         if broken and not path:  # the task's rules reading its intact fields still run
             self.root = Dropped(path, cls, out, frozenset(broken))
+        if broken and not partial and self._keeps_intact(path):
+            filled = stand_in(Dropped(path, cls, out, frozenset(broken)))
+            if filled is not None:
+                return filled
         record = getattr(cls, "__ce_record__", None)
         if record is not None and record.requires and complete and not partial \
                 and not self._record_ok(record, cls, value, out, path):
             return INVALID  # a broken constraint drops the record, as a bad field does
         return out if complete or partial else INVALID
+
+    def _keeps_intact(self, path: Path) -> bool:
+        """A block under a `Context.keep_intact` field, reached through blocks only."""
+        return bool(path) and path[0] in self.ctx.keep_intact \
+            and all(isinstance(part, str) for part in path)
 
     def _record_ok(self, record: Any, cls: type, value: dict[str, Any], out: dict[str, Any],
                    path: Path) -> bool:
