@@ -59,7 +59,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
 }
 # the task's blocks whose intact fields are still checked when one field is broken
 # (`validate.Context.keep_intact`); their rules hold only the broken fields
-KEEP_INTACT = frozenset({"sandbox", "run_limits"})
+KEEP_INTACT = frozenset({"sandbox", "run_limits", "reference", "simulation"})
 TASK_KEYS = ("task_id", "success_criteria", "initial_prompt", "initial_prompt_file")
 EXPERIMENT_KEYS = ("experiment_id", "variants")
 

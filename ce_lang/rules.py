@@ -133,7 +133,7 @@ def prompt_rules(ctx: RuleContext) -> None:
             d.emit("CE0205", "an `agent: {type: none}` task cannot enable `simulation`",
                    ctx.key_at(("simulation", "enabled")))
     elif t.initial_prompt is None and t.initial_prompt_file is None and not sim_on \
-            and prompts and ctx.intact("simulation") \
+            and prompts and ctx.intact(("simulation", "enabled")) \
             and not _refused(ctx, ("initial_prompt_file",)):
         d.emit("CE0201", "the task has no prompt: set `initial_prompt` or `initial_prompt_file`",
                ctx.at(("task_id",)),
@@ -255,8 +255,12 @@ def _enforcement_rules(ctx: RuleContext) -> None:
 
 
 def reference_rules(ctx: RuleContext) -> None:
+    """A broken field of the block is None here (reported): it counts as not given, and
+    "needs one of them" is said only when none was broken."""
     t, d = ctx.task, ctx.diags
     ref = t.reference
+    if ref is None and not ctx.intact("reference"):
+        return  # the block itself is broken (reported): whether there is one is unknown
     if ref is not None:
         given = [f for f in ("file", "code", "directory") if getattr(ref, f) is not None]
         if not given and ref.solve is not None:
@@ -264,7 +268,7 @@ def reference_rules(ctx: RuleContext) -> None:
         if len(given) > 1:
             d.emit("CE0109", f"`reference` takes one of file, code or directory; found "
                    f"{', '.join(given)}", ctx.key_at(("reference", given[1])))
-        elif not given:
+        elif not given and ctx.intact("reference"):
             d.emit("CE0102", "`reference` needs `file`, `code` or `directory`",
                    ctx.at(("reference",)))
     for i, c in enumerate(t.success_criteria):
@@ -517,10 +521,10 @@ def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
 # one is broken (`RuleContext.broken`). Rules not listed check what they read themselves.
 READS: dict[Callable[[RuleContext], None], tuple[str | Path, ...]] = {
     tag_rules: ("tags",),
-    reference_rules: ("reference",),
     early_stop_rules: (("run_limits", "stop_early"), ("run_limits", "stop_early_gate_threshold"),
-                       ("agent", "type"), "simulation"),
-    simulation_rules: ("simulation",),
+                       ("agent", "type"), ("simulation", "enabled")),
+    simulation_rules: (("simulation", "stop_on_criteria_pass"),
+                       ("simulation", "check_criteria")),
     repo_rules: (("sandbox", "template_sources"),),
 }
 
