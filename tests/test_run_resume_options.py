@@ -116,6 +116,22 @@ def test_a_resume_writes_the_runs_junit_and_sarif_again(tmp_path):
     assert sarif["version"] == "2.1.0" and sarif["runs"][0]["results"] == []
 
 
+def test_the_junit_path_is_printed_as_the_sarif_path_is(tmp_path):
+    """`--sarif` named its file at the end of the run, `--junit-xml` said nothing: both
+    are said (stderr), the run's and the resume's (its recorded path)."""
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    res = ce("run", "agentless.yaml", "--repeats", str(REPEATS), "--runs-root", "runs",
+             "--junit-xml", "out/junit.xml", "--sarif", "out/ce.sarif", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert f"JUnit XML: out/junit.xml ({REPEATS} test(s))\n" in res.stderr
+    assert "SARIF: out/ce.sarif (0 result(s))\n" in res.stderr
+    run_dir = run_dir_in(str(tmp_path / "runs"))
+    unfinish(run_dir, 0)
+    resumed = resume(tmp_path, run_dir)
+    assert f"JUnit XML: {tmp_path / 'out' / 'junit.xml'} ({REPEATS} test(s))\n" \
+        in resumed.stderr
+
+
 def test_a_given_junit_path_wins(tmp_path):
     run_dir = start(tmp_path, "--junit-xml", "first.xml")
     unfinish(run_dir, 0)

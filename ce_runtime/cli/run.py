@@ -409,6 +409,10 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     if summary.get("exit_code"):  # why it is not a pass: a gate, a rate, a Ctrl-C ...
         for reason in summary.get("exit_reasons") or ():
             click.echo(f"not passed: {reason}")
+    if junit_xml:  # said as `--sarif` says its file (written by then, or the run failed)
+        from ce_runtime.report.junit import junit_counts
+
+        click.echo(f"JUnit XML: {junit_xml} ({junit_counts(junit_xml)})", err=True)
     for r in lost:
         click.echo(f"ce run: trial {r['trial_id']} lost: {r['error']}", err=True)
     return 1 if lost else int(summary.get("exit_code", 1))

@@ -113,3 +113,16 @@ def render_junit(records: Records, gates: Sequence[SuiteGate]) -> str:
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") \
         + "\n"
+
+
+def junit_counts(path: str) -> str:
+    """What a written JUnit file holds, for the line `ce run --junit-xml` prints: its
+    root's counts (the first element only: the file is not read whole)."""
+    import xml.etree.ElementTree as ET
+
+    _, root = next(ET.iterparse(path, events=("start",)))
+    counts = [f"{root.get('tests', '0')} test(s)"]
+    counts += [f"{root.get(k)} {word}" for k, word in (
+        ("failures", "failure(s)"), ("errors", "error(s)"), ("skipped", "skipped"))
+        if root.get(k, "0") != "0"]
+    return ", ".join(counts)
