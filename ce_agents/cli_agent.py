@@ -158,6 +158,7 @@ class CliAgent:
     they need are written through the sandbox), and `on_line(obj, events)`."""
 
     name = "?"
+    default_model: str | None = None  # the model it runs when the task names none
 
     async def prepare(self, request: AgentRequest, events: Events
                       ) -> tuple[list[str], dict[str, str], dict[str, str]]:
@@ -186,7 +187,8 @@ class CliAgent:
     async def run(self, request: AgentRequest, sink: EventSink,
                   stop: asyncio.Event) -> AgentOutcome:
         events = Events(sink)
-        events.emit(T.AgentStart, self.name, request.agent.get("model"))
+        # the model it runs, its default included: what task.json records as the model
+        events.emit(T.AgentStart, self.name, request.agent.get("model") or self.default_model)
         try:
             await login_profile(request)
             argv, env, secrets = await self.prepare(request, events)

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 
@@ -23,6 +24,9 @@ from tests.processes import processes_marked
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "tasks"
 AGENTS = ["codex", "opencode", "pi", "openai"]
+# the model each runs when the task names none (ce_agents.*.DEFAULT_MODEL)
+DEFAULT_MODELS = {"codex": "gpt-5.5", "opencode": "scripted", "pi": "scripted",
+                  "openai": "gpt-4.1"}
 pytestmark = pytest.mark.slow
 
 
@@ -68,6 +72,13 @@ def test_hello_world_with_each_agent(agent, tmp_path):
                                                   for s in script["steps"])
     assert record["usage"]["output_tokens"] == sum(s["usage"]["output_tokens"]
                                                    for s in script["steps"])
+    # the task names no model: the agent's default is recorded (task.json said null),
+    # the one every call to the scripted server asked for, and the reports show it
+    assert record["model"] == DEFAULT_MODELS[agent]
+    assert record["model_server"]["models"] == [record["model"]]
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.name != "latest")
+    assert pl.read_parquet(run_dir / "trials.parquet")["model"].to_list() == [record["model"]]
+    assert f"Agent `{agent}`, model `{record['model']}`" in (run_dir / "report.md").read_text()
 
 
 @pytest.mark.parametrize("agent", ["codex", "opencode", "pi"])

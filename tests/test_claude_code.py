@@ -75,6 +75,10 @@ def test_hello_world_passes_and_tokens_and_cost_are_the_scripts(tmp_path):
     assert record["agent_outcome"]["reason"] == "finished"
     assert "session" in record["agent_outcome"]["detail"]
     assert record["model_server"]["calls"] == 3
+    # no model in the task: the CLI's default as ce runs it (task.json said null), the
+    # one every call to the scripted server asked for
+    assert record["model"] == "claude-sonnet-4-6"
+    assert record["model_server"]["models"] == ["claude-sonnet-4-6"]
     dump = ce("trace", "dump", str(next((tmp_path / "runs").glob("*/default/hello_world/00"))
                                    / "trace.msgpack"), cwd=tmp_path)
     assert '"tool":"Write"' in dump.stdout.replace(" ", "") and "toolu_" in dump.stdout

@@ -54,6 +54,9 @@ class TrialSink:
         self.turns = 0
         self.agent_ended = False  # the agent wrote its AgentEnd (a killed one cannot)
         self.stop_after: str | None = None  # the call that decided a stop, still running
+        # the model the agent said it runs (its AgentStart): its default when the task
+        # names none, which task.json records
+        self.agent_model: str | None = None
 
     def clock(self) -> float:
         return time.monotonic() - self.started
@@ -65,6 +68,8 @@ class TrialSink:
             self.writer.write(T.Decision(self.clock(), d.criterion, d.verdict, d.event_index))
         if isinstance(event, T.AgentEnd):
             self.agent_ended = True
+        elif isinstance(event, T.AgentStart):
+            self.agent_model = self.agent_model or event.model
         elif isinstance(event, T.TurnStart):
             self.turns += 1
             self.turn_started = time.monotonic()

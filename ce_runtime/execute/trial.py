@@ -256,6 +256,10 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                                 1 for e in model_server.log if e["step"] is not None
                                 and e["api"] != "simulated-user")
                             notes["model_server"]["requests"] = len(model_server.log)
+                            # the models the agent's calls asked for (side requests too)
+                            notes["model_server"]["models"] = list(dict.fromkeys(
+                                str(e["model"]) for e in model_server.log
+                                if e["model"] is not None and e["api"] != "simulated-user"))
                             model_server.stop()
                 if outcome is not None and not sink.agent_ended:
                     sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
@@ -360,7 +364,7 @@ def _record(trial: Trial, agent: str, status: Status, error: str | None,
         experiment_id=trial.experiment_id, task_id=plan.task_id,
         suite_id=plan.suite_id, row_id=plan.row_id, repeat=trial.repeat,
         tags=list(plan.tags), task_file=trial.source, task_dir=trial.task_dir,
-        plan_hash=trial.plan_hash, agent=agent, model=plan.agent.model,
+        plan_hash=trial.plan_hash, agent=agent, model=plan.agent.model or sink.agent_model,
         status=status, stopped_early=monitor.should_stop,
         early_stop_reason=monitor.stop_reason,
         early_stop=_early_stop_record(plan, monitor, sink),
