@@ -15,8 +15,10 @@ so the workspace's `.claude/skills`, settings and `.mcp.json` load), `plugins`,
 `claude_settings`, `context_window`, `run_limits.max_turns`, and the `sdk_options`
 pass-through (checked at compile time against ClaudeAgentOptions).
 
-Every SDK message becomes trace events: a turn per model call (from the request to the
-next one, tool executions included), assistant text, tool calls with their ids and
+Every SDK message becomes trace events: a turn per model call (opened when its reply
+starts, the first when the prompt is sent, and open until the next call's reply starts,
+tool executions included: a CLI that ends after a call's tools, at max_turns or by a
+stop, opens no turn without a model call), assistant text, tool calls with their ids and
 inputs, results with their status (`denied` when a permission was refused), token usage
 per model call (from the stream's own message_start/message_delta, which the CLI's
 per-block snapshots undercount), the cost the CLI computes, the session id and the
@@ -211,14 +213,11 @@ class _Session(TurnEvents):
         self.last_text = ""  # the agent's last words (what a simulated user answers)
         self.cost = 0.0  # the session's cost reported so far (results are cumulative)
         self.turn_calls = 0  # model calls answered in the open turn (one turn each)
-        self.pending: set[str] = set()  # the open turn's tool calls still without a result
-        self.streaming = False  # a model call of the main thread is still streaming
         self.current: dict[str | None, str] = {}  # thread -> the message it streams
 
     def turn_start(self) -> None:
         if not self.open:
             self.turn_calls = 0
-            self.pending.clear()
         super().turn_start()
 
     def _next_turn(self) -> None:
@@ -244,7 +243,6 @@ class _Session(TurnEvents):
                     self.emit(T.Message, "assistant", block.text)
                 elif isinstance(block, sdk.ToolUseBlock) and block.id not in self.calls:
                     self.calls.add(block.id)
-                    self.pending.add(block.id)
                     self.emit(T.ToolCall, block.id, block.name, block.name,
                               dict(block.input or {}))
         elif isinstance(message, sdk.UserMessage):
@@ -257,11 +255,6 @@ class _Session(TurnEvents):
                 if block.is_error and DENIED.search(output):
                     status = "denied"
                 self.emit(T.ToolResult, block.tool_use_id, status, output)
-                self.pending.discard(block.tool_use_id)
-            # the model call has ended and every tool it asked for ran: the next model
-            # call is a new turn (parallel calls' results come one message each)
-            if results and not self.pending and not self.streaming:
-                self._next_turn()
         elif isinstance(message, sdk.ResultMessage):
             self.result = message
             self.session_id = message.session_id or self.session_id
@@ -284,13 +277,10 @@ class _Session(TurnEvents):
                     self._next_turn()
                 self.turn_start()
                 self.turn_calls += 1
-                self.streaming = True
             self.emit(T.Usage, input_tokens=int(u.get("input_tokens") or 0),
                       cache_read_tokens=int(u.get("cache_read_input_tokens") or 0),
                       cache_creation_tokens=int(u.get("cache_creation_input_tokens") or 0),
                       output_tokens=int(u.get("output_tokens") or 0))
-        elif kind == "message_stop" and thread is None:
-            self.streaming = False
         elif kind == "message_delta":
             u = event.get("usage") or {}
             seen = self.usage.get(self.current.get(thread, ""), {})

@@ -191,6 +191,8 @@ def test_early_stop_ends_the_cli_at_the_deciding_tool_call(tmp_path):
     after = events[events.index(decision):]
     assert not [e for e in after if type(e).__name__ == "ToolCall"]  # nothing more ran
     assert record["model_server"]["calls"] <= 2  # never past step 2 (asked for, not heard)
+    # a turn is a model call that answered: the one cut short by the stop is not one
+    assert record["usage"]["turns"] == 1, record["usage"]
     assert not (Path(record["task_dir"]) / "version.txt").exists()
 
 
@@ -264,9 +266,13 @@ def test_max_turns_budgets_and_denied_permissions(tmp_path):
     turns, turn_events = trial(tmp_path, "turns")
     assert turns["status"] == "MAX_TURNS_EXHAUSTED", turns["agent_outcome"]
     assert len([e for e in turn_events if type(e).__name__ == "ToolCall"]) <= 2
+    # one turn per model call: the CLI's own max_turns ended it after two, no third opened
+    assert turns["usage"]["turns"] == turns["model_server"]["calls"] == 2, turns["usage"]
+    assert kinds(turn_events).count("TurnStart") == 2
     tokens, _ = trial(tmp_path, "tokens")
     assert tokens["status"] == "TOKEN_BUDGET_EXCEEDED"
     assert tokens["model_server"]["calls"] < 4  # the CLI was stopped, not run out
+    assert tokens["usage"]["turns"] <= tokens["model_server"]["calls"], tokens["usage"]
     _, denied_events = trial(tmp_path, "denied")
     [result] = [e for e in denied_events if type(e).__name__ == "ToolResult"]
     assert result.status == "denied", result.output
