@@ -202,6 +202,26 @@ def test_damaged_parquet(run_dir, tmp_path, damage):
         _one_line_error(ce_report(str(copy), "-f", fmt), 1, str(target))
 
 
+def test_an_older_parquet_without_the_early_stop_columns_still_reports(run_dir, tmp_path):
+    """trials.parquet before `early_stop` and `turns_remaining_at_stop` were kept: the
+    early stops are reported as before, without the turns they saved (not known)."""
+    import polars as pl
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    trials = pl.read_parquet(copy / "trials.parquet")
+    assert trials["turns_remaining_at_stop"].drop_nulls().to_list() == [99, 99]
+    trials.drop("early_stop", "turns_remaining_at_stop").write_parquet(
+        copy / "trials.parquet")
+    res = ce_report(str(copy))
+    assert res.returncode == 0, res.stderr
+    assert "| Stopped early | 2 trial(s) |" in res.stdout
+    assert "stopped early (every armed criterion decided pass); it was gated" in res.stdout
+    assert "avoided" not in res.stdout
+    summary = json.loads(ce_report(str(copy), "-f", "json").stdout)
+    assert summary["stopped_early"] == 2 and "turns_avoided" not in summary
+
+
 def test_damaged_or_missing_parts(run_dir, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, symlinks=True)

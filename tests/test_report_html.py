@@ -211,6 +211,8 @@ def test_early_stop_is_marked(page, run_dir):
     p = page.page
     early = _trials(run_dir).filter("stopped_early")
     assert early.height == 2
+    # each stopped after 1 of the default max_turns 100: at most 99 turns saved each
+    assert "2 trial(s), <= 198 turn(s) avoided" in p.locator("body").inner_text()
     assert p.locator("#trial-table .badge.early").count() == early.height
     p.locator("#early-only").check()
     assert sorted(page.rows()) == sorted(early["trial_id"].to_list())

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
+from msgspec import to_builtins
 from msgspec.structs import astuple
 
 from ce_runtime.store.atomic import write_bytes_atomic
@@ -75,6 +76,10 @@ def _trials_frame(records: list[TrialRecord]) -> pl.DataFrame:
         "weighted_score",
         pl.col("stopped_early").fill_null(False),
         "early_stop_reason",
+        "early_stop",
+        # how many turns an early stop saved at most (max_turns minus the turns taken)
+        pl.col("early_stop").struct.field("turns_remaining_at_stop")
+        .alias("turns_remaining_at_stop"),
         pl.col("started_at").str.to_datetime(time_unit="us", time_zone="UTC", strict=False),
         "duration_s",
         "input_tokens", "output_tokens",
@@ -121,7 +126,20 @@ def _trial_columns_schema() -> dict[str, Any]:
         "n_criteria": pl.Int64, "n_failed_criteria": pl.Int64,
         **{f"judge_{k}": pl.Float64 if k == "cost_usd" else pl.Int64 for k in _JUDGE_FIELDS},
         "judge_cost_unknown": pl.List(pl.String),
+        "early_stop": _early_stop_schema(),
     }
+
+
+def _early_stop_schema() -> Any:
+    """task.json's early_stop as a struct column (null: the trial ran to its end)."""
+    import polars as pl
+
+    return pl.Struct({
+        "reason": pl.String, "deciding_criterion": pl.String,
+        "deciding_criterion_type": pl.String, "deciding_criterion_description": pl.String,
+        "armed_criteria": pl.List(pl.String), "tool_call_index": pl.Int64,
+        "turn_index": pl.Int64, "turns_remaining_at_stop": pl.Int64,
+        "gate_threshold": pl.Float64, "rule": pl.String})
 
 
 def _trial_columns(records: list[TrialRecord]) -> dict[str, list[Any]]:
@@ -144,6 +162,8 @@ def _trial_columns(records: list[TrialRecord]) -> dict[str, list[Any]]:
     for k in _JUDGE_FIELDS:
         cols[f"judge_{k}"] = [None if j is None else getattr(j, k) for j in judges]
     cols["judge_cost_unknown"] = [None if j is None else list(j.cost_unknown) for j in judges]
+    cols["early_stop"] = [None if r.early_stop is None else to_builtins(r.early_stop)
+                          for r in records]
     return cols
 
 

@@ -48,11 +48,25 @@ def _status_counts(by_status: dict[str, int]) -> str:
     return ", ".join(f"{n} {s}" for s, n in by_status.items()) or "none"
 
 
+def _turns_avoided(summary: dict[str, Any]) -> str:
+    """", <= 27 turn(s) avoided": what the early stops saved at most (max_turns minus the
+    turns taken), said of the trials that had a max_turns when not all had one."""
+    saved = summary.get("turns_avoided")
+    if not saved:
+        return ""
+    text = f", <= {saved['at_most']} turn(s) avoided"
+    if saved["trials"] < summary["stopped_early"]:
+        text += f" by the {saved['trials']} with a max_turns"
+    return text
+
+
 def _early_note(rec: TrialRecord) -> str:
     reason = rec.early_stop_reason or "armed criteria decided"
     advisory = [c for c in rec.criteria if c.advisory]
-    text = (f"> **NOTE:** {_code(rec.trial_id)} stopped early ({_cell(reason)}); it "
-            "was gated on its armed criteria only")
+    remaining = rec.early_stop.turns_remaining_at_stop if rec.early_stop else None
+    avoided = "" if remaining is None else f" <= {remaining} turn(s) avoided;"
+    text = (f"> **NOTE:** {_code(rec.trial_id)} stopped early ({_cell(reason)});{avoided} "
+            "it was gated on its armed criteria only")
     if advisory:
         text += "; advisory — not gated: " + ", ".join(
             f"{_code(c.id)} {c.type} {fmt_score(c.score)}"
@@ -109,7 +123,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
         w(f"| Within expected turns | {wet['within']}/{wet['budgeted']} budgeted trials "
           f"({fmt_pct(wet['share'])}) |")
     if summary["stopped_early"]:
-        w(f"| Stopped early | {summary['stopped_early']} trial(s) |")
+        w(f"| Stopped early | {summary['stopped_early']} trial(s){_turns_avoided(summary)} |")
     tok = summary["tokens"]
     w(f"| Tokens | {fmt_tokens(tok)} |")
     w(f"| Cost | {_cost(summary, why=True)} |")

@@ -18,6 +18,7 @@ from ce_runtime.report.frames import JUDGE_COLUMNS
 from ce_runtime.store.record import (
     AgentOutcome,
     CriterionRecord,
+    EarlyStop,
     JudgeUsage,
     Status,
     TrialRecord,
@@ -187,6 +188,7 @@ def records_from_frames(trials: pl.DataFrame, results: pl.DataFrame,
             success=t["status"] == Status.SUCCESS,
             stopped_early=bool(t["stopped_early"]),
             early_stop_reason=t.get("early_stop_reason"),
+            early_stop=_early_stop(t.get("early_stop")),
             weighted_score=t["weighted_score"],
             started_at=started.isoformat() if started is not None else None,
             duration_s=t.get("duration_s"),
@@ -204,6 +206,14 @@ def records_from_frames(trials: pl.DataFrame, results: pl.DataFrame,
             error=t.get("error"),
         ))
     return records
+
+
+def _early_stop(value: dict[str, Any] | None) -> EarlyStop | None:
+    """task.json's early_stop from its struct column (none in an older ce's parquet)."""
+    if value is None:
+        return None
+    fields = {k: value[k] for k in EarlyStop.__struct_fields__ if k in value}
+    return EarlyStop(**{**fields, "armed_criteria": list(fields.get("armed_criteria") or [])})
 
 
 def _judge_usage(t: dict[str, Any]) -> JudgeUsage | None:

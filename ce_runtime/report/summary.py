@@ -47,6 +47,8 @@ def _stats_exprs() -> list[pl.Expr]:
                             .otherwise((center + half).clip(0.0, 1.0))).alias("pass_rate_high"),
         pl.col("weighted_score").filter(graded).mean().alias("mean_score"),
         pl.col("stopped_early").sum().alias("stopped_early"),
+        pl.col("turns_remaining_at_stop").sum().alias("turns_avoided"),
+        pl.col("turns_remaining_at_stop").is_not_null().sum().alias("turns_avoided_trials"),
         pl.col("input_tokens").sum(), pl.col("output_tokens").sum(),
         pl.col("total_tokens").sum(), pl.col("cache_read_tokens").sum(),
         pl.col("cache_write_tokens").sum(), pl.col("cost_usd").sum(),
@@ -88,6 +90,11 @@ def _breakdown(row: dict[str, Any], pak: dict[str, Any] | None) -> dict[str, Any
         else [row["pass_rate_low"], row["pass_rate_high"]],
         "mean_score": row["mean_score"],
         "stopped_early": row["stopped_early"],
+        # what the early stops saved at most: each one's max_turns minus its turns (only
+        # when some early-stopped trial had a max_turns: `trials` of them)
+        **({"turns_avoided": {"at_most": row["turns_avoided"],
+                              "trials": row["turns_avoided_trials"]}}
+           if row["turns_avoided_trials"] else {}),
         # input is new input only; the prompt cache's reads and writes apart (a Claude
         # Code session's input is mostly cache reads), not in total
         "tokens": {"input": row["input_tokens"], "output": row["output_tokens"],

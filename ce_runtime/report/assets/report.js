@@ -41,6 +41,11 @@
     const parts = (calls || !sessions) ? [`${calls} llm_judge verdict(s)`] : [];
     return parts.concat(sessions ? [`${sessions} agent_judge session(s)`] : []).join(", ");
   };
+  const turnsAvoided = (s) => {  // what the early stops saved at most (markdown's _turns_avoided)
+    const a = s.turns_avoided;
+    if (!a) return "";
+    return `, <= ${a.at_most} turn(s) avoided` + (a.trials < s.stopped_early ? ` by the ${a.trials} with a max_turns` : "");
+  };
   const signed = (v, d) => (v === null || v === undefined) ? "—" : (v >= 0 ? "+" : "") + Number(v).toFixed(d);
   function dur(s) {
     if (s === null || s === undefined) return "—";
@@ -81,7 +86,7 @@
     if (pak.tasks && pak.k_range && pak.k_range[1] > 1) rows.push(["pass@k", `${pak.passed}/${pak.tasks} tasks (${pct(pak.rate)}); every repeat passed: ${pak.passed_all}/${pak.tasks}`]);
     const w = s.within_expected_turns || {};
     if (w.budgeted) rows.push(["Within expected turns", `${w.within}/${w.budgeted} (${pct(w.share)})`]);
-    if (s.stopped_early) rows.push(["Stopped early", `${s.stopped_early} trial(s)`]);
+    if (s.stopped_early) rows.push(["Stopped early", `${s.stopped_early} trial(s)` + turnsAvoided(s)]);
     const t = s.tokens || {};
     const cache = t.cache_read || t.cache_write ? ` / ${(t.cache_read || 0).toLocaleString("en")} cache read / ${(t.cache_write || 0).toLocaleString("en")} cache write` : "";
     rows.push(["Tokens", `${(t.input || 0).toLocaleString("en")} in / ${(t.output || 0).toLocaleString("en")} out${cache}`]);
