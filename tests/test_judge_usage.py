@@ -271,3 +271,39 @@ def test_an_agent_judge_session_is_priced_at_its_clis_cost_never_free():
     assert (judged["input_tokens"], judged["cost_usd"]) == (20, 0.25)
     assert judged["cost_unknown"] == [
         "an agent_judge session ended before its CLI reckoned its cost"]
+
+
+@pytest.mark.slow
+def test_an_older_runs_parquet_gets_its_agent_judge_sessions_back(tmp_path):
+    """trials.parquet as a ce before agent_judge sessions were counted wrote it: no
+    judge_agent_sessions column, its judge_* figures the llm_judge call's alone. `ce
+    report` showed that ($0.0081, "1 llm_judge verdict(s)"), the session left out; now
+    it adds the session back from evidence.json, as the run's own ce counts it today,
+    and says the cost is unknown when that file is unreadable."""
+    import polars as pl
+
+    run_dir = agent_judged_run(tmp_path)
+    run = load_run_json(run_dir)
+    path = os.path.join(run_dir, "trials.parquet")
+    llm_only = {"judge_calls": 1, "judge_input_tokens": 1000, "judge_output_tokens": 200,
+                "judge_cache_read_tokens": 2000, "judge_cache_write_tokens": 400,
+                "judge_cost_usd": PRICED}
+    pl.read_parquet(path).with_columns(**{k: pl.lit(v) for k, v in llm_only.items()}) \
+        .drop("judge_agent_sessions").write_parquet(path)
+    res = ce("report", run_dir, "-f", "json", cwd=run_dir)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["judges"] == run["judges"]
+    md = ce("report", run_dir, cwd=run_dir).stdout
+    assert ("| Judge tokens | 4,400 in / 350 out / 7,000 cache read / 1,100 cache write "
+            "(1 llm_judge verdict(s), 1 agent_judge session(s), 0 reused from the "
+            "cache) |") in md
+    assert "| Judge cost | $0.0247 (not in the agent's cost) |" in md
+
+    (evidence,) = [os.path.join(d, "evidence.json") for d, _, files in os.walk(run_dir)
+                   if "evidence.json" in files]
+    with open(evidence, "w", encoding="utf-8") as fh:
+        fh.write("{")
+    md = ce("report", run_dir, cwd=run_dir).stdout
+    assert ("| Judge cost | $0.0081 + unknown for 1 trial(s): agent_judge sessions not "
+            "counted (a run by an older ce, its evidence.json unreadable) (not in the "
+            "agent's cost) |") in md

@@ -85,8 +85,6 @@ def trial_judge_usage(criteria: Mapping[str, Any] | None) -> dict[str, Any] | No
     without a recorded usage (a verdict cached by an older ce: its tokens are not known,
     and its cost is unknown), the tokens, `cost_usd` of the priced ones and
     `cost_unknown` (the models without a rate, and why)."""
-    from ce_runtime.pricing import lookup
-
     out: dict[str, Any] = {"calls": 0, "agent_sessions": 0, "recorded": 0, "unmetered": 0,
                            **dict.fromkeys(BUCKETS, 0), "cost_usd": 0.0}
     unknown: list[str] = []
@@ -110,6 +108,8 @@ def trial_judge_usage(criteria: Mapping[str, Any] | None) -> dict[str, Any] | No
                 if why not in unknown:
                     unknown.append(why)
             continue
+        from ce_runtime.pricing import lookup  # not for agent_judge only (no attrs loaded)
+
         model = str(e.get("model") or "")
         rates = lookup(model) if model else None
         if rates is None:

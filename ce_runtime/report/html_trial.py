@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from ce_runtime.report.rundir import load_json_object, trial_dir
 from ce_runtime.store.record import InvalidRecord, TrialRecord, as_record, decode_record
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -58,23 +59,6 @@ def trial_detail(run_dir: str, rec: TrialRecord | dict[str, Any], budget: int,
             raw["events_cut"] = True
 
 
-def _trial_dir(run_dir: str, trial_id: str) -> str | None:
-    path = os.path.realpath(os.path.join(run_dir, *str(trial_id).split("/")))
-    root = os.path.realpath(run_dir)
-    if not path.startswith(root + os.sep) or not os.path.isdir(path):
-        return None
-    return path
-
-
-def _load_json(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, "rb") as fh:
-            value = json.loads(fh.read().decode("utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _load_record(path: str) -> tuple[TrialRecord | None, str | None]:
     """task.json as a record, else None and why (the detail shows the parquet's)."""
     try:
@@ -90,7 +74,7 @@ def _read_trial(run_dir: str, rec: TrialRecord, templates: TemplateCache
                 ) -> dict[str, Any]:
     """Everything the detail may show, uncut."""
     notes: list[str] = []
-    tdir = _trial_dir(run_dir, rec.trial_id or "")
+    tdir = trial_dir(run_dir, rec.trial_id or "")
     if tdir is None:
         return {"notes": ["the trial directory is missing: only the parquet's results "
                           "are shown"], "task": None, "evidence": {}, "events": [],
@@ -98,11 +82,12 @@ def _read_trial(run_dir: str, rec: TrialRecord, templates: TemplateCache
     task, why = _load_record(os.path.join(tdir, "task.json"))
     if why:
         notes.append(why)
-    evidence = (_load_json(os.path.join(tdir, "evidence.json")) or {}).get("criteria") or {}
+    evidence = (load_json_object(os.path.join(tdir, "evidence.json")) or {}).get(
+        "criteria") or {}
     events, trace_note = _timeline(os.path.join(tdir, "trace.msgpack"))
     if trace_note:
         notes.append(trace_note)
-    manifest = _load_json(os.path.join(tdir, "workspace.json"))
+    manifest = load_json_object(os.path.join(tdir, "workspace.json"))
     files = None
     if manifest and isinstance(manifest.get("files"), dict):
         template, why = templates.get(rec.plan_hash, task.task_dir if task else None)
@@ -206,7 +191,7 @@ class TemplateCache:
         if not plan_hash or not isinstance(plan_hash, str) or "/" in plan_hash:
             return {}
         if plan_hash not in self._plans:
-            doc = _load_json(os.path.join(self.run_dir, "plans", f"{plan_hash}.json"))
+            doc = load_json_object(os.path.join(self.run_dir, "plans", f"{plan_hash}.json"))
             plan = (doc or {}).get("plan")
             facts: dict[str, Any] = {}
             if isinstance(plan, dict):

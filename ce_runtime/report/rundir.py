@@ -11,6 +11,7 @@ line naming the path), never a traceback.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -114,7 +115,84 @@ def run_data(run_dir: str, trials: pl.DataFrame, results: pl.DataFrame,
     if run_json is None:
         run_json = _read_run_json(run_dir)
     records = records_from_frames(trials, results, _thresholds(run_json))
+    if "judge_calls" in trials.columns and "judge_agent_sessions" not in trials.columns:
+        records = _with_agent_judge_sessions(run_dir, records, results)
     return RunData(run_dir, run_json, trials, results, records)
+
+
+def _with_agent_judge_sessions(run_dir: str, records: list[TrialRecord],
+                               results: pl.DataFrame) -> list[TrialRecord]:
+    """An older ce's run (its trials.parquet has no judge_agent_sessions): its judge_*
+    columns count the llm_judge calls only, its agent_judge sessions were left out. They
+    are added back from each such trial's evidence.json, as today's ce counts them; a
+    trial whose evidence is unreadable says its judges' cost is unknown (never $0)."""
+    import polars as pl
+    from msgspec.structs import replace
+
+    from ce_runtime.grade.judge_usage import trial_judge_usage
+
+    judged = set(results.filter(pl.col("type") == "agent_judge")["trial_id"].to_list())
+    out = []
+    for rec in records:
+        if rec.trial_id in judged:
+            evidence = _agent_judge_evidence(run_dir, rec.trial_id)
+            usage = rec.judge_usage
+            if evidence is None:  # the sessions' cost is not known: said, never $0
+                usage = replace(usage or JudgeUsage(), cost_unknown=[
+                    *(usage.cost_unknown if usage else ()), _SESSIONS_UNREADABLE])
+            else:
+                usage = _plus(usage, trial_judge_usage(evidence))
+            rec = replace(rec, judge_usage=usage)
+        out.append(rec)
+    return out
+
+
+_SESSIONS_UNREADABLE = ("agent_judge sessions not counted (a run by an older ce, its "
+                        "evidence.json unreadable)")
+
+
+def _agent_judge_evidence(run_dir: str, trial_id: str) -> dict[str, list] | None:
+    """The trial's agent_judge entries in its evidence.json (None: unreadable)."""
+    tdir = trial_dir(run_dir, trial_id)
+    evidence = load_json_object(os.path.join(tdir, "evidence.json")) if tdir else None
+    criteria = (evidence or {}).get("criteria")
+    if not isinstance(criteria, dict):
+        return None
+    return {k: [e for e in v if isinstance(e, dict) and e.get("judge") == "agent_judge"]
+            for k, v in criteria.items() if isinstance(v, list)}
+
+
+def _plus(usage: JudgeUsage | None, sessions: dict[str, Any] | None) -> JudgeUsage | None:
+    """The llm_judge calls' usage with the agent_judge sessions' added."""
+    if sessions is None:
+        return usage
+    base = usage or JudgeUsage()
+    summed = {k: getattr(base, k) + sessions[k] for k in JudgeUsage.__struct_fields__
+              if k not in ("agent_sessions", "cost_unknown")}
+    summed["cost_usd"] = round(summed["cost_usd"], 9)
+    return JudgeUsage(**summed, agent_sessions=sessions["agent_sessions"],
+                      cost_unknown=[*base.cost_unknown, *(
+                          w for w in sessions["cost_unknown"] if w not in base.cost_unknown)])
+
+
+def trial_dir(run_dir: str, trial_id: str) -> str | None:
+    """A trial's directory in the run directory (None: missing, or a trial id that
+    would lead outside it)."""
+    path = os.path.realpath(os.path.join(run_dir, *str(trial_id).split("/")))
+    root = os.path.realpath(run_dir)
+    if not path.startswith(root + os.sep) or not os.path.isdir(path):
+        return None
+    return path
+
+
+def load_json_object(path: str) -> dict[str, Any] | None:
+    """A JSON object from a file, None when it is missing, unreadable or not an object."""
+    try:
+        with open(path, "rb") as fh:
+            value = json.loads(fh.read().decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _read_run_json(run_dir: str) -> dict[str, Any]:
