@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -277,3 +278,94 @@ def test_max_turns_budgets_and_denied_permissions(tmp_path):
     [result] = [e for e in denied_events if type(e).__name__ == "ToolResult"]
     assert result.status == "denied", result.output
     assert not any(p.name == "x.txt" for p in (tmp_path / "runs").rglob("x.txt"))
+
+
+def _sleeping_task(tmp: Path, mark: str, seconds: float) -> None:
+    """A Claude Code trial whose one command sleeps `seconds` (its processes carry
+    `mark`), then writes done.txt."""
+    (tmp / "nap.yaml").write_text(textwrap.dedent("""\
+        task_id: nap
+        description: the agent's command takes a while
+        initial_prompt: nap
+        agent: {type: claude-code, allowed_tools: [Bash]}
+        sandbox: {python: null, env: {CE_TEST_MARK: "@MARK@"}}
+        success_criteria:
+          - {type: file_exists, path: done.txt, description: written after the nap}
+        """).replace("@MARK@", mark))
+    (tmp / "nap.claude-code.model.yaml").write_text(yaml.safe_dump({"steps": [
+        {"tool": "Bash", "input": {  # (Claude Code refuses a long `sleep` of its own)
+            "command": f"python3 -c 'import time; time.sleep({seconds})' && echo ok > done.txt"}},
+        {"text": "done"}]}))
+
+
+DRIVER_ARGS = {"tempdir": [], "bwrap": ["--driver", "bwrap"],
+               "docker": ["--driver", "docker", "-D", f"sandbox.docker.image={PYTHON_IMAGE}"]}
+
+
+def _start_ce_and_wait_for(tmp: Path, mark: str, sigint_ignored: bool,
+                           driver: str = "tempdir") -> subprocess.Popen:
+    """`ce run nap.yaml` as the leader of a process group of its own (a terminal's
+    foreground job, or a script's background job when `sigint_ignored`), once the
+    agent's command runs."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ce_runtime.cli", "run", "nap.yaml", "--scripted-model",
+         *DRIVER_ARGS[driver], "--runs-root", "runs"], cwd=tmp,
+        env={**os.environ, "CE_PLAIN": "1"},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if sigint_ignored else None)
+    deadline = time.monotonic() + 120
+    while not any("time.sleep" in cmd for cmd in processes_marked(mark).values()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    return proc
+
+
+@slow
+@pytest.mark.parametrize("driver", DRIVER_ARGS)
+def test_sigint_to_a_background_runs_group_does_not_stop_its_agent(tmp_path, driver):
+    """`ce run &` in a script ignores SIGINT, and so must its trial: a SIGINT to its
+    process group reached the host-side launcher of the Claude Code CLI (in ce's group,
+    with a SIGINT handler of its own), which killed the CLI behind ce's back (the trial
+    ended in ERROR; under docker the docker client of the CLI took it). Now only ce
+    decides when a trial's processes stop."""
+    need(bwrap_missing() if driver == "bwrap" else
+         python_image() if driver == "docker" else None)
+    mark = f"{int(time.time() * 1000) % 100000}.5"
+    _sleeping_task(tmp_path, mark, 3.5)
+    proc = _start_ce_and_wait_for(tmp_path, mark, sigint_ignored=True, driver=driver)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    record, _ = trial(tmp_path, "nap")
+    assert record["status"] == "SUCCESS", (record["agent_outcome"], err[-2000:])
+    assert proc.returncode == 0, err
+    assert processes_marked(mark) == {}
+
+
+@slow
+def test_ctrl_c_stops_a_claude_code_trial_and_leaves_nothing_running(tmp_path):
+    """Ctrl-C (SIGINT to the foreground group) while the agent's command runs: ce stops
+    the trial itself (INTERRUPTED, exit 1, what it had recorded kept), and nothing of the
+    trial is left running."""
+    mark = f"{int(time.time() * 1000) % 100000}.75"
+    _sleeping_task(tmp_path, mark, 60)
+    proc = _start_ce_and_wait_for(tmp_path, mark, sigint_ignored=False)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err, err
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.name != "latest")
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "interrupted", meta
+    assert f"resume with `ce run --resume {run_dir.relative_to(tmp_path)}`" in err, err
+    assert "**INTERRUPTED**" in (run_dir / "report.md").read_text()
+    assert processes_marked(mark) == {}

@@ -6,6 +6,7 @@ reaps daemons, the two environments, and what is recorded as enforced."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import os
 import threading
@@ -188,6 +189,46 @@ def test_spawn_gives_pipes_and_dies_when_killed(driver, tmp_path, task_dir):
     line, check = in_box(driver, tmp_path, task_dir, body)
     assert line == b"got:hello\n"
     assert check.stdout == "dead\n"  # docker: killed in the container, not only its client
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["tempdir", "tempdir-forked", "bwrap", "docker-debian"])
+def test_no_process_of_a_trial_is_in_ces_process_group(driver, tmp_path, task_dir):
+    """Every host process a sandbox starts (the init, run_client and docker clients for
+    spawned commands, commands and launchers) is out of ce's process group, so a SIGINT
+    to that group (Ctrl-C, or to a script's background `ce run`, which ignores it) never
+    reaches a trial: run_client, in ce's group, took it and killed the agent's CLI behind
+    ce's back. A launcher is spawned here as an agent SDK spawns its CLI: in our group
+    (docker: an image with the glibc the host's /bin/sh links)."""
+    from tests.processes import process_stats
+
+    async def body(box):
+        spawned = await box.spawn(["/bin/sh", "-c", "echo up; exec sleep 30"])
+        lines = [await asyncio.wait_for(spawned.stdout.readline(), 30)]
+        by_sdk = await asyncio.create_subprocess_exec(
+            box.launcher(["/bin/sh", "-c", "echo up; exec sleep 30"], box.env(AGENT)),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE)
+        lines.append(await asyncio.wait_for(by_sdk.stdout.readline(), 30))
+        running = asyncio.ensure_future(box.exec("echo up > up.txt; sleep 30"))
+        up = Path(box.workspace) / "up.txt"
+        for _ in range(600):
+            if up.exists():
+                break
+            await asyncio.sleep(0.05)
+        ours = os.getpgid(0)
+        children = [(pid, comm) for pid, (comm, _, rest) in process_stats().items()
+                    if int(rest[0]) == os.getpid()]
+        in_group = [(pid, comm) for pid, comm in children if os.getpgid(pid) == ours]
+        running.cancel()
+        for proc in (spawned, by_sdk):
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+        return lines, up.exists(), children, in_group
+    lines, up, children, in_group = in_box(driver, tmp_path, task_dir, body)
+    assert lines == [b"up\n", b"up\n"] and up
+    assert len(children) >= 3, children  # and the exec's docker client, or the init
+    assert in_group == [], children
 
 
 @pytest.mark.slow

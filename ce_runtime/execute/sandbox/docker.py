@@ -161,7 +161,7 @@ class DockerSandbox(AgentOps, FileOps):
         proc = await asyncio.create_subprocess_exec(
             docker, *args, stdin=asyncio.subprocess.PIPE if stdin is not None else
             asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            stderr=asyncio.subprocess.PIPE, start_new_session=True)
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
         except TimeoutError:
@@ -368,7 +368,7 @@ class DockerSandbox(AgentOps, FileOps):
                     docker_bin() or "docker", *args,
                     stdin=asyncio.subprocess.PIPE if stdin is not None else
                     asyncio.subprocess.DEVNULL, stdout=output.write_ends[0],
-                    stderr=output.write_ends[1])
+                    stderr=output.write_ends[1], start_new_session=True)
             finally:  # the docker client has its copies
                 output.release_write_ends()
             timed_out = False
@@ -413,7 +413,7 @@ class DockerSandbox(AgentOps, FileOps):
         proc = await asyncio.create_subprocess_exec(
             docker_bin() or "docker", *args, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, **(secrets or {})})
+            env={**os.environ, **(secrets or {})}, start_new_session=True)
         from ce_runtime.execute.sandbox.docker_agent import InContainer
 
         return InContainer(proc, self, ident)  # type: ignore[return-value]

@@ -32,11 +32,16 @@ FORWARDER_READY_S = 30.0
 # SDK spawns it as the CLI): `docker exec -i`, the variables named in `forward` (and the
 # SDK's CLAUDE_CODE_* / CLAUDE_AGENT_SDK* ones that do not look like secrets) passed by
 # name from the launcher's environment, so no value handed over at spawn sits in a file
-# or on a command line
+# or on a command line; in a session of its own, as every docker client ce starts (see
+# run_client.run_client: a SIGINT to ce's process group must not end the agent)
 LAUNCHER = """#!{python} -IS
 import json, os, re, sys
 args, at = json.loads({args}), {at}
 {names}args[at:at] = [a for name in names for a in ("-e", name)]
+try:
+    os.setsid()
+except OSError:
+    pass
 os.execv({docker!r}, [{docker!r}, *args, *sys.argv[1:]])
 """
 
@@ -141,7 +146,8 @@ class AgentOps:
                                       {"PATH": BASE_PATH}, False)
             self._forwarder = await asyncio.create_subprocess_exec(
                 docker_bin() or "docker", *args, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True)
             try:
                 line = await asyncio.wait_for(self._forwarder.stdout.readline(),
                                               FORWARDER_READY_S)

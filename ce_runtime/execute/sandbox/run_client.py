@@ -24,7 +24,14 @@ def run_client(ctl_path: str, request: str) -> int:
     """`run_client.py CTL REQUEST`: run one command inside the sandbox with this
     process's own stdin, stdout and stderr, and exit as it exits. A library that insists
     on spawning its subprocess itself (an agent SDK) spawns this instead; killing this
-    process (or SIGTERM) kills the command's process group."""
+    process (or SIGTERM) kills the command's process group.
+
+    It takes a session of its own first: a library spawns it in ce's process group,
+    where a SIGINT to the group (Ctrl-C in ce's terminal, or sent to a script's
+    background `ce run`, which ignores it) made it kill the command behind ce's back.
+    Only ce stops it, as it stops the trial."""
+    with contextlib.suppress(OSError):  # (already a group's leader: spawned as one)
+        os.setsid()
     message = json.loads(request)
     for name in message.pop("forward", []):  # secrets come by environment, not argv
         if name in os.environ:

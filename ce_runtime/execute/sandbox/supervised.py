@@ -332,7 +332,8 @@ class SupervisedSandbox(FileOps):
         return await asyncio.create_subprocess_exec(
             _python(), "-I", "-S", RUN_CLIENT, self.client.ctl_path, json.dumps(request),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env={**LAUNCH_ENV, **(secrets or {})})
+            stderr=asyncio.subprocess.PIPE, env={**LAUNCH_ENV, **(secrets or {})},
+            start_new_session=True)  # only ce stops it (see run_client)
 
     def launcher(self, argv: Sequence[str], env: dict[str, str], forward: Sequence[str] = (),
                  cwd: str | None = None) -> str:
