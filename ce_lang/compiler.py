@@ -363,6 +363,7 @@ class _Compiler:
             ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission
             ds.warn_unsubstituted(ds.find_refs(list(ds.unsubstituted_sources(
                 value, span_of, doc.text))), self.diags)
+        self.check_layer_rows(rows, value["task_id"])
         if rows is not None:
             span_of = lambda p, o=self.original_path: doc.span(o(p))  # noqa: E731
             ds.warn_near_misses([
@@ -377,14 +378,8 @@ class _Compiler:
         self.row_problems: list = []
         for row in rows if rows is not None else [None]:
             task_value = value
-            if row is not None:
-                task_value = dict(value)
-                for key in ("initial_prompt", "success_criteria", "reference"):
-                    if key in value:
-                        task_value[key] = ds.substitute_tree(value[key], row)
-                if _agent_script(value) is not None:  # ce's script agent: as reference.solve
-                    task_value["agent"] = {**value["agent"], "script": ds.substitute_tree(
-                        value["agent"]["script"], row)}
+            if row is not None:  # ce's script agent: as reference.solve
+                task_value = ds.substitute_row_keys(value, row)
                 task_value.pop("dataset", None)
             original = self.original_path
             task_layer = Layer("task", task_value, lambda p, o=original: doc.span(o(p)),
@@ -394,13 +389,38 @@ class _Compiler:
                 layers = [Layer("built-in defaults", BUILTIN_DEFAULTS,
                                 lambda _p: Span.point("<built-in defaults>"),
                                 has_key=lambda _p: False)]  # no file wrote them
-                layers += [x for x in (exp.defaults, task_layer, variant.layer, self.cli) if x]
+                layers += [x for x in (_with_row(exp.defaults, row), task_layer,
+                                       _with_row(variant.layer, row), _with_row(self.cli, row))
+                           if x]
+                if row is not None and variant.mutation_sources:
+                    variant = attrs.evolve(variant, mutations=tuple(
+                        _mutation_with_row(m, row) for m in variant.mutations))
                 merged = merge_layers(layers, TaskSpec)
                 self.resolve(merged, doc, task_dir, row, base_id if row else None, variant,
                              exp.experiment_id, has_dataset=rows is not None,
                              emit=self.diags.count("error") == errors_before and exp.ok
                              and self.command_line.ok)
         self.report_row_problems(len(rows) if rows else 0)
+
+    def check_layer_rows(self, rows: list[ds.Row] | None, task_id: str) -> None:
+        """`${row.key}` an experiment or `-D` writes where rows substitute (a variant's
+        prompt, its prompt mutations, `agent.script`): a key every row has, as in the task
+        itself; in a task without a dataset it stays as written (a warning)."""
+        exp = self.experiment
+        layers = (exp.defaults, *(v.layer for v in exp.variants), self.cli)
+        sources = [s for layer in layers if layer is not None
+                   for s in ds.row_key_sources(layer.value, layer.span_of)]
+        sources += [s for v in exp.variants for s in v.mutation_sources]
+        refs = ds.find_refs(sources)
+        if rows is not None:
+            ds.check_refs(refs, rows, self.diags)
+            return
+        for _src, key, span in refs:
+            if ds.KEY.fullmatch(key):
+                self.diags.emit("CE0304", f"`${{row.{key}}}` stays as written in task "
+                                f"{task_id!r}: it has no dataset", span,
+                                help="rows are substituted only in the trials of a task with "
+                                "a `dataset`")
 
     def check_dropped(self, doc: LocatedDoc, value: dict[str, Any], every: bool = False
                       ) -> None:
@@ -596,6 +616,22 @@ def _kind(value: dict[str, Any]) -> str | None:
     if any(k in value for k in TASK_KEYS):
         return "task"
     return None
+
+
+def _with_row(layer: Layer | None, row: ds.Row | None) -> Layer | None:
+    """An experiment's or the command line's layer with the dataset row substituted where
+    the task's own settings get it (a variant's `initial_prompt`, an `agent.script` ...)."""
+    if layer is None or row is None or not any(
+            "${row." in s.value for s in ds.row_key_sources(layer.value, layer.span_of)):
+        return layer
+    return attrs.evolve(layer, value=ds.substitute_row_keys(layer.value, row))
+
+
+def _mutation_with_row(mutation: Any, row: ds.Row) -> Any:
+    """A prompt mutation with the row substituted in its text (`type` aside)."""
+    return attrs.evolve(mutation, **{
+        f.name: ds.substitute_tree(getattr(mutation, f.name), row)
+        for f in attrs.fields(type(mutation)) if f.name != "type"})
 
 
 def _agent_script(value: dict[str, Any]) -> Any:

@@ -271,6 +271,32 @@ def substitute_tree(value: Any, row: Row) -> Any:
     return value
 
 
+ROW_KEYS = ("initial_prompt", "success_criteria", "reference")
+
+
+def substitute_row_keys(value: dict[str, Any], row: Row) -> dict[str, Any]:
+    """`value` (a task-shaped layer) with `row` substituted where rows substitute: the
+    prompt, the criteria, `reference` and the script agent's `agent.script`."""
+    out = dict(value)
+    for key in ROW_KEYS:
+        if key in value:
+            out[key] = substitute_tree(value[key], row)
+    agent = value.get("agent")
+    if isinstance(agent, dict) and agent.get("script") is not None:
+        out["agent"] = {**agent, "script": substitute_tree(agent["script"], row)}
+    return out
+
+
+def row_key_sources(value: dict[str, Any], span_of: Callable[[Path], Span], text: str = "",
+                    ) -> list[TextSource]:
+    """The strings of a task-shaped layer that `substitute_row_keys` substitutes in."""
+    agent = value.get("agent")
+    script = agent.get("script") if isinstance(agent, dict) else None
+    return [*(s for key in ROW_KEYS for s in string_sources(value.get(key), (key,), span_of,
+                                                             text)),
+            *string_sources(script, ("agent", "script"), span_of, text)]
+
+
 def string_sources(value: Any, path: Path, span_of: Callable[[Path], Span], text: str,
                    ) -> Iterator[TextSource]:
     if isinstance(value, str):

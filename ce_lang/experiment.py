@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from ce_lang.convert import converter
+from ce_lang.dataset import string_sources
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.layers import Layer, experiment_layer, task_setting
 from ce_lang.paths import SuiteRoots
@@ -51,6 +52,8 @@ class VariantLayers:
     repeats: tuple[int, str] | None  # value, layer name
     mutations: tuple = ()  # PromptMutation, the defaults' first
     held: frozenset[Path] = frozenset()  # task settings the experiment's errors leave unknown
+    # the mutations' strings, located: a dataset's rows substitute in them as in the prompt
+    mutation_sources: tuple = ()  # dataset.TextSource
 
 
 @attrs.frozen
@@ -135,8 +138,13 @@ def load_experiment(doc: LocatedDoc | None, diags: Diagnostics,
             if v.get("prompt_mutations") and key in v:
                 diags.emit("CE0109", f"`prompt_mutations` and `{key}` exclude each other in "
                            "a variant", doc.key_span(original(("variants", i, key))))
+        located = [*string_sources(defaults.get("prompt_mutations"),
+                                   ("defaults", "prompt_mutations"), span_of, doc.text),
+                   *string_sources(v.get("prompt_mutations"),
+                                   ("variants", i, "prompt_mutations"), span_of, doc.text)]
         out.append(VariantLayers(vid, layer, repeats, mutations,
-                                 held=held_defaults | held.get(i, frozenset())))
+                                 held=held_defaults | held.get(i, frozenset()),
+                                 mutation_sources=tuple(located)))
     if not out:  # `variants` missing, empty or no list (reported): what they set is unknown
         out.append(VariantLayers("default", None, None,
                                  held=held_defaults | _settings("variants")))

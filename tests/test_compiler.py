@@ -189,6 +189,51 @@ success_criteria:""", 1)
         ("CE0304", model_line), ("CE0303", line)]  # the model's stays as written: a warning
 
 
+ROW_EXPERIMENT = """\
+experiment_id: rows
+defaults:
+  prompt_mutations: [{type: prefix, content: "row ${row.id}:"}]
+variants:
+  - variant_id: own-prompt
+    initial_prompt: "Spell ${row.word}"
+    agent: {type: script, script: [{write: out.txt, content: "${row.word}"}]}
+  - variant_id: mutated
+    prompt_mutations: [{type: suffix, content: "(${row.expected_skill})", separator: " "}]
+"""
+
+
+def test_rows_substitute_in_what_an_experiment_and_the_command_line_set(write):
+    # a variant's prompt, the prompt mutations and a script an experiment or -D sets
+    # reached the agent as written, "${row.word}" and all, without a word from ce
+    task = write("ds.yaml", DATASET_TASK)
+    result = ok(compile_paths([task], CompileOptions(experiment=write("e.yaml",
+                                                                      ROW_EXPERIMENT))))
+    plans = {(t.variant_id, t.plan.row_id): t.plan for t in result.trials}
+    own = plans["own-prompt", "b"]
+    assert own.prompt == "row b:\n\nSpell two"
+    assert own.agent.script == [{"write": "out.txt", "content": "two"}]
+    assert plans["mutated", "a"].prompt == "row a:\n\nSay one please (s)"
+    cli = ok(compile_paths([task], CompileOptions(overrides=(
+        "initial_prompt=Echo ${row.word}", "agent.type=script",
+        "agent.script=[{run: 'echo ${row.word}'}]"))))
+    b = next(t.plan for t in cli.trials if t.plan.row_id == "b")
+    assert (b.prompt, b.agent.script) == ("Echo two", [{"run": "echo two"}])
+
+
+def test_an_experiments_row_reference_is_checked_against_the_rows(write):
+    task = write("ds.yaml", DATASET_TASK)
+    plain = write("plain.yaml", TASK)
+    exp = write("e.yaml", ROW_EXPERIMENT.replace("${row.word}\"", "${row.wrd}\""))
+    result = compile_paths([task, plain], CompileOptions(experiment=exp))
+    found = {(d.code, d.span.file, d.span.line, d.message) for d in result.diagnostics}
+    assert ("CE0303", exp, 6, "`${row.wrd}`: dataset rows 'a' (rows[0]), 'b' (rows[1]), "
+            "'c' (rows[2]), 'd' (rows[3]) have no key `wrd`") in found
+    # a task without a dataset keeps them as written: said once per reference
+    assert ("CE0304", exp, 3, "`${row.id}` stays as written in task 't1': it has no "
+            "dataset") in found
+    assert not [t for t in result.trials if t.plan.row_id]
+
+
 def test_dataset_sampling_is_reproducible(write):
     text = DATASET_TASK.replace("  rows:", "  sample_per_stratum: 1\n  rows:")
     path = write("ds.yaml", text)
