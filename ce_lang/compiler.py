@@ -227,6 +227,11 @@ class _Compiler:
         return load_experiment(doc, self.diags, self.roots)
 
     def check_experiment_doc(self, doc: LocatedDoc, explicit: bool) -> None:
+        """An experiment found among PATHS: checked on its own, unless it is the `-e`
+        one (checked already; its errors are not said twice under another spelling)."""
+        given = self.opt.experiment
+        if given is not None and os.path.abspath(doc.file) == os.path.abspath(given):
+            return
         if explicit:
             self.diags.emit("CE0402", f"{doc.file} is an experiment, not a task",
                             doc.span(()), help=f"use it with `-e {doc.file}`")

@@ -332,6 +332,21 @@ def test_directory_walk_skips_non_task_yaml_and_checks_experiments(tmp_path):
     assert [d.code for d in result.diagnostics] == ["CE0110"]  # the empty variants list
 
 
+def test_the_experiment_given_with_e_is_not_checked_again_in_the_directory(tmp_path,
+                                                                          monkeypatch):
+    # `ce compile . -e exp.yaml` with the experiment beside the tasks printed each of its
+    # errors twice (as ./exp.yaml and exp.yaml) and counted them twice
+    (tmp_path / "t.yaml").write_text(TASK)
+    (tmp_path / "exp.yaml").write_text("experiment_id: e\nvariants:\n  - variant_id: A\n")
+    monkeypatch.chdir(tmp_path)
+    result = compile_paths(["."], CompileOptions(experiment="exp.yaml"))
+    assert [(d.code, d.span.file, d.span.line) for d in result.diagnostics] == [
+        ("CE0111", "exp.yaml", 3)]
+    # and `ce compile *.yaml -e exp.yaml` was CE0402, "use it with `-e exp.yaml`"
+    (tmp_path / "exp.yaml").write_text("experiment_id: e\nvariants:\n  - variant_id: a\n")
+    ok(compile_paths(["exp.yaml", "t.yaml"], CompileOptions(experiment="exp.yaml")))
+
+
 def test_emit_writes_plans_and_trials(write, tmp_path):
     from click.testing import CliRunner
 
