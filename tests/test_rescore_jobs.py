@@ -108,8 +108,10 @@ def test_any_jobs_prints_and_writes_what_one_process_does(archive, tmp_path):
     assert one.returncode == 1
     assert one.stdout.count("* default/files/") == 39 and "c1 file_contains" in one.stdout
     assert "! default/files/007" in one.stderr
-    assert one.stdout.splitlines()[-1].startswith(
+    summary, why = one.stdout.splitlines()[-2:]
+    assert summary.startswith(
         "39 trial(s) re-scored, 39 changed; 1 trial(s) not re-scored (damaged archive)")
+    assert why.startswith("not passed: ")
     for jobs in ("3", "64"):
         proc, more = results[jobs]
         assert proc.returncode == one.returncode

@@ -70,6 +70,11 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     notes on stderr). The results (RUN_DIR/rescored/<time>) are a run directory of
     their own: `ce explain` works on its trials.
 
+    Exit status, as `ce run`'s for the re-scored trials: 0 every one succeeded (or, with
+    the run's --min-pass-rate, enough did) and every suite gate passed; 1 otherwise
+    (each reason printed as `not passed: ...`), or a trial's archive is damaged, or the
+    results could not be written; 2 bad input (a TASKS error, a path that is no run).
+
     \b
     Examples:
       ce rescore runs/latest
@@ -212,8 +217,9 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
         records, changed, missing, damaged = \
             tally.records, tally.changed, tally.missing, tally.damaged
         whole = only_trial is None and not trial_ids
-        code = _write(staged.path, records, run_dir, used, out, worker,
-                      _run_state(run_dir) if whole else ("complete", None, None))
+        summary = _write(staged.path, records, run_dir, used, out, worker,
+                         _run_state(run_dir) if whole else ("complete", None, None))
+        code = int(summary.get("exit_code", 1))
         staged.commit()
     note = f"; {missing} trial(s) have no task in TASKS" if missing else ""
     if damaged:
@@ -223,6 +229,9 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
         if verdicts.hits or verdicts.asked else ""
     click.echo(f"{len(records)} trial(s) re-scored, {changed} changed{note}{asked}; "
                f"results: {out}")
+    if summary.get("exit_code"):  # why it is not a pass, as `ce run` says it
+        for reason in summary.get("exit_reasons") or ():
+            click.echo(f"not passed: {reason}")
     sys.exit(code)
 
 
@@ -395,12 +404,14 @@ def _run_state(run_dir: str) -> tuple[str, int | None, float | None]:
 
 
 def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None,
-           state: tuple[str, int | None, float | None] = ("complete", None, None)) -> int:
+           state: tuple[str, int | None, float | None] = ("complete", None, None)
+           ) -> dict:
     """The rest of the results' run directory (the trials are written as they are
     graded): the plans graded with, the definitions, the objects (a link to the run's),
     run.json and the reports (by the report worker, or here without one). `ce explain`
     and `ce rescore` work on it. `name`: where the directory ends up (its run id);
-    `state`: the re-scored run's status, planned trials and gate (`_run_state`)."""
+    `state`: the re-scored run's status, planned trials and gate (`_run_state`).
+    Returns the run summary (its `exit_code` and `exit_reasons`)."""
     from ce_runtime.store.record import as_records
 
     _link_run_parts(out, run_dir, plans)
@@ -416,7 +427,7 @@ def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None,
         from ce_runtime.report.run_end import write_rescore_reports
 
         summary = write_rescore_reports(out, records, run_id, source, *state)
-    return int(summary.get("exit_code", 1))
+    return summary
 
 
 def _link_run_parts(out: str, run_dir: str, plans: dict) -> None:
