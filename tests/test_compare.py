@@ -193,6 +193,26 @@ def _compare(a, b, alpha=0.05):
     return compare_frames(side, a, empty, side, b, empty, alpha=alpha)
 
 
+def test_runs_with_nothing_in_common_fail_the_gate():
+    # a baseline run without -e (variant `default`) against a run with an experiment's
+    # variants shares no trial and no task: that was "no regression", exit 0
+    import polars as pl
+
+    from ce_runtime.report.compare_render import verdict
+
+    a = _trials("a", {"t1": [True], "t2": [False]})
+    b = _trials("b", {"t1": [True]}).with_columns(variant_id=pl.lit("other"))
+    c = _compare(a, b)
+    assert c.matched_trials == 0 and c.pass_rate.n_tasks == 0 and c.nothing_compared
+    assert c.regressed("flips") and c.regressed("significant") and not c.regressed("never")
+    why = ("no trial or task of B is one of A's (same variant, task and row): nothing was "
+           "compared")
+    assert c.reasons("flips") == [why] and c.to_dict()["regressed"] is True
+    assert verdict(c, "significant") == (True, f"NOT COMPARED: {why}")
+    # paired tasks on unmatched repeats are compared (see the next test): not this
+    assert not _compare(a, _trials("b", {"t1": [True]})).nothing_compared
+
+
 def test_a_significant_drop_without_a_matched_flip():
     # six tasks, each passing in A and failing in B, on repeats that do not match: no
     # flip, but every paired difference is -1: sign-flip p = 2 / 2^6 = 0.03125 < 0.05

@@ -47,11 +47,14 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
       significant  a significant drop only: the paired mean per-task pass-rate
                    difference B − A is negative and its sign-flip p < --alpha
       never        never (report only)
-    A task missing from B is listed, not counted as a regression.
+    A task missing from B is listed, not counted as a regression; but two runs with
+    no task in common (another experiment's variants, another suite) compare nothing,
+    which fails the gate too (NOT COMPARED; not with --fail-on never).
 
     \b
-    Exit status: 0 no regression; 1 a regression (or the output could not be
-    written); 2 usage error (a path that is not a run directory: one line naming it).
+    Exit status: 0 no regression; 1 a regression or nothing compared (or the output
+    could not be written); 2 usage error (a path that is not a run directory: one line
+    naming it).
 
     \b
     Examples:

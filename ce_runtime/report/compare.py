@@ -22,7 +22,8 @@ What is measured (B against A, differences are B - A):
 Regression rule (`regressed`): `flips` (the default) -> any regression flip or a
 significant drop; `significant` -> a significant drop only; `never` -> never. A drop is
 significant when the paired mean pass-rate difference is negative and its two-sided
-sign-flip p-value is below `alpha` (0.05).
+sign-flip p-value is below `alpha` (0.05). Two runs with no trial and no task in common
+fail the gate too (`nothing_compared`), unless `never`.
 """
 
 from __future__ import annotations
@@ -142,11 +143,21 @@ class RunComparison:
         return (p.mean_diff is not None and p.mean_diff < -EPSILON
                 and p.p_value is not None and p.p_value < self.alpha)
 
+    @property
+    def nothing_compared(self) -> bool:
+        """No trial and no task of B is one of A's (another experiment's variants, another
+        suite): no evidence either way, which a gate must not take for a pass."""
+        return self.matched_trials == 0 and self.pass_rate.n_tasks == 0
+
     def regressed(self, fail_on: str = "flips") -> bool:
+        """The gate fails (`ce compare` exits 1): a regression by `fail_on`, or, unless
+        `never`, nothing compared."""
         if fail_on not in FAIL_ON:
             raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
         if fail_on == "never":
             return False
+        if self.nothing_compared:
+            return True
         if fail_on == "significant":
             return self.significant_drop
         return bool(self.regressions) or self.significant_drop
@@ -154,6 +165,9 @@ class RunComparison:
     def reasons(self, fail_on: str = "flips") -> list[str]:
         """Why `regressed(fail_on)` is True, one line each (empty when it is not)."""
         out = []
+        if fail_on != "never" and self.nothing_compared:
+            out.append("no trial or task of B is one of A's (same variant, task and row): "
+                       "nothing was compared")
         if fail_on == "flips" and self.regressions:
             out.append(f"{len(self.regressions)} trial(s) passed in A and fail in B")
         if fail_on in ("flips", "significant") and self.significant_drop:

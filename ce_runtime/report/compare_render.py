@@ -49,7 +49,8 @@ def _rate(side: RunSide) -> str:
 def verdict(c: RunComparison, fail_on: str) -> tuple[bool, str]:
     """(regressed, one line) as the page and the command's last line say it."""
     if c.regressed(fail_on):
-        return True, "REGRESSED: " + "; ".join(c.reasons(fail_on))
+        head = "NOT COMPARED" if c.nothing_compared else "REGRESSED"
+        return True, f"{head}: " + "; ".join(c.reasons(fail_on))
     notes = []
     if c.regressions:
         notes.append(f"{len(c.regressions)} trial(s) flipped to failure (not gated: "
