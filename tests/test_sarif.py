@@ -110,6 +110,25 @@ def test_render_sarif_trial_errors_and_run_limits(tmp_path):
     assert len({json.dumps(r["partialFingerprints"]) for r in results}) == 3
 
 
+def test_a_failed_suite_gate_is_a_result_on_its_criterion(tmp_path):
+    # every row passes its own threshold, the gate over the rows does not: `ce run`
+    # exits 1, and the SARIF had nothing to show for it
+    (tmp_path / "ds.yaml").write_text(TASK.replace("task_id: sarif-demo", "task_id: ds"))
+    crit = {"id": "c1", "type": "file_contains", "pass_threshold": 0.5, "gating": True,
+            "weight": 1.0, "suite_thresholds": {"mean": 0.9}, "description": "row text"}
+    records = [{"trial_id": f"v/ds/{row}/00", "variant_id": "v", "task_id": f"ds/{row}",
+                "suite_id": "ds", "row_id": row, "status": "SUCCESS", "weighted_score": score,
+                "task_file": str(tmp_path / "ds.yaml"),
+                "criteria": [{**crit, "score": score, "passed": True}]}
+               for row, score in (("a", 1.0), ("b", 0.6))]
+    doc = json.loads(render_sarif(records, "0.1.0", base=str(tmp_path)))
+    [r] = check_essentials(doc)
+    assert (r["ruleId"], r["level"]) == ("ce/suite-gate", "error")
+    assert r["message"]["text"] == "suite gate v/ds/c1 failed: mean 0.800 < 0.9"
+    assert r["locations"][0]["physicalLocation"]["region"]["startLine"] == 11  # c1's entry
+    assert r["properties"]["suite_id"] == "ds" and "trial_id" not in r["properties"]
+
+
 def test_render_sarif_empty_run_is_valid():
     doc = json.loads(render_sarif([], "0.1.0"))
     assert check_essentials(doc) == []

@@ -93,9 +93,9 @@ def _skipped_tasks(trials) -> str:
 @click.option("--junit-xml", type=click.Path(dir_okay=False),
               help="Also write JUnit XML here (--resume writes the run's again unless given).")
 @click.option("--sarif", type=click.Path(dir_okay=False),
-              help="Also write SARIF 2.1.0 here: a result per failed criterion, located in "
-                   "its task file (GitHub code scanning's upload-sarif; --resume writes the "
-                   "run's again unless given).")
+              help="Also write SARIF 2.1.0 here: a result per failed criterion and per "
+                   "failed suite gate, located in its task file (GitHub code scanning's "
+                   "upload-sarif; --resume writes the run's again unless given).")
 @click.option("--min-pass-rate", type=click.FloatRange(0, 1), metavar="RATE",
               help="Pass (exit 0) when at least RATE (0..1) of each variant's trials "
                    "succeed, instead of every trial; an ERROR trial is not a pass. Suite "

@@ -4,9 +4,11 @@ SARIF viewers show as alerts on the task files.
 One result per failed criterion of a graded trial (the criteria report.md lists under
 Failures: gating ones that failed, and any that failed with an error), and one per trial
 that failed without a failing criterion to blame (ERROR, TIMEOUT and the other run
-limits). A rule per criterion type (`ce/run_command`, ...) plus `ce/trial-error` and
-`ce/trial-status`. level: `error` for a gating criterion and for a trial error,
-`warning` for a non-gating criterion that errored and for a run limit. The location is
+limits), and one per failed suite gate (`suite_thresholds` below their minimum over a
+dataset's rows: a run that fails only there exits 1 too). A rule per criterion type
+(`ce/run_command`, ...) plus `ce/trial-error`, `ce/trial-status` and `ce/suite-gate`.
+level: `error` for a gating criterion, a trial error and a suite gate, `warning` for a
+non-gating criterion that errored and for a run limit. The location is
 the task file (relative to `base` when it is under it, else a file:// URI) and, when the
 file still parses, the line of the criterion's entry under `success_criteria`
 (criterion ids `c<N>` are the N-th entry); line 1 otherwise.
@@ -18,10 +20,13 @@ import json
 import os
 import pathlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ce_runtime.report.text import failed_criteria, fmt_score
+from ce_runtime.report.text import failed_criteria, fmt_metric, fmt_score
 from ce_runtime.store.record import NOT_FAILED_STATUSES, Status, TrialRecord, as_records
+
+if TYPE_CHECKING:
+    from ce_runtime.report.gates import SuiteGate
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -66,9 +71,10 @@ def _index(criterion_id: Any) -> int | None:
 
 
 def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: str,
-                 base: str | None = None) -> str:
+                 base: str | None = None, gates: Sequence[SuiteGate] | None = None) -> str:
     """The SARIF document for `records` (task.json-shaped, as `ce run` and `ce report`
-    hold them). `base`: the directory URIs are relative to (default: the current one)."""
+    hold them). `base`: the directory URIs are relative to (default: the current one).
+    `gates`: the suite gates (default: computed from `records`)."""
     base = os.path.abspath(base or os.getcwd())
     rules: dict[str, dict[str, Any]] = {}
     results: list[dict[str, Any]] = []
@@ -80,7 +86,8 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
         return list(rules).index(rule_id)
 
     def add(rec: TrialRecord, rule_id: str, rule_text: str, level: str, message: str,
-            key: str, criterion_id: Any = None) -> None:
+            key: str, criterion_id: Any = None,
+            properties: dict[str, Any] | None = None) -> None:
         task_file = rec.task_file
         if task_file not in lines_cache:
             lines_cache[task_file] = _criterion_lines(task_file)
@@ -93,9 +100,10 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
                 "artifactLocation": {"uri": _uri(task_file, base)},
                 "region": {"startLine": line}}}],
             "partialFingerprints": {"ceTrialCriterion/v1": key},
-            "properties": {"trial_id": rec.trial_id, "variant_id": rec.variant_id,
-                           "task_id": rec.task_id, "status": str(rec.status),
-                           "weighted_score": rec.weighted_score},
+            "properties": properties or {
+                "trial_id": rec.trial_id, "variant_id": rec.variant_id,
+                "task_id": rec.task_id, "status": str(rec.status),
+                "weighted_score": rec.weighted_score},
         })
 
     for rec in as_records(records):
@@ -124,6 +132,21 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
             detail = (outcome.detail or outcome.reason) if outcome is not None else ""
             add(rec, "ce/trial-status", "A trial stopped at a run limit or failed", "warning",
                 f"{trial}: {status}" + (f" ({detail})" if detail else ""), f"{trial}#status")
+    if gates is None:
+        from ce_runtime.report.gates import suite_metrics
+
+        gates = suite_metrics(records)
+    by_suite = {(r.variant_id, r.suite_id): r for r in as_records(records) if r.suite_id}
+    for g in gates:
+        rec = by_suite.get((g.variant, g.suite_id))
+        if g.passed or rec is None:
+            continue
+        below = ", ".join(f"{m} {fmt_metric(g.metrics.get(m))} < {g.thresholds[m]:g}"
+                          for m in g.failed)
+        add(rec, "ce/suite-gate", "A suite gate (suite_thresholds) failed", "error",
+            f"suite gate {g.name} failed: {below}", f"{g.name}#suite-gate", g.criterion,
+            {"variant_id": g.variant, "suite_id": g.suite_id, "criterion_id": g.criterion,
+             "failed": list(g.failed), "metrics": dict(g.metrics)})
     doc = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
