@@ -588,6 +588,23 @@ def test_junit_parses_and_counts_match(records, gates):
     assert "stopped early" in early.find("system-out").text
 
 
+def test_junit_of_an_interrupted_run_says_trials_did_not_run():
+    # Ctrl-C after 2 of 6 trials: the JUnit file listed the 2, both green (tests="2",
+    # failures="0"); a CI test report took the run for a pass
+    from ce_runtime.report.summary import with_run_state
+
+    recs = [record("v", f"t{i}", criteria=[crit("c0", "file_exists", 1.0)]) for i in (1, 2)]
+    summary = with_run_state(R.summary(recs, [], "r", None), "interrupted", 6)
+    root = ET.fromstring(R.render_junit(recs, [], summary))
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "0", "1")
+    err = root.find("testsuite[@name='(run)']/testcase[@name='every planned trial ran']/error")
+    assert err.get("type") == "INTERRUPTED" and err.get("message") == (
+        "the run was interrupted: 2 of 6 planned trial(s) ran; `ce run --resume RUN` runs "
+        "the other 4")
+    complete = with_run_state(R.summary(recs, [], "r", None), "complete", 2)
+    assert ET.fromstring(R.render_junit(recs, [], complete)).get("errors") == "0"
+
+
 def test_junit_error_falls_back_to_the_agent_outcome():
     rec = record("v", "t", status="ERROR", criteria=[],
                  outcome=("error", "the task has no reference solution"))

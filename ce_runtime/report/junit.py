@@ -29,10 +29,14 @@ def _criterion_text(c: CriterionRecord) -> str:
     return line
 
 
-def render_junit(records: Records, gates: Sequence[SuiteGate]) -> str:
+def render_junit(records: Records, gates: Sequence[SuiteGate],
+                 summary: dict[str, Any] | None = None) -> str:
     """JUnit XML: a testsuite per variant, a testcase per trial (failure for a failed
     verdict or a run limit, error for ERROR, skipped for NOT_GRADED) and one per suite
-    gate with thresholds (classname `suite.<suite_id>`)."""
+    gate with thresholds (classname `suite.<suite_id>`). With the run's `summary`, a run
+    that did not run every planned trial (Ctrl-C, a lost executor) adds a testcase in
+    error in a testsuite `(run)`: without it the file listed the trials that ran, all
+    green, and nothing of the others."""
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name="ce")
@@ -98,6 +102,17 @@ def render_junit(records: Records, gates: Sequence[SuiteGate]) -> str:
         shown = {k: v for k, v in g.metrics.items() if k != "f1.macro"}
         ET.SubElement(tc, "system-out").text = _x(
             "\n".join(f"{k} = {fmt_metric(v)}" for k, v in shown.items()))
+
+    state = (summary or {}).get("status")
+    if state in ("interrupted", "incomplete"):
+        run = "(run)"  # no variant id has parentheses
+        suite(run)
+        counts[run]["tests"] += 1
+        counts[run]["errors"] += 1
+        tc = ET.SubElement(suites[run], "testcase", classname="run",
+                           name="every planned trial ran", time="0.000")
+        reasons = summary.get("exit_reasons") or [f"the run was {state}"]
+        ET.SubElement(tc, "error", type=state.upper(), message=_x(reasons[0]))
 
     total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     for variant, ts in suites.items():

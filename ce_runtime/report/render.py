@@ -37,7 +37,7 @@ def render_loaded(data, fmt: str, summary: dict, gates: list) -> str:
     if fmt == "json":
         return json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
     if fmt == "junit":
-        return report.render_junit(data.records, gates)
+        return report.render_junit(data.records, gates, summary)
     from ce_runtime.report.html import page_data
     from ce_runtime.report.html_page import render_html
 

@@ -40,7 +40,7 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
         write_html(run_dir, (records, gates, summary))
     if junit_xml:
         os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
-        write_bytes_atomic(junit_xml, report.render_junit(records, gates).encode())
+        write_bytes_atomic(junit_xml, report.render_junit(records, gates, summary).encode())
     return summary
 
 
