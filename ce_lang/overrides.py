@@ -180,9 +180,10 @@ def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
         if part not in fields:
             where = f"`{format_path(tuple(path))}`" if path else "a task"
             fix = closest(part, names)
+            option = _RUN_OPTIONS.get(part) if not path else None
             diags.emit("CE0501", f"unknown setting `{part}` in {where}", span,
-                       help=f"did you mean `{fix}`?" if fix else None)
-            return ((*path, fix) if fix else ()), None
+                       help=option or (f"did you mean `{fix}`?" if fix else None))
+            return ((*path, fix) if fix and not option else ()), None
         if not path and part == "dataset":
             diags.emit("CE0501", "the dataset cannot be overridden: rows are expanded before "
                        "the config layers apply", span)
@@ -190,6 +191,14 @@ def resolve_path(key: str, source: str, arg: str, diags: Diagnostics,
         path.append(part)
         _, tp, rule, _ = fields[part]
     return tuple(path), (tp, rule)
+
+
+# what an experiment sets, or an option does, that is no task setting: `-D repeats=3`
+_RUN_OPTIONS = {
+    "repeats": "trials per task are not a task setting: `--repeats N` (or `repeats:` in "
+               "an experiment's defaults or variant)",
+    "model": "the model is `agent.model`: `-D agent.model=M`, or `--model M`",
+}
 
 
 def overrides_layer_value(overrides: list[Override], flags: dict[Path, Any]) -> dict[str, Any]:
