@@ -82,9 +82,10 @@ def test_run_results_on_stdout_progress_on_stderr(suite):
 
 def test_run_quiet_prints_no_progress(suite, tmp_path):
     root, _ = suite
-    res = ce("run", root / "tasks" / "good.yaml", "--agent", "oracle", "-q", cwd=tmp_path)
-    assert res.returncode == 0 and res.stderr == ""
-    assert "1/1 trial(s): 1 SUCCESS" in res.stdout
+    res = ce("run", root / "tasks" / "good.yaml", "--agent", "oracle", "-q",
+             "--sarif", tmp_path / "ce.sarif", cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr == ""  # not even "SARIF: ce.sarif (0 ...)"
+    assert "1/1 trial(s): 1 SUCCESS" in res.stdout and (tmp_path / "ce.sarif").is_file()
 
 
 def test_rescore_results_on_stdout_and_quiet(suite, tmp_path):

@@ -288,7 +288,7 @@ def _run_with(state, worker, a):
     if a.sarif:  # still under the lock: a resume waiting for it reads a finished run
         from ce_runtime.report.sarif import sarif_after_run
 
-        sarif_after_run(run_dir, a.sarif)
+        sarif_after_run(run_dir, a.sarif, quiet=a.quiet)
     os.close(lock)  # unlocked only once everything is written
     sys.exit(1 if interrupted or failed else code)
 

@@ -173,9 +173,10 @@ def write_run_sarif(run_dir: str, path: str) -> int:
     return len(json.loads(text)["runs"][0]["results"])
 
 
-def sarif_after_run(run_dir: str, path: str) -> None:
+def sarif_after_run(run_dir: str, path: str, quiet: bool = False) -> None:
     """`ce run --sarif PATH`: write it once the run is finished; a file that cannot be
-    written, or a run that cannot be read back, is one line on stderr and exit 1."""
+    written, or a run that cannot be read back, is one line on stderr and exit 1. The
+    line saying it was written is progress: not with -q."""
     import sys
 
     import click
@@ -190,4 +191,5 @@ def sarif_after_run(run_dir: str, path: str) -> None:
     except OSError as exc:
         click.echo(f"ce run: cannot write {path}: {exc.strerror or exc}", err=True)
         sys.exit(1)
-    click.echo(f"SARIF: {path} ({n} result(s))", err=True)
+    if not quiet:
+        click.echo(f"SARIF: {path} ({n} result(s))", err=True)
