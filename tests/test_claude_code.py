@@ -198,6 +198,20 @@ def test_early_stop_ends_the_cli_at_the_deciding_tool_call(tmp_path):
 
 
 @slow
+def test_early_stop_records_the_turn_it_was_decided_in(tmp_path):
+    # with no delay the CLI often makes a model call or two before its interrupt lands:
+    # task.json said turn_index 3 (the last turn) for a stop decided in turn 1
+    task = copy_example(tmp_path, "early_stop")
+    res = ce("run", str(task), "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    record, _ = trial(tmp_path, "early_stop")
+    stop = record["early_stop"]
+    assert (stop["tool_call_index"], stop["turn_index"], stop["turns_remaining_at_stop"]) \
+        == (1, 1, 29)
+    assert record["usage"]["turns"] >= 1
+
+
+@slow
 def test_a_turn_timeout_kills_the_cli_and_its_children(tmp_path):
     mark = f"{int(time.time() * 1000) % 100000}.25"
     (tmp_path / "hang.yaml").write_text(textwrap.dedent("""\

@@ -57,6 +57,9 @@ class TrialSink:
         # the model the agent said it runs (its AgentStart): its default when the task
         # names none, which task.json records
         self.agent_model: str | None = None
+        # the turn the early stop was asked in: an agent may take more turns to stop
+        # (Claude Code answers an interrupt after the model calls already on their way)
+        self.stop_turn: int | None = None
 
     def clock(self) -> float:
         return time.monotonic() - self.started
@@ -102,6 +105,7 @@ class TrialSink:
         elif not ((isinstance(event, T.ToolResult) and event.call_id == self.stop_after)
                   or isinstance(event, T.TurnStart | T.TurnEnd | T.AgentEnd)):
             return
+        self.stop_turn = self.turns
         self.stop.set()
 
     def _hit(self, status: str) -> None:

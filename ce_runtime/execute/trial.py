@@ -338,12 +338,13 @@ def _early_stop_record(plan, monitor: LiveMonitor, sink: TrialSink) -> EarlyStop
         return None
     call = next(c for c in plan.criteria if c.id == info.criterion)
     max_turns = plan.run_limits.max_turns
+    turn = sink.stop_turn if sink.stop_turn is not None else sink.turns
     return EarlyStop(
         reason=info.reason, deciding_criterion=info.criterion,
         deciding_criterion_type=call.type, deciding_criterion_description=call.description,
         armed_criteria=list(info.armed), tool_call_index=info.tool_call_index,
-        turn_index=sink.turns,
-        turns_remaining_at_stop=max(0, max_turns - sink.turns) if max_turns else None,
+        turn_index=turn,
+        turns_remaining_at_stop=max(0, max_turns - turn) if max_turns else None,
         gate_threshold=info.gate_threshold, rule=plan.early_stop.rule)
 
 
