@@ -707,3 +707,25 @@ def test_wilson_interval_ends_exactly_at_0_and_1(n):
                              criteria=[crit("c", "file_exists", 0.0)]) for i in range(4)]
     low, high = R.summary(mixed, [], "r", None)["pass_rate_ci95"]
     assert abs(low - 0.1582198552514697) < 1e-15 and abs(high - 0.7495416354723428) < 1e-15
+
+
+def test_ce_runs_results_table_means_the_score_run_json_means(capsys):
+    # one task per variant, so each table row's mean is its variant's run.json mean_score:
+    # over the graded trials that have a score. An ERROR trial has none; the table
+    # counted it as 0 (0.50 for a task whose one scored repeat had 1.00; 0.00 for one
+    # that only errored, where run.json and report.md say "—")
+    from ce_runtime.cli.run_output import summary_table
+
+    recs = [record("mixed", "t", criteria=[crit("c", "file_exists", 1.0)]),
+            record("mixed", "t", repeat=1, status="ERROR", error="pre_run failed"),
+            record("errored", "t", status="ERROR", error="pre_run failed"),
+            record("partly", "t", criteria=[crit("c", "file_exists", 1.0),
+                                            crit("d", "file_exists", 0.0)],
+                   status="FAILURE"),
+            record("partly", "t", repeat=1, status="NOT_GRADED", score=1.0)]
+    means = {v: b["mean_score"] for v, b in R.summary(recs, [], "r", None)["variants"].items()}
+    assert means == {"mixed": 1.0, "errored": None, "partly": 0.5}
+    summary_table(recs)
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows == {"mixed/t": ["2", "1", "1.00"], "errored/t": ["1", "0", "—"],
+                    "partly/t": ["2", "0", "0.50"]}

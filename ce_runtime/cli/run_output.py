@@ -85,20 +85,24 @@ class Progress:
 
 def summary_table(records) -> None:
     """Per task: trials, successes, mean score: the table a person reads at the end (the
-    run's result: stdout, so `ce run ... > results.txt` keeps it)."""
+    run's result: stdout, so `ce run ... > results.txt` keeps it). The mean score is
+    run.json's: over the graded trials that have one (an ERROR trial has none; it
+    counted as 0 here, so a task with one ERROR in two repeats showed half its score)."""
+    from ce_runtime.report.text import fmt_score
     from ce_runtime.store.record import Status, as_records
 
-    rows: dict[str, list] = {}
+    rows: dict[str, tuple[list[int], list[float]]] = {}
     for r in as_records(records):
-        key = f"{r.variant_id}/{r.task_id}"
-        row = rows.setdefault(key, [0, 0, 0.0])
-        row[0] += 1
-        row[1] += r.status == Status.SUCCESS
-        row[2] += r.weighted_score or 0.0
+        counts, scores = rows.setdefault(f"{r.variant_id}/{r.task_id}", ([0, 0], []))
+        counts[0] += 1
+        counts[1] += r.status == Status.SUCCESS
+        if r.status != Status.NOT_GRADED and r.weighted_score is not None:
+            scores.append(r.weighted_score)
     if not rows:
         return
     width = max(len(k) for k in rows)
     click.echo(f"{'trial group':<{width}}  trials  success  mean score")
     for key in sorted(rows):
-        n, ok, total = rows[key]
-        click.echo(f"{key:<{width}}  {n:>6}  {ok:>7}  {total / n:>10.2f}")
+        (n, ok), scores = rows[key]
+        mean = fmt_score(sum(scores) / len(scores) if scores else None)
+        click.echo(f"{key:<{width}}  {n:>6}  {ok:>7}  {mean:>10}")
