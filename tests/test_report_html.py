@@ -402,3 +402,53 @@ def test_the_agent_judge_sessions_are_counted_with_the_judges(browser, tmp_path)
         assert p.errors == []
     finally:
         p.close()
+
+
+def test_a_number_is_rounded_as_report_md_rounds_it(browser, tmp_path):
+    """report.html shows a number as report.md, JUnit and `ce run` do (report/text.py:
+    the value itself rounded, a tie to even). JavaScript's toFixed rounds a tie up: 9 of
+    16 trials passing was 56.2% in report.md and 56.3% in report.html, a score of 0.625
+    0.62 and 0.63, $0.03125 $0.0312 and $0.0313, and 119.5 s of agent time "1m 60s"
+    (report.md: 2m 00s). The table carried a score rounded to 4 places and a time to
+    3, which a second rounding could move (0.134999 became 0.135, shown 0.14 against
+    report.md's 0.13)."""
+    from ce_runtime.report.html import COLUMNS, _row
+    from ce_runtime.report.html_page import render_html
+    from ce_runtime.report.text import fmt_cost, fmt_duration, fmt_pct, fmt_score
+    from ce_runtime.store.record import as_record
+    from tests.test_report import record
+
+    trials = [("tie", 0.625, 0.03125, 2.25), ("near", 0.13499999999999998, 0.00004999999,
+                                             2.3499999999)]
+    rows = [_row(as_record(record("v", task, score=score, cost=cost, duration=duration,
+                                  turns=1, tool_calls=0, tokens=(10, 0))))
+            for task, score, cost, duration in trials]
+    summary = {"exit_code": 1, "exit_reasons": [], "trials": 16,
+               "by_status": {"SUCCESS": 9, "FAILURE": 7}, "graded": 16, "passed": 9,
+               "pass_rate": 0.5625, "pass_rate_ci95": [0.0625, 0.9375], "mean_score": 0.625,
+               "tokens": {}, "cost_usd": 0.03125, "duration_s": 119.5,
+               "within_expected_turns": {"budgeted": 0}, "pass_at_k": {}}
+    data = {"run_id": "ties", "summary": summary, "variants": [], "comparison": [],
+            "paired": [], "paired_note": None, "gates": [], "columns": list(COLUMNS),
+            "trials": rows, "details": None}
+    path = tmp_path / "ties.html"
+    path.write_text(render_html(data), encoding="utf-8")
+    page = Page(browser, f"file://{path}")
+    try:
+        shown = {page.page.locator("#summary tr th").nth(i).inner_text():
+                 page.page.locator("#summary tr td").nth(i).inner_text()
+                 for i in range(page.page.locator("#summary tr").count())}
+        assert shown["Pass rate"] == f"{fmt_pct(0.5625)} (95% CI {fmt_pct(0.0625)}–" \
+            f"{fmt_pct(0.9375)})" == "56.2% (95% CI 6.2%–93.8%)"
+        assert shown["Mean score"] == fmt_score(0.625) == "0.62"
+        assert shown["Cost"] == fmt_cost(0.03125) == "$0.0312"
+        assert shown["Agent time"] == f"{fmt_duration(119.5)} (sum over trials)" \
+            == "2m 00s (sum over trials)"
+        for task, score, cost, duration in trials:
+            cells = page.page.locator("#trial-table tbody tr", has_text=f"v/{task}/00") \
+                .locator("td").all_inner_texts()
+            assert cells[5:] == [fmt_score(score), "1", "0", "10", fmt_cost(cost),
+                                 f"{duration:.1f}s", ""]
+        assert page.errors == []
+    finally:
+        page.close()

@@ -122,17 +122,17 @@ def _paired(data: RunData, variants: list[str]) -> tuple[list[dict[str, Any]], s
 
 
 def _row(rec: TrialRecord) -> list[Any]:
+    """The table's row: the record's own numbers, which the page rounds for display as
+    report.md does (rounded here first, a second rounding could move them: a score of
+    0.134999 became 0.135, shown 0.14 against report.md's 0.13)."""
     usage = rec.usage
     failed = [c.id for c in failed_criteria(rec)]
-    score = rec.weighted_score
     return [
         rec.trial_id, rec.variant_id, rec.task_id, rec.row_id,
-        rec.repeat, rec.status,
-        None if score is None else round(score, 4),
+        rec.repeat, rec.status, rec.weighted_score,
         usage.turns, usage.tool_calls,
         usage.input_tokens + usage.output_tokens,
-        usage.cost_usd,
-        None if rec.duration_s is None else round(rec.duration_s, 3),
+        usage.cost_usd, rec.duration_s,
         rec.stopped_early, rec.early_stop_reason, failed,
         rec.suite_id, _short(rec.error, 300), rec.cost_unknown,
     ]
