@@ -4,10 +4,12 @@ window.CE_TRIAL = (function () {
   function render(root, d, h) {
     const { el, status, early, num, cost, dur } = h;
     const u = d.usage || {};
+    // the prompt cache's tokens, as the run's Tokens row says them (report.md's fmt_tokens)
+    const cached = u.cache_read_tokens || u.cache_write_tokens ? ` / ${(u.cache_read_tokens || 0).toLocaleString("en")} cache read / ${(u.cache_write_tokens || 0).toLocaleString("en")} cache write` : "";
     root.append(el("h2", { id: "detail-title" }, d.trial_id),
       el("p", {}, status(d.status), d.stopped_early ? early() : null,
         ` · score ${num(d.weighted_score, 3)} · ${u.turns ?? "?"} turn(s), ${u.tool_calls ?? "?"} tool call(s) · ` +
-        `${(u.input_tokens || 0).toLocaleString("en")} in / ${(u.output_tokens || 0).toLocaleString("en")} out tokens · ${d.cost_unknown ? "cost unknown (" + d.cost_unknown + ")" : cost(u.cost_usd)} · ${dur(d.duration_s)}`),
+        `${(u.input_tokens || 0).toLocaleString("en")} in / ${(u.output_tokens || 0).toLocaleString("en")} out${cached} tokens · ${d.cost_unknown ? "cost unknown (" + d.cost_unknown + ")" : cost(u.cost_usd)} · ${dur(d.duration_s)}`),
       el("p", { class: "muted" }, `agent ${d.agent || "?"}` + (d.model ? `, model ${d.model}` : "") + (d.started_at ? ` · started ${d.started_at}` : "") +
         (d.dir ? ` · the evaluation tree of every criterion: ce explain RUN/${d.dir}` : "")));
     for (const n of d.notes || []) root.append(el("p", { class: "note" }, n));

@@ -1,0 +1,805 @@
+"""Every output of a run says the same about each trial and about the run.
+
+A run writes one fact in many places: task.json, trials.parquet and results.parquet,
+run.json, report.md, report.html, the JUnit file, `ce run`'s own lines, and the commands
+that read it back (`ce report -f md|json|junit|html`, `ce explain`, `ce rescore`). Bugs
+hid where two of them disagreed about one number (report.md's cost against the CLI's,
+cache tokens missing from some), so each fact is checked here in every place that
+carries it, against task.json (the trial's record) and run.json (the run's), for one
+run that exercises most of them: the bundled example tasks (agentless, the real Claude
+Code CLI against its scripted model, `judged.yaml` graded with scripted verdicts, a
+dataset, an early stop), plus a failing trial whose session is mostly prompt-cache
+reads and whose judges report cache tokens (one judge model has no rate), an ERROR and
+a TIMEOUT trial; two variants, two repeats. The same checks run again on what `ce
+rescore` writes.
+
+A number shown rounded is checked as the rounding of the record's own value: a place
+that rounded another value (a sum in another order, the trial's cost from elsewhere)
+fails."""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import pytest
+
+from tests.engines import need
+from tests.test_agent_fidelity import missing
+from tests.test_report_html import Page, browser  # noqa: F401 (a fixture)
+from tests.test_run_e2e import TASKS, ce, load_run_json
+
+pytestmark = pytest.mark.slow
+
+CACHED = """\
+task_id: cached
+description: a Claude Code session mostly read from the prompt cache; a judge fails it
+initial_prompt: Write notes.txt.
+agent: {type: claude-code, allowed_tools: [Bash], model_script: cached.model.yaml}
+run_limits: {expected_turns: 2}
+sandbox: {python: null}
+success_criteria:
+  - {type: file_exists, path: notes.txt, description: notes.txt exists, weight: 3}
+  - {type: file_contains, path: notes.txt, includes: [complete],
+     description: the notes are complete}
+  - {type: llm_judge, description: the notes are clear, weight: 0.5,
+     prompt: Are the notes in notes.txt clear?, files: [notes.txt]}
+  - {type: llm_judge, description: a judge with no rate, weight: 0,
+     prompt: Is notes.txt in a mystery style?, files: [notes.txt],
+     model: anthropic.claude-mystery-9}
+"""
+CACHED_MODEL = """\
+steps:
+  - tool: Bash
+    input: {command: "echo draft > notes.txt", description: write}
+    usage: {input_tokens: 1000, cache_read_input_tokens: 4000,
+            cache_creation_input_tokens: 300, output_tokens: 40}
+  - text: done
+    usage: {input_tokens: 1100, cache_read_input_tokens: 500, output_tokens: 10}
+"""
+ERRORED = """\
+task_id: errored
+description: its set-up fails, so the trial is an ERROR
+initial_prompt: go
+agent: {type: script, script: [{write: never.txt, content: x}]}
+sandbox: {python: null}
+pre_run: [{command: 'echo set-up; exit 3'}]
+success_criteria:
+  - {type: file_exists, path: never.txt, description: never written}
+"""
+SLOW = """\
+task_id: slow
+description: outlives its task_timeout
+initial_prompt: go
+agent: {type: script, script: [{usage: {input_tokens: 70, output_tokens: 7}}, {sleep: 30}]}
+run_limits: {task_timeout: 2}
+sandbox: {python: null}
+success_criteria:
+  - {type: file_exists, path: never.txt, description: never written}
+"""
+REPLIES = """\
+judge:
+  - match: "You are reviewing text_utils.py"
+    score: 1.0
+    rationale: the reference itself
+    usage: {input_tokens: 900, output_tokens: 120}
+  - match: "Are the notes in notes.txt clear"
+    score: 0.5
+    rationale: terse
+    usage: {input_tokens: 1000, output_tokens: 200, cache_read_input_tokens: 2000,
+            cache_creation_input_tokens: 400}
+  - match: "mystery style"
+    score: 1.0
+    usage: {input_tokens: 500, output_tokens: 100}
+  - score: 0.0
+    rationale: no scripted verdict
+"""
+EXPERIMENT = """\
+experiment_id: outputs-ab
+description: the same tasks twice, the second with a notes file in the template
+variants:
+  - variant_id: plain
+  - variant_id: with-notes
+    template_sources:
+      - type: starter_files
+        files: [{path: NOTES.md, content: "# notes\\n"}]
+"""
+ZERO_USAGE = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+              "cache_write_tokens": 0, "cost_usd": 0.0, "turns": 0, "tool_calls": 0}
+JUDGE_KEYS = ("calls", "agent_sessions", "recorded", "input_tokens", "output_tokens",
+              "cache_read_tokens", "cache_write_tokens", "cost_usd")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """One run directory and what the command that wrote it printed."""
+    run_dir: str
+    stdout: str
+    stderr: str
+    exit_code: int
+    junit: str | None  # the --junit-xml file (`ce rescore` writes none)
+
+    def read(self, name: str) -> str:
+        with open(os.path.join(self.run_dir, name), encoding="utf-8") as fh:
+            return fh.read()
+
+    def records(self) -> dict[str, dict]:
+        """trial_id -> task.json (a re-score's own results, under rescored/, left out)."""
+        out = {}
+        for path in glob.glob(os.path.join(self.run_dir, "**", "task.json"), recursive=True):
+            if os.path.relpath(path, self.run_dir).split(os.sep)[0] == "rescored":
+                continue
+            with open(path, encoding="utf-8") as fh:
+                record = json.load(fh)
+            assert record["trial_id"] not in out, record["trial_id"]
+            out[record["trial_id"]] = record
+        return out
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Outputs:
+    need(missing("claude-code"))
+    root = tmp_path_factory.mktemp("outputs")
+    shutil.copytree(TASKS, root / "tasks")
+    for name, text in (("cached.yaml", CACHED), ("cached.model.yaml", CACHED_MODEL),
+                       ("errored.yaml", ERRORED), ("slow.yaml", SLOW)):
+        (root / "tasks" / name).write_text(text)
+    (root / "replies.yaml").write_text(REPLIES)
+    (root / "ab.yaml").write_text(EXPERIMENT)
+    res = ce("run", "tasks", "-e", "ab.yaml", "--repeats", "2", "--sample", "3",
+             "--scripted-model", "--judge-replies", "replies.yaml", "-j", "2",
+             "--run-dir", "run", "--junit-xml", "junit.xml", cwd=str(root), timeout=900)
+    assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stderr[-3000:]
+    return Outputs(str(root / "run"), res.stdout, res.stderr, res.returncode,
+                   str(root / "junit.xml"))
+
+
+@pytest.fixture(scope="module")
+def rescored(made) -> Outputs:
+    res = ce("rescore", made.run_dir, cwd=os.path.dirname(made.run_dir), timeout=900)
+    assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stderr[-3000:]
+    where = re.search(r"; results: (.*)$", res.stdout, re.M).group(1)
+    return Outputs(where, res.stdout, res.stderr, res.returncode, None)
+
+
+@pytest.fixture(scope="module", params=["run", "rescored"])
+def out(request) -> Outputs:
+    """Each check below holds for the run and for its re-score."""
+    return request.getfixturevalue("made" if request.param == "run" else "rescored")
+
+
+# -- what the record says, the test's own reading of it ------------------------------------
+def usage_of(rec: dict) -> dict:
+    return {**ZERO_USAGE, **(rec.get("usage") or {})}
+
+
+def failed_ids(rec: dict) -> list[str]:
+    """The criteria a report names as a trial's failures: enabled, not passed, and gated
+    or in error."""
+    return [c["id"] for c in rec["criteria"] if not c["disabled"] and not c["passed"]
+            and (c["gating"] or c["error"])]
+
+
+def graded(rec: dict) -> bool:
+    return rec["status"] != "NOT_GRADED"
+
+
+def money(v: float | None) -> str:
+    return "—" if v is None else f"${v:.4f}"
+
+
+def two(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}"
+
+
+def pct(v: float | None) -> str:
+    return "—" if v is None else f"{100 * v:.1f}%"
+
+
+def totals(recs: list[dict]) -> dict:
+    """run.json's aggregates, computed here from the task.json records."""
+    scored = [r["weighted_score"] for r in recs if graded(r) and r["weighted_score"] is not None]
+    n = sum(graded(r) for r in recs)
+    ok = sum(r["status"] == "SUCCESS" for r in recs)
+    use = [usage_of(r) for r in recs]
+    budgeted = [r for r in recs if r.get("expected_turns") is not None and graded(r)]
+    per_task = defaultdict(list)
+    for r in recs:
+        if graded(r):
+            per_task[(r["variant_id"], r["task_id"])].append(r["status"] == "SUCCESS")
+    return {
+        "trials": len(recs), "by_status": dict(Counter(r["status"] for r in recs)),
+        "graded": n, "passed": ok, "pass_rate": ok / n if n else None,
+        "mean_score": sum(scored) / len(scored) if scored else None,
+        "stopped_early": sum(bool(r.get("stopped_early")) for r in recs),
+        "tokens": {"input": sum(u["input_tokens"] for u in use),
+                   "output": sum(u["output_tokens"] for u in use),
+                   "total": sum(u["input_tokens"] + u["output_tokens"] for u in use),
+                   "cache_read": sum(u["cache_read_tokens"] for u in use),
+                   "cache_write": sum(u["cache_write_tokens"] for u in use)},
+        "cost_usd": sum(u["cost_usd"] for u in use),
+        "duration_s": sum(r.get("duration_s") or 0.0 for r in recs),
+        "turns": sum(u["turns"] for u in use), "tool_calls": sum(u["tool_calls"] for u in use),
+        "within_expected_turns": {
+            "budgeted": len(budgeted),
+            "within": sum(r["status"] == "SUCCESS" and usage_of(r)["tool_calls"] + 1
+                          <= 1.5 * r["expected_turns"] for r in budgeted)},
+        "pass_at_k": {"tasks": len(per_task),
+                      "passed": sum(any(v) for v in per_task.values()),
+                      "passed_all": sum(all(v) for v in per_task.values())},
+        "judges": {k: sum((r.get("judge_usage") or {}).get(k) or 0 for r in recs)
+                   for k in JUDGE_KEYS},
+    }
+
+
+def assert_block(block: dict, recs: list[dict]) -> None:
+    want = totals(recs)
+    for key in ("trials", "by_status", "graded", "passed", "stopped_early", "tokens",
+                "turns", "tool_calls"):
+        assert block[key] == want[key], key
+    for key in ("pass_rate", "mean_score"):
+        assert block[key] == pytest.approx(want[key], abs=1e-12), key
+    assert block["cost_usd"] == pytest.approx(want["cost_usd"], abs=1e-9)
+    assert block["duration_s"] == pytest.approx(want["duration_s"], abs=1e-6)
+    wet = block["within_expected_turns"]
+    assert {k: wet[k] for k in ("budgeted", "within")} == want["within_expected_turns"]
+    pak = block["pass_at_k"]
+    assert {k: pak[k] for k in ("tasks", "passed", "passed_all")} == want["pass_at_k"]
+    judges = block.get("judges")
+    if not any(want["judges"].values()):
+        assert judges is None
+    else:
+        assert {k: judges[k] for k in JUDGE_KEYS if k != "cost_usd"} == \
+            {k: v for k, v in want["judges"].items() if k != "cost_usd"}
+        assert judges["cost_usd"] == pytest.approx(want["judges"]["cost_usd"], abs=1e-9)
+        assert judges["trials"] == sum(1 for r in recs if r.get("judge_usage"))
+
+
+# -- the run exercises what the checks are about --------------------------------------------
+def test_the_run_has_every_kind_of_fact_to_check(made):
+    recs = made.records()
+    statuses = Counter(r["status"] for r in recs.values())
+    assert {"SUCCESS", "FAILURE", "ERROR", "TIMEOUT"} <= set(statuses), statuses
+    assert {r["variant_id"] for r in recs.values()} == {"plain", "with-notes"}
+    assert {r["repeat"] for r in recs.values()} == {0, 1}
+    assert any(r.get("row_id") for r in recs.values())
+    assert any(r.get("stopped_early") for r in recs.values())
+    assert any(usage_of(r)["cache_read_tokens"] for r in recs.values())
+    judged = [r["judge_usage"] for r in recs.values() if r.get("judge_usage")]
+    assert any(j["cache_read_tokens"] for j in judged)
+    assert any(j["recorded"] for j in judged) and any(j.get("cost_unknown") for j in judged)
+    run = load_run_json(made.run_dir)
+    assert run["suite_gates"] and run["comparison"]
+
+
+# -- task.json against the parquet files and run.json ---------------------------------------
+def test_trials_parquet_says_what_each_task_json_says(out):
+    import polars as pl
+
+    recs = out.records()
+    rows = pl.read_parquet(os.path.join(out.run_dir, "trials.parquet")).to_dicts()
+    assert sorted(r["trial_id"] for r in rows) == sorted(recs)
+    for row in rows:
+        rec = recs[row["trial_id"]]
+        use = usage_of(rec)
+        assert row["status"] == rec["status"]
+        assert row["success"] == (rec["status"] == "SUCCESS") == rec["success"]
+        assert row["weighted_score"] == rec["weighted_score"]
+        assert row["stopped_early"] == bool(rec.get("stopped_early"))
+        assert row["duration_s"] == rec["duration_s"]
+        assert row["error"] == rec.get("error")
+        assert row["cost_unknown"] == rec.get("cost_unknown")
+        assert row["expected_turns"] == rec.get("expected_turns")
+        for key in ("input_tokens", "output_tokens", "cache_read_tokens",
+                    "cache_write_tokens", "cost_usd", "turns", "tool_calls"):
+            assert row[key] == use[key], (row["trial_id"], key)
+        assert row["total_tokens"] == use["input_tokens"] + use["output_tokens"]
+        assert row["n_criteria"] == len(rec["criteria"])
+        judge = rec.get("judge_usage") or {}
+        for key in JUDGE_KEYS:
+            assert row[f"judge_{key}"] == judge.get(key), (row["trial_id"], key)
+
+
+def test_results_parquet_says_what_each_criterion_in_task_json_says(out):
+    import polars as pl
+
+    recs = out.records()
+    rows = pl.read_parquet(os.path.join(out.run_dir, "results.parquet")).to_dicts()
+    want = {(t, c["id"]): (r, c) for t, r in recs.items() for c in r["criteria"]}
+    assert sorted((r["trial_id"], r["criterion_id"]) for r in rows) == sorted(want)
+    for row in rows:
+        rec, crit = want[(row["trial_id"], row["criterion_id"])]
+        assert row["status"] == rec["status"]
+        assert row["stopped_early"] == bool(rec.get("stopped_early"))
+        for key in ("type", "description", "kind", "score", "pass_threshold", "passed",
+                    "weight", "gating", "advisory", "disabled", "error"):
+            assert row[key] == crit[key], (row["trial_id"], row["criterion_id"], key)
+
+
+def test_run_json_is_the_sum_of_its_trials_and_of_each_variant(out):
+    recs = list(out.records().values())
+    run = load_run_json(out.run_dir)
+    assert_block(run, recs)
+    assert set(run["variants"]) == {r["variant_id"] for r in recs}
+    for variant, block in run["variants"].items():
+        assert_block(block, [r for r in recs if r["variant_id"] == variant])
+    assert run["exit_code"] == (0 if all(r["status"] == "SUCCESS" for r in recs)
+                                and not run["suite_gates_failed"] else 1)
+    assert run["suite_gates_failed"] == sum(not g["passed"] for g in run["suite_gates"])
+
+
+# -- report.md -----------------------------------------------------------------------------
+def cells(line: str) -> list[str]:
+    """A markdown table row's cells (an escaped `\\|` stays in its cell)."""
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def counted(text: str) -> dict[str, int]:
+    """"44 SUCCESS, 4 ERROR" as {status: count} (the places list them in their own order)."""
+    return {status: int(n) for n, status in (part.split() for part in text.split(", "))}
+
+
+def md_trial_rows(text: str) -> dict[tuple, dict[str, str]]:
+    """(variant, task, repeat) -> the cells of its row in the variant's trial table."""
+    rows, variant, head = {}, None, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            found = re.fullmatch(r"## Variant `(.*)`", line)
+            variant, head = (found.group(1) if found else None), None
+        elif variant and line.startswith("| Task |"):
+            head = cells(line)
+        elif variant and head and line.startswith("|") and not line.startswith("|---"):
+            row = dict(zip(head, cells(line), strict=True))
+            key = (variant, row["Task"].strip("`"), int(row["Repeat"]))
+            assert key not in rows, key
+            rows[key] = row
+        elif not line.strip():
+            head = None
+    return rows
+
+
+def md_run_table(text: str) -> dict[str, str]:
+    start = text.index("| Run | |")
+    table = text[start:text.index("\n\n", start)].splitlines()[2:]
+    return dict(cells(line) for line in table)
+
+
+def test_report_md_shows_each_trial_as_its_task_json_says(out):
+    recs = out.records()
+    text = out.read("report.md")
+    rows = md_trial_rows(text)
+    assert sorted(rows) == sorted((r["variant_id"], r["task_id"], r["repeat"])
+                                  for r in recs.values())
+    for rec in recs.values():
+        row = rows[(rec["variant_id"], rec["task_id"], rec["repeat"])]
+        use = usage_of(rec)
+        assert row["Status"].split()[-1] == rec["status"]
+        assert row["Score"] == two(rec["weighted_score"])
+        assert row["Turns"] == str(use["turns"])
+        assert row["Cost"] == ("unknown" if rec.get("cost_unknown") else money(use["cost_usd"]))
+        expected = rec.get("expected_turns")
+        if expected is not None:
+            within = rec["status"] == "SUCCESS" and use["tool_calls"] + 1 <= 1.5 * expected
+            assert row["Budget"] == f"{use['tool_calls'] + 1}/{expected} {'✓' if within else '✗'}"
+        failed = failed_ids(rec)
+        shown = re.search(r"(?:^|; )failed: ([^;]*)", row["Notes"])
+        assert (shown.group(1).replace("`", "").split(", ") if shown else []) == failed
+        assert ("stopped early" in row["Notes"]) == bool(rec.get("stopped_early"))
+        assert ("error: " in row["Notes"]) == bool(rec.get("error"))
+
+    # the Failures section: every trial with a failed criterion or an error, as recorded
+    failures = {}
+    if "## Failures" in text:
+        section = text.split("## Failures", 1)[1].split("\n## ", 1)[0]
+        for block in section.split("\n### ")[1:]:
+            title, *lines = block.splitlines()
+            found = re.fullmatch(r"`(.*)` — (\S+) \(score (\S+)\)", title)
+            failures[found.group(1)] = (found.group(2), found.group(3), lines)
+    assert sorted(failures) == sorted(t for t, r in recs.items()
+                                      if failed_ids(r) or r.get("error"))
+    for trial_id, (status, score, lines) in failures.items():
+        rec = recs[trial_id]
+        assert (status, score) == (rec["status"], two(rec["weighted_score"]))
+        criteria = {c["id"]: c for c in rec["criteria"]}
+        listed = [re.match(r"- `(\w+)` (\S+)(?: — .*)?: score (\S+) < (\S+)", line)
+                  for line in lines if line.startswith("- `c")]
+        assert [m.group(1) for m in listed] == failed_ids(rec)
+        for m in listed:
+            c = criteria[m.group(1)]
+            assert (m.group(2), m.group(3), m.group(4)) == \
+                (c["type"], two(c["score"]), two(c["pass_threshold"]))
+        assert any(line.startswith("- **trial error:**") for line in lines) == \
+            bool(rec.get("error"))
+
+
+def test_report_md_run_table_and_variants_say_what_run_json_says(out):
+    run = load_run_json(out.run_dir)
+    text = out.read("report.md")
+    table = md_run_table(text)
+    trials, by_status = re.fullmatch(r"(\d+) \((.*)\)", table["Trials"]).groups()
+    assert int(trials) == run["trials"]
+    assert counted(by_status) == run["by_status"]
+    low, high = run["pass_rate_ci95"]
+    assert table["Pass rate"] == f"{pct(run['pass_rate'])} (95% CI {pct(low)}–{pct(high)})"
+    assert table["Mean score"] == two(run["mean_score"])
+    pak = run["pass_at_k"]
+    assert table[f"pass@{pak['k']}"].startswith(
+        f"{pak['passed']}/{pak['tasks']} tasks × variants ({pct(pak['rate'])}); "
+        f"every repeat passed: {pak['passed_all']}/{pak['tasks']}")
+    wet = run["within_expected_turns"]
+    assert table["Within expected turns"] == \
+        f"{wet['within']}/{wet['budgeted']} budgeted trials ({pct(wet['share'])})"
+    assert table["Stopped early"] == f"{run['stopped_early']} trial(s)"
+    tok = run["tokens"]
+    assert table["Tokens"] == (f"{tok['input']:,} in / {tok['output']:,} out / "
+                               f"{tok['cache_read']:,} cache read / {tok['cache_write']:,} "
+                               "cache write")
+    assert table["Cost"] == money(run["cost_usd"])
+    j = run["judges"]
+    assert table["Judge tokens"] == (
+        f"{j['input_tokens']:,} in / {j['output_tokens']:,} out / {j['cache_read_tokens']:,} "
+        f"cache read / {j['cache_write_tokens']:,} cache write ({j['calls']} llm_judge "
+        f"verdict(s), {j['recorded']} reused from the cache)")
+    assert table["Judge cost"].startswith(
+        f"{money(j['cost_usd'])} + unknown for {j['cost_unknown']['trials']} trial(s)")
+    passed = "✅ **PASSED**" if run["exit_code"] == 0 else "❌ **FAILED**"
+    assert f"{passed} — {run['passed']}/{run['graded']} graded trials succeeded " \
+        f"({pct(run['pass_rate'])})" in text
+    for v, block in run["variants"].items():
+        lead = text.split(f"## Variant `{v}`\n\n", 1)[1].splitlines()[0]
+        assert f"— {block['passed']}/{block['graded']} succeeded ({pct(block['pass_rate'])}), " \
+            f"mean score {two(block['mean_score'])}, cost {money(block['cost_usd'])}, " \
+            f"judges {money(block['judges']['cost_usd'])}" in lead
+    compared = {cells(line)[0].strip("`"): cells(line) for line in
+                text.split("## Variant comparison", 1)[1].split("Paired over", 1)[0]
+                .splitlines() if line.startswith("| `")}
+    for v, block in run["variants"].items():
+        low, high = block["pass_rate_ci95"]
+        vpak = block["pass_at_k"]
+        assert compared[v] == [f"`{v}`", str(block["trials"]), pct(block["pass_rate"]),
+                               f"{pct(low)}–{pct(high)}", two(block["mean_score"]),
+                               f"{vpak['passed']}/{vpak['tasks']}", money(block["cost_usd"])]
+
+
+def test_suite_gates_agree_in_run_json_report_md_junit_and_html(out):
+    run = load_run_json(out.run_dir)
+    text = out.read("report.md")
+    page = html_data(out.read("report.html")) if os.path.exists(
+        os.path.join(out.run_dir, "report.html")) else None
+    if page is not None:
+        assert page["gates"] == run["suite_gates"]
+    for g in run["suite_gates"]:
+        title = f"### `{g['variant']}` · `{g['suite_id']}` · `{g['criterion']}` " \
+            f"{g['criterion_type']} — {'✅ passed' if g['passed'] else '❌ failed'}"
+        section = text.split(title + "\n", 1)[1].split("\n### ", 1)[0]
+        shown = {c[0]: c[1:] for c in map(cells, section.splitlines())
+                 if c and c[0] in g["metrics"]}
+        for metric, (value, minimum, verdict) in shown.items():
+            assert value == f"{g['metrics'][metric]:.3f}", metric
+            limit = g["thresholds"].get(metric)
+            assert minimum == ("—" if limit is None else f"{limit:g}")
+            assert verdict == ("" if limit is None else "✓" if metric not in g["failed"]
+                               else "✗ below")
+        assert f"{g['n']} labelled result(s)" in section
+    if out.junit is None:
+        return
+    cases = junit_cases(out.junit)
+    for g in run["suite_gates"]:
+        if g["thresholds"]:
+            case = cases[(g["variant"], f"{g['criterion']} suite_thresholds")]
+            assert case.find("failure") is None if g["passed"] else \
+                case.find("failure").get("type") == "SUITE_GATE"
+
+
+# -- report.html -----------------------------------------------------------------------------
+def html_data(page: str, element: str = "ce-data") -> dict:
+    found = re.search(rf'<script type="application/json" id="{element}">(.*?)</script>',
+                      page, re.S)
+    return json.loads(found.group(1))
+
+
+def test_report_html_shows_each_trial_and_the_run_as_the_records_say(made):
+    recs = made.records()
+    run = load_run_json(made.run_dir)
+    page = made.read("report.html")
+    data = html_data(page)
+    summary = data["summary"]
+    for key, value in summary.items():
+        assert value == run.get(key), key
+    assert [v["id"] for v in data["variants"]] == list(run["variants"])
+    for v in data["variants"]:
+        for key, value in v.items():
+            if key != "id":
+                assert value == run["variants"][v["id"]].get(key), (v["id"], key)
+    assert data["comparison"] == run["comparison"]
+    rows = [dict(zip(data["columns"], row, strict=True)) for row in data["trials"]]
+    assert sorted(r["trial_id"] for r in rows) == sorted(recs)
+    for i, row in enumerate(rows):
+        rec = recs[row["trial_id"]]
+        use = usage_of(rec)
+        assert (row["variant"], row["task"], row["row"], row["repeat"]) == \
+            (rec["variant_id"], rec["task_id"], rec.get("row_id"), rec["repeat"])
+        assert row["status"] == rec["status"]
+        assert row["score"] == rec["weighted_score"]
+        assert (row["turns"], row["tool_calls"]) == (use["turns"], use["tool_calls"])
+        assert row["tokens"] == use["input_tokens"] + use["output_tokens"]
+        assert row["cost"] == use["cost_usd"]
+        assert row["duration"] == rec["duration_s"]
+        assert row["early"] == bool(rec.get("stopped_early"))
+        assert row["failed"] == failed_ids(rec)
+        assert row["cost_unknown"] == rec.get("cost_unknown")
+        assert (row["error"] is None) == (rec.get("error") is None)
+
+        detail = html_data(page, f"ce-d{i}")
+        assert detail["trial_id"] == rec["trial_id"]
+        assert (detail["status"], detail["weighted_score"], detail["duration_s"]) == \
+            (rec["status"], rec["weighted_score"], rec["duration_s"])
+        assert {**ZERO_USAGE, **detail["usage"]} == use
+        assert detail["cost_unknown"] == rec.get("cost_unknown")
+        keys = ("id", "type", "score", "pass_threshold", "passed", "weight", "gating",
+                "advisory", "disabled")
+        assert [{k: c[k] for k in keys} for c in detail["criteria"]] == \
+            [{k: c[k] for k in keys} for c in rec["criteria"]]
+        # the arithmetic ends at the recorded score and status
+        if rec["criteria"]:
+            shown = "—" if rec["weighted_score"] is None else f"{rec['weighted_score']:.4g}"
+            assert detail["arithmetic"][0].endswith(f" = {shown}")
+            assert detail["arithmetic"][-1].endswith(f"-> {rec['status']}")
+        # the timeline's last running totals are the trial's usage
+        spent = [e for e in detail["timeline"] if e["k"] == "usage"]
+        if spent:
+            assert (spent[-1]["total_in"], spent[-1]["total_out"]) == \
+                (use["input_tokens"], use["output_tokens"])
+            assert spent[-1]["total_cost"] == pytest.approx(use["cost_usd"], abs=1e-6)
+
+
+def test_report_html_in_a_browser_reads_as_report_md(made, browser):  # noqa: F811
+    """What the page draws (its own number formatting, in JavaScript) against
+    report.md's text for the same facts."""
+    recs = made.records()
+    md = made.read("report.md")
+    table = md_run_table(md)
+    rows = md_trial_rows(md)
+    page = Page(browser, "file://" + os.path.join(made.run_dir, "report.html"))
+    try:
+        p = page.page
+        shown = dict(zip(p.locator("#summary tr th").all_inner_texts(),
+                         p.locator("#summary tr td").all_inner_texts(), strict=True))
+        for key in ("Trials", "Pass rate", "Mean score", "Stopped early", "Tokens", "Cost",
+                    "Judge tokens", "Judge cost", "Agent time"):
+            # why a cost is unknown: inline in report.md, the page's tooltip
+            inline = re.sub(r"(unknown for \d+ trial\(s\)): .*?(?= \(not in|$)", r"\1",
+                            table[key])
+            assert shown[key] == inline, key
+        run = load_run_json(made.run_dir)
+        assert shown["pass@k"].startswith(table[f"pass@{run['pass_at_k']['k']}"].split()[0])
+        assert shown["Within expected turns"].split()[0] == \
+            table["Within expected turns"].split()[0]
+        variants = {cells[0]: cells for cells in (
+            row.locator("td").all_inner_texts()
+            for row in p.locator("#variant-table tbody tr").all())}
+        compared = {c[0].strip("`"): c for c in map(cells, md.split(
+            "## Variant comparison", 1)[1].split("Paired over", 1)[0].splitlines())
+            if c and c[0].startswith("`")}
+        for v, md_cells in compared.items():
+            # md: variant, trials, pass rate, CI, mean score, pass@k, cost
+            html_cells = variants[v]
+            assert [html_cells[i] for i in (2, 4, 5, 6, 7, 9)] == \
+                [md_cells[i] for i in (1, 2, 3, 4, 5, 6)]
+        trials = {cells[0]: cells for cells in (
+            row.locator("td").all_inner_texts()
+            for row in p.locator("#trial-table tbody tr").all())}
+        assert sorted(trials) == sorted(recs)
+        for trial_id, cells_ in trials.items():
+            rec = recs[trial_id]
+            md_row = rows[(rec["variant_id"], rec["task_id"], rec["repeat"])]
+            # trial, variant, task, repeat, status, score, turns, tools, tokens, cost, time
+            status, _, badge = cells_[4].partition("stopped early")
+            assert (status.strip(), bool(badge or _)) == \
+                (rec["status"], bool(rec.get("stopped_early")))
+            assert (cells_[5], cells_[6], cells_[9]) == \
+                (md_row["Score"], md_row["Turns"], md_row["Cost"])
+            assert cells_[10] == f"{rec['duration_s']:.1f}s"
+        cached = recs["plain/cached/00"]
+        use = usage_of(cached)
+        p.locator("#trial-table tbody tr", has_text="plain/cached/00").click()
+        header = p.locator("#detail p").first.inner_text()
+        assert f"{use['input_tokens']:,} in / {use['output_tokens']:,} out / " \
+            f"{use['cache_read_tokens']:,} cache read / {use['cache_write_tokens']:,} " \
+            "cache write tokens" in header
+        assert f"score {cached['weighted_score']:.3f}" in header
+        assert money(use["cost_usd"]) in header
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+# -- JUnit ---------------------------------------------------------------------------------
+def junit_cases(path: str) -> dict[tuple[str, str], ET.Element]:
+    root = ET.parse(path).getroot()
+    return {(suite.get("name"), case.get("name")): case
+            for suite in root.iter("testsuite") for case in suite.iter("testcase")}
+
+
+def test_junit_says_what_each_trial_and_run_json_say(made):
+    recs = made.records()
+    run = load_run_json(made.run_dir)
+    root = ET.parse(made.junit).getroot()
+    cases = junit_cases(made.junit)
+    trials = {name: case for (_, name), case in cases.items() if name in recs}
+    assert sorted(trials) == sorted(recs)
+    for trial_id, case in trials.items():
+        rec = recs[trial_id]
+        assert case.get("classname") == rec["task_id"]
+        assert case.get("time") == f"{rec['duration_s']:.3f}"
+        assert case.find("system-out").text.endswith(
+            f"status {rec['status']}, weighted score {two(rec['weighted_score'])}")
+        kind = {"SUCCESS": None, "ERROR": "error", "NOT_GRADED": "skipped"}.get(
+            rec["status"], "failure")
+        assert [child.tag for child in case if child.tag != "system-out"] == \
+            ([kind] if kind else [])
+        if kind == "failure":
+            failure = case.find("failure")
+            assert failure.get("type") == rec["status"]
+            assert failure.get("message") == f"{rec['status']}: " + (
+                ", ".join(failed_ids(rec)) or rec.get("error") or "no criterion failed")
+        if kind == "error":
+            assert case.find("error").get("message") == rec["error"]
+        if kind in ("failure", "error"):
+            criteria = {c["id"]: c for c in rec["criteria"]}
+            lines = [line for line in (case.find(kind).text or "").splitlines()
+                     if not line.startswith("  ")]
+            assert [line.split()[0] for line in lines] == failed_ids(rec)
+            for line in lines:
+                c = criteria[line.split()[0]]
+                assert f": score {two(c['score'])} < {two(c['pass_threshold'])}" in line
+
+    gates = [g for g in run["suite_gates"] if g["thresholds"]]
+    by_status = run["by_status"]
+    not_graded, errors = by_status.get("NOT_GRADED", 0), by_status.get("ERROR", 0)
+    assert int(root.get("tests")) == run["trials"] + len(gates)
+    assert int(root.get("errors")) == errors
+    assert int(root.get("skipped")) == not_graded
+    assert int(root.get("failures")) == run["trials"] - run["passed"] - errors - \
+        not_graded + sum(not g["passed"] for g in gates)
+    assert root.get("time") == f"{run['duration_s']:.3f}"
+    for suite in root.iter("testsuite"):
+        block = run["variants"][suite.get("name")]
+        assert suite.get("time") == f"{block['duration_s']:.3f}"
+        assert int(suite.get("errors")) == block["by_status"].get("ERROR", 0)
+
+
+# -- what `ce run` and `ce rescore` print --------------------------------------------------
+def test_ce_runs_lines_say_what_the_records_and_run_json_say(made):
+    recs = made.records()
+    run = load_run_json(made.run_dir)
+    assert made.exit_code == run["exit_code"]
+    # the results table: per variant/task, trials, successes and the mean score (over
+    # the graded trials that have one, as everywhere: an ERROR trial has none)
+    groups = defaultdict(list)
+    for rec in recs.values():
+        groups[f"{rec['variant_id']}/{rec['task_id']}"].append(rec)
+    lines = made.stdout.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("trial group")))
+    table = {}
+    for line in lines[start + 1:start + 1 + len(groups)]:
+        key, n, ok, mean = line.split()
+        table[key] = (int(n), int(ok), mean)
+    want = {}
+    for key, group in groups.items():
+        scored = [r["weighted_score"] for r in group
+                  if graded(r) and r["weighted_score"] is not None]
+        want[key] = (len(group), sum(r["status"] == "SUCCESS" for r in group),
+                     two(sum(scored) / len(scored)) if scored else "—")
+    assert table == want
+    done = re.search(r"^(\d+)/(\d+) trial\(s\): (.*); report: ", made.stdout, re.M)
+    assert (int(done.group(1)), int(done.group(2))) == (run["trials"], run["trials_planned"])
+    assert counted(done.group(3)) == run["by_status"]
+    # the progress lines: each trial's status, time and score
+    progress = {m.group(2): m for m in re.finditer(
+        r"^\[\d+/\d+\] (\S+)\s+(\S+)  (\d+\.\d)s ?(score \S+)?(  \(stopped early\))?",
+        made.stderr, re.M)}
+    assert sorted(progress) == sorted(recs)
+    for trial_id, m in progress.items():
+        rec = recs[trial_id]
+        assert m.group(1) == rec["status"]
+        assert m.group(3) == f"{rec['duration_s']:.1f}"
+        assert m.group(4) == (None if rec["weighted_score"] is None
+                              else f"score {rec['weighted_score']:.2f}")
+        assert bool(m.group(5)) == bool(rec.get("stopped_early"))
+
+
+def test_ce_rescore_reproduces_every_trial_and_says_so(made, rescored):
+    before, after = made.records(), rescored.records()
+    assert sorted(after) == sorted(before)
+    keys = ("status", "weighted_score", "success", "stopped_early", "usage", "duration_s",
+            "error", "cost_unknown", "expected_turns")
+    for trial_id, rec in after.items():
+        old = before[trial_id]
+        assert {k: rec.get(k) for k in keys} == {k: old.get(k) for k in keys}, trial_id
+        assert [{k: v for k, v in c.items() if k != "outputs"} for c in rec["criteria"]] == \
+            [{k: v for k, v in c.items() if k != "outputs"} for c in old["criteria"]]
+        assert rec["previous"]["status"] == old["status"]
+        assert rec["previous"]["weighted_score"] == old["weighted_score"]
+        judge, old_judge = rec.get("judge_usage"), old.get("judge_usage")
+        assert (judge is None) == (old_judge is None)
+        if judge:  # every verdict reused, at the tokens and cost recorded when asked for
+            assert {k: v for k, v in judge.items() if k != "recorded"} == \
+                {k: v for k, v in old_judge.items() if k != "recorded"}
+            assert judge["recorded"] == judge["calls"]
+    shown = {m.group(1): m.groups()[1:] for m in re.finditer(
+        r"^[ *] (\S+)\s+(\S+) -> (\S+)\s+(\S+)\s+->\s+(\S+)", rescored.stdout, re.M)}
+    assert sorted(shown) == sorted(after)
+
+    def three(v):
+        return "-" if v is None else f"{v:.3f}"
+
+    for trial_id, (was, now, score_was, score_now) in shown.items():
+        rec = after[trial_id]
+        assert (was, score_was) == (rec["previous"]["status"],
+                                    three(rec["previous"]["weighted_score"]))
+        assert (now, score_now) == (rec["status"], three(rec["weighted_score"]))
+    calls = sum((r.get("judge_usage") or {}).get("calls", 0) for r in after.values())
+    assert f"{len(after)} trial(s) re-scored, 0 changed; judges: {calls} recorded " \
+        "verdict(s) reused, 0 asked; results: " in rescored.stdout
+    assert rescored.exit_code == load_run_json(rescored.run_dir)["exit_code"]
+    run, again = load_run_json(made.run_dir), load_run_json(rescored.run_dir)
+    for key in ("trials", "by_status", "graded", "passed", "pass_rate", "pass_rate_ci95",
+                "mean_score", "tokens", "cost_usd", "turns", "tool_calls", "pass_at_k",
+                "within_expected_turns", "suite_gates", "comparison", "exit_code"):
+        assert again[key] == run[key], key
+
+
+# -- the commands that read a run back -------------------------------------------------------
+@pytest.mark.parametrize("fmt, written", [("md", "report.md"), ("json", "run.json"),
+                                          ("html", "report.html"), ("junit", None)])
+def test_ce_report_writes_again_what_the_run_wrote(made, fmt, written):
+    res = ce("report", made.run_dir, "-f", fmt, cwd=made.run_dir)
+    assert res.returncode == 0, res.stderr
+    if fmt == "junit":
+        with open(made.junit, encoding="utf-8") as fh:
+            assert res.stdout == fh.read()
+    elif fmt == "json":
+        assert json.loads(res.stdout) == load_run_json(made.run_dir)
+    else:
+        assert res.stdout == made.read(written)
+
+
+EXPLAINED = ("plain/cached/00", "plain/judged/00", "plain/early_stop/00",
+             "with-notes/slow/01", "with-notes/errored/00", "with-notes/hello_world/01",
+             "with-notes/dataset_classification/fixed-date-math/00")
+
+
+def test_ce_explain_regrades_each_trial_to_what_task_json_says(made):
+    recs = made.records()
+    keys = ("id", "type", "score", "pass_threshold", "passed", "weight", "gating",
+            "advisory", "disabled")
+    for trial_id in EXPLAINED:
+        rec = recs[trial_id]
+        where = os.path.join(made.run_dir, trial_id)
+        res = ce("explain", where, "-f", "json", cwd=made.run_dir)
+        assert res.returncode == (0 if rec["status"] == "SUCCESS" else 1), res.stderr
+        explained = json.loads(res.stdout)
+        recorded = explained["recorded"]
+        assert (recorded["status"], recorded["weighted_score"], recorded["differences"]) == \
+            (rec["status"], rec["weighted_score"], [])
+        text = ce("explain", where, cwd=made.run_dir).stdout
+        shown = "-" if rec["weighted_score"] is None else f"{rec['weighted_score']:.4g}"
+        assert f"(recorded status {rec['status']}, weighted score {shown})" in text
+        if rec["status"] not in ("SUCCESS", "FAILURE"):  # a run limit or an ERROR
+            assert recorded["status_kept"] and f"stays {rec['status']}" in text
+        else:
+            assert text.rstrip().endswith(f"-> {rec['status']}")
+        if rec["status"] == "ERROR":
+            continue  # graded for information only: the record has no criteria
+        assert math.isclose(explained["weighted_score"], rec["weighted_score"])
+        assert explained["stopped_early"] == bool(rec.get("stopped_early"))
+        assert [{k: c[k] for k in keys} for c in explained["criteria"]] == \
+            [{k: c[k] for k in keys} for c in rec["criteria"]]
