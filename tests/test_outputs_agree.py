@@ -803,3 +803,32 @@ def test_ce_explain_regrades_each_trial_to_what_task_json_says(made):
         assert explained["stopped_early"] == bool(rec.get("stopped_early"))
         assert [{k: c[k] for k in keys} for c in explained["criteria"]] == \
             [{k: c[k] for k in keys} for c in rec["criteria"]]
+
+
+def test_ce_runs_and_ce_compare_say_what_run_json_says(made, rescored):
+    from datetime import datetime
+
+    recs = made.records()
+    run = load_run_json(made.run_dir)
+    first = min(datetime.fromisoformat(r["started_at"]) for r in recs.values())
+    # the run began before its first trial (the summary that replaced the first run.json
+    # kept no time: `ce runs` listed the run as started when it ended)
+    assert datetime.fromisoformat(run["created_at"]) <= first
+    res = ce("runs", os.path.dirname(made.run_dir), "-f", "json", cwd=made.run_dir)
+    (listed,) = [r for r in json.loads(res.stdout) if r["run_id"] == run["run_id"]]
+    assert listed["time"] == run["created_at"]
+    assert listed["status"] == run["status"]
+    assert listed["tasks"] == len({(r["variant_id"], r["task_id"]) for r in recs.values()})
+    for key in ("trials", "graded", "passed", "pass_rate"):
+        assert listed[key] == run[key], key
+    res = ce("compare", made.run_dir, rescored.run_dir, "-f", "json", cwd=made.run_dir)
+    assert res.returncode == 0, res.stderr
+    compared = json.loads(res.stdout)
+    for side, where in (("a", made), ("b", rescored)):
+        block = load_run_json(where.run_dir)
+        for key in ("trials", "graded", "passed", "pass_rate", "pass_rate_ci95",
+                    "mean_score"):
+            assert compared[side][key] == block[key], (side, key)
+        assert datetime.fromisoformat(compared[side]["started_at"]) == first
+    assert compared["matched_trials"] == run["trials"]
+    assert not compared["regressions"] and not compared["improvements"]

@@ -60,6 +60,8 @@ def normalise_json(doc, run_dir: str):
             return 0.0
         if key == "run_id":
             return "RUN_ID"
+        if key == "created_at":
+            return "TIME"
         if isinstance(v, str) and root in v:
             return v.replace(root, "TMP")
         return v

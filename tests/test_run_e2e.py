@@ -461,8 +461,10 @@ def _start_and_stop(tmp_path, sig: int, sigint_ignored: bool = False
 
 
 def _resume_and_check(tmp_path, run_dir: str, done_before: dict[str, dict]) -> None:
+    began = load_run_json(run_dir)["created_at"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    time.sleep(1.1)  # a resume that took its own start time would say another second
     res = ce("run", "--resume", run_dir, cwd=str(elsewhere))
     assert res.returncode == 0, res.stderr
     assert f"{len(done_before)} already done" in res.stderr
@@ -479,6 +481,7 @@ def _resume_and_check(tmp_path, run_dir: str, done_before: dict[str, dict]) -> N
         events_of(run_dir, record)
     meta = load_run_json(run_dir)
     assert meta["status"] == "complete" and meta["trials_planned"] == REPEATS
+    assert meta["created_at"] == began  # the run began then, not at its resume
 
 
 def test_a_killed_run_resumes_with_every_trial_exactly_once(tmp_path):

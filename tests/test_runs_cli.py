@@ -67,7 +67,7 @@ def test_runs_lists_newest_first(made, tmp_path):
     shutil.copytree(run, old, symlinks=True)
     doc = json.loads((old / "run.json").read_text())
     doc.update(run_id=old.name, status="interrupted", trials=1, graded=1, passed=1,
-               pass_rate=1.0)
+               pass_rate=1.0, created_at="2025-01-01T00:00:00+00:00")
     (old / "run.json").write_text(json.dumps(doc))
     os.symlink(new.name, runs / "latest")
     (runs / "not-a-run").mkdir()
@@ -80,7 +80,10 @@ def test_runs_lists_newest_first(made, tmp_path):
     assert (first["tasks"], first["trials"], first["graded"], first["passed"]) == (1, 2, 2, 0)
     assert first["pass_rate"] == 0.0 and first["status"] == "complete"
     assert first["time"].endswith("+00:00")
-    assert rows[1]["time"] == "2025-01-01T00:00:00+00:00" or rows[1]["time"] < first["time"]
+    assert rows[1]["time"] == "2025-01-01T00:00:00+00:00"
+    # the copy's run.json says when the run began (the summary that replaced the first
+    # run.json kept no time: the file's, when the run ended, was listed)
+    assert first["time"] == json.loads((new / "run.json").read_text())["created_at"]
 
     text = ce("runs", cwd=tmp_path)  # default: ./runs
     assert text.returncode == 0, text.stderr

@@ -181,7 +181,7 @@ def _run_with(state, worker, a):
     from ce_runtime.execute import suite as R
 
     P.agent_name(a.agent_type)
-    recorded_id = None
+    recorded_id = created_at = None
     jobs_from = ""  # where a resume's -j came from, for the start line
     if a.resume_dir:
         if a.run_dir:
@@ -198,6 +198,7 @@ def _run_with(state, worker, a):
                                      param_hint="--resume") from None
         a, jobs_from = run_resume.resumed(a, meta["args"])
         recorded_id = meta.get("run_id")
+        created_at = meta.get("created_at")  # a resume is the same run: it began then
         run_dir = resume_dir
         lock = _lock(run_dir)
         state["run_dir"] = run_dir  # before anything is written
@@ -257,7 +258,8 @@ def _run_with(state, worker, a):
         run_resume.say_unplanned(run_dir, trials)
     todo = [t for t in trials if t.trial_id not in done]
     stops = state["stops"] = Stops().install()  # from here, no signal cuts the writes
-    R.write_run_json(run_dir, {"run_id": run_id, "status": "running", "created_at": R.now_iso(),
+    R.write_run_json(run_dir, {"run_id": run_id, "status": "running",
+                               "created_at": created_at or R.now_iso(),
                                "args": config, "trials": len(trials)})
     if not a.quiet:
         left = "" if todo else "; nothing left to run: the reports are written again"

@@ -22,7 +22,8 @@ def render(run: str, fmt: str) -> str:
         error = data.run_json.get("error")
         with_run_state(summary, data.run_json["status"], data.run_json.get("trials_planned"),
                        data.run_json.get("lost_trials", ()),
-                       error if isinstance(error, str) else None)
+                       error if isinstance(error, str) else None,
+                       data.run_json.get("created_at"))
     return render_loaded(data, fmt, summary, gates)
 
 

@@ -30,7 +30,7 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
     summary = report.summary(records, gates, run_id, config)
     status = "interrupted" if interrupted else \
         "incomplete" if lost or len(records) < total else "complete"
-    with_run_state(summary, status, total, lost, error)
+    with_run_state(summary, status, total, lost, error, _created_at(run_dir))
     write_run_json(run_dir, summary)
     if records:
         report.write_parquet(run_dir, records)
@@ -42,6 +42,19 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
         os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
         write_bytes_atomic(junit_xml, report.render_junit(records, gates, summary).encode())
     return summary
+
+
+def _created_at(run_dir: str) -> str | None:
+    """When the run began, as the run.json written at its start says (the summary
+    replacing it kept no time: `ce runs` then listed the run as started when it ended)."""
+    import json
+
+    try:
+        with open(os.path.join(run_dir, "run.json"), "rb") as fh:
+            value = json.load(fh).get("created_at")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def write_rescore_reports(out: str, records: list, run_id: str, rescored_from: str,

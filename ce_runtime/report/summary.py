@@ -264,14 +264,18 @@ def _judges(judged: list[tuple[Any, Any]], variant: Any = ...) -> dict[str, Any]
 
 
 def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
-                   lost: Sequence[dict[str, Any]] = (), error: str | None = None
-                   ) -> dict[str, Any]:
+                   lost: Sequence[dict[str, Any]] = (), error: str | None = None,
+                   created_at: str | None = None) -> dict[str, Any]:
     """`summary` of a run that `status` says may not have finished: trials_planned, the
     lost trials, and a run that did not run every planned trial is not a pass (exit 1,
     the reason first), so report.md, report.html and run.json never say PASSED for the
     trials a Ctrl-C left unrun. `error`: what left them unrun, when not a signal (an
-    executor that did not start), recorded and said in place of "the run was ..."."""
+    executor that did not start), recorded and said in place of "the run was ...".
+    `created_at`: when the run began (`ce run` writes it at its start; `ce runs` lists
+    it)."""
     summary["status"] = status
+    if created_at is not None:
+        summary["created_at"] = created_at
     if planned is not None:
         summary["trials_planned"] = planned
     planned = summary["trials"] if planned is None else planned
