@@ -135,7 +135,8 @@ def junit_counts(path: str) -> str:
     root's counts (the first element only: the file is not read whole)."""
     import xml.etree.ElementTree as ET
 
-    _, root = next(ET.iterparse(path, events=("start",)))
+    with open(path, "rb") as fh:
+        _, root = next(ET.iterparse(fh, events=("start",)))
     counts = [f"{root.get('tests', '0')} test(s)"]
     counts += [f"{root.get(k)} {word}" for k, word in (
         ("failures", "failure(s)"), ("errors", "error(s)"), ("skipped", "skipped"))
