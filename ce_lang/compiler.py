@@ -36,6 +36,13 @@ from ce_lang.layers import Layer, Merged, merge_layers
 from ce_lang.overrides import CommandLine, Override, overrides_layer_value, parse_overrides
 from ce_lang.paths import NotRegularFile, SuiteRoots, host_path_problem, read_regular_text
 from ce_lang.plan import PLACED, Trial, lower, lower_criterion, plan_hash
+from ce_lang.row_refs import (
+    check_layer_refs,
+    check_task_refs,
+    layer_with_row,
+    mutation_with_row,
+    report_row_problems,
+)
 from ce_lang.rules import RuleContext, check_task
 from ce_lang.rules_criterion import check_dropped_entries
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
@@ -355,30 +362,8 @@ class _Compiler:
                 return
             rows = ds.sample_rows(rows, dataset, self.opt.sample)
         self.check_dropped(doc, value)
-        if "${row." in doc.text:  # most tasks have no row references at all
-            span_of = lambda p, o=self.original_path: doc.span(o(p))  # noqa: E731
-            sources = [*ds.string_sources(value.get("initial_prompt"), ("initial_prompt",),
-                                          span_of, doc.text),
-                       *ds.string_sources(value.get("success_criteria"), ("success_criteria",),
-                                          span_of, doc.text),
-                       *ds.string_sources(value.get("reference"), ("reference",), span_of,
-                                          doc.text),
-                       *ds.string_sources(_agent_script(value), ("agent", "script"), span_of,
-                                          doc.text)]
-            ds.check_refs(ds.find_refs(sources), rows, self.diags)  # errors stop emission
-            ds.warn_unsubstituted(ds.find_refs(list(ds.unsubstituted_sources(
-                value, span_of, doc.text))), self.diags)
-        self.check_layer_rows(rows, value["task_id"])
-        if rows is not None:
-            span_of = lambda p, o=self.original_path: doc.span(o(p))  # noqa: E731
-            ds.warn_near_misses([
-                *ds.string_sources(value.get("initial_prompt"), ("initial_prompt",), span_of,
-                                   doc.text),
-                *ds.string_sources(value.get("success_criteria"), ("success_criteria",),
-                                   span_of, doc.text),
-                *ds.string_sources(value.get("reference"), ("reference",), span_of, doc.text),
-                *ds.string_sources(_agent_script(value), ("agent", "script"), span_of,
-                                   doc.text)], self.diags)
+        check_task_refs(value, doc, self.original_path, rows, self.diags)
+        check_layer_refs(self.experiment, self.cli, rows, value["task_id"], self.diags)
         base_id = value["task_id"]
         self.row_problems: list = []
         for row in rows if rows is not None else [None]:
@@ -394,38 +379,18 @@ class _Compiler:
                 layers = [Layer("built-in defaults", BUILTIN_DEFAULTS,
                                 lambda _p: Span.point("<built-in defaults>"),
                                 has_key=lambda _p: False)]  # no file wrote them
-                layers += [x for x in (_with_row(exp.defaults, row), task_layer,
-                                       _with_row(variant.layer, row), _with_row(self.cli, row))
-                           if x]
+                layers += [x for x in (layer_with_row(exp.defaults, row), task_layer,
+                                       layer_with_row(variant.layer, row),
+                                       layer_with_row(self.cli, row)) if x]
                 if row is not None and variant.mutation_sources:
                     variant = attrs.evolve(variant, mutations=tuple(
-                        _mutation_with_row(m, row) for m in variant.mutations))
+                        mutation_with_row(m, row) for m in variant.mutations))
                 merged = merge_layers(layers, TaskSpec)
                 self.resolve(merged, doc, task_dir, row, base_id if row else None, variant,
                              exp.experiment_id, has_dataset=rows is not None,
                              emit=self.diags.count("error") == errors_before and exp.ok
                              and self.command_line.ok)
-        self.report_row_problems(len(rows) if rows else 0)
-
-    def check_layer_rows(self, rows: list[ds.Row] | None, task_id: str) -> None:
-        """`${row.key}` an experiment or `-D` writes where rows substitute (a variant's
-        prompt, its prompt mutations, `agent.script`): a key every row has, as in the task
-        itself; in a task without a dataset it stays as written (a warning)."""
-        exp = self.experiment
-        layers = (exp.defaults, *(v.layer for v in exp.variants), self.cli)
-        sources = [s for layer in layers if layer is not None
-                   for s in ds.row_key_sources(layer.value, layer.span_of)]
-        sources += [s for v in exp.variants for s in v.mutation_sources]
-        refs = ds.find_refs(sources)
-        if rows is not None:
-            ds.check_refs(refs, rows, self.diags)
-            return
-        for _src, key, span in refs:
-            if ds.KEY.fullmatch(key):
-                self.diags.emit("CE0304", f"`${{row.{key}}}` stays as written in task "
-                                f"{task_id!r}: it has no dataset", span,
-                                help="rows are substituted only in the trials of a task with "
-                                "a `dataset`")
+        report_row_problems(self.row_problems, len(rows) if rows else 0, self.diags)
 
     def check_dropped(self, doc: LocatedDoc, value: dict[str, Any], every: bool = False
                       ) -> None:
@@ -555,20 +520,6 @@ class _Compiler:
             self.diags.append(attrs.evolve(
                 d, message=f"{d.message} ({which}; {len(tasks)} of {n_tasks})"))
 
-    def report_row_problems(self, n_rows: int) -> None:
-        """One diagnostic per problem, naming the dataset rows it occurs on."""
-        grouped: dict[tuple, list[str]] = {}
-        for p in self.row_problems:
-            rows = grouped.setdefault((p.code, p.message, p.span, p.help), [])
-            if p.row_id not in rows:
-                rows.append(p.row_id)
-        for (code, message, span, help_), rows in grouped.items():
-            names = ", ".join(repr(r) for r in rows[:5]) + (
-                f" and {len(rows) - 5} more" if len(rows) > 5 else "")
-            word = "row" if len(rows) == 1 else "rows"
-            self.diags.emit(code, f"{message} (dataset {word} {names}; {len(rows)} of {n_rows})",
-                            span, help=help_)
-
     def read_prompt(self, path: str, merged: Merged, row: ds.Row | None) -> str | None:
         if not hostfs.isfile(path):
             return None  # reported where the path was checked
@@ -621,25 +572,3 @@ def _kind(value: dict[str, Any]) -> str | None:
     if any(k in value for k in TASK_KEYS):
         return "task"
     return None
-
-
-def _with_row(layer: Layer | None, row: ds.Row | None) -> Layer | None:
-    """An experiment's or the command line's layer with the dataset row substituted where
-    the task's own settings get it (a variant's `initial_prompt`, an `agent.script` ...)."""
-    if layer is None or row is None or not any(
-            "${row." in s.value for s in ds.row_key_sources(layer.value, layer.span_of)):
-        return layer
-    return attrs.evolve(layer, value=ds.substitute_row_keys(layer.value, row))
-
-
-def _mutation_with_row(mutation: Any, row: ds.Row) -> Any:
-    """A prompt mutation with the row substituted in its text (`type` aside)."""
-    return attrs.evolve(mutation, **{
-        f.name: ds.substitute_tree(getattr(mutation, f.name), row)
-        for f in attrs.fields(type(mutation)) if f.name != "type"})
-
-
-def _agent_script(value: dict[str, Any]) -> Any:
-    """The task's own `agent.script` (its rows substitute there, as in `reference`)."""
-    agent = value.get("agent")
-    return agent.get("script") if isinstance(agent, dict) else None
