@@ -121,7 +121,7 @@ def _timeline(path: str) -> tuple[list[dict[str, Any]], str | None]:
     out: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
     turn = 0
-    tokens_in = tokens_out = 0
+    tokens_in = tokens_out = cache_read = cache_write = 0
     cost = 0.0
     for ev in read.events:
         t = round(ev.t, 3)
@@ -146,10 +146,15 @@ def _timeline(path: str) -> tuple[list[dict[str, Any]], str | None]:
         elif isinstance(ev, T.Usage):
             tokens_in += ev.input_tokens
             tokens_out += ev.output_tokens
+            cache_read += ev.cache_read_tokens
+            cache_write += ev.cache_creation_tokens
             cost += ev.cost_usd
+            # the prompt cache's tokens too, as task.json's usage counts them
             out.append({"t": t, "turn": turn, "k": "usage", "in": ev.input_tokens,
-                        "out": ev.output_tokens, "cost": ev.cost_usd,
+                        "out": ev.output_tokens, "cache_read": ev.cache_read_tokens,
+                        "cache_write": ev.cache_creation_tokens, "cost": ev.cost_usd,
                         "total_in": tokens_in, "total_out": tokens_out,
+                        "total_cache_read": cache_read, "total_cache_write": cache_write,
                         "total_cost": round(cost, 6)})
         elif isinstance(ev, T.Decision):
             out.append({"t": t, "turn": turn, "k": "decision", "criterion": ev.criterion,

@@ -85,7 +85,11 @@ window.CE_TRIAL = (function () {
       if (e.k === "message") { k = e.role; text = e.text; }
       else if (e.k === "tool") { k = `${e.tool}` + (e.raw_tool && e.raw_tool !== e.tool ? ` (${e.raw_tool})` : ""); text = e.params; }
       else if (e.k === "result") text = e.output;
-      else if (e.k === "usage") text = `+${e.in} in / +${e.out} out tokens, ${cost(e.cost)} (so far ${e.total_in} / ${e.total_out}, ${cost(e.total_cost)})`;
+      else if (e.k === "usage") {
+        const cached = (r, w) => r || w ? ` / ${r} cache read / ${w} cache write` : "";
+        text = `+${e.in} in / +${e.out} out${cached(e.cache_read, e.cache_write)} tokens, ${cost(e.cost)} ` +
+          `(so far ${e.total_in} / ${e.total_out}${cached(e.total_cache_read, e.total_cache_write)}, ${cost(e.total_cost)})`;
+      }
       else if (e.k === "decision") text = `live monitor: ${e.criterion} decided ${e.verdict} (at event ${e.event})`;
       else if (e.k === "end") text = `agent ended: ${e.reason}` + (e.detail ? ` (${e.detail})` : "");
       else if (e.k === "run_end") text = `run ended: ${e.status}` + (e.error ? ` (${e.error})` : "");
