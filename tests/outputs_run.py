@@ -41,6 +41,8 @@ success_criteria:
   - {type: llm_judge, description: a judge with no rate, weight: 0,
      prompt: Is notes.txt in a mystery style?, files: [notes.txt],
      model: anthropic.claude-mystery-9}
+  - {type: expr, kind: continuous, weight: 0, description: fails with an error,
+     expr: '1.0 / (len(trace.tool_calls) - len(trace.tool_calls))'}
 """
 CACHED_MODEL = """\
 steps:

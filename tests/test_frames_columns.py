@@ -28,7 +28,8 @@ def _trial_input_schema() -> dict[str, Any]:
                             "cost_usd": pl.Float64, "turns": pl.Int64,
                             "tool_calls": pl.Int64}),
         "expected_turns": pl.Int64,
-        "criteria": pl.List(pl.Struct({"passed": pl.Boolean, "gating": pl.Boolean})),
+        "criteria": pl.List(pl.Struct({"passed": pl.Boolean, "gating": pl.Boolean,
+                                       "disabled": pl.Boolean, "error": pl.String})),
         "error": pl.String, "cost_unknown": pl.String,
         "judge_usage": pl.Struct({
             "calls": pl.Int64, "agent_sessions": pl.Int64, "recorded": pl.Int64,
@@ -86,7 +87,9 @@ def _reference_trials_frame(records) -> pl.DataFrame:
         "error",
         pl.col("criteria").list.len().fill_null(0).cast(pl.Int64).alias("n_criteria"),
         pl.col("criteria").list.eval(
-            (pl.element().struct.field("gating") & ~pl.element().struct.field("passed"))
+            ((pl.element().struct.field("gating")
+              | pl.element().struct.field("error").is_not_null())
+             & ~pl.element().struct.field("passed") & ~pl.element().struct.field("disabled"))
             .cast(pl.Int64)).list.sum().fill_null(0).alias("n_failed_criteria"),
         *(pl.col("judge_usage").struct.field(c[len("judge_"):]).alias(c)
           for c in F.JUDGE_COLUMNS),
@@ -123,7 +126,7 @@ RECORDS = [
                "cost_usd": 0.25, "turns": 2, "tool_calls": 3},
      "criteria": [_crit(1, score=1.0, passed=True, gating=True, weight=1.0,
                         outputs={"observed": "yes", "expected": True}),
-                  _crit(2, kind="classification", score=0.0, gating=True,
+                  _crit(2, kind="classification", score=0.0, gating=False, advisory=True,
                         outputs={"observed": "no", "expected": False}, error="boom")]},
     {"trial_id": "v/a/01", "status": "FAILURE", "suite_id": "s", "row_id": "r1",
      "weighted_score": None, "stopped_early": True, "early_stop_reason": "gate",
@@ -159,6 +162,8 @@ def test_the_trials_frame_reads_the_columns():
     row = frame.row(0, named=True)
     assert (row["total_tokens"], row["visible_turns"], row["n_criteria"],
             row["n_failed_criteria"], row["within_expected_turns"]) == (15, 4, 2, 1, False)
+    # c2, advisory, failed with an error: a failure the reports name (report.md's
+    # "failed: c2"), counted (it was not)
     assert frame["success"].to_list() == [True, False, False, False]
     assert frame["graded"].to_list() == [True, True, False, True]
 

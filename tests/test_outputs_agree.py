@@ -113,6 +113,7 @@ def test_trials_parquet_says_what_each_task_json_says(out):
             assert row[key] == use[key], (row["trial_id"], key)
         assert row["total_tokens"] == use["input_tokens"] + use["output_tokens"]
         assert row["n_criteria"] == len(rec["criteria"])
+        assert row["n_failed_criteria"] == len(failed_ids(rec))
         judge = rec.get("judge_usage") or {}
         for key in JUDGE_KEYS:
             assert row[f"judge_{key}"] == judge.get(key), (row["trial_id"], key)

@@ -156,8 +156,11 @@ def _trial_columns(records: list[TrialRecord]) -> dict[str, list[Any]]:
     cols["outcome_reason"] = [None if o is None else o.reason for o in outcomes]
     cols["outcome_detail"] = [None if o is None else o.detail for o in outcomes]
     cols["n_criteria"] = [len(r.criteria) for r in records]
-    cols["n_failed_criteria"] = [sum(1 for c in r.criteria if c.gating and not c.passed)
-                                 for r in records]
+    # the criteria the reports name as the trial's failures (an advisory one that failed
+    # with an error too: report.md listed it, this column did not count it)
+    from ce_runtime.report.text import failed_criteria
+
+    cols["n_failed_criteria"] = [len(failed_criteria(r)) for r in records]
     judges = [r.judge_usage for r in records]
     for k in _JUDGE_FIELDS:
         cols[f"judge_{k}"] = [None if j is None else getattr(j, k) for j in judges]
