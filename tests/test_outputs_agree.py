@@ -1,8 +1,9 @@
 """Every output of a run says the same about each trial and about the run.
 
 A run writes one fact in many places: task.json, trials.parquet and results.parquet,
-run.json, report.md, report.html, the JUnit file, `ce run`'s own lines, and the commands
-that read it back (`ce report -f md|json|junit|html`, `ce explain`, `ce rescore`). Bugs
+run.json, report.md, report.html (its data, and the page as Chromium draws it), the
+JUnit and SARIF files, `ce run`'s own lines, and the commands that read it back (`ce
+report -f md|json|junit|html`, `ce explain`, `ce rescore`, `ce runs`, `ce compare`). Bugs
 hid where two of them disagreed about one number (report.md's cost against the CLI's,
 cache tokens missing from some), so each fact is checked here in every place that
 carries it, against task.json (the trial's record) and run.json (the run's), for one
