@@ -201,6 +201,7 @@ def totals(recs: list[dict]) -> dict:
         "graded": n, "passed": ok, "pass_rate": ok / n if n else None,
         "mean_score": sum(scored) / len(scored) if scored else None,
         "stopped_early": sum(bool(r.get("stopped_early")) for r in recs),
+        "turns_avoided": _turns_avoided(recs),
         "tokens": {"input": sum(u["input_tokens"] for u in use),
                    "output": sum(u["output_tokens"] for u in use),
                    "total": sum(u["input_tokens"] + u["output_tokens"] for u in use),
@@ -221,8 +222,16 @@ def totals(recs: list[dict]) -> dict:
     }
 
 
+def _turns_avoided(recs: list[dict]) -> dict | None:
+    """What the early stops saved at most: each stop's turns_remaining_at_stop."""
+    left = [(r.get("early_stop") or {}).get("turns_remaining_at_stop") for r in recs]
+    left = [n for n in left if n is not None]
+    return {"at_most": sum(left), "trials": len(left)} if left else None
+
+
 def assert_block(block: dict, recs: list[dict]) -> None:
     want = totals(recs)
+    assert block.get("turns_avoided") == want["turns_avoided"]
     for key in ("trials", "by_status", "graded", "passed", "stopped_early", "tokens",
                 "turns", "tool_calls"):
         assert block[key] == want[key], key

@@ -214,7 +214,11 @@ def test_report_md_run_table_and_variants_say_what_run_json_says(out):
     wet = run["within_expected_turns"]
     assert table["Within expected turns"] == \
         f"{wet['within']}/{wet['budgeted']} budgeted trials ({pct(wet['share'])})"
-    assert table["Stopped early"] == f"{run['stopped_early']} trial(s)"
+    saved = run.get("turns_avoided")
+    assert table["Stopped early"] == f"{run['stopped_early']} trial(s)" + (
+        f", <= {saved['at_most']} turn(s) avoided" if saved else "") + (
+        f" by the {saved['trials']} with a max_turns"
+        if saved and saved["trials"] < run["stopped_early"] else "")
     tok = run["tokens"]
     assert table["Tokens"] == (f"{tok['input']:,} in / {tok['output']:,} out / "
                                f"{tok['cache_read']:,} cache read / {tok['cache_write']:,} "
