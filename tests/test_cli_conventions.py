@@ -75,7 +75,7 @@ def suite(tmp_path_factory):
 def test_run_results_on_stdout_progress_on_stderr(suite):
     _, res = suite
     assert "trial group" in res.stdout and "default/good" in res.stdout
-    assert "2/2 trial(s): 1 FAILURE, 1 SUCCESS" in res.stdout
+    assert "2/2 trial(s): 1 SUCCESS, 1 FAILURE" in res.stdout  # the reports' order
     assert "trial group" not in res.stderr and "[1/2]" in res.stderr
     assert "[1/2]" not in res.stdout
 

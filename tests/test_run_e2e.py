@@ -425,8 +425,9 @@ REPEATS = 12
 
 
 def _start_and_stop(tmp_path, sig: int, sigint_ignored: bool = False
-                    ) -> tuple[subprocess.Popen, str, str]:
-    """Start 12 trials at -j 2, send `sig` once a few have finished; (proc, run dir, err).
+                    ) -> tuple[subprocess.Popen, str, str, str]:
+    """Start 12 trials at -j 2, send `sig` once a few have finished; (proc, run dir, err,
+    out).
     `sigint_ignored`: ce starts with SIGINT ignored, as a script's background job does."""
     (tmp_path / "slowish.yaml").write_text(SLOWISH)
     runs = tmp_path / "runs"
@@ -452,12 +453,12 @@ def _start_and_stop(tmp_path, sig: int, sigint_ignored: bool = False
             os.killpg(proc.pid, sig)  # as Ctrl-C: the whole foreground group
         else:
             proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return proc, run_dir_in(str(runs)), err
+    return proc, run_dir_in(str(runs)), err, out
 
 
 def _resume_and_check(tmp_path, run_dir: str, done_before: dict[str, dict]) -> None:
@@ -485,7 +486,7 @@ def _resume_and_check(tmp_path, run_dir: str, done_before: dict[str, dict]) -> N
 
 
 def test_a_killed_run_resumes_with_every_trial_exactly_once(tmp_path):
-    proc, run_dir, _ = _start_and_stop(tmp_path, signal.SIGKILL)
+    proc, run_dir, _, _ = _start_and_stop(tmp_path, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     done_before = task_jsons(run_dir)
     assert 3 <= len(done_before) < REPEATS
@@ -494,15 +495,18 @@ def test_a_killed_run_resumes_with_every_trial_exactly_once(tmp_path):
 
 
 def test_ctrl_c_stops_with_exit_1_and_resume_finishes(tmp_path):
-    proc, run_dir, err = _start_and_stop(tmp_path, signal.SIGINT)
-    check_interrupted_then_resumed(tmp_path, proc, run_dir, err)
+    proc, run_dir, err, out = _start_and_stop(tmp_path, signal.SIGINT)
+    check_interrupted_then_resumed(tmp_path, proc, run_dir, err, out)
 
 
-def check_interrupted_then_resumed(tmp_path, proc, run_dir: str, err: str) -> None:
+def check_interrupted_then_resumed(tmp_path, proc, run_dir: str, err: str, out: str
+                                   ) -> None:
     """An interrupted run: exit 1 with the resume command, some trials done, run.json
     "interrupted", report.md written, no scratch left; the resume finishes the rest."""
     assert proc.returncode == 1, err
     assert f"ce run --resume {run_dir}" in err
+    # why it is no pass names the run too (run.json and report.md say RUN: it may move)
+    assert f"`ce run --resume {run_dir}` runs the other" in out, out
     done_before = task_jsons(run_dir)
     assert 3 <= len(done_before) < REPEATS
     meta = load_run_json(run_dir)

@@ -40,10 +40,10 @@ pytestmark = pytest.mark.slow
 def test_sigterm_and_sighup_stop_like_ctrl_c_and_resume_finishes(tmp_path, sig,
                                                                  sigint_ignored):
     # sent to ce alone, not its group
-    proc, run_dir, err = _start_and_stop(tmp_path, sig, sigint_ignored)
+    proc, run_dir, err, out = _start_and_stop(tmp_path, sig, sigint_ignored)
     assert f"{signal.Signals(sig).name} received" in err
     assert "Traceback" not in err and "internal error" not in err, err
-    check_interrupted_then_resumed(tmp_path, proc, run_dir, err)
+    check_interrupted_then_resumed(tmp_path, proc, run_dir, err, out)
 
 
 # -- the run directory's lock --------------------------------------------------------------

@@ -405,12 +405,17 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
         summary = write_run_reports(run_dir, run_id, config, records, total, interrupted,
                                     junit_xml, lost, error)
     summary_table(records)
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.get("by_status", {}).items()))
+    from ce_runtime.store.record import STATUSES
+
+    by_status = summary.get("by_status", {})
+    order = [*(s for s in STATUSES if s in by_status),  # the reports' order
+             *sorted(s for s in by_status if s not in STATUSES)]
+    counts = ", ".join(f"{by_status[s]} {s}" for s in order)
     click.echo(f"{len(records)}/{total} trial(s): {counts or 'none'}; report: "
                f"{os.path.join(run_dir, 'report.md')}")
     if summary.get("exit_code"):  # why it is not a pass: a gate, a rate, a Ctrl-C ...
-        for reason in summary.get("exit_reasons") or ():
-            click.echo(f"not passed: {reason}")
+        for reason in summary.get("exit_reasons") or ():  # the run's own path for RUN
+            click.echo(f"not passed: {reason.replace('--resume RUN`', f'--resume {run_dir}`')}")
     if junit_xml:  # said as `--sarif` says its file (written by then, or the run failed)
         from ce_runtime.report.junit import junit_counts
 
