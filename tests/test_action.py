@@ -62,12 +62,18 @@ def _fill(value: str, inputs: dict[str, str]) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("value,code", [("1", 0), ("2", 1)])
-def test_run_step_collects_the_results(action, tmp_path, value, code):
+@pytest.mark.parametrize("value,code,suite", [
+    ("1", 0, "tasks"), ("2", 1, "tasks"),
+    # several paths, a glob ce expands, a newline between them (a YAML block input)
+    ("1", 0, "tasks/demo.yaml\n  more/*.yaml")])
+def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "demo.yaml").write_text(TASK.replace("VALUE", value))
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "other.yaml").write_text(
+        TASK.replace("VALUE", value).replace("action-demo", "action-other"))
     inputs = {k: str(v.get("default", "")) for k, v in action["inputs"].items()}
-    inputs.update(suite="tasks", args="--repeats 2")
+    inputs.update(suite=suite, args="--repeats 2")
     step = next(s for s in action["runs"]["steps"] if s.get("id") == "run")
     env = {k: _fill(v, inputs) for k, v in step["env"].items()}
     bin_dir = tmp_path / "bin"
@@ -91,6 +97,8 @@ def test_run_step_collects_the_results(action, tmp_path, value, code):
     assert (out / "report.md").read_bytes() == (latest / "report.md").read_bytes()
     if (latest / "report.html").exists():
         assert (out / "report.html").read_bytes() == (latest / "report.html").read_bytes()
+    trials = 4 if "more" in suite else 2  # each path's task, --repeats 2
+    assert f'"trials": {trials},' in (out / "run.json").read_text()
     sarif = (out / "ce.sarif").read_text()
     assert ('"ruleId": "ce/run_command"' in sarif) == (code == 1)
     assert shutil.which("ce", path=str(bin_dir))
