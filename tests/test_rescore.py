@@ -247,6 +247,8 @@ def test_explain_keeps_the_status_the_run_decided(tmp_path, task_id, extra, stat
     explained = ce("explain", f"runs/latest/default/{task_id}/00", cwd=tmp_path)
     assert explained.returncode == 1, explained.stderr
     assert note in explained.stdout
+    # its last line is the trial's status, as report.html's explanation ends
+    assert explained.stdout.rstrip().splitlines()[-1].startswith(f"trial -> {status} (kept: ")
     assert "differs from the recorded grade" not in explained.stdout
     as_json = json.loads(ce("explain", f"runs/latest/default/{task_id}/00", "-f", "json",
                             cwd=tmp_path).stdout)

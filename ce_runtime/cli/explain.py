@@ -208,7 +208,8 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
             elif kept is not None:
                 click.echo(f"NOTE: a run limit stopped the agent: the trial stays {kept}, "
                            "whatever the criteria below score")
-            click.echo(explain_trial(plan, grader.instances, graded, host, only), nl=False)
+            click.echo(explain_trial(plan, grader.instances, graded, host, only,
+                                     None if kept is None else str(kept)), nl=False)
     sys.exit(0 if graded.success and kept is None else 1)
 
 

@@ -355,7 +355,10 @@ def arithmetic(result: GradeResult, weighted_gate: float | None = None) -> list[
 
 
 def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
-                  host: Host | None, only: str | None = None) -> str:
+                  host: Host | None, only: str | None = None, kept: str | None = None
+                  ) -> str:
+    """`kept`: the archived trial's status when the criteria do not decide it (a run
+    limit stopped the agent, or it never reached grading): said last, as report.html."""
     out = [f"task {plan.task_id}"]
     for inst, r in zip(instances, result.criteria, strict=True):
         if only is not None and only not in (r.id, str(inst.index), r.type):
@@ -366,6 +369,10 @@ def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
         out.append("")
         out += arithmetic(result, plan.early_stop.gate_threshold
                           if plan.early_stop.rule == "weighted" else None)
+        if kept is not None:
+            out.append(f"trial -> {kept} (kept: "
+                       + ("it never reached grading)" if kept == Status.ERROR
+                          else "a run limit stopped the agent)"))
     return "\n".join(out) + "\n"
 
 
