@@ -131,15 +131,24 @@ def _trial_columns_schema() -> dict[str, Any]:
 
 
 def _early_stop_schema() -> Any:
-    """task.json's early_stop as a struct column (null: the trial ran to its end)."""
+    """task.json's early_stop as a struct column (null: the trial ran to its end), its
+    fields EarlyStop's own: a field added to the record reaches the parquet."""
+    import typing
+
+    import msgspec
     import polars as pl
 
-    return pl.Struct({
-        "reason": pl.String, "deciding_criterion": pl.String,
-        "deciding_criterion_type": pl.String, "deciding_criterion_description": pl.String,
-        "armed_criteria": pl.List(pl.String), "tool_call_index": pl.Int64,
-        "turn_index": pl.Int64, "turns_remaining_at_stop": pl.Int64,
-        "gate_threshold": pl.Float64, "rule": pl.String})
+    from ce_runtime.store.record import EarlyStop
+
+    scalars = {str: pl.String, int: pl.Int64, float: pl.Float64, bool: pl.Boolean}
+
+    def polars_type(hint: Any) -> Any:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if typing.get_origin(hint) is list:
+            return pl.List(polars_type(args[0]))
+        return scalars[args[0] if args else hint]
+
+    return pl.Struct({f.name: polars_type(f.type) for f in msgspec.structs.fields(EarlyStop)})
 
 
 def _trial_columns(records: list[TrialRecord]) -> dict[str, list[Any]]:
