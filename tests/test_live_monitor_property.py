@@ -714,3 +714,20 @@ def test_grader_stops_exists_at_the_deciding_element(tmp_path):
         f"  - type: expr\n    description: d\n    expr: 'exists(trace.tool_calls, c -> {SEARCH})'\n"
         "    stop_when: pass\n"))
     check_run(plan, [bash(0), read(1)], str(tmp_path))
+
+
+def test_regression_exists_match_that_a_later_call_turns_into_an_error(tmp_path):
+    # REGRESSION (live.py, found by the property on Python 3.13): `exists` true now was
+    # taken as settled (the evaluator stops at the first match), but this predicate reads
+    # the trace: the first Read matches through `len(...) >= 2` once two calls are in,
+    # and a second Read makes its `count(...) >= 2` true, so the grader then evaluates
+    # `search` with the invalid pattern "(" at the first Read and the criterion errs. A
+    # match is settled only when the predicate's value at an element cannot change.
+    expr = (f'exists(trace.tool_calls, c -> ((count(trace.tool_calls, d -> d.tool == c.tool)'
+            f' >= 2) and ({SEARCH})) or (len(trace.tool_calls) >= 2))')
+    plan = compile_text(tmp_path, armed_task(
+        f"  - type: expr\n    description: d\n    expr: {json.dumps(expr)}\n    stop_when: pass\n"))
+    second_read = T.ToolCall(2.0, "r2", "Read", "read", {"command": "curl x"})
+    m = check_run(plan, [read(0, "skills/date-teller/SKILL.md"), bash(1, "curl x"),
+                         second_read], str(tmp_path))
+    assert m.decisions == [] and m.stop_reason is None

@@ -71,16 +71,6 @@ def _bool(v: bool | None, err: bool = False) -> Bound:
     return (UNKNOWN_BOOL if v is None else Bound.of(v)).may_err(err)
 
 
-def _settled(node: A.Node, now: Any) -> bool:
-    """Is this value final even if the node may raise? `exists` true now stays true
-    without evaluating the calls after its first match (`all` false dually); whatever
-    raises later is never reached."""
-    if isinstance(node, A.Unary) and node.op == "not":
-        return _settled(node.operand, not now)
-    return isinstance(node, A.Call) and (
-        (node.func == "exists" and now is True) or (node.func == "all" and now is False))
-
-
 class LiveEvaluator:
     """`analyzer`: an `Analyzer`, or a program's read-only `Analysis` of the instance
     (anything with its `facts`, `raises` and `raises_here`); `links`: the program's link
@@ -98,6 +88,21 @@ class LiveEvaluator:
     def raises_itself(self, node: A.Node) -> bool:
         return self.raises_here.get(node.id, True)
 
+    def settled(self, node: A.Node, now: Any) -> bool:
+        """Is this value final even if the node may raise? `exists` true now stays true
+        without evaluating the calls after its first match (`all` false dually); whatever
+        raises later is never reached. Only when the predicate's value at each call is
+        final (`const`): a predicate reading the trace may turn a call it found true, or
+        one before it, into an error as calls arrive."""
+        if isinstance(node, A.Unary) and node.op == "not":
+            return self.settled(node.operand, not now)
+        if not (isinstance(node, A.Call) and len(node.args) == 2
+                and isinstance(node.args[1], A.Lambda)):
+            return False
+        body = self.facts.get(node.args[1].body.id)
+        return body is not None and body.mono == "const" and (
+            (node.func == "exists" and now is True) or (node.func == "all" and now is False))
+
     def bound(self, node: A.Node, env: dict[str, Any], abs_env: dict[str, Bound]) -> Bound:
         fact = self.facts.get(node.id)
         if fact is not None and fact.const:
@@ -109,7 +114,7 @@ class LiveEvaluator:
                 return TOP_ERR
             if fact.mono == "const":  # the same value on every extension
                 return Bound.of(now)
-            err = self.may_raise(node) and not _settled(node, now)
+            err = self.may_raise(node) and not self.settled(node, now)
             if isinstance(now, bool):
                 if fact.mono == "up":
                     return (Bound.of(True) if now else UNKNOWN_BOOL).may_err(err)
