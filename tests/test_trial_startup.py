@@ -104,6 +104,85 @@ def test_a_killed_ce_takes_the_zygote_the_inits_and_their_daemons_with_it(tmp_pa
             proc.wait()
 
 
+def _box(tmp_path, i: int = 0) -> TempdirSandbox:
+    scratch = tmp_path / f"s{i}"
+    scratch.mkdir()
+    return TempdirSandbox(SandboxSpec(f"t/{i}", str(scratch), str(tmp_path), warm=True))
+
+
+def test_a_zygote_started_before_the_loop_is_adopted_and_ended_with_the_run(tmp_path):
+    # `ce run` starts the zygote before its event loop exists; the loop's zygote takes
+    # that process over (no second one), forks the trials' inits from it, and ends it
+    from ce_runtime.execute.sandbox import tempdir
+
+    tempdir.start_zygote_early()
+    early = tempdir._EARLY[0]
+    pid, ctl_dir = early.popen.pid, early.ctl_dir
+    assert os.path.basename(ctl_dir).startswith(f"ce-run-{os.getpid()}-")  # swept if killed
+
+    async def main():
+        try:
+            box = _box(tmp_path)
+            await box.start()
+            out = await box.exec("echo hi")
+            adopted = zygote().proc.pid
+            parent = int(process_stats()[box.init.pid][2][0])
+            await box.teardown()
+            return out.stdout, adopted, parent
+        finally:
+            await close_warm_inits()
+
+    out, adopted, parent = asyncio.run(main())
+    assert out == "hi\n"
+    assert adopted == pid and parent == pid and tempdir._EARLY == []
+    assert _gone_within([pid], 20.0) == [] and not os.path.exists(ctl_dir)
+
+
+def test_a_zygote_started_early_and_never_adopted_is_ended_at_exit(tmp_path):
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from ce_runtime.execute.sandbox import tempdir
+
+        tempdir.start_zygote_early()
+        early = tempdir._EARLY[0]
+        print(json.dumps([early.popen.pid, early.ctl_dir]), flush=True)
+        sys.stdin.readline()  # until the test has seen it
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    pid, ctl_dir = json.loads(proc.stdout.readline())
+    assert _alive(pid) and os.path.isdir(ctl_dir)
+    proc.communicate("\n", timeout=60)
+    assert proc.returncode == 0
+    assert _gone_within([pid], 20.0) == [] and not os.path.exists(ctl_dir)
+
+
+def test_an_early_zygote_that_does_not_start_gives_way_to_a_fresh_one(tmp_path, monkeypatch):
+    # a zygote that never says "ready" (here: a program that exits at once) is discarded
+    # and the run starts its own, as without an early start
+    from ce_runtime.execute.sandbox import tempdir
+
+    monkeypatch.setattr(tempdir, "ZYGOTE", "/bin/true")
+    tempdir.start_zygote_early()
+    broken = tempdir._EARLY[0]
+    monkeypatch.undo()
+
+    async def main():
+        try:
+            box = _box(tmp_path)
+            await box.start()
+            out = await box.exec("echo ok")
+            await box.teardown()
+            return out.stdout, zygote().proc.pid
+        finally:
+            await close_warm_inits()
+
+    out, fresh = asyncio.run(main())
+    assert out == "ok\n" and fresh != broken.popen.pid
+    assert broken.popen.poll() is not None and not os.path.exists(broken.ctl_dir)
+
+
 def test_children_lists_find_what_a_scan_of_proc_finds():
     tree = subprocess.Popen(["/bin/sh", "-c", "sleep 30 & sleep 30 & "
                              "(sleep 30 & sleep 30; true) & wait"])

@@ -257,6 +257,7 @@ def _run_with(state, worker, a):
         run_resume.say_replanned(run_dir, trials, done)
         run_resume.say_unplanned(run_dir, trials)
     todo = [t for t in trials if t.trial_id not in done]
+    _start_zygote_early(todo, a.executor)
     stops = state["stops"] = Stops().install()  # from here, no signal cuts the writes
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running",
                                "created_at": created_at or R.now_iso(),
@@ -293,6 +294,15 @@ def _run_with(state, worker, a):
         sarif_after_run(run_dir, a.sarif, quiet=a.quiet)
     os.close(lock)  # unlocked only once everything is written
     sys.exit(1 if interrupted or failed else code)
+
+
+def _start_zygote_early(trials, executor: str) -> None:
+    """Tempdir trials get their inits from a zygote: started now, its start-up overlaps
+    the run's remaining set-up (the executor adopts it; `ce run` ends it if not)."""
+    from ce_runtime.execute.sandbox.tempdir import start_zygote_early, uses_zygote
+
+    if executor == "local" and any(uses_zygote(t.plan.sandbox) for t in trials):
+        start_zygote_early()
 
 
 def _run_trials(stops, todo, run_dir, a, progress) -> tuple[str | None, str | None]:

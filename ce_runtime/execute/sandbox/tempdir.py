@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import weakref
 from typing import Any
@@ -33,6 +34,7 @@ from ce_runtime.execute.sandbox.base import (
 )
 from ce_runtime.execute.sandbox.supervised import (
     LAUNCH_ENV,
+    READY_TIMEOUT_S,
     SHIM,
     ShimClient,
     SupervisedSandbox,
@@ -86,6 +88,12 @@ class _Zygote:
         self.drain: asyncio.Task | None = None
 
     async def _start(self, where: str) -> None:
+        early = _take_early()
+        if early is not None:
+            with contextlib.suppress(SandboxError):
+                self.proc, self.ctl_dir = await early.adopt(), early.ctl_dir
+                self.drain = asyncio.ensure_future(self.proc.stderr.read())
+                return
         ctl_dir = tempfile.mkdtemp(prefix="ce-zygote-", dir=where)
         try:
             self.proc = await launch_init(
@@ -179,6 +187,110 @@ class _Zygote:
                     await asyncio.wait_for(self.drain, 5.0)
         if self.ctl_dir is not None:
             shutil.rmtree(self.ctl_dir, ignore_errors=True)
+
+
+class _EarlyZygote:
+    """The run's zygote started before the run's event loop exists (`start_zygote_early`):
+    a plain child, adopted by the loop's `_Zygote` when the first trial needs it."""
+
+    def __init__(self) -> None:
+        # named as a run's scratch (`ce-run-<pid>-`): swept as a dead run's if ce is killed
+        self.ctl_dir = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-")
+        try:
+            self.popen = subprocess.Popen(
+                [_python(), "-I", "-S", ZYGOTE, os.path.join(self.ctl_dir, "ctl.sock")],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=dict(LAUNCH_ENV), start_new_session=True)
+        except BaseException:
+            shutil.rmtree(self.ctl_dir, ignore_errors=True)
+            raise
+
+    async def adopt(self) -> _AdoptedProcess:
+        """The zygote as the loop sees an init it launched, once it said it is ready;
+        SandboxError (the zygote discarded) when it did not start."""
+        loop = asyncio.get_running_loop()
+        transports = []
+        try:
+            readers = []
+            for pipe in (self.popen.stdout, self.popen.stderr):
+                reader = asyncio.StreamReader()
+                transport, _ = await loop.connect_read_pipe(
+                    lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+                transports.append(transport)
+                readers.append(reader)
+            line = await asyncio.wait_for(readers[0].readline(), READY_TIMEOUT_S)
+        except BaseException as exc:
+            for transport in transports:
+                transport.close()
+            self.discard()
+            if isinstance(exc, Exception):
+                raise SandboxError(f"the early zygote did not start: {exc}") from exc
+            raise
+        if line.strip() != b"ready":
+            for transport in transports:
+                transport.close()
+            self.discard()
+            raise SandboxError("the early zygote did not start")
+        return _AdoptedProcess(self.popen, readers[1], transports)
+
+    def discard(self) -> None:
+        """Kill it (if it runs) and remove its directory: it was not adopted."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait()
+        for pipe in (self.popen.stdout, self.popen.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
+        shutil.rmtree(self.ctl_dir, ignore_errors=True)
+
+
+class _AdoptedProcess:
+    """What `_Zygote` uses of an asyncio Process, for the early zygote's Popen."""
+
+    def __init__(self, popen: subprocess.Popen, stderr: asyncio.StreamReader,
+                 transports: list) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.stderr = stderr
+        self.transports = transports
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    async def wait(self) -> int:
+        try:
+            return await asyncio.to_thread(self.popen.wait)
+        finally:
+            for transport in self.transports:
+                transport.close()
+
+
+_EARLY: list[_EarlyZygote] = []  # started, not yet adopted (at most one)
+
+
+def start_zygote_early() -> None:
+    """Start the run's zygote now, before the event loop: its interpreter's start-up
+    (~30 ms of CPU) then overlaps ce's own imports and set-up instead of delaying the
+    first trial. The loop's zygote adopts it; one never adopted is ended at exit."""
+    if _EARLY:
+        return
+    try:
+        _EARLY.append(_EarlyZygote())
+    except OSError:
+        return  # the run starts its zygote as usual
+    import atexit
+
+    atexit.register(_discard_early)
+
+
+def _take_early() -> _EarlyZygote | None:
+    return _EARLY.pop() if _EARLY else None
+
+
+def _discard_early() -> None:
+    while _EARLY:
+        _EARLY.pop().discard()
 
 
 def uses_zygote(box: Any) -> bool:
