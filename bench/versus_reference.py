@@ -146,10 +146,8 @@ def report_job(work: str) -> str:
     `ce run` hands them over), in a file; the worker writes its reports into that run."""
     import glob
 
-    import msgspec
-
-    from ce_runtime.report.job import RunReports
     from ce_runtime.store.record import read_record
+    from ce_runtime.store.report_job import RunReports, frame
 
     run_dir = os.path.join(work, "job-run")
     _, code, _ = timed([CE, "run", "agentless", "-j", "1", "--run-dir", run_dir], work)
@@ -161,7 +159,7 @@ def report_job(work: str) -> str:
                for p in sorted(glob.glob(os.path.join(run_dir, "*", "*", "*", "task.json")))]
     path = os.path.join(work, "job.msgpack")
     with open(path, "wb") as fh:
-        fh.write(msgspec.msgpack.encode(RunReports(
+        fh.write(frame(RunReports(
             run_dir, meta["run_id"], meta["args"], records, len(records), False, None, [])))
     return path
 

@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from ce_runtime.cli.report_worker import ReportWorker
-from ce_runtime.report.job import RescoreReports, RunReports
 from ce_runtime.report.run_end import write_run_reports
 from ce_runtime.store.record import read_record
+from ce_runtime.store.report_job import RescoreReports, RunReports
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ("run.json", "report.md", "report.html", "junit.xml")
@@ -73,7 +73,7 @@ def test_the_worker_writes_the_same_files_as_ce_run_itself(archived_run, tmp_pat
     worker = ReportWorker.start()
     assert worker is not None
     by_worker = worker.write_reports(b)
-    assert worker.proc.returncode == 0
+    assert worker.proc.wait(timeout=60) == 0  # it replied first: its exit is not waited for
     assert by_worker == in_process and by_worker["status"] == "incomplete"
     assert by_worker["lost_trials"] == [{"trial_id": "default/gone/00",
                                          "error": "its directory vanished"}]

@@ -419,7 +419,7 @@ def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None,
     run_id, source = os.path.basename(os.path.abspath(name)), os.path.abspath(run_dir)
     summary = None
     if worker is not None:
-        from ce_runtime.report.job import RescoreReports
+        from ce_runtime.store.report_job import RescoreReports
 
         summary = worker.write_reports(RescoreReports(out, run_id, source, records,
                                                       *state))

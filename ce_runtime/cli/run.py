@@ -267,10 +267,15 @@ def _run_with(state, worker, a):
         click.echo(f"run {run_dir}: {len(trials)} trial(s), {len(trials) - len(todo)} already "
                    f"done, -j {a.jobs}{jobs_from}{left}", err=True)
     progress = Progress(len(trials), len(trials) - len(todo), a.quiet)
+    on_done = progress.done
+    if worker is not None:
+        on_done = _follow(worker, run_dir, run_id, config, trials, done, a.junit_xml,
+                          progress.done)
     stopped_by = failed = None
     try:
         if todo:  # no executor is started for nothing
-            stopped_by, failed = _run_trials(stops, todo, run_dir, a, progress)
+            stopped_by, failed = _run_trials(stops, todo, run_dir, a, progress.start,
+                                             on_done)
     finally:
         progress.close()
     records = R.collect(run_dir, trials)
@@ -305,7 +310,27 @@ def _start_zygote_early(trials, executor: str) -> None:
         start_zygote_early()
 
 
-def _run_trials(stops, todo, run_dir, a, progress) -> tuple[str | None, str | None]:
+def _follow(worker, run_dir, run_id, config, trials, done, junit_xml, on_done):
+    """Tell the report worker the run's trials, and each as it finishes (after
+    `on_done`): it reads their records and makes the reports while the next trials
+    run."""
+    from ce_runtime.execute.trial import trial_dir_of
+    from ce_runtime.store.report_job import Begin
+
+    worker.begin(Begin(run_dir, run_id, config, len(trials), junit_xml,
+                       [trial_dir_of(run_dir, t) for t in trials],
+                       [i for i, t in enumerate(trials) if t.trial_id in done]),
+                 [t.trial_id for t in trials])
+
+    def trial_done(trial, record) -> None:
+        on_done(trial, record)
+        worker.trial_done(trial.trial_id)
+
+    return trial_done
+
+
+def _run_trials(stops, todo, run_dir, a, on_start, on_done
+                ) -> tuple[str | None, str | None]:
     """Run the trials still to run: (what stopped them early, or None; why the executor
     did not start, or None)."""
     from ce_runtime.execute import suite as R
@@ -325,7 +350,7 @@ def _run_trials(stops, todo, run_dir, a, progress) -> tuple[str | None, str | No
             todo, run_dir, R.RunOptions(jobs=a.jobs, agent=a.agent_type, uv_cache=_uv_cache(),
                                         scripted_model=bool(a.scripted_model),
                                         executor=a.executor, ray_address=a.ray_address),
-            progress.start, progress.done)), None
+            on_start, on_done)), None
     except ExecutorUnavailable as exc:  # e.g. no Ray cluster at --ray-address
         return None, f"the {a.executor} executor did not start: {exc}"
     finally:
@@ -405,10 +430,11 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     lost = [dict(r) for r in lost]
     summary = None
     if worker is not None:
-        from ce_runtime.report.job import RunReports
+        from ce_runtime.store.report_job import RunReports
 
-        summary = worker.write_reports(RunReports(run_dir, run_id, config, records, total,
-                                                  interrupted, junit_xml, lost, error))
+        summary = worker.write_reports(RunReports(
+            run_dir, run_id, config, [worker.reference(r) for r in records], total,
+            interrupted, junit_xml, lost, error))
     if summary is None:
         from ce_runtime.report.run_end import write_run_reports
 

@@ -1,6 +1,13 @@
-"""The report worker's job and reply (msgpack), and the worker itself: `python -m
-ce_runtime.report.job` (started by report_worker.ReportWorker, for `ce run` and
-`ce rescore`)."""
+"""The report worker itself: `python -m ce_runtime.report.job` (started by
+cli/report_worker.ReportWorker, for `ce run` and `ce rescore`); its messages are
+store/report_job.py's.
+
+For `ce run` it follows the run as it goes: each finished trial's task.json is read
+here while the next trials run, and once every trial of the run is in, the whole end is
+made in memory (`run_end.prepare_run_reports`) while `ce run` ends its pool. The end
+message then only confirms it: the same records (by their digests) and the same run
+state write the files made; anything else (a Ctrl-C, a lost trial, a record that
+changed) makes them again from what the end message says, as `ce run` itself would."""
 
 from __future__ import annotations
 
@@ -13,50 +20,19 @@ from typing import Any
 import msgspec
 
 from ce_runtime.store.record import TrialRecord
-
-
-class RunReports(msgspec.Struct, frozen=True, tag="run"):
-    """`ce run`'s end (run_end.write_run_reports)."""
-
-    run_dir: str
-    run_id: str
-    config: dict[str, Any]
-    records: list[TrialRecord]
-    total: int
-    interrupted: bool
-    junit_xml: str | None
-    lost: list[dict[str, Any]]
-    error: str | None = None  # what cut the run short besides a signal (no executor)
-
-
-class RescoreReports(msgspec.Struct, frozen=True, tag="rescore"):
-    """`ce rescore`'s reports, into its (staged) results directory `out`
-    (run_end.write_rescore_reports)."""
-
-    out: str
-    run_id: str
-    rescored_from: str
-    records: list[TrialRecord]
-    # the re-scored run's own state, when the whole run was re-scored: a run a Ctrl-C
-    # cut short is not a pass when re-scored either
-    status: str = "complete"
-    planned: int | None = None
-    min_pass_rate: float | None = None  # the run's `--min-pass-rate` gate, kept
-
-
-Job = RunReports | RescoreReports
-
-
-class WriteFailed(msgspec.Struct, frozen=True):
-    errno: int | None
-    strerror: str | None
-    filename: str | None
-    filename2: str | None
-
-
-class Reply(msgspec.Struct, frozen=True):
-    summary: dict[str, Any] | None = None
-    write_failed: WriteFailed | None = None
+from ce_runtime.store.report_job import (  # the job's names, as before
+    Begin,
+    Done,
+    Job,
+    Message,
+    RecordRef,
+    Reply,
+    RescoreReports,
+    RunReports,
+    WriteFailed,
+    frame,
+    read_frame,
+)
 
 
 def load() -> None:
@@ -72,6 +48,111 @@ def load() -> None:
     ce_runtime.report.load_polars()
 
 
+class UnknownRecord(Exception):
+    """A reference to a record this worker could not read as `ce run` read it."""
+
+
+class RunStream:
+    """A run's trials as they finish: their records, read from their task.json, and
+    the end made in memory once every trial is in."""
+
+    def __init__(self, begin: Begin) -> None:
+        self.begin = begin
+        self.records: dict[int, TrialRecord | None] = {}
+        self.prepared: Any = None  # run_end.PreparedReports
+        for position in begin.earlier:
+            self.add(position)
+
+    def add(self, position: int) -> None:
+        """The trial at `position` is finished: its record (None: unreadable)."""
+        from ce_runtime.store.archive import DamagedArchive
+        from ce_runtime.store.record import read_record
+
+        try:
+            self.records[position] = read_record(self.begin.trial_dirs[position])
+        except (DamagedArchive, IndexError, OSError):
+            self.records[position] = None
+
+    def prepare_if_complete(self) -> None:
+        """Make the end as a complete run's, once every trial of the run is read."""
+        from ce_runtime.report.run_end import prepare_run_reports
+
+        b = self.begin
+        if len(self.records) != b.total or None in self.records.values():
+            return
+        records = [self.records[i] for i in sorted(self.records)]
+        gc.freeze()  # see main
+        try:
+            self.prepared = prepare_run_reports(b.run_dir, b.run_id, b.config, records,
+                                                b.total, False, b.junit_xml, [], None)
+        except Exception:  # the end makes them again, and fails as `ce run` would
+            self.prepared = None
+
+    def resolve(self, items: list[TrialRecord | RecordRef]) -> list[TrialRecord]:
+        """The end's records: a reference is the record read here when its digest is
+        `ce run`'s, else its task.json read again; UnknownRecord when neither is."""
+        out = []
+        for item in items:
+            if isinstance(item, TrialRecord):
+                out.append(item)
+                continue
+            position, digest = item
+            rec = self.records.get(position)
+            if rec is None or rec.record_sha256 != digest:
+                self.add(position)
+                rec = self.records[position]
+                if rec is None or rec.record_sha256 != digest:
+                    raise UnknownRecord(f"the record at {position}")
+            out.append(rec)
+        return out
+
+    def prepared_for(self, job: RunReports, records: list[TrialRecord]) -> Any:
+        """The end made ahead, when `job` is the one it was made for."""
+        p = self.prepared
+        if p is None or len(p.records) != len(records) or \
+                any(a is not b for a, b in zip(p.records, records, strict=True)):
+            return None
+        inputs = (job.run_dir, job.run_id, job.config, job.total, job.interrupted,
+                  job.junit_xml, job.lost, job.error)
+        return p if p.inputs == inputs else None
+
+
+def run_job(job: Job, stream: RunStream | None) -> dict[str, Any]:
+    """Write the job's reports; run.json's summary."""
+    from ce_runtime.report import run_end
+
+    if isinstance(job, RescoreReports):
+        return run_end.write_rescore_reports(job.out, job.records, job.run_id,
+                                             job.rescored_from, job.status, job.planned,
+                                             job.min_pass_rate)
+    if stream is None:
+        if any(not isinstance(r, TrialRecord) for r in job.records):
+            raise UnknownRecord("a reference without a Begin")
+        records = list(job.records)
+    else:
+        records = stream.resolve(job.records)
+    prepared = stream.prepared_for(job, records) if stream is not None else None
+    if prepared is None:
+        prepared = run_end.prepare_run_reports(job.run_dir, job.run_id, job.config,
+                                               records, job.total, job.interrupted,
+                                               job.junit_xml, job.lost, job.error)
+    return run_end.write_prepared(prepared)
+
+
+def _warm_up_while_idle(fd: int) -> bool:
+    """run_end.warm_up (the first call of each step costs ~15 ms more than the next)
+    unless input is waiting; whether it ran."""
+    import select
+
+    from ce_runtime.report.run_end import warm_up
+
+    if select.select([fd], [], [], 0)[0]:
+        return False
+    with contextlib.suppress(Exception):  # a failed warm-up leaves the job as it was
+        warm_up()
+    return True
+
+
 def main() -> int:
     import signal
 
@@ -84,27 +165,31 @@ def main() -> int:
         load()
     except Exception:  # `ce run` writes the reports, and reports the import's failure
         return 3
-    from ce_runtime.report.run_end import warm_up, write_rescore_reports, write_run_reports
-
-    with contextlib.suppress(Exception):  # a failed warm-up leaves the job as it was
-        warm_up()
-    data = sys.stdin.buffer.read()
-    if not data:  # no job: the run stopped before its end
-        return 0
+    decoder = msgspec.msgpack.Decoder(Message)
+    stream: RunStream | None = None
+    warm = False
     try:
-        job = msgspec.msgpack.decode(data, type=Job)
+        while True:
+            if not warm and not (stream is not None and stream.prepared is not None):
+                # only while nothing is to be read: a worker that is late (a busy
+                # machine) has the end waiting, which warms what it uses itself
+                warm = _warm_up_while_idle(sys.stdin.fileno())
+            data = read_frame(sys.stdin.fileno())
+            if data is None:  # no job: the run stopped before its end
+                return 0
+            message = decoder.decode(data)
+            if isinstance(message, Begin):
+                stream = RunStream(message)
+            elif isinstance(message, Done):
+                if stream is not None:
+                    stream.add(message.position)
+                    stream.prepare_if_complete()
+            else:
+                break
         # the records live until this process ends: the collector's full passes over
         # them (~25 ms each for 2,000 trials' records) would find nothing to free
         gc.freeze()
-        if isinstance(job, RescoreReports):
-            summary = write_rescore_reports(job.out, job.records, job.run_id,
-                                            job.rescored_from, job.status, job.planned,
-                                            job.min_pass_rate)
-        else:
-            summary = write_run_reports(job.run_dir, job.run_id, job.config, job.records,
-                                        job.total, job.interrupted, job.junit_xml, job.lost,
-                                        job.error)
-        reply = Reply(summary=summary)
+        reply = Reply(summary=run_job(message, stream))
     except OSError as exc:
         reply = Reply(write_failed=WriteFailed(
             exc.errno, exc.strerror, None if exc.filename is None else str(exc.filename),
@@ -113,8 +198,9 @@ def main() -> int:
         if os.environ.get("CE_DEBUG"):
             raise
         return 3  # `ce run` writes the reports itself and says what failed
-    sys.stdout.buffer.write(msgspec.msgpack.encode(reply))
-    sys.stdout.buffer.flush()
+    data = frame(reply)
+    while data:
+        data = data[os.write(sys.stdout.fileno(), data):]
     return 0
 
 

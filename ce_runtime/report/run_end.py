@@ -12,7 +12,22 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class PreparedReports(NamedTuple):
+    """Every report file of a run's end, made but not yet written: the report worker
+    makes them as the last trial finishes, while `ce run` ends its pool, and writes them
+    once `ce run` sends the end it expected (`inputs`)."""
+
+    inputs: tuple  # (run_dir, run_id, config, total, interrupted, junit_xml, lost, error)
+    records: list
+    summary: dict[str, Any]
+    run_json: bytes
+    parquet: tuple[bytes, bytes] | None  # trials.parquet, results.parquet (no records: none)
+    markdown: bytes
+    html: bytes | str | None  # the page, or the warning said instead of writing it
+    junit: bytes | None
 
 
 def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
@@ -21,27 +36,66 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
                       ) -> dict[str, Any]:
     """Every report file of the run; run.json's summary (what `ce run` prints from).
     `error`: what left trials unrun besides a signal (an executor that did not start)."""
+    return write_prepared(prepare_run_reports(run_dir, run_id, config, records, total,
+                                              interrupted, junit_xml, lost, error))
+
+
+def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
+                        total: int, interrupted: bool, junit_xml: str | None,
+                        lost: list[dict[str, Any]], error: str | None = None
+                        ) -> PreparedReports:
+    """`write_run_reports`' files, made in memory: report.html from run.json as it will
+    be read back once written."""
     from ce_runtime import report
     from ce_runtime.report.summary import with_run_state
-    from ce_runtime.store.atomic import write_bytes_atomic
-    from ce_runtime.store.run_json import write_run_json
+    from ce_runtime.store.run_json import run_json_bytes
 
     gates = report.suite_metrics(records)
     summary = report.summary(records, gates, run_id, config)
     status = "interrupted" if interrupted else \
         "incomplete" if lost or len(records) < total else "complete"
     with_run_state(summary, status, total, lost, error, _created_at(run_dir))
-    write_run_json(run_dir, summary)
+    run_json = run_json_bytes(summary)
+    parquet = html = None
     if records:
-        report.write_parquet(run_dir, records)
-    write_bytes_atomic(os.path.join(run_dir, "report.md"),
-                       report.render_markdown(summary, records, gates).encode())
+        from ce_runtime.report import frames
+
+        parquet = (frames.parquet_bytes(frames.trials_frame(records)),
+                   frames.parquet_bytes(frames.results_frame(records)))
+    markdown = report.render_markdown(summary, records, gates).encode()
     if records:
-        write_html(run_dir, (records, gates, summary))
-    if junit_xml:
+        html = _html(run_dir, (records, gates, summary), run_json)
+    junit = report.render_junit(records, gates, summary).encode() if junit_xml else None
+    return PreparedReports((run_dir, run_id, config, total, interrupted, junit_xml, lost,
+                            error), records, summary, run_json, parquet, markdown, html,
+                           junit)
+
+
+def write_prepared(prepared: PreparedReports) -> dict[str, Any]:
+    """The files `prepare_run_reports` made, written in the order (and with the failures)
+    of a run's end: run.json first and durably; a report.html that could not be made or
+    written is said, the run goes on; any other failed write raises its OSError."""
+    from ce_runtime.store.atomic import write_bytes_atomic
+    from ce_runtime.store.run_json import RUN_JSON
+
+    run_dir, junit_xml = prepared.inputs[0], prepared.inputs[5]
+    write_bytes_atomic(os.path.join(run_dir, RUN_JSON), prepared.run_json, durable=True)
+    if prepared.parquet is not None:
+        for name, data in zip(("trials.parquet", "results.parquet"), prepared.parquet,
+                              strict=True):
+            write_bytes_atomic(os.path.join(run_dir, name), data)
+    write_bytes_atomic(os.path.join(run_dir, "report.md"), prepared.markdown)
+    if isinstance(prepared.html, str):
+        _warn(prepared.html)
+    elif prepared.html is not None:
+        try:
+            write_bytes_atomic(os.path.join(run_dir, "report.html"), prepared.html)
+        except OSError as exc:
+            _warn(f"warning: report.html not written ({exc})")
+    if junit_xml and prepared.junit is not None:
         os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
-        write_bytes_atomic(junit_xml, report.render_junit(records, gates, summary).encode())
-    return summary
+        write_bytes_atomic(junit_xml, prepared.junit)
+    return prepared.summary
 
 
 def _created_at(run_dir: str) -> str | None:
@@ -86,28 +140,54 @@ def write_html(run_dir: str, computed: tuple | None = None) -> None:
     run's files, or from `computed` (records, gates, summary) just written, reshaped as
     `ce report` reads them back (the same page, tested). A failure is said and the run
     goes on: the results are all written by now."""
+    from ce_runtime.store.atomic import write_bytes_atomic
+
+    page = _html(run_dir, computed)
+    if isinstance(page, str):
+        _warn(page)
+        return
+    try:
+        write_bytes_atomic(os.path.join(run_dir, "report.html"), page)
+    except OSError as exc:
+        _warn(f"warning: report.html not written ({exc})")
+
+
+def _html(run_dir: str, computed: tuple | None = None, run_json: bytes | None = None
+          ) -> bytes | str:
+    """report.html's bytes (see `write_html`; `run_json`: run.json's bytes, as they are
+    or will be written), or the warning to say instead."""
     from ce_runtime.report import frames
     from ce_runtime.report.render import render, render_loaded
     from ce_runtime.report.rundir import RunDirError, run_data
-    from ce_runtime.store.atomic import write_bytes_atomic
 
-    path = os.path.join(run_dir, "report.html")
     try:
         if computed is None:
-            page = render(run_dir, "html")
-        else:
-            records, gates, summary = computed
-            read_back = run_data(run_dir, frames.trials_frame(records),
-                                 frames.results_frame(records))
-            page = render_loaded(read_back, "html", summary, gates)
-        write_bytes_atomic(path, page.encode())
+            return render(run_dir, "html").encode()
+        records, gates, summary = computed
+        read_back = run_data(run_dir, frames.trials_frame(records),
+                             frames.results_frame(records), _read_back(run_dir, run_json))
+        return render_loaded(read_back, "html", summary, gates).encode()
     except (RunDirError, OSError) as exc:
-        _warn(f"warning: report.html not written ({exc})")
+        return f"warning: report.html not written ({exc})"
     except Exception as exc:  # a bug in the HTML report must not cost the run its exit
         if os.environ.get("CE_DEBUG"):
             raise
-        _warn(f"warning: report.html not written: a bug in ce ({type(exc).__name__}: "
-              f"{exc}); `ce report {run_dir} -f html` retries it")
+        return (f"warning: report.html not written: a bug in ce ({type(exc).__name__}: "
+                f"{exc}); `ce report {run_dir} -f html` retries it")
+
+
+def _read_back(run_dir: str, run_json: bytes | None) -> dict[str, Any] | None:
+    """run.json as `ce report` reads it back (None: from the file)."""
+    if run_json is None:
+        return None
+    from ce_runtime.report.rundir import RunDirError
+    from ce_runtime.store.archive import DamagedArchive, load_archived_json
+
+    path = os.path.join(os.path.realpath(run_dir), "run.json")
+    try:
+        return load_archived_json(path, run_json)
+    except DamagedArchive as exc:
+        raise RunDirError(exc.path, exc.why) from None
 
 
 def warm_up() -> None:

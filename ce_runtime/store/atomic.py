@@ -50,6 +50,10 @@ def write_bytes_atomic(path: str, data: bytes, durable: bool = False) -> None:
         raise
 
 
+def json_bytes(value: Any) -> bytes:
+    """`value` as ce's JSON files hold it: sorted keys, indented, a final newline."""
+    return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
+
+
 def write_json_atomic(path: str, value: Any, durable: bool = False) -> None:
-    write_bytes_atomic(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode(),
-                       durable)
+    write_bytes_atomic(path, json_bytes(value), durable)

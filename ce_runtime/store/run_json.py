@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ce_runtime.store.atomic import write_json_atomic
+from ce_runtime.store.atomic import json_bytes, write_bytes_atomic
+
+RUN_JSON = "run.json"
 
 
 def write_run_json(run_dir: str, data: dict[str, Any]) -> None:
+    write_bytes_atomic(os.path.join(run_dir, RUN_JSON), run_json_bytes(data), durable=True)
+
+
+def run_json_bytes(data: dict[str, Any]) -> bytes:
+    """run.json's bytes for `data` (its secrets redacted)."""
     from ce_runtime.store.redact import Redactor
 
-    write_json_atomic(os.path.join(run_dir, "run.json"), Redactor.from_environ().value(data),
-                      durable=True)
+    return json_bytes(Redactor.from_environ().value(data))
