@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from ce_runtime.report.gates import SuiteGate
-from ce_runtime.report.html_trial import TemplateCache, trial_detail
+from ce_runtime.report.html_trial import TrialReads, trial_detail
 from ce_runtime.report.rundir import RunData
 from ce_runtime.report.text import failed_criteria
 from ce_runtime.store.record import TrialRecord
@@ -42,9 +42,9 @@ def detail_budget(n_trials: int) -> int:
 
 
 def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate],
-              *, details: bool = True) -> dict[str, Any]:
+              *, details: bool = True, reads: TrialReads | None = None) -> dict[str, Any]:
     """Everything the page shows. `details` False leaves the per-trial detail out (the
-    table and the summaries only)."""
+    table and the summaries only). `reads`: the trials' files read ahead."""
     from ce_lang.api import __version__
 
     records = data.records
@@ -70,16 +70,17 @@ def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate]
         "details": None,
     }
     if details:
-        templates = TemplateCache(data.run_dir)
-        out["details"] = [_detail(data.run_dir, rec, budget, templates) for rec in records]
+        if reads is None or reads.run_dir != data.run_dir:
+            reads = TrialReads(data.run_dir)
+        out["details"] = [_detail(data.run_dir, rec, budget, reads) for rec in records]
     return out
 
 
-def _detail(run_dir: str, rec: TrialRecord, budget: int, templates: TemplateCache) -> str:
+def _detail(run_dir: str, rec: TrialRecord, budget: int, reads: TrialReads) -> str:
     """The trial's detail; a trial directory malformed in a way nobody foresaw costs that
     trial its panel (which says why), never the report."""
     try:
-        return trial_detail(run_dir, rec, budget, templates)
+        return trial_detail(run_dir, rec, budget, reads.templates, reads.get(rec))
     except Exception as exc:  # archive data of any shape
         return dumps({"trial_id": rec.trial_id, "status": rec.status,
                       "weighted_score": rec.weighted_score,

@@ -13,6 +13,7 @@ files are listed without a diff.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -39,13 +40,14 @@ def _cut(text: Any, cap: int) -> str:
 
 
 def trial_detail(run_dir: str, rec: TrialRecord | dict[str, Any], budget: int,
-                 templates: TemplateCache) -> str:
+                 templates: TemplateCache, raw: dict[str, Any] | None = None) -> str:
     """The trial's detail as JSON text of at most about `budget` bytes: texts are cut
-    shorter until it fits (each cut says how much was left out)."""
+    shorter until it fits (each cut says how much was left out). `raw`: its files as
+    `TrialReads` read them ahead (None: read now)."""
     from ce_runtime.report.html import dumps
 
     rec = as_record(rec)
-    raw = _read_trial(run_dir, rec, templates)
+    raw = _read_trial(run_dir, rec, templates) if raw is None else raw
     cap = max(200, budget // 4)
     while True:
         detail = _shape(rec, raw, cap, max_events=max(20, budget // 150))
@@ -181,6 +183,29 @@ def _params(params: dict[str, Any]) -> str:
 
 
 # -- the workspace -----------------------------------------------------------------------
+class TrialReads:
+    """The trial directories' files as a detail reads them, read ahead: the report
+    worker reads each trial's while the next trials run, and the page of the run's end
+    takes them (a trial not read ahead is read then). `run_dir`: its real path, as
+    RunData's."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+        self.templates = TemplateCache(run_dir)
+        self._raw: dict[tuple[str, str | None], dict[str, Any]] = {}
+
+    def read_ahead(self, rec: TrialRecord) -> None:
+        with contextlib.suppress(Exception):  # read again at the end (and said there)
+            self._raw[(rec.trial_id, rec.plan_hash)] = _read_trial(self.run_dir, rec,
+                                                                   self.templates)
+
+    def get(self, rec: TrialRecord) -> dict[str, Any] | None:
+        """What `_read_trial` read ahead for `rec` (a copy: a detail cuts its timeline
+        in place), else None."""
+        raw = self._raw.get((rec.trial_id, rec.plan_hash))
+        return None if raw is None else dict(raw)
+
+
 class TemplateCache:
     """The template's files (path -> bytes, or None for a link) per plan, rebuilt once per
     plan hash from the plan's template sources."""

@@ -57,9 +57,13 @@ class RunStream:
     the end made in memory once every trial is in."""
 
     def __init__(self, begin: Begin) -> None:
+        from ce_runtime.report.html_trial import TrialReads
+
         self.begin = begin
         self.records: dict[int, TrialRecord | None] = {}
         self.prepared: Any = None  # run_end.PreparedReports
+        # what report.html shows of each trial, read as it finishes
+        self.reads = TrialReads(os.path.realpath(begin.run_dir))
         for position in begin.earlier:
             self.add(position)
 
@@ -69,9 +73,12 @@ class RunStream:
         from ce_runtime.store.record import read_record
 
         try:
-            self.records[position] = read_record(self.begin.trial_dirs[position])
+            rec = read_record(self.begin.trial_dirs[position])
         except (DamagedArchive, IndexError, OSError):
-            self.records[position] = None
+            rec = None
+        self.records[position] = rec
+        if rec is not None:
+            self.reads.read_ahead(rec)
 
     def prepare_if_complete(self) -> None:
         """Make the end as a complete run's, once every trial of the run is read."""
@@ -84,7 +91,8 @@ class RunStream:
         gc.freeze()  # see main
         try:
             self.prepared = prepare_run_reports(b.run_dir, b.run_id, b.config, records,
-                                                b.total, False, b.junit_xml, [], None)
+                                                b.total, False, b.junit_xml, [], None,
+                                                self.reads)
         except Exception:  # the end makes them again, and fails as `ce run` would
             self.prepared = None
 
@@ -133,9 +141,9 @@ def run_job(job: Job, stream: RunStream | None) -> dict[str, Any]:
         records = stream.resolve(job.records)
     prepared = stream.prepared_for(job, records) if stream is not None else None
     if prepared is None:
-        prepared = run_end.prepare_run_reports(job.run_dir, job.run_id, job.config,
-                                               records, job.total, job.interrupted,
-                                               job.junit_xml, job.lost, job.error)
+        prepared = run_end.prepare_run_reports(
+            job.run_dir, job.run_id, job.config, records, job.total, job.interrupted,
+            job.junit_xml, job.lost, job.error, stream.reads if stream is not None else None)
     return run_end.write_prepared(prepared)
 
 

@@ -42,10 +42,11 @@ def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records
 
 def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
                         total: int, interrupted: bool, junit_xml: str | None,
-                        lost: list[dict[str, Any]], error: str | None = None
-                        ) -> PreparedReports:
+                        lost: list[dict[str, Any]], error: str | None = None,
+                        reads: Any = None) -> PreparedReports:
     """`write_run_reports`' files, made in memory: report.html from run.json as it will
-    be read back once written."""
+    be read back once written (`reads`: its trials' files read ahead, an
+    html_trial.TrialReads)."""
     from ce_runtime import report
     from ce_runtime.report.summary import with_run_state
     from ce_runtime.store.run_json import run_json_bytes
@@ -64,7 +65,7 @@ def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], recor
                    frames.parquet_bytes(frames.results_frame(records)))
     markdown = report.render_markdown(summary, records, gates).encode()
     if records:
-        html = _html(run_dir, (records, gates, summary), run_json)
+        html = _html(run_dir, (records, gates, summary), run_json, reads)
     junit = report.render_junit(records, gates, summary).encode() if junit_xml else None
     return PreparedReports((run_dir, run_id, config, total, interrupted, junit_xml, lost,
                             error), records, summary, run_json, parquet, markdown, html,
@@ -152,8 +153,8 @@ def write_html(run_dir: str, computed: tuple | None = None) -> None:
         _warn(f"warning: report.html not written ({exc})")
 
 
-def _html(run_dir: str, computed: tuple | None = None, run_json: bytes | None = None
-          ) -> bytes | str:
+def _html(run_dir: str, computed: tuple | None = None, run_json: bytes | None = None,
+          reads: Any = None) -> bytes | str:
     """report.html's bytes (see `write_html`; `run_json`: run.json's bytes, as they are
     or will be written), or the warning to say instead."""
     from ce_runtime.report import frames
@@ -166,7 +167,7 @@ def _html(run_dir: str, computed: tuple | None = None, run_json: bytes | None = 
         records, gates, summary = computed
         read_back = run_data(run_dir, frames.trials_frame(records),
                              frames.results_frame(records), _read_back(run_dir, run_json))
-        return render_loaded(read_back, "html", summary, gates).encode()
+        return render_loaded(read_back, "html", summary, gates, reads).encode()
     except (RunDirError, OSError) as exc:
         return f"warning: report.html not written ({exc})"
     except Exception as exc:  # a bug in the HTML report must not cost the run its exit
