@@ -229,3 +229,32 @@ def test_ce_run_whose_worker_is_killed_after_some_trials_writes_every_report(tmp
     _in_process(again, run_id=meta["run_id"], config=meta["args"],
                 junit_xml=str(again / "junit.xml"))
     _same_files(run, again)
+
+
+def test_report_html_is_the_same_from_files_read_ahead_or_at_the_end(archived_run):
+    """The worker reads each trial's files as it finishes (TrialReads), up to a byte
+    budget: the page is the same whichever trials were read ahead."""
+    from ce_runtime.report.html_trial import TrialReads
+    from ce_runtime.report.run_end import prepare_run_reports
+
+    dirs = _trial_dirs(archived_run)
+    records = [read_record(d) for d in dirs]
+
+    def page(reads):
+        return prepare_run_reports(str(archived_run), "r1", {}, records, len(records),
+                                   False, None, [], None, reads).html
+
+    every, none, first = (TrialReads(os.path.realpath(archived_run)) for _ in range(3))
+    for rec in records:
+        every.read_ahead(rec)
+    none.BUDGET = 0
+    for rec in records:
+        none.read_ahead(rec)
+    first.BUDGET = 1  # the first trial's files fill it
+    for rec in records:
+        first.read_ahead(rec)
+    assert [every.get(r) is not None for r in records] == [True] * 3
+    assert [none.get(r) is not None for r in records] == [False] * 3
+    assert [first.get(r) is not None for r in records] == [True, False, False]
+    assert isinstance(page(None), bytes)
+    assert page(every) == page(none) == page(first) == page(None)

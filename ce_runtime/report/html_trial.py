@@ -189,21 +189,35 @@ class TrialReads:
     takes them (a trial not read ahead is read then). `run_dir`: its real path, as
     RunData's."""
 
+    BUDGET = 64_000_000  # about this many bytes of texts kept; later trials read at the end
+
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
         self.templates = TemplateCache(run_dir)
         self._raw: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._kept = 0
 
     def read_ahead(self, rec: TrialRecord) -> None:
+        if self._kept >= self.BUDGET:
+            return
         with contextlib.suppress(Exception):  # read again at the end (and said there)
-            self._raw[(rec.trial_id, rec.plan_hash)] = _read_trial(self.run_dir, rec,
-                                                                   self.templates)
+            raw = _read_trial(self.run_dir, rec, self.templates)
+            self._raw[(rec.trial_id, rec.plan_hash)] = raw
+            self._kept += _size(raw)
 
     def get(self, rec: TrialRecord) -> dict[str, Any] | None:
         """What `_read_trial` read ahead for `rec` (a copy: a detail cuts its timeline
         in place), else None."""
         raw = self._raw.get((rec.trial_id, rec.plan_hash))
         return None if raw is None else dict(raw)
+
+
+def _size(raw: dict[str, Any]) -> int:
+    """About how many bytes `_read_trial`'s texts hold (its files' texts and diffs, its
+    timeline's entries)."""
+    files = raw.get("files") or ()
+    return (sum(len(f.get("text") or "") + len(f.get("diff") or "") for f in files)
+            + 500 * len(raw.get("events") or ()) + 1000)
 
 
 class TemplateCache:
