@@ -258,3 +258,24 @@ def test_report_html_is_the_same_from_files_read_ahead_or_at_the_end(archived_ru
     assert [first.get(r) is not None for r in records] == [True, False, False]
     assert isinstance(page(None), bytes)
     assert page(every) == page(none) == page(first) == page(None)
+
+
+def test_the_callers_own_work_runs_while_the_worker_writes(archived_run, tmp_path):
+    """`meanwhile` (ce run: what its summary table imports) runs once the end is sent:
+    the worker writes the reports meanwhile, not after it."""
+    import time
+
+    there = _fresh_copy(archived_run, tmp_path / "b")
+    seen = []
+
+    def meanwhile():
+        deadline = time.monotonic() + 120
+        while not (there / "report.md").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append((there / "report.md").exists())
+
+    records = [read_record(d) for d in _trial_dirs(there)]
+    worker = ReportWorker.start()
+    summary = worker.write_reports(RunReports(str(there), "r1", {}, records, len(records),
+                                              False, None, []), meanwhile=meanwhile)
+    assert seen == [True] and summary is not None and summary["trials"] == 3

@@ -101,10 +101,11 @@ class ReportWorker:
             self._broken = True
             self._pending.clear()
 
-    def write_reports(self, job: Any) -> dict[str, Any] | None:
+    def write_reports(self, job: Any, meanwhile: Any = None) -> dict[str, Any] | None:
         """run.json's summary once the worker wrote every report (`job`: a
         store.report_job.RunReports or RescoreReports); None when it could not (the
-        caller writes them itself). A write that failed raises its OSError."""
+        caller writes them itself). A write that failed raises its OSError.
+        `meanwhile()`: the caller's own work, done while the worker writes."""
         import msgspec
 
         from ce_runtime.store.report_job import Reply, frame, read_frame
@@ -115,6 +116,8 @@ class ReportWorker:
             return None
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
+        if meanwhile is not None:
+            meanwhile()
         try:
             data = read_frame(self.proc.stdout.fileno())
             reply = None if data is None else msgspec.msgpack.decode(data, type=Reply)

@@ -419,6 +419,12 @@ def _uv_cache() -> str:
     return ce_cache("uv")
 
 
+def _load_summary_table() -> None:
+    """What the summary table imports (the report package, ~3 ms), while the report
+    worker writes: not after it."""
+    import ce_runtime.report.text  # noqa: F401
+
+
 def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
             lost=(), worker=None, error=None) -> int:
     """run.json, parquet, report.md and .html, JUnit (by the report worker, or here
@@ -434,7 +440,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
 
         summary = worker.write_reports(RunReports(
             run_dir, run_id, config, [worker.reference(r) for r in records], total,
-            interrupted, junit_xml, lost, error))
+            interrupted, junit_xml, lost, error), meanwhile=_load_summary_table)
     if summary is None:
         from ce_runtime.report.run_end import write_run_reports
 
