@@ -25,6 +25,7 @@ REFERENCE_TASKS = "/tmp/ce_ref/coder_eval-0.12.16/tasks"  # .ci/run unpacks the 
                  id="rescore"),
     pytest.param(["report.py", "--trials", "40", "--repeat", "1", "--out", "{tmp}"],
                  id="report"),
+    pytest.param(["run_end.py", "--repeat", "1", "--out", "{tmp}"], id="run_end"),
     pytest.param(["ray_pool.py", "--trials", "4", "--sleep", "0.05", "--repeat", "1",
                   "--nodes", "1", "--out", "{tmp}"], id="ray_pool"),
 ])
