@@ -33,9 +33,10 @@ from ce_lang.lang.checker import Registry
 from ce_lang.lang.instances import check_instances
 from ce_lang.lang.stdlib import load_file, stdlib_registry, user_registry
 from ce_lang.layers import Layer, Merged, merge_layers
+from ce_lang.lower import lower, lower_criterion
 from ce_lang.overrides import CommandLine, Override, overrides_layer_value, parse_overrides
 from ce_lang.paths import NotRegularFile, SuiteRoots, host_path_problem, read_regular_text
-from ce_lang.plan import PLACED, Trial, lower, lower_criterion, plan_hash
+from ce_lang.plan import PLACED, Trial, plan_hash
 from ce_lang.row_refs import (
     check_layer_refs,
     check_task_refs,

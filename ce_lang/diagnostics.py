@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 
 import attrs
@@ -58,6 +57,8 @@ class Diagnostics(list[Diagnostic]):
 
 def closest(word: str, candidates: Sequence[str]) -> str | None:
     """The candidate `word` is most likely a misspelling of, or None when nothing is close."""
+    import difflib  # only for a misspelling: `ce run` and a cache hit load no difflib
+
     best = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     if not best:
         lowered = {c.lower(): c for c in candidates}

@@ -12,10 +12,13 @@ import hashlib
 import os
 import re
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ce_lang import hostfs
-from ce_lang.schema.task import TaskSpec, TemplateDirSource
+from ce_lang.schema.blocks import TemplateDirSource
+
+if TYPE_CHECKING:
+    from ce_lang.schema.task import TaskSpec
 
 
 def digest_path(path: str, ignore: list[str], cache: dict[str, str]) -> str:

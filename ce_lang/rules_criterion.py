@@ -317,7 +317,7 @@ def check_dropped_entries(entries: list[Any], doc: Any, original: Any, roots: An
     from ce_lang.convert import converter
     from ce_lang.diagnostics import Diagnostics
     from ce_lang.lang.instances import check_instances
-    from ce_lang.plan import lower_criterion
+    from ce_lang.lower import lower_criterion
     from ce_lang.rules import RuleContext
     from ce_lang.spans import Span
     from ce_lang.validate import stand_in

@@ -50,11 +50,13 @@ def check_module(module: A.Module, registry: Registry, diags: Diagnostics, origi
                                                 rec.source, shorthand)
         registry.record_defaults[rec.name] = defaults
     out = []
-    from ce_lang.schema.criteria import Criterion
+    reserved: set[str] = set()
+    if not origin.startswith("stdlib"):  # the standard criteria are the schema's source
+        from ce_lang.schema.criteria import Criterion
 
-    reserved = {*Criterion.ALIASES, *Criterion.REMOVED, "expr"}
+        reserved = {*Criterion.ALIASES, *Criterion.REMOVED, "expr"}
     for defn in module.criteria:
-        if defn.name in reserved and not origin.startswith("stdlib"):
+        if defn.name in reserved:
             diags.emit("CE0606", f"`{defn.name}` is reserved by the task format (it could never "
                        "be called)", defn.span)
             continue

@@ -11,7 +11,7 @@ later reads see, unless its criterion says `read_only: true`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -23,8 +23,10 @@ from ce_lang.lang.builtins import BUILTINS
 from ce_lang.lang.checker import CheckedDef, Registry, check_expression
 from ce_lang.lang.types import BOOL, is_numeric
 from ce_lang.lang.values import Regex
-from ce_lang.schema import criteria as C
 from ce_lang.spans import Path, Span
+
+if TYPE_CHECKING:
+    from ce_lang.schema import criteria as C
 
 SpanOf = Callable[[Path], Span]
 
@@ -75,6 +77,9 @@ def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
                     ) -> list[Instance | None]:
     """`cache` (per compile) reuses the analysis of identical instances: the same
     definition with the same arguments and threshold, across rows, variants and tasks."""
+    # the compiler's step: a plan's instances (`instances_from_plan`) need no schema class
+    from ce_lang.schema import criteria as C
+
     out: list[Instance | None] = []
     for i, (c, threshold) in enumerate(zip(criteria, thresholds, strict=True)):
         base: Path = ("success_criteria", i)

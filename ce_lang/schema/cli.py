@@ -8,8 +8,8 @@ from typing import ClassVar
 
 import attrs
 
-from ce_lang.schema.criteria import FlagMatch  # generated from stdlib cli.ce
 from ce_lang.schema.fields import spec
+from ce_lang.schema.records import FlagMatch  # generated from stdlib cli.ce
 
 frozen = attrs.frozen(kw_only=True)
 

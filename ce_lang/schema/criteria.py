@@ -2,9 +2,10 @@
 
 These classes describe what a task file may say about a criterion; every standard
 criterion's class is generated at import from its `.ce` signature (`GENERATED`), with
-the records its arguments take (`GENERATED_RECORDS`: RegexPattern, Assertion, FlagMatch,
-whose `require` constraints the schema walker checks on every bound entry; a record's
-`shorthand` field makes a bare string stand for it, FlagMatch's `output: json`). One
+the records its arguments take (ce_lang.schema.records' `GENERATED_RECORDS`:
+RegexPattern, Assertion, FlagMatch, whose `require` constraints the schema walker checks
+on every bound entry; a record's `shorthand` field makes a bare string stand for it,
+FlagMatch's `output: json`). One
 parameter the language types as `json` keeps a schema type of the task format
 (`_SCHEMA_FIELDS`: agent_judge's `agent`, a partial AgentConfig merged over the judge's
 hardened defaults). What a criterion *computes* (its predicate, effects and
@@ -21,6 +22,13 @@ import attrs
 
 from ce_lang.schema.agent import AgentConfig
 from ce_lang.schema.fields import Tagged, register, spec
+from ce_lang.schema.records import (  # noqa: F401 - the records, also criteria's names
+    GENERATED_RECORDS,
+    FlagMatch,
+    JmesAssertion,
+    RegexPattern,
+    add_fields,
+)
 
 frozen = attrs.frozen(kw_only=True, slots=False)  # generated classes extend CriterionBase
 
@@ -129,72 +137,6 @@ _DEFAULT_PASS_THRESHOLD = {"llm_judge": 0.7, "agent_judge": 0.7}
 # of its own: agent_judge's `agent` is a partial AgentConfig (the task's agent schema),
 # merged over the judge's hardened defaults
 _SCHEMA_FIELDS = {("agent_judge", "agent"): (AgentConfig | None, {"partial": True})}
-# .ce records the generated criteria take (list[RegexPattern], list[Assertion]) -> the
-# Python class generated for each; its `__ce_record__` carries the record's `require`
-# constraints, which the schema walker checks on every bound value
-GENERATED_RECORDS = {"RegexPattern": "RegexPattern", "Assertion": "JmesAssertion",
-                     "FlagMatch": "FlagMatch"}
-_record_classes: dict[str, type] = {}
-
-
-def _python_type(t) -> Any:
-    scalar = {"bool": bool, "int": int, "float": float, "str": str, "path": str, "regex": str,
-              "json": Any}
-    if t.name in scalar:
-        tp = scalar[t.name]
-    elif t.name == "list":
-        tp = list[_python_type(t.elem)]
-    elif t.name == "map":
-        tp = dict[str, _python_type(t.elem)]
-    elif t.name in _record_classes:
-        tp = _record_classes[t.name]
-        if tp.__ce_record__.shorthand is not None:  # a bare string means that field
-            tp = tp | str
-    else:
-        raise TypeError(f"no schema type for .ce type {t}")
-    return tp | None if t.optional and tp is not Any else tp
-
-
-def _fields(docs: dict[str, str], types: dict[str, Any], defaults: dict[str, Any],
-            annotations: dict, namespace: dict, owner: str = "") -> None:
-    """One attrs field per .ce parameter (or record field), in declaration order: type,
-    default, doc, path rule."""
-    import copy
-
-    from ce_lang.lang.evaluate import Evaluator
-
-    for name, doc in docs.items():
-        t = types[name]
-        annotations[name] = _python_type(t)
-        rule: dict[str, Any] = {"doc": doc}
-        if (owner, name) in _SCHEMA_FIELDS:
-            annotations[name], extra = _SCHEMA_FIELDS[owner, name]
-            rule.update(extra)
-        if t.name == "path":
-            rule["path"] = "workspace"
-        if name in defaults:
-            value = Evaluator().eval(defaults[name], {})
-            namespace[name] = spec(factory=lambda v=value: copy.deepcopy(v), **rule) \
-                if isinstance(value, list | dict) else spec(value, **rule)
-        else:
-            namespace[name] = spec(None, **rule) if t.optional else spec(**rule)
-
-
-def _generate_record(name: str, class_name: str) -> type:
-    from ce_lang.lang.stdlib import stdlib_registry
-
-    registry = stdlib_registry()
-    record = registry.records[name]
-    annotations: dict[str, Any] = {}
-    namespace: dict[str, Any] = {"__module__": __name__, "__qualname__": class_name,
-                                 "__doc__": record.doc, "__ce_record__": record}
-    _fields({n: f.doc for n, f in record.fields.items()},
-            {n: f.type for n, f in record.fields.items()},
-            registry.record_defaults.get(name, {}), annotations, namespace)
-    namespace["__annotations__"] = annotations
-    cls = frozen(type(class_name, (), namespace))
-    _record_classes[name] = cls
-    return cls
 
 
 def _generate(tag: str, class_name: str) -> type:
@@ -208,20 +150,16 @@ def _generate(tag: str, class_name: str) -> type:
         "RESULT": checked.defn.result,
         "DEFAULT_PASS_THRESHOLD": _DEFAULT_PASS_THRESHOLD.get(tag, 0.9),
     }
-    _fields({p.name: p.doc for p in checked.defn.params}, checked.params, checked.defaults,
-            annotations, namespace, tag)
+    add_fields({p.name: p.doc for p in checked.defn.params}, checked.params, checked.defaults,
+               annotations, namespace,
+               {name: v for (owner, name), v in _SCHEMA_FIELDS.items() if owner == tag})
     namespace["__annotations__"] = annotations
     return register(Criterion, tag)(frozen(type(class_name, (CriterionBase, Criterion),
                                                 namespace)))
 
 
-for _record, _name in GENERATED_RECORDS.items():
-    globals()[_name] = _generate_record(_record, _name)
 for _tag, _name in GENERATED.items():
     globals()[_name] = _generate(_tag, _name)
-RegexPattern: type
-JmesAssertion: type
-FlagMatch: type
 FileExists: type
 FileContains: type
 FileCheck: type
