@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,44 @@ def test_a_compile_cache_hit_imports_no_compiler(tmp_path):
     loaded = [m for m in hit["modules"] if m.split(".")[0] in ("yaml", "cattrs", "attr",
                                                                "attrs", "lark")
               or m in ("ce_lang.compiler", "ce_lang.schema", "ce_lang.plan")]
+    assert loaded == []
+
+
+AGENTLESS_TASK = """task_id: agentless
+description: an agentless trial
+agent: {type: none}
+sandbox: {driver: tempdir}
+pre_run:
+  - command: "printf ran > proof.txt"
+success_criteria:
+  - {type: file_exists, path: proof.txt, description: pre_run wrote its file}
+  - {type: file_contains, path: proof.txt, includes: [ran], description: its content}
+"""
+# what compiling needs and loading a compiled plan does not: the criterion classes
+# generated from the standard criteria, the task schema, lowering, the compiler
+COMPILE_ONLY = ("ce_lang.compiler", "ce_lang.lower", "ce_lang.schema.criteria",
+                "ce_lang.schema.task", "ce_lang.validate", "ce_lang.convert")
+
+
+def test_a_warm_run_imports_neither_the_compiler_nor_the_criterion_classes(tmp_path):
+    """`ce run`'s compile-cache hit unpickles the trials: their plans need the plan's
+    blocks (ce_lang.schema.blocks) and the criteria language that grades them."""
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "agentless.yaml").write_text(AGENTLESS_TASK)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "CE_PLAIN": "1"}
+    env.pop("CE_NO_COMPILE_CACHE", None)
+    run_dir = tmp_path / "run"
+    argv = ["run", str(tmp_path / "suite"), "-j", "1", "--run-dir", str(run_dir)]
+    miss = _probe(CLI_PROBE.format(argv=argv), env)
+    assert miss["exit"] == 0 and "ce_lang.schema.criteria" in miss["modules"]
+    shutil.rmtree(run_dir)
+    hit = _probe(CLI_PROBE.format(argv=argv), env)
+    assert hit["exit"] == 0
+    task = json.loads((run_dir / "default" / "agentless" / "00" / "task.json").read_text())
+    assert task["status"] == "SUCCESS"  # the trial ran and was graded
+    assert "ce_lang.plan" in hit["modules"]  # its plan was loaded
+    loaded = [m for m in hit["modules"] if m.split(".")[0] in ("yaml", "cattrs", "lark")
+              or m in COMPILE_ONLY]
     assert loaded == []
 
 
