@@ -15,7 +15,6 @@ and nothing is read, so a venv of thousands of files costs milliseconds.
 
 from __future__ import annotations
 
-import glob
 import os
 import stat
 
@@ -90,6 +89,10 @@ def baseline(workspace: str, protected: tuple[str, ...] | list[str], task_dir: s
 
 def _protected(workspace: str, patterns) -> dict[str, Signature]:
     out: dict[str, Signature] = {}
+    if not patterns:  # most tasks protect nothing: their runs load no glob module
+        return out
+    import glob
+
     for pattern in patterns:
         for path in sorted(glob.glob(os.path.join(workspace, pattern), recursive=True)):
             if os.path.isdir(path) and not os.path.islink(path):
