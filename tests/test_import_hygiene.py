@@ -90,17 +90,31 @@ success_criteria:
   - {type: file_exists, path: proof.txt, description: pre_run wrote its file}
   - {type: file_contains, path: proof.txt, includes: [ran], description: its content}
 """
+USER_CRITERION = """criterion has_file(path: path "a file of the workspace") -> binary
+\"\"\"The file exists.\"\"\"
+  score = if path_exists(path) then 1.0 else 0.0
+end
+"""
 # what compiling needs and loading a compiled plan does not: the criterion classes
 # generated from the standard criteria, the task schema, lowering, the compiler
 COMPILE_ONLY = ("ce_lang.compiler", "ce_lang.lower", "ce_lang.schema.criteria",
                 "ce_lang.schema.task", "ce_lang.validate", "ce_lang.convert")
 
 
-def test_a_warm_run_imports_neither_the_compiler_nor_the_criterion_classes(tmp_path):
+@pytest.mark.parametrize("user_criteria", [False, True], ids=["standard", "user-criteria"])
+def test_a_warm_run_imports_neither_the_compiler_nor_the_criterion_classes(tmp_path,
+                                                                           user_criteria):
     """`ce run`'s compile-cache hit unpickles the trials: their plans need the plan's
-    blocks (ce_lang.schema.blocks) and the criteria language that grades them."""
+    blocks (ce_lang.schema.blocks) and the criteria language that grades them. The
+    user's own criteria (a plan's `.ce` sources) are checked once per machine: a warm
+    run parses none (no Lark)."""
     (tmp_path / "suite").mkdir()
-    (tmp_path / "suite" / "agentless.yaml").write_text(AGENTLESS_TASK)
+    task = AGENTLESS_TASK
+    if user_criteria:
+        (tmp_path / "suite" / "mine.ce").write_text(USER_CRITERION)
+        task = ("criteria_files: [mine.ce]\n" + task
+                + "  - {type: has_file, path: proof.txt, description: a user criterion}\n")
+    (tmp_path / "suite" / "agentless.yaml").write_text(task)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "CE_PLAIN": "1"}
     env.pop("CE_NO_COMPILE_CACHE", None)
     run_dir = tmp_path / "run"

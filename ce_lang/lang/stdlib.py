@@ -157,11 +157,22 @@ def load_text(text: str, name: str, registry: Registry, diags: Diagnostics) -> N
 def registry_for_sources(sources: dict[str, str],
                          stdlib: dict[str, str] | None = None) -> Registry:
     """The definitions a plan grades with: the standard criteria (today's, or `stdlib`,
-    an archived copy), then the plan's own `.ce` files."""
+    an archived copy), then the plan's own `.ce` files: parsed and checked once per
+    machine for those texts over that standard library (`safecache`), so a run of cached
+    plans does not import Lark for them."""
     base = stdlib_registry() if stdlib is None else \
         archived_stdlib_registry(tuple(sorted(stdlib.items())))
     if not sources:
         return base
+    for name, text in sorted(sources.items()):
+        register_source(name, text)
+    # keyed by the standard criteria as the pickle's spans name them, and the user's
+    standard = {os.path.join(stdlib_dir(), n): t for n, t in stdlib_texts().items()} \
+        if stdlib is None else {f"<archived stdlib>/{n}": t for n, t in stdlib.items()}
+    cache_name = f"user_criteria-{_cache_key({**standard, **sources})}.pickle"
+    cached = safecache.load(cache_name, safecache.ce_lang_classes)
+    if isinstance(cached, Registry):
+        return cached
     registry = Registry()
     registry.records = dict(base.records)
     registry.record_defaults = dict(base.record_defaults)
@@ -172,4 +183,6 @@ def registry_for_sources(sources: dict[str, str],
         load_text(text, name, registry, diags)
     if diags.has_errors:
         raise ValueError("; ".join(f"{d.span}: {d.message}" for d in diags))
+    if not diags:
+        safecache.store(cache_name, registry)
     return registry
