@@ -1,10 +1,11 @@
 """The resolved plan of one trial: what runs, under which limits, graded by which calls.
 
-Each criterion is lowered to a `CriterionCall`: the name of its definition (`type`), the
-bound arguments (its type-specific fields, defaults applied), and the common scoring
-fields resolved (pass threshold defaults, gating, early-stop arming). The criteria
-language checks these calls against the definitions' signatures and adds types, effects
-and decidability in side tables keyed by the call's `id`, without reshaping the plan.
+Each criterion is lowered (ce_lang.lower) to a `CriterionCall`: the name of its
+definition (`type`), the bound arguments (its type-specific fields, defaults applied),
+and the common scoring fields resolved (pass threshold defaults, gating, early-stop
+arming). The criteria language checks these calls against the definitions' signatures
+and adds types, effects and decidability in side tables keyed by the call's `id`,
+without reshaping the plan.
 """
 
 from __future__ import annotations
