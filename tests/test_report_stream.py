@@ -20,20 +20,10 @@ from ce_runtime.report.run_end import write_run_reports
 from ce_runtime.store.record import read_record
 from ce_runtime.store.report_job import Begin, RunReports
 from ce_runtime.store.run_json import RUN_JSON
+from tests.test_report_worker import ENV, TASK  # the same small tasks
 
 REPORTS = ("run.json", "report.md", "report.html", "junit.xml", "trials.parquet",
            "results.parquet")
-TASK = """task_id: {name}
-description: stream test
-agent: {{type: none}}
-sandbox: {{python: null}}
-pre_run:
-  - command: "printf hi > out.txt"
-success_criteria:
-  - {{type: file_exists, path: out.txt, description: written}}
-  - {{type: file_contains, path: out.txt, includes: [{word}], description: says it}}
-"""
-ENV = {**os.environ, "CE_PLAIN": "1", "NO_COLOR": "1"}
 
 
 def _tasks(base: Path) -> None:
