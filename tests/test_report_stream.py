@@ -269,3 +269,22 @@ def test_the_callers_own_work_runs_while_the_worker_writes(archived_run, tmp_pat
     summary = worker.write_reports(RunReports(str(there), "r1", {}, records, len(records),
                                               False, None, []), meanwhile=meanwhile)
     assert seen == [True] and summary is not None and summary["trials"] == 3
+
+
+def test_a_bug_making_a_report_still_leaves_run_json_and_what_came_before(
+        archived_run, tmp_path, monkeypatch):
+    # the end makes every file before it writes one; a bug in report.md's rendering
+    # (here: injected) must not cost the run its run.json and parquet files, which a
+    # run's end that wrote each file as it made it had written before failing
+    from ce_runtime import report
+
+    def broken(*_a, **_k):
+        raise RuntimeError("a bug in report.md")
+
+    run = _fresh_copy(archived_run, tmp_path / "run")
+    monkeypatch.setattr(report, "render_markdown", broken)
+    with pytest.raises(RuntimeError, match=r"a bug in report\.md"):
+        _in_process(run)
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    assert (run / "trials.parquet").exists() and (run / "results.parquet").exists()
+    assert not (run / "report.md").exists() and not (run / "report.html").exists()

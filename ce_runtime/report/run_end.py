@@ -28,6 +28,10 @@ class PreparedReports(NamedTuple):
     markdown: bytes
     html: bytes | str | None  # the page, or the warning said instead of writing it
     junit: bytes | None
+    # what failed while making the files after run.json (a bug in ce): raised once the
+    # files made before it are written, as a run's end that writes each file as it is
+    # made would leave them (run.json first: the results are never lost to a report)
+    failure: Exception | None = None
 
 
 def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
@@ -57,25 +61,30 @@ def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], recor
         "incomplete" if lost or len(records) < total else "complete"
     with_run_state(summary, status, total, lost, error, _created_at(run_dir))
     run_json = run_json_bytes(summary)
-    parquet = html = None
-    if records:
-        from ce_runtime.report import frames
+    parquet = markdown = html = junit = failure = None
+    try:
+        if records:
+            from ce_runtime.report import frames
 
-        parquet = (frames.parquet_bytes(frames.trials_frame(records)),
-                   frames.parquet_bytes(frames.results_frame(records)))
-    markdown = report.render_markdown(summary, records, gates).encode()
-    if records:
-        html = _html(run_dir, (records, gates, summary), run_json, reads)
-    junit = report.render_junit(records, gates, summary).encode() if junit_xml else None
+            parquet = (frames.parquet_bytes(frames.trials_frame(records)),
+                       frames.parquet_bytes(frames.results_frame(records)))
+        markdown = report.render_markdown(summary, records, gates).encode()
+        if records:
+            html = _html(run_dir, (records, gates, summary), run_json, reads)
+        if junit_xml:
+            junit = report.render_junit(records, gates, summary).encode()
+    except Exception as exc:
+        failure = exc
     return PreparedReports((run_dir, run_id, config, total, interrupted, junit_xml, lost,
                             error), records, summary, run_json, parquet, markdown, html,
-                           junit)
+                           junit, failure)
 
 
 def write_prepared(prepared: PreparedReports) -> dict[str, Any]:
     """The files `prepare_run_reports` made, written in the order (and with the failures)
     of a run's end: run.json first and durably; a report.html that could not be made or
-    written is said, the run goes on; any other failed write raises its OSError."""
+    written is said, the run goes on; any other failed write raises its OSError, and a
+    failure while making them (a bug) is raised once the files made before it are."""
     from ce_runtime.store.atomic import write_bytes_atomic
     from ce_runtime.store.run_json import RUN_JSON
 
@@ -85,17 +94,15 @@ def write_prepared(prepared: PreparedReports) -> dict[str, Any]:
         for name, data in zip(("trials.parquet", "results.parquet"), prepared.parquet,
                               strict=True):
             write_bytes_atomic(os.path.join(run_dir, name), data)
-    write_bytes_atomic(os.path.join(run_dir, "report.md"), prepared.markdown)
-    if isinstance(prepared.html, str):
-        _warn(prepared.html)
-    elif prepared.html is not None:
-        try:
-            write_bytes_atomic(os.path.join(run_dir, "report.html"), prepared.html)
-        except OSError as exc:
-            _warn(f"warning: report.html not written ({exc})")
+    if prepared.markdown is not None:
+        write_bytes_atomic(os.path.join(run_dir, "report.md"), prepared.markdown)
+    if prepared.html is not None:
+        _write_page(run_dir, prepared.html)
     if junit_xml and prepared.junit is not None:
         os.makedirs(os.path.dirname(os.path.abspath(junit_xml)), exist_ok=True)
         write_bytes_atomic(junit_xml, prepared.junit)
+    if prepared.failure is not None:
+        raise prepared.failure
     return prepared.summary
 
 
@@ -141,9 +148,14 @@ def write_html(run_dir: str, computed: tuple | None = None) -> None:
     run's files, or from `computed` (records, gates, summary) just written, reshaped as
     `ce report` reads them back (the same page, tested). A failure is said and the run
     goes on: the results are all written by now."""
+    _write_page(run_dir, _html(run_dir, computed))
+
+
+def _write_page(run_dir: str, page: bytes | str) -> None:
+    """report.html written, or the warning `_html` made instead of it said (as one
+    whose write failed is: the run goes on)."""
     from ce_runtime.store.atomic import write_bytes_atomic
 
-    page = _html(run_dir, computed)
     if isinstance(page, str):
         _warn(page)
         return
