@@ -11,6 +11,7 @@ from ce_runtime.trace import events as T
 
 class NoneAgent:
     name = "none"
+    starts_nothing = True  # no sandbox round trips for an agent phase it does not have
 
     async def run(self, request: AgentRequest, sink: EventSink,
                   stop: asyncio.Event) -> AgentOutcome:

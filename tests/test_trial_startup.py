@@ -341,3 +341,35 @@ def test_a_runs_venv_templates_live_in_its_scratch_root(tmp_path):
     clone_venv(key, str(tmp_path / "c" / ".venv"), build, str(root))
     assert len(list(root.iterdir())) == 1 and (tmp_path / "c/.venv/bin").is_dir()
     assert len(builds) == 2
+
+
+def test_an_agentless_trial_has_no_agent_phase_to_check(tmp_path):
+    """`agent: {type: none}` runs nothing between pre_run and grading, so ce does not
+    look for what it left running or changed: a service pre_run started that keeps
+    writing a file of the venv (which the integrity check watches for an agent) leaves
+    the trial graded, not an ERROR blamed on an agent that never ran."""
+    task = tmp_path / "tasks" / "service.yaml"
+    task.parent.mkdir()
+    task.write_text(textwrap.dedent("""\
+        task_id: service
+        description: pre_run starts a service that keeps writing into the venv
+        agent: {type: none}
+        sandbox: {driver: tempdir}
+        pre_run:
+          - command: >-
+              echo start > .venv/service.log;
+              (while :; do echo tick >> .venv/service.log; done) >/dev/null 2>&1 &
+              sleep 0.05
+        success_criteria:
+          - type: file_exists
+            path: .venv/service.log
+            description: the service's log is there
+    """))
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", str(task), "-q",
+                           "--run-dir", str(run_dir)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    record = json.loads((run_dir / "default" / "service" / "00" / "task.json").read_text())
+    assert (record["status"], record.get("error")) == ("SUCCESS", None), proc.stderr
+    assert "integrity" not in record.get("notes", {})
+    assert proc.returncode == 0, proc.stderr

@@ -165,6 +165,12 @@ def _run(state, args):
     from ce_runtime.cli.report_worker import ReportWorker
 
     worker = ReportWorker.start()  # imports Polars on another CPU meanwhile
+    if args.executor in (None, "local") and args.driver in (None, "tempdir"):
+        # before the trials are known (the usual sandbox needs it): its start-up overlaps
+        # ce's imports; ended once the trials turn out not to use it
+        from ce_runtime.execute.sandbox.tempdir import start_zygote_early
+
+        start_zygote_early()
     try:
         _run_with(state, worker, args)
     finally:
@@ -261,7 +267,7 @@ def _run_with(state, worker, a):
     stops = state["stops"] = Stops().install()  # from here, no signal cuts the writes
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running",
                                "created_at": created_at or R.now_iso(),
-                               "args": config, "trials": len(trials)})
+                               "args": config, "trials": len(trials)}, sync_later=True)
     if not a.quiet:
         left = "" if todo else "; nothing left to run: the reports are written again"
         click.echo(f"run {run_dir}: {len(trials)} trial(s), {len(trials) - len(todo)} already "
@@ -302,12 +308,19 @@ def _run_with(state, worker, a):
 
 
 def _start_zygote_early(trials, executor: str) -> None:
-    """Tempdir trials get their inits from a zygote: started now, its start-up overlaps
-    the run's remaining set-up (the executor adopts it; `ce run` ends it if not)."""
-    from ce_runtime.execute.sandbox.tempdir import start_zygote_early, uses_zygote
+    """Tempdir trials get their inits from a zygote, started early (here if `_run` did
+    not already) so that its start-up overlaps the run's set-up: the executor adopts it;
+    a zygote none of these trials uses is ended now."""
+    from ce_runtime.execute.sandbox.tempdir import (
+        discard_early_zygote,
+        start_zygote_early,
+        uses_zygote,
+    )
 
     if executor == "local" and any(uses_zygote(t.plan.sandbox) for t in trials):
         start_zygote_early()
+    else:  # started on speculation: not one of these trials will fork from it
+        discard_early_zygote()
 
 
 def _follow(worker, run_dir, run_id, config, trials, done, junit_xml, on_done):

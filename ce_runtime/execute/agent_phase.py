@@ -225,6 +225,8 @@ async def agent_phase(agent, trial: Trial, sandbox, agent_name: str, sink: Trial
         dialog.user_said(request.prompt or "")
         request = attrs.evolve(request, dialog=dialog)
         notes["dialog"] = dialog
+    if getattr(agent, "starts_nothing", False):  # `none`: its events, and nothing to undo
+        return await run_agent(agent, request, sink, stop, trial.plan.run_limits), None
     await sandbox.agent_starts(trusted=bool(getattr(agent, "trusted", False)))
     try:
         outcome = await run_agent(agent, request, sink, stop, trial.plan.run_limits)

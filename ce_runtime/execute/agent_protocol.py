@@ -70,7 +70,10 @@ class Agent(Protocol):
     reachable while it runs. One whose CLI reports tokens but no price sets
     `priced_by_ce` and its `default_model`, and prices its Usage events with
     `ce_runtime.pricing` (ce says a cost is unknown, and refuses a `max_usd` it could not
-    enforce, by the same attributes)."""
+    enforce, by the same attributes). One with a true `starts_nothing` (`none`: it runs
+    no command and writes no file) has no agent phase in the sandbox: nothing of it can
+    be left running, nor can it change a file the grader trusts, so neither is looked
+    for."""
 
     name: str
 

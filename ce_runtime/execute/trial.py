@@ -225,44 +225,45 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             if failed:
                 error = f"pre_run command failed: {failed[0].command!r} (exit " \
                         f"{failed[0].exit_code})"
-        trusted = None
-        if error is None:
-            trusted = await asyncio.to_thread(
-                integrity.baseline, sandbox.workspace, tuple(plan.sandbox.protected),
-                trial.task_dir, (ctx.run_dir, os.path.dirname(ctx.run_dir), ctx.work_root,
-                                 *ctx.writes))
+        agent = None
         if error is None:
             try:
                 agent = load_agent(agent_name)
             except UnknownAgent as exc:
                 error = str(exc)
+        trusted = None
+        if error is None and not getattr(agent, "starts_nothing", False):
+            trusted = await asyncio.to_thread(
+                integrity.baseline, sandbox.workspace, tuple(plan.sandbox.protected),
+                trial.task_dir, (ctx.run_dir, os.path.dirname(ctx.run_dir), ctx.work_root,
+                                 *ctx.writes))
+        if error is None:
+            notes["cost_unknown"] = pricing.unpriced(agent, block_to_json(plan.agent))
+            try:
+                endpoint, model_server = model_endpoint(trial, agent_name, ctx, sandbox,
+                                                        notes)
+            except (OSError, ValueError) as exc:  # a missing or malformed script
+                error = f"scripted model: {exc}"
             else:
-                notes["cost_unknown"] = pricing.unpriced(agent, block_to_json(plan.agent))
                 try:
-                    endpoint, model_server = model_endpoint(trial, agent_name, ctx, sandbox,
-                                                            notes)
-                except (OSError, ValueError) as exc:  # a missing or malformed script
-                    error = f"scripted model: {exc}"
-                else:
-                    try:
-                        outcome, error = await agent_phase(
-                            agent, trial, sandbox, agent_name, sink, stop, notes, trusted,
-                            endpoint, grading_check(trial, sandbox, sink, program))
-                    except SandboxError as exc:  # e.g. the agent killed the sandbox's init
-                        error = f"the sandbox was lost while the agent ran: {exc}"
-                    finally:
-                        if model_server is not None:
-                            notes["model_server"]["calls"] = sum(
-                                1 for e in model_server.log if e["step"] is not None
-                                and e["api"] != "simulated-user")
-                            notes["model_server"]["requests"] = len(model_server.log)
-                            # the models the agent's calls asked for (side requests too)
-                            notes["model_server"]["models"] = list(dict.fromkeys(
-                                str(e["model"]) for e in model_server.log
-                                if e["model"] is not None and e["api"] != "simulated-user"))
-                            model_server.stop()
-                if outcome is not None and not sink.agent_ended:
-                    sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
+                    outcome, error = await agent_phase(
+                        agent, trial, sandbox, agent_name, sink, stop, notes, trusted,
+                        endpoint, grading_check(trial, sandbox, sink, program))
+                except SandboxError as exc:  # e.g. the agent killed the sandbox's init
+                    error = f"the sandbox was lost while the agent ran: {exc}"
+                finally:
+                    if model_server is not None:
+                        notes["model_server"]["calls"] = sum(
+                            1 for e in model_server.log if e["step"] is not None
+                            and e["api"] != "simulated-user")
+                        notes["model_server"]["requests"] = len(model_server.log)
+                        # the models the agent's calls asked for (side requests too)
+                        notes["model_server"]["models"] = list(dict.fromkeys(
+                            str(e["model"]) for e in model_server.log
+                            if e["model"] is not None and e["api"] != "simulated-user"))
+                        model_server.stop()
+            if outcome is not None and not sink.agent_ended:
+                sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
         if error is None:
             from ce_runtime.grade.judge import judge_from_env
             from ce_runtime.store.verdicts import VerdictStore

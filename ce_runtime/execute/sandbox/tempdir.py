@@ -281,14 +281,15 @@ def start_zygote_early() -> None:
         return  # the run starts its zygote as usual
     import atexit
 
-    atexit.register(_discard_early)
+    atexit.register(discard_early_zygote)
 
 
 def _take_early() -> _EarlyZygote | None:
     return _EARLY.pop() if _EARLY else None
 
 
-def _discard_early() -> None:
+def discard_early_zygote() -> None:
+    """End the early zygote, if one was started and not adopted (also run at exit)."""
     while _EARLY:
         _EARLY.pop().discard()
 
