@@ -145,3 +145,32 @@ def test_openai_responses_streamed_and_not():
     assert kinds == ["message", "function_call"] and first.output[1].name == "Write"
     assert events[-1].type == "response.completed"
     assert [o.name for o in events[-1].response.output] == ["Bash"]
+
+
+def test_a_spent_budget_refuses_the_next_steps_but_not_side_requests():
+    """Once the trial's budget is spent (`spent` says why), a step is answered with a 400
+    in the API's error shape, logged as refused; a side request (no tools) still gets
+    its answer, and nothing before the budget was spent changes."""
+    import urllib.error
+
+    budget: list[str] = []
+    with ModelServer(SCRIPT) as server:
+        server.spent = lambda: budget[0] if budget else None
+        first = json.loads(anthropic(server, 0))
+        budget.append("ce: this trial's budget is spent (COST_BUDGET_EXCEEDED)")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            anthropic(server, 1)
+        error = json.loads(refused.value.read().decode())
+        side = json.loads(anthropic(server, 1, tools=None))
+        with pytest.raises(urllib.error.HTTPError) as chat_refused:
+            post(server, "/v1/chat/completions", {
+                "model": "m", "messages": [{"role": "user", "content": "go"}],
+                "tools": [{"type": "function", "function": {"name": "Write"}}]})
+    assert first["content"][1]["name"] == "Write"
+    assert refused.value.code == 400 and chat_refused.value.code == 400
+    assert error == {"type": "error", "error": {
+        "type": "invalid_request_error",
+        "message": "ce: this trial's budget is spent (COST_BUDGET_EXCEEDED)"}}
+    assert side["content"][0]["type"] == "text"
+    assert [(e["step"], e.get("failed"), "refused" in e) for e in server.log] == [
+        (0, None, False), (1, 400, True), (None, None, False), (0, 400, True)]

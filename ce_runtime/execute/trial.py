@@ -138,6 +138,18 @@ def network_of(box, agent_name: str = "none") -> str:
     return "model" if agent_name in MODEL_AGENTS else "none"
 
 
+def _budget_spent(sink):
+    """What the scripted model server asks before answering a step (from its thread): the
+    trial's spent budget, once ce has stopped the agent for it."""
+    budgets = (Status.COST_BUDGET_EXCEEDED, Status.TOKEN_BUDGET_EXCEEDED)
+
+    def spent() -> str | None:
+        hit = sink.limit_hit
+        return f"ce: this trial's budget is spent ({hit}); no more model calls" \
+            if hit in budgets else None
+    return spent
+
+
 def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
             success: bool | None) -> Status:
     if error is not None:
@@ -245,6 +257,8 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             except (OSError, ValueError) as exc:  # a missing or malformed script
                 error = f"scripted model: {exc}"
             else:
+                if model_server is not None:
+                    model_server.spent = _budget_spent(sink)
                 try:
                     outcome, error = await agent_phase(
                         agent, trial, sandbox, agent_name, sink, stop, notes, trusted,
@@ -255,7 +269,10 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                     if model_server is not None:
                         notes["model_server"]["calls"] = sum(
                             1 for e in model_server.log if e["step"] is not None
-                            and e["api"] != "simulated-user")
+                            and e["api"] != "simulated-user" and "refused" not in e)
+                        refused = sum(1 for e in model_server.log if "refused" in e)
+                        if refused:
+                            notes["model_server"]["refused"] = refused
                         notes["model_server"]["requests"] = len(model_server.log)
                         # the models the agent's calls asked for (side requests too)
                         notes["model_server"]["models"] = list(dict.fromkeys(

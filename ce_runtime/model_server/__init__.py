@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -51,7 +52,13 @@ class ModelServer:
     """`with ModelServer(script) as server:` serves `script` at `server.url`.
 
     `judge=True` makes it a judge's server (streams play `agent_judge`, plain requests
-    get verdicts); a dict is accepted for a script (the `--judge-replies` file)."""
+    get verdicts); a dict is accepted for a script (the `--judge-replies` file).
+
+    `spent`, when set, is asked before each step of the script is answered: a reason
+    (the trial's budget is spent) refuses it with a 400, as a provider refuses an account
+    over its spending cap, so an agent that goes on calling while ce stops it (its usage
+    reaches ce after its next request, or it calls again in its grace period) gets no
+    more steps. A refused request is logged with `refused`, and is not a model call."""
 
     def __init__(self, script: Script | dict[str, Any], judge: bool = False,
                  port: int = 0, log_path: str | None = None):
@@ -62,6 +69,7 @@ class ModelServer:
         self._log_path = log_path
         self._lock = threading.Lock()
         self._failures: dict[tuple[str, int], int] = {}  # (api, step) -> failed requests
+        self.spent: Callable[[], str | None] | None = None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -128,7 +136,8 @@ class ModelServer:
                 else:
                     position = wire.anthropic_position(body)
                     step = server.script.step(position, request_text(body), server.judge)
-                    fail = server._fails_now("anthropic", position, step)
+                    fail = server._refused(position) or \
+                        server._fails_now("anthropic", position, step)
                     seq = server._record("anthropic", body, position, step, fail)
                     _wait(step)
                     if fail is not None:
@@ -150,7 +159,7 @@ class ModelServer:
                                                 server.script.verdict_usage(text))
                 else:
                     position, step = None, Step(SIDE_TEXT, (), _usage(1, 1))
-                fail = server._fails_now("chat", position, step)
+                fail = server._refused(position) or server._fails_now("chat", position, step)
                 seq = server._record("chat", body, position, step, fail)
                 _wait(step)
                 if fail is not None:
@@ -169,7 +178,8 @@ class ModelServer:
                     step = server.script.step(position, request_text(body))
                 else:
                     position, step = None, Step(SIDE_TEXT, (), _usage(1, 1))
-                fail = server._fails_now("responses", position, step)
+                fail = server._refused(position) or \
+                    server._fails_now("responses", position, step)
                 seq = server._record("responses", body, position, step, fail)
                 _wait(step)
                 if fail is not None:
@@ -271,12 +281,22 @@ class ModelServer:
                      "reply": {"text": step.text, "calls": [c.name for c in step.calls]},
                      "usage": step.usage}
             if fail is not None:  # answered with a failure, not the step
-                entry["failed"] = fail.status if fail.kind == "status" else fail.kind
+                entry["failed"] = fail.status if fail.kind in ("status", "refused") \
+                    else fail.kind
+                if fail.kind == "refused":
+                    entry["refused"] = fail.message
             self.log.append(entry)
             if self._log_path:
                 with open(self._log_path, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(entry) + "\n")
         return seq
+
+    def _refused(self, position: int | None) -> Fail | None:
+        """A refusal of this step, when the trial's budget is spent (`spent`)."""
+        if position is None or self.spent is None:
+            return None
+        why = self.spent()
+        return None if why is None else Fail(status=400, kind="refused", message=why)
 
     def _fails_now(self, api: str, position: int | None, step: Step) -> Fail | None:
         """The step's failure, when this request of it is to fail."""

@@ -61,7 +61,8 @@ class Call:
 @attrs.frozen
 class Fail:
     """How a step fails: `status` (an HTTP error status), or `kind` garbage /
-    disconnect; `times`: the first N requests of the step only (None: all)."""
+    disconnect; `times`: the first N requests of the step only (None: all). ce's own
+    `refused` (a spent budget: see ModelServer.spent) answers as a status does."""
     status: int = 500
     kind: str = "status"
     times: int | None = None
