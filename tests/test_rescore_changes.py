@@ -75,3 +75,81 @@ def test_a_trials_relative_name_is_relpaths():
     for start, rest in itertools.product(starts, rests):
         for path in (start + "/" + rest, start + rest, rest):
             assert outcome(_relative, path, start) == outcome(os.path.relpath, path, start)
+
+
+def _gate(criterion, passed, **metrics):
+    return {"variant": "default", "suite_id": "words", "criterion": criterion,
+            "passed": passed, "metrics": metrics, "thresholds": {}, "failed": []}
+
+
+def test_gate_changes_mark_a_flip_and_show_moved_metrics_only():
+    from ce_runtime.grade.rescore import gate_changes
+
+    old = [_gate("c0", True, pass_rate=0.5), _gate("c1", True, pass_rate=1.0),
+           _gate("c2", False, pass_rate=0.25), _gate("gone", True, pass_rate=1.0)]
+    new = [_gate("c0", False, pass_rate=0.25), _gate("c1", True, pass_rate=0.75),
+           _gate("c2", False, pass_rate=0.25), _gate("c3", True, pass_rate=1.0)]
+    assert gate_changes(old, new) == [
+        "* suite gate default/words/c0: passed -> failed (pass_rate 0.500 -> 0.250)",
+        "  suite gate default/words/c1: passed (pass_rate 1.000 -> 0.750)",
+        "* suite gate default/words/c3: new, passed",
+        "* suite gate default/words/gone: no longer a gate (was passed)"]
+    assert gate_changes(old, old) == []
+    # a run.json of another shape (hand-edited, an older ce) costs nothing but the lines
+    assert gate_changes([{"variant": 1}, "x", None], new[:1]) == [
+        "* suite gate default/words/c0: new, failed"]
+
+
+DATASET_TASK = """\
+task_id: words
+description: pre_run writes a word; each row expects one
+dataset:
+  rows:
+    - {id: r1, word: alpha}
+    - {id: r2, word: beta}
+    - {id: r3, word: THIRD}
+    - {id: r4, word: gamma}
+agent: {type: none}
+sandbox: {driver: tempdir, python: null}
+pre_run:
+  - command: "printf alpha > word.txt"
+success_criteria:
+  - type: file_contains
+    path: word.txt
+    includes: ["${row.word}"]
+    description: the word is the row's
+    suite_thresholds: {pass_rate: 0.5}
+"""
+
+
+def test_rescore_says_which_suite_gate_flipped(tmp_path):
+    """A row changed in TASKS (its expected word) moves the dataset's gate below its
+    threshold: the re-score prints the gate's flip, marked, and counts it in the summary
+    line; a re-score with the run's own plans prints no gate."""
+    import json
+    import subprocess
+    import sys
+
+    def ce(*args):
+        return subprocess.run([sys.executable, "-m", "ce_runtime.cli", *args],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                              env={**__import__("os").environ, "CE_PLAIN": "1"})
+
+    (tmp_path / "words.yaml").write_text(DATASET_TASK.replace("THIRD", "alpha"))
+    run = ce("run", "words.yaml", "-q", "--run-dir", "run")
+    assert run.returncode == 1, run.stderr  # two rows fail; the gate (2 of 4) passes
+    gates = json.loads((tmp_path / "run" / "run.json").read_text())["suite_gates"]
+    assert [(g["passed"], g["metrics"]["pass_rate"]) for g in gates] == [(True, 0.5)]
+
+    same = ce("rescore", "run", "-q")
+    assert "suite gate" not in same.stdout, same.stdout
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "words.yaml").write_text(DATASET_TASK.replace("THIRD", "beta"))
+    moved = ce("rescore", "run", "tasks", "-q")
+    name = gates[0]["variant"] + "/" + gates[0]["suite_id"] + "/" + gates[0]["criterion"]
+    flip = (f"* suite gate {name}: passed -> failed (pass_rate 0.500 -> 0.250, "
+            "mean_score 0.500 -> 0.250)")
+    assert flip in moved.stdout.splitlines(), moved.stdout
+    assert "; 1 suite gate(s) changed verdict;" in moved.stdout, moved.stdout
+    assert moved.returncode == 1

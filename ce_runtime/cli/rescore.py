@@ -66,7 +66,8 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     request asks the judge (--offline: it does not; --refresh-judges: ask every time).
 
     Every trial whose status or score moved is marked `*`, with each criterion that
-    changed, recorded and new (on stdout, with the summary line; damaged trials and
+    changed, recorded and new; then each dataset suite gate that moved, marked `*`
+    when its verdict flipped (on stdout, with the summary line; damaged trials and
     notes on stderr). The results (RUN_DIR/rescored/<time>) are a run directory of
     their own: `ce explain` works on its trials.
 
@@ -221,12 +222,19 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                          _run_state(run_dir) if whole else ("complete", None, None))
         code = int(summary.get("exit_code", 1))
         staged.commit()
+    if whole:  # a part of the run has gates of its own, not comparable with the run's
+        gates = _gate_changes(run_dir, summary.get("suite_gates") or [])
+        for line in gates:
+            _say(line)
     note = f"; {missing} trial(s) have no task in TASKS" if missing else ""
     if damaged:
         code = max(code, 1)
         note += f"; {len(damaged)} trial(s) not re-scored (damaged archive)"
     asked = f"; judges: {verdicts.hits} recorded verdict(s) reused, {verdicts.asked} asked" \
         if verdicts.hits or verdicts.asked else ""
+    if whole and gates:
+        flips = sum(line.startswith("*") for line in gates)
+        note += f"; {flips} suite gate(s) changed verdict" if flips else ""
     click.echo(f"{len(records)} trial(s) re-scored, {changed} changed{note}{asked}; "
                f"results: {out}")
     if summary.get("exit_code"):  # why it is not a pass, as `ce run` says it
@@ -376,6 +384,20 @@ def _differs(a, b) -> bool:
 
 def _fmt(x) -> str:
     return f"{x:.3f}" if isinstance(x, int | float) else "  -  "
+
+
+def _gate_changes(run_dir: str, now: list) -> list[str]:
+    """How the suite gates moved from the run's run.json (none recorded: nothing said)."""
+    import json
+
+    from ce_runtime.grade.rescore import gate_changes
+
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            recorded = json.load(fh).get("suite_gates")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return gate_changes(recorded, now) if isinstance(recorded, list) else []
 
 
 def _run_state(run_dir: str) -> tuple[str, int | None, float | None]:
