@@ -34,6 +34,34 @@ def ray_missing() -> str | None:
     return None
 
 
+def _ensure_token(env: dict[str, str]) -> None:
+    """The machine's Ray token (~/.ray/auth_token), made if missing: `ray start` refuses
+    to start without one (only `ray.init` makes it), so on a fresh machine the first
+    cluster of a test run failed, or not, by which test had called ray.init before.
+    Created whole or not at all (a link of a finished file), so concurrent clusters all
+    read the one that won; a token the environment names is left to it."""
+    import secrets
+
+    if env.get("RAY_AUTH_TOKEN") or env.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    path = os.path.join(os.path.expanduser("~"), ".ray", "auth_token")
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    staged = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, secrets.token_hex(32).encode())
+    finally:
+        os.close(fd)
+    try:
+        os.link(staged, path)
+    except FileExistsError:
+        pass  # another cluster's token won: every node uses that one
+    finally:
+        os.unlink(staged)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -63,6 +91,7 @@ class RayCluster:
                 start_new_session=True))
 
     def start(self, timeout: float = 180) -> RayCluster:
+        _ensure_token(self.env)
         try:
             self._start(["--head", f"--port={self.port}", "--include-dashboard=false",
                          f"--dashboard-port={_free_port()}",

@@ -165,12 +165,6 @@ def _run(state, args):
     from ce_runtime.cli.report_worker import ReportWorker
 
     worker = ReportWorker.start()  # imports Polars on another CPU meanwhile
-    if args.executor in (None, "local") and args.driver in (None, "tempdir"):
-        # before the trials are known (the usual sandbox needs it): its start-up overlaps
-        # ce's imports; ended once the trials turn out not to use it
-        from ce_runtime.execute.sandbox.tempdir import start_zygote_early
-
-        start_zygote_early()
     try:
         _run_with(state, worker, args)
     finally:
@@ -234,6 +228,14 @@ def _run_with(state, worker, a):
     if result.warnings and not a.quiet:  # what `ce compile` says, `ce run` says
         click.echo(render_human(result.diagnostics, result.sources, color=color), err=True,
                    nl=False)
+    if a.executor in (None, "local") and a.driver in (None, "tempdir"):
+        # the usual sandbox's zygote, before the trials are known: its start-up overlaps
+        # the checks and writes below; ended if none of the trials uses it. Not sooner: a
+        # `ce run` that stops on bad input or a held lock leaves nothing in $TMPDIR (a
+        # running trial whose task directory holds $TMPDIR would see it come and go)
+        from ce_runtime.execute.sandbox.tempdir import start_zygote_early
+
+        start_zygote_early()
     trials = select(result.trials, a.tags, a.exclude_tags)
     skipped = _skipped_tasks(result.trials)
     if skipped and not a.quiet:

@@ -46,16 +46,29 @@ import os
 # Polars starts its thread pool: the report modules, whose package this is, and the
 # report worker import it before Polars.
 os.environ["POLARS_MAX_THREADS"] = "1"
-# and one engine, the in-memory one: the default ("auto") may pick the streaming engine,
-# whose morsels split a sum as threads do, and whose start costs more than a report-sized
-# query (the run's summary: 5.8 -> 3.6 ms for 8 trials)
-os.environ["POLARS_ENGINE_AFFINITY"] = "in-memory"
 
 from ce_runtime.report.frames import results_frame, trials_frame, write_parquet
 from ce_runtime.report.gates import SuiteGate, suite_metrics
 from ce_runtime.report.junit import render_junit
 from ce_runtime.report.markdown import render_markdown
 from ce_runtime.report.summary import summary
+
+
+def _one_engine() -> None:
+    """And one engine, the in-memory one: the default ("auto") may pick the streaming
+    engine, whose morsels split a sum as threads do (a process that imported Polars
+    before this package would otherwise keep "auto", and differ from one that did not),
+    and whose start costs more than a report-sized query (a run's summary: 5.8 -> 3.6
+    ms for 8 trials). Set through Config, which applies it whenever Polars was imported;
+    a Polars without engine affinities (< 1.2x) has no streaming default to avoid."""
+    import polars as pl
+
+    set_affinity = getattr(pl.Config, "set_engine_affinity", None)
+    if set_affinity is not None:
+        set_affinity("in-memory")
+
+
+_one_engine()
 
 __all__ = [
     "SuiteGate",
