@@ -263,18 +263,3 @@ def test_an_edited_standard_criterion_is_a_new_plan_and_old_runs_keep_theirs(tmp
     exp = ce("explain", "today/default/t/00", cwd=tmp_path, env=edited)
     assert exp.returncode == 1 and "FAIL" in exp.stdout
 
-
-@pytest.mark.parametrize("first", ["polars", "ce_runtime.report"])
-def test_the_reports_queries_run_on_one_engine_whatever_was_imported_first(first):
-    """A process that imported Polars before the report package (`ce report` may) runs
-    the reports' queries on the same engine as one that did not (the report worker):
-    the streaming engine splits a sum otherwise, and a page's last digit differed between
-    `ce run` and `ce report` of the same run."""
-    pytest.importorskip("polars.lazyframe.engine_config")
-    code = (f"import {first}, polars, ce_runtime.report\n"
-            "from polars.lazyframe.engine_config import _select_engine\n"
-            "print(type(_select_engine('auto')).__name__)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env={k: v for k, v in os.environ.items()
-                                           if k != "POLARS_ENGINE_AFFINITY"})
-    assert out.stdout.strip() == "InMemoryEngine", out.stderr

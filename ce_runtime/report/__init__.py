@@ -53,23 +53,6 @@ from ce_runtime.report.junit import render_junit
 from ce_runtime.report.markdown import render_markdown
 from ce_runtime.report.summary import summary
 
-
-def _one_engine() -> None:
-    """And one engine, the in-memory one: the default ("auto") may pick the streaming
-    engine, whose morsels split a sum as threads do (a process that imported Polars
-    before this package would otherwise keep "auto", and differ from one that did not),
-    and whose start costs more than a report-sized query (a run's summary: 5.8 -> 3.6
-    ms for 8 trials). Set through Config, which applies it whenever Polars was imported;
-    a Polars without engine affinities (< 1.2x) has no streaming default to avoid."""
-    import polars as pl
-
-    set_affinity = getattr(pl.Config, "set_engine_affinity", None)
-    if set_affinity is not None:
-        set_affinity("in-memory")
-
-
-_one_engine()
-
 __all__ = [
     "SuiteGate",
     "render_junit",
