@@ -83,7 +83,7 @@ def _gate(criterion, passed, **metrics):
 
 
 def test_gate_changes_mark_a_flip_and_show_moved_metrics_only():
-    from ce_runtime.grade.rescore import gate_changes
+    from ce_runtime.report.gates import gate_changes
 
     old = [_gate("c0", True, pass_rate=0.5), _gate("c1", True, pass_rate=1.0),
            _gate("c2", False, pass_rate=0.25), _gate("gone", True, pass_rate=1.0)]

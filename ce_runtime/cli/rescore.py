@@ -390,7 +390,7 @@ def _gate_changes(run_dir: str, now: list) -> list[str]:
     """How the suite gates moved from the run's run.json (none recorded: nothing said)."""
     import json
 
-    from ce_runtime.grade.rescore import gate_changes
+    from ce_runtime.report.gates import gate_changes
 
     try:
         with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:

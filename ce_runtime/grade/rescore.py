@@ -354,46 +354,6 @@ def criterion_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> l
     return out
 
 
-def gate_changes(old: list[Any], new: list[Any]) -> list[str]:
-    """Where the re-scored run's suite gates differ from the run's own (run.json's
-    `suite_gates`), one line each, `*` first when a gate's verdict flipped, came or went
-    ('* suite gate default/sentiment/c0: passed -> failed (accuracy 0.9 -> 0.6)')."""
-    from ce_runtime.report.text import fmt_metric
-
-    def key(g: Any) -> tuple[str, str, str] | None:
-        if not isinstance(g, dict):
-            return None
-        names = (g.get("variant"), g.get("suite_id"), g.get("criterion"))
-        return names if all(isinstance(n, str) for n in names) else None  # type: ignore
-
-    def word(g: dict[str, Any]) -> str:
-        return "passed" if g.get("passed") else "failed"
-
-    before = {k: g for g in old or [] if (k := key(g)) is not None}
-    out = []
-    for g in new:
-        k = key(g)
-        if k is None:
-            continue
-        name = "/".join(k)
-        was = before.pop(k, None)
-        if was is None:
-            out.append(f"* suite gate {name}: new, {word(g)}")
-            continue
-        old_m = was.get("metrics") if isinstance(was.get("metrics"), dict) else {}
-        new_m = g.get("metrics") or {}
-        moved = [f"{m} {fmt_metric(old_m.get(m))} -> {fmt_metric(v)}"
-                 for m, v in new_m.items() if fmt_metric(old_m.get(m)) != fmt_metric(v)]
-        flipped = bool(was.get("passed")) != bool(g.get("passed"))
-        if flipped or moved:
-            verdict = f"{word(was)} -> {word(g)}" if flipped else word(g)
-            out.append(f"{'*' if flipped else ' '} suite gate {name}: {verdict}"
-                       + (f" ({', '.join(moved)})" if moved else ""))
-    out += [f"* suite gate {'/'.join(k)}: no longer a gate (was {word(g)})"
-            for k, g in before.items()]
-    return out
-
-
 def _verdict(c: dict[str, Any]) -> str:
     score = c.get("score")
     word = "error" if c.get("error") else ("pass" if c.get("passed") else "fail")
