@@ -262,4 +262,3 @@ def test_an_edited_standard_criterion_is_a_new_plan_and_old_runs_keep_theirs(tmp
     assert os.path.isfile(tmp_path / "today" / "plans" / f"{rec['plan_hash']}.json")
     exp = ce("explain", "today/default/t/00", cwd=tmp_path, env=edited)
     assert exp.returncode == 1 and "FAIL" in exp.stdout
-

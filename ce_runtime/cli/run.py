@@ -228,14 +228,6 @@ def _run_with(state, worker, a):
     if result.warnings and not a.quiet:  # what `ce compile` says, `ce run` says
         click.echo(render_human(result.diagnostics, result.sources, color=color), err=True,
                    nl=False)
-    if a.executor in (None, "local") and a.driver in (None, "tempdir"):
-        # the usual sandbox's zygote, before the trials are known: its start-up overlaps
-        # the checks and writes below; ended if none of the trials uses it. Not sooner: a
-        # `ce run` that stops on bad input or a held lock leaves nothing in $TMPDIR (a
-        # running trial whose task directory holds $TMPDIR would see it come and go)
-        from ce_runtime.execute.sandbox.tempdir import start_zygote_early
-
-        start_zygote_early()
     trials = select(result.trials, a.tags, a.exclude_tags)
     skipped = _skipped_tasks(result.trials)
     if skipped and not a.quiet:
@@ -253,6 +245,10 @@ def _run_with(state, worker, a):
         run_dir = run_dirs.choose(a.run_dir, a.runs_root)
         state["run_dir"] = run_dir
         lock = _lock(run_dir)
+    # once the lock is held, not sooner: a `ce run` that stops on bad input or a held
+    # lock leaves nothing in $TMPDIR (a running trial whose task directory holds $TMPDIR
+    # would see it come and go)
+    _start_zygote_early(trials, a.executor)
     run_id = run_dirs.run_id(run_dir, recorded_id)
     config = a.config()
     for repaired in R.write_plans(run_dir, trials, result.plan_files):
@@ -265,7 +261,10 @@ def _run_with(state, worker, a):
         run_resume.say_replanned(run_dir, trials, done)
         run_resume.say_unplanned(run_dir, trials)
     todo = [t for t in trials if t.trial_id not in done]
-    _start_zygote_early(todo, a.executor)
+    if not todo:  # a resume with nothing left: no trial forks from it
+        from ce_runtime.execute.sandbox.tempdir import discard_early_zygote
+
+        discard_early_zygote()
     stops = state["stops"] = Stops().install()  # from here, no signal cuts the writes
     R.write_run_json(run_dir, {"run_id": run_id, "status": "running",
                                "created_at": created_at or R.now_iso(),
@@ -310,19 +309,13 @@ def _run_with(state, worker, a):
 
 
 def _start_zygote_early(trials, executor: str) -> None:
-    """Tempdir trials get their inits from a zygote, started early (here if `_run` did
-    not already) so that its start-up overlaps the run's set-up: the executor adopts it;
-    a zygote none of these trials uses is ended now."""
-    from ce_runtime.execute.sandbox.tempdir import (
-        discard_early_zygote,
-        start_zygote_early,
-        uses_zygote,
-    )
+    """Tempdir trials get their inits from a zygote: started now, its start-up overlaps
+    the run's remaining set-up (plans, run.json, the pool): the executor adopts it, and
+    `ce run` ends it at exit if not."""
+    from ce_runtime.execute.sandbox.tempdir import start_zygote_early, uses_zygote
 
     if executor == "local" and any(uses_zygote(t.plan.sandbox) for t in trials):
         start_zygote_early()
-    else:  # started on speculation: not one of these trials will fork from it
-        discard_early_zygote()
 
 
 def _follow(worker, run_dir, run_id, config, trials, done, junit_xml, on_done):
