@@ -57,7 +57,10 @@ run._finish, run_output.Progress.done = timed_finish, timed_done
 import atexit
 atexit.register(note, "exit")  # entry() runs the atexit handlers, then os._exit
 sys.argv = ["ce", *sys.argv[1:]]
-from ce_runtime.cli import entry
+try:  # the `ce` script's own entry (since it starts the report worker itself)
+    from ce_runtime.boot import entry
+except ImportError:  # a checkout from before
+    from ce_runtime.cli import entry
 entry()
 """
 

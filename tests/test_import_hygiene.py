@@ -253,11 +253,12 @@ def test_resume_of_a_non_run_directory_is_a_usage_error(tmp_path):
 
 
 # -- the runtime by stage --------------------------------------------------------------------
-# Data flows cli -> report -> execute -> grade -> trace -> store: a stage imports only the
+# Data flows (boot, the `ce` script) -> cli -> report -> execute -> grade -> trace -> store: a stage imports only the
 # stages below it. `model_server` and `pricing` (the rate card) are leaves every stage may
-# use (judges, agents, tests; the agents that report no price, the pre-flight).
-STAGES = ("cli", "report", "execute", "grade", "trace", "store")
-LEAVES = ("ce_runtime.model_server", "ce_runtime.pricing")
+# use (judges, agents, tests; the agents that report no price, the pre-flight), and so is
+# `worker_process` (the report worker's process, started by boot or by the command).
+STAGES = ("boot", "cli", "report", "execute", "grade", "trace", "store")
+LEAVES = ("ce_runtime.model_server", "ce_runtime.pricing", "ce_runtime.worker_process")
 AGENT_API = ("ce_runtime.execute.agent_protocol", "ce_runtime.trace.events",
              "ce_runtime.model_server", "ce_runtime.pricing")
 
@@ -322,7 +323,8 @@ def test_runtime_stages_import_only_the_stages_below():
 
 def test_every_runtime_module_sits_in_a_stage():
     loose = [p.name for p in (ROOT / "ce_runtime").glob("*.py")
-             if p.name != "__init__.py" and f"ce_runtime.{p.stem}" not in LEAVES]
+             if p.name != "__init__.py" and f"ce_runtime.{p.stem}" not in LEAVES
+             and p.stem not in STAGES]
     assert loose == []
 
 
@@ -368,7 +370,7 @@ def _spawn_sites(path: Path) -> list[str]:
 # ce's own processes, running ce's code: the report worker, the trial writer, and the
 # forked graders of `ce rescore -j N` (a command a criterion runs still goes through a
 # sandbox driver, in the grader as in the parent)
-OWN_PROCESSES = ("ce_runtime/cli/report_worker.py", "ce_runtime/store/staged_run.py",
+OWN_PROCESSES = ("ce_runtime/worker_process.py", "ce_runtime/cli/report_worker.py", "ce_runtime/store/staged_run.py",
                  "ce_runtime/cli/rescore_pool.py")
 
 

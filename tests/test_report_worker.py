@@ -169,3 +169,68 @@ def test_the_worker_loads_neither_click_nor_attrs():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, env=ENV)
     assert res.stdout.strip() == "[] True", res.stderr
+
+
+@pytest.mark.parametrize(("argv", "command", "wanted"), [
+    (["run", "tasks/"], "run", True),
+    (["rescore", "runs/latest"], "rescore", True),
+    (["run", "tasks/", "--help"], "run", False),
+    (["run", "-h"], "run", False),
+    (["--help", "run"], None, False),
+    (["--version"], None, False),
+    (["compile", "tasks/"], "compile", False),
+    ([], None, False),
+])
+def test_which_commands_start_their_worker_first(argv, command, wanted):
+    from ce_runtime.boot import command_of, wants_report_worker
+
+    assert command_of(argv) == command
+    assert wants_report_worker(argv) is wanted
+
+
+_SCRIPT = """import atexit, sys
+from ce_runtime import boot, worker_process
+spawned = []
+def spy():
+    proc = real()
+    spawned.append((proc.pid, 'click' in sys.modules))
+    return proc
+real, worker_process.spawn = worker_process.spawn, spy
+atexit.register(lambda: print('spawned', spawned, 'polars' in sys.modules))
+sys.argv = ['ce', *sys.argv[1:]]
+boot.entry()
+"""
+
+
+def _script(tmp_path, *argv: str, **env: str) -> tuple[subprocess.CompletedProcess, list]:
+    res = subprocess.run([sys.executable, "-c", _SCRIPT, *argv], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300, env={**ENV, **env})
+    last = res.stdout.splitlines()[-1].split(" ", 1)[1]
+    spawned, polars_loaded = last.rsplit(" ", 1)
+    return res, [eval(spawned), polars_loaded == "True"]
+
+
+def test_the_ce_script_starts_the_worker_before_loading_the_command(tmp_path):
+    """`ce run` (the installed script: ce_runtime/boot.py) starts one worker, before
+    click is loaded, and the run's reports are the worker's (no Polars in `ce`)."""
+    (tmp_path / "t.yaml").write_text(TASK.format(name="t", word="hi"))
+    res, (spawned, polars_loaded) = _script(tmp_path, "run", "t.yaml", "--run-dir", "run")
+    assert res.returncode == 0, res.stderr
+    assert [loaded for _, loaded in spawned] == [False]  # one worker, click not loaded
+    assert not polars_loaded
+    assert (tmp_path / "run" / "report.html").is_file()
+    res, (spawned, polars_loaded) = _script(tmp_path, "run", "t.yaml", "--run-dir", "r0",
+                                            CE_REPORT_WORKER="0")
+    assert res.returncode == 0 and spawned == [] and polars_loaded, res.stderr
+
+
+def test_a_worker_the_command_never_claims_is_ended_with_it(tmp_path):
+    """A usage error ends `ce run` before it claims its worker: the worker (still
+    importing Polars) is killed and waited for, not left to finish on its own."""
+    res, (spawned, _) = _script(tmp_path, "run", "--no-such-option")
+    assert res.returncode == 2, res.stderr
+    assert len(spawned) == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(spawned[0][0], 0)
+    res, (spawned, _) = _script(tmp_path, "run", "--help")
+    assert res.returncode == 0 and spawned == []

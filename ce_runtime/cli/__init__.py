@@ -1,7 +1,8 @@
 """The `ce` command. Subcommands load lazily so `ce --help` imports almost nothing.
 
-`entry` is the installed `ce` script (and `python -m ce_runtime.cli`): `main` run as a
-process, which ends without the interpreter's teardown. Tests call `main` itself.
+`entry` is `main` run as a process, which ends without the interpreter's teardown: what
+the installed `ce` script (ce_runtime/boot.py, which may start a report worker first)
+and `python -m ce_runtime.cli` (whose package, click included, is loaded by then) call. Tests call `main` itself.
 """
 
 from __future__ import annotations

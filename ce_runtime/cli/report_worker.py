@@ -13,8 +13,8 @@ it writes them (report/run_end.write_prepared) and answers with run.json's summa
 stdout. The messages are store/report_job.py's (framed msgpack), the worker's side is
 report/job.py, outside the cli package: the worker would load click with it, which it
 never uses (nor attrs: the report modules hold their values in msgspec structs and
-named tuples). This module is `ce run`'s side and imports nothing but the standard
-library at first, so the worker starts before anything else is loaded.
+named tuples). The `ce` script starts it before anything else is loaded
+(ce_runtime/boot.py, ce_runtime/worker_process.py); this module is the command's side of it.
 
 The worker is an optimisation, never a second behaviour: when it cannot start, dies, or
 fails on anything but a write (an OSError, re-raised in `ce run` as if raised there),
@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 from typing import Any
 
 
@@ -47,17 +46,14 @@ class ReportWorker:
 
     @classmethod
     def start(cls) -> ReportWorker | None:
+        """The worker the `ce` script started for this command (ce_runtime/boot.py), or
+        a new one (`main` called in-process, `python -m ce_runtime.cli`)."""
+        from ce_runtime import worker_process
+
         if os.environ.get("CE_REPORT_WORKER", "1") == "0":
             return None
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "ce_runtime.report.job"],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    start_new_session=True)
-            assert proc.stdin is not None
-            os.set_blocking(proc.stdin.fileno(), False)
-        except OSError:
-            return None
-        return cls(proc)
+        proc = worker_process.claim() or worker_process.spawn()
+        return None if proc is None else cls(proc)
 
     def begin(self, message: Any, trial_ids: list[str]) -> None:
         """The run's trials are known (`message`: a store.report_job.Begin; `trial_ids`:
