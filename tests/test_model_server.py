@@ -174,3 +174,18 @@ def test_a_spent_budget_refuses_the_next_steps_but_not_side_requests():
     assert side["content"][0]["type"] == "text"
     assert [(e["step"], e.get("failed"), "refused" in e) for e in server.log] == [
         (0, None, False), (1, 400, True), (None, None, False), (0, 400, True)]
+
+
+def test_a_refusal_does_not_wait_the_steps_delay():
+    """A refused step is answered at once, not after its scripted `delay` (a slow model's:
+    600 s here, which the test's timeout would never see the end of)."""
+    import urllib.error
+
+    slow = {"steps": [{"tool": "Write", "input": {"file_path": "a.txt"}, "delay": 600},
+                      {"text": "done"}]}
+    with ModelServer(slow) as server:
+        server.spent = lambda: "ce: this trial's budget is spent (TOKEN_BUDGET_EXCEEDED)"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            anthropic(server, 0)
+    assert refused.value.code == 400
+    assert [(e["step"], e.get("failed")) for e in server.log] == [(0, 400)]

@@ -139,7 +139,7 @@ class ModelServer:
                     fail = server._refused(position) or \
                         server._fails_now("anthropic", position, step)
                     seq = server._record("anthropic", body, position, step, fail)
-                    _wait(step)
+                    _wait(step, fail)
                     if fail is not None:
                         self._fail(fail, "anthropic", step, model, seq, body)
                         return
@@ -161,7 +161,7 @@ class ModelServer:
                     position, step = None, Step(SIDE_TEXT, (), _usage(1, 1))
                 fail = server._refused(position) or server._fails_now("chat", position, step)
                 seq = server._record("chat", body, position, step, fail)
-                _wait(step)
+                _wait(step, fail)
                 if fail is not None:
                     self._fail(fail, "chat", step, model, seq, body)
                     return
@@ -181,7 +181,7 @@ class ModelServer:
                 fail = server._refused(position) or \
                     server._fails_now("responses", position, step)
                 seq = server._record("responses", body, position, step, fail)
-                _wait(step)
+                _wait(step, fail)
                 if fail is not None:
                     self._fail(fail, "responses", step, model, seq, body)
                     return
@@ -337,6 +337,8 @@ def _usage(i: int, o: int) -> dict[str, int]:
     return {"input_tokens": i, "output_tokens": o}
 
 
-def _wait(step: Step) -> None:
-    if step.delay:
+def _wait(step: Step, fail: Fail | None) -> None:
+    """The step's scripted `delay` (a slow model), but for a refusal: a provider refuses
+    an account over its cap at once, and the agent is being stopped meanwhile."""
+    if step.delay and (fail is None or fail.kind != "refused"):
         time.sleep(step.delay)
