@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "Diagnostics": "ce_lang.diagnostics",
     "did_you_mean": "ce_lang.diagnostics",
     "CODES": "ce_lang.codes",
+    "RUN_LEVEL_DIRS": "ce_lang.experiment",
     "render_human": "ce_lang.render",
     "budget_places": "ce_lang.budget",
     "unenforceable_budget": "ce_lang.budget",

@@ -190,6 +190,11 @@ _TABLE = [
      "limit's place, as the whole's TIMEOUT or TOKEN_BUDGET_EXCEEDED. Lower the part, "
      "raise the whole, or remove the part."),
     # -- datasets -----------------------------------------------------------------------
+    ("CE0224", "error", "reserved identifier",
+     "A variant is named like one of the run directory's own directories (plans, objects, "
+     "definitions, task_files, templates, judges, rescored): its trials' directories "
+     "would sit among the run's files, where `ce rescore` and `ce run --resume` do not "
+     "look for trials. Rename the variant."),
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "
      "per line."),

@@ -42,6 +42,11 @@ from ce_lang.spans import Path, Span
 from ce_lang.validate import INVALID, Context, Walker, fields_of
 from ce_lang.yaml_source import LocatedDoc
 
+# The run directory's own directories, beside its variants' (VARIANT/TASK/NN): a variant
+# named like one would put its trials among the run's files (CE0224).
+RUN_LEVEL_DIRS = frozenset(("plans", "objects", "definitions", "task_files", "templates",
+                            "judges", "rescored"))
+
 
 @attrs.frozen
 class VariantLayers:
@@ -124,6 +129,11 @@ def load_experiment(doc: LocatedDoc | None, diags: Diagnostics,
         if vid in seen:
             diags.emit("CE0213", f"variant_id {vid!r} repeats variants[{seen[vid]}]",
                        span_of(("variants", i, "variant_id")))
+        elif vid in RUN_LEVEL_DIRS:
+            diags.emit("CE0224", f"variant_id {vid!r} is the name of one of the run "
+                       "directory's own directories",
+                       span_of(("variants", i, "variant_id")),
+                       notes=("reserved: " + ", ".join(sorted(RUN_LEVEL_DIRS)),))
         seen.setdefault(vid, i)
         layer = experiment_layer(f"variant {vid}", v, doc, ("variants", i), original)
         if "repeats" in v:

@@ -322,6 +322,21 @@ def test_duplicate_task_ids_across_files(write):
     assert result.diagnostics[0].span.file == b
 
 
+def test_a_variant_named_like_a_directory_of_the_run_is_refused(write):
+    """VARIANT/TASK/NN sits beside the run's own directories: a variant `objects` would
+    put its trials among the objects, where rescore and resume never look (CE0224)."""
+    from ce_lang.api import RUN_LEVEL_DIRS
+
+    task = write("t.yaml", TASK)
+    exp = write("exp.yaml", "experiment_id: e\nvariants:\n  - variant_id: base\n"
+                            "  - variant_id: objects\n")
+    result = compile_paths([task], CompileOptions(experiment=exp))
+    (d,) = result.diagnostics
+    assert (d.code, d.span.file, d.span.line, d.span.col) == ("CE0224", exp, 4, 17)
+    assert "objects" in d.message and not result.trials
+    assert {"plans", "objects", "task_files", "templates"} <= RUN_LEVEL_DIRS
+
+
 def test_directory_walk_skips_non_task_yaml_and_checks_experiments(tmp_path):
     (tmp_path / "t.yaml").write_text(TASK)
     (tmp_path / "templates").mkdir()

@@ -512,3 +512,17 @@ def test_trial_lines_and_damage_keep_their_order_in_a_merged_stream(run_dir, tmp
         and lines[order[1]].startswith("! "), proc.stdout
     assert lines[-2].startswith("1 trial(s) re-scored, 0 changed; 1 trial(s) not re-scored")
     assert lines[-1].startswith("not passed: ")
+
+
+def test_a_task_named_like_a_directory_of_the_run_is_found(tmp_path):
+    """Only the run's own top-level directories are skipped: a task whose id is
+    `objects` or `plans` (default/objects/00) is a trial like any other, while a
+    re-score's results (rescored/...) are not the run's trials."""
+    from ce_runtime.grade.rescore import trial_dirs
+
+    for rel in ("default/objects/00", "default/plans/00", "rescored/t/default/a/00"):
+        os.makedirs(tmp_path / rel)
+        (tmp_path / rel / "task.json").write_text("{}")
+    os.makedirs(tmp_path / "objects" / "ab")
+    assert trial_dirs(str(tmp_path)) == [str(tmp_path / "default" / "objects" / "00"),
+                                         str(tmp_path / "default" / "plans" / "00")]

@@ -175,3 +175,68 @@ def test_a_damaged_manifest_is_a_damaged_archive_naming_it(tmp_path, entry):
     with pytest.raises(DamagedArchive) as exc:
         task_files.task_dir_for(str(run), "cd" * 32, str(task_dir))
     assert exc.value.path == path
+
+
+TEMPLATED = """\
+task_id: templated
+description: the agent edits a file of the template
+initial_prompt: change app.py
+agent:
+  type: script
+  script:
+    - write: app.py
+      content: "x = 3\\n"
+sandbox:
+  python: null
+  template_sources:
+    - {type: template_dir, path: tpl}
+success_criteria:
+  - {type: file_exists, path: app.py, description: kept}
+"""
+
+
+def test_a_template_changed_since_the_run_is_diffed_as_the_run_kept_it(tmp_path):
+    """report.html's file diffs are against the template the trials started from: a
+    template directory edited after the run is rebuilt from the copies the run kept
+    (templates/<hash>.json), and the trial's panel says so."""
+    from ce_runtime.report.html_trial import TemplateCache, trial_detail
+    from ce_runtime.report.rundir import load_run
+
+    task_dir = tmp_path / "suite"
+    (task_dir / "tpl").mkdir(parents=True)
+    (task_dir / "t.yaml").write_text(TEMPLATED)
+    (task_dir / "tpl" / "app.py").write_text("x = 1\n")
+    (task_dir / "tpl" / "notes.txt").write_text("keep\n")
+    os.symlink("notes.txt", task_dir / "tpl" / "link.txt")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    ran = ce("run", str(task_dir / "t.yaml"), "--run-dir", "run", cwd=tmp_path, tmp=tmp)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    run = str(tmp_path / "run")
+    (kept,) = os.listdir(os.path.join(run, "templates"))
+    with open(os.path.join(run, "templates", kept)) as fh:
+        entry = json.load(fh)["task_dirs"][str(task_dir)]
+    assert sorted(entry["files"]) == ["tpl/app.py", "tpl/link.txt", "tpl/notes.txt"]
+    assert entry["files"]["tpl/link.txt"] == {"link": "notes.txt"}
+
+    def files_and_notes():
+        task_files._RESOLVED.clear()
+        data = load_run(run)
+        detail = json.loads(trial_detail(run, data.records[0], 200_000, TemplateCache(run)))
+        return {f["path"]: (f["status"], f.get("diff")) for f in detail["files"]}, \
+            detail.get("notes") or []
+
+    before, notes = files_and_notes()
+    assert notes == [] and before["notes.txt"][0] == "unchanged"
+    assert before["app.py"][0] == "modified" and "-x = 1" in before["app.py"][1]
+
+    # the template is edited after the run: the same diffs, and the panel says why
+    (task_dir / "tpl" / "app.py").write_text("x = 2\n")
+    (task_dir / "tpl" / "notes.txt").unlink()
+    after, notes = files_and_notes()
+    assert after == before
+    assert len(notes) == 1 and "tpl/app.py, tpl/notes.txt" in notes[0] \
+        and "the template rebuilt from the copies the run kept" in notes[0]
+    report = ce("report", "run", "-f", "html", cwd=tmp_path, tmp=tmp)
+    assert report.returncode == 0, report.stderr
+    assert not [n for n in os.listdir(tmp) if n.startswith("ce-task-files-")]

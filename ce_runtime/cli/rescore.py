@@ -464,11 +464,13 @@ def _link_run_parts(out: str, run_dir: str, plans: dict) -> None:
     os.makedirs(os.path.join(out, "plans"), exist_ok=True)
     for name in os.listdir(os.path.join(run_dir, "plans")):
         _link_or_copy(os.path.join(run_dir, "plans", name), os.path.join(out, "plans", name))
-    kept = os.path.join(run_dir, "task_files")  # the task files the archived plans read
-    if os.path.isdir(kept):
-        os.makedirs(os.path.join(out, "task_files"), exist_ok=True)
-        for name in os.listdir(kept):
-            _link_or_copy(os.path.join(kept, name), os.path.join(out, "task_files", name))
+    # the task files the archived plans read, and the template directories they copied
+    for part in ("task_files", "templates"):
+        kept = os.path.join(run_dir, part)
+        if os.path.isdir(kept):
+            os.makedirs(os.path.join(out, part), exist_ok=True)
+            for name in os.listdir(kept):
+                _link_or_copy(os.path.join(kept, name), os.path.join(out, part, name))
     for digest, plan in plans.items():
         path = os.path.join(out, "plans", f"{digest}.json")
         if not os.path.exists(path):

@@ -24,9 +24,6 @@ from ce_runtime.cli.run_args import RunArgs
 
 TAKEN = ("-j", "--executor", "--ray-address", "--judge-replies", "--junit-xml", "--sarif",
          "--min-pass-rate", "--allow-path")
-# where the run's files of the run as a whole are, beside its variants' trial directories
-RUN_LEVEL_DIRS = frozenset(("plans", "objects", "definitions", "task_files", "judges",
-                            "rescored"))
 
 
 def resumed(given: RunArgs, recorded: dict[str, Any]) -> tuple[RunArgs, str]:
@@ -128,6 +125,7 @@ def say_unplanned(run_dir: str, trials: list) -> None:
     """The finished trials of the run that its tasks no longer have (a task file removed
     or renamed, a task now skipped, a variant or dataset row gone): kept on disk, but
     the run's reports count only its planned trials; said, never dropped silently."""
+    from ce_lang.api import RUN_LEVEL_DIRS
     from ce_runtime.execute.trial import trial_dir_of
 
     planned = {os.path.normpath(trial_dir_of(run_dir, t)) for t in trials}

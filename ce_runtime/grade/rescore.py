@@ -38,11 +38,12 @@ from ce_runtime.store.snapshot_view import SnapshotView
 
 def trial_dirs(run_dir: str) -> list[str]:
     """Every trial directory of a run (those with a task.json), sorted."""
+    from ce_lang.api import RUN_LEVEL_DIRS
+
     out = []
     for root, dirs, files in os.walk(run_dir):
-        dirs[:] = sorted(d for d in dirs if d not in ("plans", "objects", "rescored",
-                                                      "judges", "definitions", "task_files") and
-                         not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not (root == run_dir and d in RUN_LEVEL_DIRS)
+                         and not d.startswith("."))
         if "task.json" in files:
             out.append(root)
     return sorted(out)

@@ -222,7 +222,9 @@ def _size(raw: dict[str, Any]) -> int:
 
 class TemplateCache:
     """The template's files (path -> bytes, or None for a link) per plan, rebuilt once per
-    plan hash from the plan's template sources."""
+    plan hash from the plan's template sources: from the task directory while its
+    template directories hold the bytes the run kept (templates/<hash>.json), else from
+    the copies kept, and the panel says so (store/task_files.py)."""
 
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
@@ -269,6 +271,7 @@ class TemplateCache:
         from ce_runtime.execute.sandbox.workspace import apply_sources
         from ce_runtime.grade.rescore import load_plan_file
         from ce_runtime.store.archive import DamagedArchive
+        from ce_runtime.store.task_files import template_dir_for
 
         try:
             plan = load_plan_file(self.run_dir, plan_hash)
@@ -277,13 +280,17 @@ class TemplateCache:
         if any(isinstance(s, RepoSource) for s in plan.sandbox.template_sources):
             return None, ("the template clones a repository (not rebuilt for the report): "
                           "files are shown without a diff")
+        try:  # the template directories as the run kept them, when they changed since
+            source_dir, notes = template_dir_for(self.run_dir, plan_hash, task_dir)
+        except DamagedArchive as exc:
+            return None, f"template not rebuilt ({exc}): files are shown without a diff"
         ws = tempfile.mkdtemp(prefix="ce-report-template-")
         try:
-            error = apply_sources(plan, task_dir, ws, [])
+            error = apply_sources(plan, source_dir, ws, [])
             if error:
                 return None, f"template not rebuilt ({error}): files are shown without a " \
                              "diff"
-            return _read_tree(ws), None
+            return _read_tree(ws), "; ".join(notes) or None
         finally:
             shutil.rmtree(ws, ignore_errors=True)
 

@@ -15,6 +15,11 @@ into a private directory laid out as the task's (`$TASK_DIR/../shared/rubric.md`
 its place) and the re-grade says so. Files a command reads without naming them in its
 criterion (`pytest` collecting a whole `$TASK_DIR`) are kept only when the directory
 holding them is named.
+
+The workspace template's directories (`template_dir` sources) are kept the same way,
+apart (`templates/<plan hash>.json`): not graded, but what every trial started from. A
+report made later (`ce report`, report.html's file diffs) rebuilds the template from
+them when the task directory no longer holds those bytes, and says so.
 """
 
 from __future__ import annotations
@@ -53,9 +58,12 @@ def graded_paths(plan: Any) -> list[str]:
     return task_dir_names([c.args for c in plan.criteria], found)
 
 
-def snapshot(task_dir: str, rels: list[str], objects: str) -> dict[str, Any]:
+def snapshot(task_dir: str, rels: list[str], objects: str, links: bool = False
+             ) -> dict[str, Any]:
     """The manifest of `rels` under `task_dir` (a directory: every file in it). A path
-    that does not exist is listed in `missing`: graded as missing then, so again."""
+    that does not exist is listed in `missing`: graded as missing then, so again.
+    `links`: a symbolic link inside a directory is kept as the link (as a template copy
+    makes it), not read through (as the grader reads it)."""
     files: dict[str, dict[str, Any]] = {}
     missing: list[str] = []
     kept = [0]
@@ -63,11 +71,15 @@ def snapshot(task_dir: str, rels: list[str], objects: str) -> dict[str, Any]:
         full = os.path.join(task_dir, rel)
         if os.path.isdir(full):
             for root, dirs, names in os.walk(full):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-                for name in sorted(names):
+                linked = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and d not in linked)
+                for name in sorted(names + linked if links else names):
                     path = os.path.join(root, name)
-                    _keep(path, os.path.normpath(os.path.relpath(path, task_dir)), objects,
-                          files, kept)
+                    name_rel = os.path.normpath(os.path.relpath(path, task_dir))
+                    if links and os.path.islink(path):
+                        files[name_rel] = {"link": os.readlink(path)}
+                    else:
+                        _keep(path, name_rel, objects, files, kept)
         elif not _keep(full, rel, objects, files, kept):
             missing.append(rel)
     return {"version": FORMAT, "files": files, "missing": sorted(missing)}
@@ -93,14 +105,32 @@ def _keep(path: str, rel: str, objects: str, files: dict, kept: list[int]) -> bo
     return True
 
 
+def template_paths(plan: Any) -> list[str]:
+    """Task-relative directories the plan's workspace template copies (its `template_dir`
+    sources), normalised."""
+    return sorted({os.path.normpath(src.path) for src in plan.sandbox.template_sources
+                   if getattr(src, "type", None) == "template_dir"})
+
+
 def manifest_path(run_dir: str, plan_hash: str) -> str:
     return os.path.join(run_dir, "task_files", f"{plan_hash}.json")
 
 
+def template_manifest_path(run_dir: str, plan_hash: str) -> str:
+    return os.path.join(run_dir, "templates", f"{plan_hash}.json")
+
+
 def archive(run_dir: str, trials: list[Any]) -> None:
-    """task_files/<hash>.json for every plan whose grading reads task files (none for
-    most plans: nothing is written then). A file already there (a resumed run) is kept:
-    the trials it finished were graded with those bytes."""
+    """task_files/<hash>.json for every plan whose grading reads task files, and
+    templates/<hash>.json for every plan whose template copies task directories (none
+    for most plans: nothing is written then). A file already there (a resumed run) is
+    kept: the trials it finished were graded with, and started from, those bytes."""
+    _archive(run_dir, trials, graded_paths, manifest_path, False)
+    _archive(run_dir, trials, template_paths, template_manifest_path, True)
+
+
+def _archive(run_dir: str, trials: list[Any], paths_of: Any, path_of: Any,
+             links: bool) -> None:
     import json
 
     paths: dict[str, list[str]] = {}
@@ -108,16 +138,16 @@ def archive(run_dir: str, trials: list[Any]) -> None:
     for t in trials:
         rels = paths.get(t.plan_hash)
         if rels is None:
-            rels = paths[t.plan_hash] = graded_paths(t.plan)
+            rels = paths[t.plan_hash] = paths_of(t.plan)
         if rels and t.task_dir:
             by_plan.setdefault(t.plan_hash, {})[os.path.abspath(t.task_dir)] = rels
     objects = os.path.join(run_dir, "objects")
     for plan_hash, dirs in by_plan.items():
-        path = manifest_path(run_dir, plan_hash)
+        path = path_of(run_dir, plan_hash)
         if os.path.exists(path):
             continue
         doc = {"version": FORMAT, "task_dirs": {
-            d: snapshot(d, rels, objects) for d, rels in sorted(dirs.items())}}
+            d: snapshot(d, rels, objects, links) for d, rels in sorted(dirs.items())}}
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_bytes_atomic(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
 
@@ -133,12 +163,26 @@ def task_dir_for(run_dir: str, plan_hash: str, task_dir: str) -> tuple[str, list
     key = (os.path.abspath(run_dir), plan_hash, task_dir)
     hit = _RESOLVED.get(key)
     if hit is None:
-        hit = _RESOLVED[key] = _resolve(run_dir, plan_hash, task_dir)
+        hit = _RESOLVED[key] = _resolve(manifest_path(run_dir, plan_hash), run_dir,
+                                        task_dir, "graded with", False)
     return hit
 
 
-def _resolve(run_dir: str, plan_hash: str, task_dir: str) -> tuple[str, list[str]]:
-    path = manifest_path(run_dir, plan_hash)
+def template_dir_for(run_dir: str, plan_hash: str, task_dir: str) -> tuple[str, list[str]]:
+    """The directory the plan's template is rebuilt from, as the run's trials started
+    from it: `task_dir` while its template directories hold the bytes the run kept (or
+    the run kept none: an older ce), else the kept copies restored, and what to say.
+    Raises DamagedArchive."""
+    key = (os.path.abspath(run_dir), plan_hash + "\0template", task_dir)
+    hit = _RESOLVED.get(key)
+    if hit is None:
+        hit = _RESOLVED[key] = _resolve(template_manifest_path(run_dir, plan_hash), run_dir,
+                                        task_dir, "the template rebuilt from", True)
+    return hit
+
+
+def _resolve(path: str, run_dir: str, task_dir: str, used: str, outward_links: bool
+             ) -> tuple[str, list[str]]:
     if not os.path.exists(path):
         return task_dir, []
     doc = load_archived_json(path)
@@ -153,10 +197,10 @@ def _resolve(run_dir: str, plan_hash: str, task_dir: str) -> tuple[str, list[str
     changed = _changed(task_dir, entry)
     if not changed:
         return task_dir, []
-    restored = _restore(entry, os.path.join(run_dir, "objects"), path)
+    restored = _restore(entry, os.path.join(run_dir, "objects"), path, outward_links)
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3
                                       else "")
-    return restored, [f"the task's files changed since the run ({shown}): graded with "
+    return restored, [f"the task's files changed since the run ({shown}): {used} "
                       "the copies the run kept"]
 
 
@@ -181,7 +225,9 @@ def _changed(task_dir: str, entry: dict[str, Any]) -> list[str]:
     for rel, e in entry["files"].items():
         full = os.path.join(task_dir, rel)
         try:
-            if e.get("too_large"):
+            if "link" in e:
+                same = os.path.islink(full) and os.readlink(full) == e["link"]
+            elif e.get("too_large"):
                 same = os.path.getsize(full) == e.get("size")
             else:
                 with open(full, "rb") as fh:
@@ -196,9 +242,11 @@ def _changed(task_dir: str, entry: dict[str, Any]) -> list[str]:
     return out
 
 
-def _restore(entry: dict[str, Any], objects: str, where: str) -> str:
+def _restore(entry: dict[str, Any], objects: str, where: str, outward_links: bool = False
+             ) -> str:
     """The kept files in a fresh directory; the task directory is nested as deep as the
-    deepest `..` a path climbs, so each keeps its place relative to it."""
+    deepest `..` a path climbs, so each keeps its place relative to it. `outward_links`:
+    a kept link may point anywhere (a template's, copied as a link, never followed)."""
     names = [*entry["files"], *entry.get("missing", [])]
     depth = max((_climbs(rel, where) for rel in names), default=0)
     root = tempfile.mkdtemp(prefix="ce-task-files-")
@@ -210,7 +258,7 @@ def _restore(entry: dict[str, Any], objects: str, where: str) -> str:
     lifted = {os.path.normpath(os.path.join(*(["task"] * (depth + 1)), rel)): e
               for rel, e in entry["files"].items()}
     try:
-        restore_workspace({"files": lifted}, objects, root)
+        restore_workspace({"files": lifted}, objects, root, outward_links=outward_links)
     except DamagedArchive as exc:  # named after the manifest, not workspace.json
         raise DamagedArchive(where if exc.path == "workspace.json" else exc.path,
                              exc.why) from None
