@@ -526,3 +526,76 @@ def test_a_task_named_like_a_directory_of_the_run_is_found(tmp_path):
     os.makedirs(tmp_path / "objects" / "ab")
     assert trial_dirs(str(tmp_path)) == [str(tmp_path / "default" / "objects" / "00"),
                                          str(tmp_path / "default" / "plans" / "00")]
+
+
+SKIPPED_BUT_GRADED = """\
+task_id: keep
+description: criteria on what a workspace snapshot skips
+initial_prompt: go
+agent:
+  type: script
+  script:
+    - write: node_modules/pkg/index.js
+      content: "module.exports = 1\\n"
+    - run: "mkdir out && mkdir -p node_modules/empty node_modules/other"
+sandbox: {python: null}
+success_criteria:
+  - {type: file_contains, path: node_modules/pkg/index.js, includes: [exports],
+     description: a literal path inside node_modules}
+  - {type: file_exists, path: "node_modules/*/*.js", description: a glob spelling it}
+  - {type: file_exists, path: out, description: an empty directory}
+  - {type: file_exists, path: node_modules/empty, description: one inside node_modules}
+  - {type: run_command, command: "test -d out && test -d node_modules/empty",
+     description: a command sees them in the restored workspace}
+"""
+
+
+def test_what_the_grading_found_where_a_snapshot_skips_is_kept(tmp_path):
+    """A criterion that read a file in node_modules/ or found an empty directory passed
+    live; the snapshot skips node_modules and lists files, so the re-grade of the
+    archive failed them (SUCCESS -> FAILURE). What the grading found is kept: the
+    re-score, `ce explain` and `ce trial files --extract` answer as the run did, and
+    nothing else of node_modules is archived."""
+    (tmp_path / "t.yaml").write_text(SKIPPED_BUT_GRADED)
+
+    def ce(*args):
+        return subprocess.run([sys.executable, "-m", "ce_runtime.cli", *args],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                              env={**os.environ, "CE_PLAIN": "1"})
+
+    run = ce("run", "t.yaml", "-q", "--run-dir", "run")
+    assert run.returncode == 0, run.stdout + run.stderr
+    with open(tmp_path / "run" / "default" / "keep" / "00" / "workspace.json") as fh:
+        files = json.load(fh)["files"]
+    assert sorted(files) == ["node_modules/empty", "node_modules/pkg/index.js", "out"]
+    assert files["out"] == {"dir": True} == files["node_modules/empty"]
+    again = ce("rescore", "run")
+    assert again.returncode == 0 and "1 trial(s) re-scored, 0 changed" in again.stdout, \
+        again.stdout + again.stderr
+    explained = ce("explain", "run/default/keep/00")
+    assert explained.returncode == 0 and "-> SUCCESS" in explained.stdout, explained.stdout
+    extracted = ce("trial", "files", "run/default/keep/00", "--extract", "x")
+    assert extracted.returncode == 0, extracted.stderr
+    assert (tmp_path / "x" / "out").is_dir() and (tmp_path / "x" / "node_modules" /
+                                                   "empty").is_dir()
+    assert not (tmp_path / "x" / "node_modules" / "other").exists()
+
+
+def test_an_empty_directory_entry_reads_as_the_restored_directory(tmp_path):
+    """`{"dir": true}` in workspace.json: the view and the restore agree (a directory,
+    empty), and one that a file or link already names is a damaged archive."""
+    from ce_runtime.store.archive import DamagedArchive, restore_workspace
+
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    manifest = {"files": {"out": {"dir": True}, "a/b": {"dir": True}}}
+    view = SnapshotView(manifest, str(objects))
+    restore_workspace(manifest, str(objects), str(tmp_path / "ws"))
+    for rel in ("out", "a", "a/b"):
+        assert view.is_dir(rel) and (tmp_path / "ws" / rel).is_dir()
+    assert not view.lexists("out/x") and list((tmp_path / "ws" / "out").iterdir()) == []
+    through = {"files": {"f": {"link": "a"}, "f/sub": {"dir": True}}}
+    with pytest.raises(DamagedArchive, match="goes through a link"):
+        SnapshotView(through, str(objects))
+    with pytest.raises(DamagedArchive, match="goes through a link"):
+        restore_workspace(through, str(objects), str(tmp_path / "ws2"))

@@ -127,6 +127,8 @@ def _entries(manifest: dict[str, Any], trial_dir: str, objects: str) -> list[dic
         _safe_parts(rel, "workspace.json")
         if not isinstance(entry, dict):
             raise DamagedArchive(where, f"{rel!r}: not an entry")
+        if entry.get("dir") is True:  # an empty directory (restored as one): no file
+            continue
         if "link" in entry:
             out.append({"path": rel, "size": None, "sha256": None, "mode": None,
                         "link": str(entry["link"])})

@@ -192,6 +192,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     pre: list = []
     post: list = []
     graded = None
+    host = None  # the grading's host, once graded: what its criteria found is kept
     sandbox = None
     notes: dict[str, Any] = {}
     evidence: dict[str, Any] | None = None  # evidence.json: what grading ran and asked
@@ -316,7 +317,9 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         sink.emit(T.RunEnd(sink.clock(), status, error))
         writer.close()
         if sandbox is not None:
-            manifest = await asyncio.to_thread(sandbox.snapshot, ctx.objects)
+            manifest = await asyncio.to_thread(sandbox.snapshot, ctx.objects,
+                                               sorted(host.found) if host is not None
+                                               else ())
         else:  # the sandbox never came up: an empty workspace
             os.makedirs(os.path.join(scratch, "ws"), exist_ok=True)
             manifest = await asyncio.to_thread(snapshot_workspace,

@@ -74,6 +74,10 @@ class Host:
     current: str | None = None  # the criterion being graded (its evidence is filed under it)
     evidence: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
     reads: list[str] = attrs.field(factory=list)
+    # what the criteria found in the live workspace (literal paths, glob matches): the
+    # trial's snapshot keeps them where it would skip them (store/archive.py), so a
+    # re-grade of the archive finds them too
+    found: set[str] = attrs.field(factory=set)
     # An archived workspace read in place (store.snapshot_view.SnapshotView), with
     # `materialize() -> directory` restoring it on disk when a criterion needs the real
     # one (a command, an agent judge, a question the snapshot cannot answer exactly).
@@ -166,6 +170,7 @@ class Host:
         if os.path.lexists(literal):
             if not self._inside(literal):
                 raise CriterionError(f"path {pattern!r} resolves outside the workspace")
+            self.found.add(os.path.normpath(pattern).replace(os.sep, "/"))
             return [pattern]
         try:
             found = sorted(
@@ -174,7 +179,9 @@ class Host:
                 if p.is_file() and self._inside(p))
         except (ValueError, NotImplementedError) as exc:
             raise CriterionError(f"invalid glob {pattern!r}: {exc}") from exc
-        return self._not_ignored(pattern, found)
+        found = self._not_ignored(pattern, found)
+        self.found.update(found)
+        return found
 
     def _not_ignored(self, pattern: str, found: list[str]) -> list[str]:
         named = frozenset(seg for seg in pattern.replace(os.sep, "/").split("/")

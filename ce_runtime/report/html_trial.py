@@ -340,6 +340,8 @@ def _files(entries: dict[str, Any], template: dict[str, bytes | None] | None,
     out = []
     for path in sorted(entries):
         entry = entries[path] if isinstance(entries[path], dict) else {}
+        if entry.get("dir") is True:  # an empty directory the grading found: no file
+            continue
         if "link" in entry:
             out.append({"path": path, "status": "link", "link": str(entry["link"])})
             continue

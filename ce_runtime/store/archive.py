@@ -20,6 +20,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import msgspec
@@ -174,11 +175,18 @@ SNAPSHOT_SKIPPED_DIRS = (".venv", "node_modules", ".git", "__pycache__")
 
 
 def snapshot_workspace(workspace: str, objects: str,
-                       skip_dirs: tuple[str, ...] = SNAPSHOT_SKIPPED_DIRS) -> dict[str, Any]:
+                       skip_dirs: tuple[str, ...] = SNAPSHOT_SKIPPED_DIRS,
+                       keep: Iterable[str] = ()) -> dict[str, Any]:
     """Store every file (symlinks as links) and return the manifest; a file over the
-    limits is recorded without its bytes (`{"too_large": true, "size", "mode"}`)."""
+    limits is recorded without its bytes (`{"too_large": true, "size", "mode"}`).
+
+    `keep`: workspace paths the grading found (a criterion's literal path or its glob's
+    matches): one inside a skipped directory is kept all the same (`node_modules/x/
+    package.json` a criterion read), and one that is a directory with nothing kept
+    beneath it is recorded as `{"dir": true}` (`file_exists: out` of an empty `out/`),
+    so a re-grade of the archive answers as the grading did."""
     files: dict[str, dict[str, Any]] = {}
-    kept = 0
+    kept = [0]
     for root, dirs, names in os.walk(workspace):
         dirs[:] = sorted(d for d in dirs if d not in skip_dirs)
         # a link to a directory is listed with the directories (and not walked into):
@@ -188,32 +196,68 @@ def snapshot_workspace(workspace: str, objects: str,
             dirs[:] = [d for d in dirs if d not in links]
         for name in sorted([*names, *links]):
             full = os.path.join(root, name)
-            rel = os.path.relpath(full, workspace).replace(os.sep, "/")
-            st = os.lstat(full)
-            if stat.S_ISLNK(st.st_mode):
-                files[rel] = {"link": os.readlink(full)}
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            try:  # never through a link swapped in since the lstat
-                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
-            except OSError:
-                continue
-            with os.fdopen(fd, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size > MAX_FILE_BYTES or kept + size > MAX_SNAPSHOT_BYTES:
-                    files[rel] = {"too_large": True, "mode": stat.S_IMODE(st.st_mode),
-                                  "size": size}
-                    continue
-                data = fh.read(MAX_FILE_BYTES + 1)
-            if len(data) > MAX_FILE_BYTES:  # grown since the fstat
-                files[rel] = {"too_large": True, "mode": stat.S_IMODE(st.st_mode),
-                              "size": len(data)}
-                continue
-            kept += len(data)
-            files[rel] = {"sha256": _store(objects, data), "mode": stat.S_IMODE(st.st_mode),
-                          "size": len(data)}
+            _snapshot_entry(full, os.path.relpath(full, workspace).replace(os.sep, "/"),
+                            objects, files, kept)
+    if keep:
+        _keep_found(workspace, objects, skip_dirs, sorted(set(keep)), files, kept)
     return {"version": SNAPSHOT_VERSION, "skipped_dirs": list(skip_dirs), "files": files}
+
+
+def _snapshot_entry(full: str, rel: str, objects: str, files: dict[str, dict[str, Any]],
+                    kept: list[int]) -> None:
+    """One file or link into the manifest (anything else is left out)."""
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        files[rel] = {"link": os.readlink(full)}
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    try:  # never through a link swapped in since the lstat
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_FILE_BYTES or kept[0] + size > MAX_SNAPSHOT_BYTES:
+            files[rel] = {"too_large": True, "mode": stat.S_IMODE(st.st_mode), "size": size}
+            return
+        data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:  # grown since the fstat
+        files[rel] = {"too_large": True, "mode": stat.S_IMODE(st.st_mode),
+                      "size": len(data)}
+        return
+    kept[0] += len(data)
+    files[rel] = {"sha256": _store(objects, data), "mode": stat.S_IMODE(st.st_mode),
+                  "size": len(data)}
+
+
+def _keep_found(workspace: str, objects: str, skip_dirs: tuple[str, ...], keep: list[str],
+                files: dict[str, dict[str, Any]], kept: list[int]) -> None:
+    root = os.path.realpath(workspace)
+    dirs = []
+    for rel in keep:
+        parts = rel.split("/")
+        if os.path.isabs(rel) or any(p in ("", ".", "..") for p in parts) or rel in files:
+            continue
+        parent, through_link = root, False
+        for part in parts[:-1]:  # never through a link: the walk does not follow them
+            parent = os.path.join(parent, part)
+            if os.path.islink(parent) or not os.path.isdir(parent):
+                through_link = True
+                break
+        if through_link:
+            continue
+        full = os.path.join(parent, parts[-1])
+        if os.path.isdir(full) and not os.path.islink(full):
+            dirs.append(rel)
+        elif any(p in skip_dirs for p in parts[:-1]):
+            _snapshot_entry(full, rel, objects, files, kept)
+    for rel in dirs:
+        if not any(name.startswith(rel + "/") for name in files):
+            files[rel] = {"dir": True}
 
 
 # Objects whose bytes were checked against their digest in this process, with the
@@ -304,6 +348,12 @@ def restore_workspace(manifest: dict[str, Any], objects: str, dest: str,
                     raise DamagedArchive(where, f"{rel!r}: goes through a link or a file "
                                                 "(outside the workspace)") from None
         target = os.path.join(parent, parts[-1])
+        if entry.get("dir") is True:  # a directory the grading found, with nothing kept in it
+            if os.path.islink(target) or (os.path.lexists(target) and
+                                          not os.path.isdir(target)):
+                raise DamagedArchive(where, f"{rel!r}: named twice")
+            os.makedirs(target, exist_ok=True)
+            continue
         if os.path.lexists(target):
             raise DamagedArchive(where, f"{rel!r}: named twice")
         if "link" in entry:

@@ -319,6 +319,10 @@ def _build(manifest: Any, objects: str, outward_links: bool = False) -> dict:
                                             "(outside the workspace)")
             parent = node
         name = parts[-1]
+        if entry.get("dir") is True:  # as restore_workspace: a directory, kept empty
+            if not isinstance(parent.setdefault(name, {}), dict):
+                raise DamagedArchive(where, f"{rel!r}: named twice")
+            continue
         if name in parent:
             raise DamagedArchive(where, f"{rel!r}: named twice")
         if "link" in entry:
