@@ -307,3 +307,56 @@ def test_an_older_runs_parquet_gets_its_agent_judge_sessions_back(tmp_path):
     assert ("| Judge cost | $0.0081 + unknown for 1 trial(s): agent_judge sessions not "
             "counted (a run by an older ce, its evidence.json unreadable) (not in the "
             "agent's cost) |") in md
+
+
+UNUSABLE = """
+task_id: unusable
+description: judges whose answers are no verdicts
+initial_prompt: Write answer.txt.
+agent:
+  type: script
+  script:
+    - write: answer.txt
+      content: "42"
+sandbox: {python: null}
+success_criteria:
+  - type: llm_judge
+    description: a word for a score
+    prompt: Is answer.txt correct?
+    files: [answer.txt]
+  - type: llm_judge
+    description: no score at all
+    prompt: Is answer.txt well written?
+    files: [answer.txt]
+"""
+UNUSABLE_REPLIES = """
+judge:
+  - match: "correct"
+    score: high
+"""
+
+
+def test_an_answer_that_is_no_verdict_is_kept_and_rescored_the_same(tmp_path):
+    """A judge that answered with no usable score (a word; no `score` at all) fails its
+    criterion with the error; the answer is kept with the verdicts, so a re-score (no
+    judge configured, or offline) gives the same errors, not an ERROR trial for want of
+    a judge."""
+    (tmp_path / "unusable.yaml").write_text(UNUSABLE)
+    (tmp_path / "replies.yaml").write_text(UNUSABLE_REPLIES)
+    res = ce("run", "unusable.yaml", "--judge-replies", "replies.yaml", "--run-dir", "run",
+             cwd=str(tmp_path))
+    assert res.returncode == 1, res.stderr
+    (record,) = task_jsons(str(tmp_path / "run")).values()
+    errors = [c["error"] for c in record["criteria"]]
+    assert record["status"] == "FAILURE"
+    assert "no numeric score ('high')" in errors[0] and "no `score`" in errors[1], errors
+    assert len(os.listdir(tmp_path / "run" / "judges")) == 2
+    for extra in ((), ("--offline",)):
+        again = ce("rescore", "run", *extra, cwd=str(tmp_path))
+        assert again.returncode == 1 and "0 changed" in again.stdout, \
+            again.stdout + again.stderr
+        out = tmp_path / again.stdout.rsplit("results: ", 1)[1].split("\n", 1)[0].strip()
+        with open(out / "default" / "unusable" / "00" / "task.json") as fh:
+            rescored = json.load(fh)
+        assert rescored["status"] == "FAILURE"
+        assert [c["error"] for c in rescored["criteria"]] == errors

@@ -451,8 +451,12 @@ class Host:
                 verdict["session"] = self.judge_sessions[-1]
             if "rationale" in verdict:
                 verdict["rationale"] = self._scrub(str(verdict["rationale"]))
-            if self.verdicts is not None and _verdict_score(verdict.get("score")) is not None:
+            if self.verdicts is not None:
+                # every answer is kept, one that is no verdict (no JSON, no numeric score)
+                # too: a re-score gives its error again, where asking again would give
+                # another answer, and offline an ERROR (--refresh-judges asks again)
                 self.verdicts.put(key, verdict)
+        unusable = _unusable(verdict)
         self._file("judge", {"request": key, "judge": kind,
                              "model": verdict.get("model") or settings.get("model")
                              or (settings.get("agent") or {}).get("model"),
@@ -460,7 +464,10 @@ class Host:
                              "rationale": self._scrub(str(verdict.get("rationale", ""))),
                              "recorded": recorded is not None,
                              "usage": verdict.get("usage")
-                             or (verdict.get("session") or {}).get("usage")})
+                             or (verdict.get("session") or {}).get("usage"),
+                             **({} if unusable is None else {"error": unusable[:500]})})
+        if unusable is not None:
+            raise CriterionError(unusable)
         raw = verdict.get("score") if isinstance(verdict, dict) else None
         score = _verdict_score(raw)
         if score is None:
@@ -493,6 +500,15 @@ class Host:
         full = str(self._root() / rel)
         check_size(os.stat(full).st_size)
         return read_regular(full)
+
+
+def _unusable(verdict: Any) -> str | None:
+    """Why a judge's answer is no verdict (its text held no JSON object with a `score`:
+    judge.parse_verdict), or None."""
+    if isinstance(verdict, dict) and "score" not in verdict and \
+            isinstance(verdict.get("error"), str):
+        return verdict["error"]
+    return None
 
 
 def _verdict_score(value: Any) -> float | None:

@@ -83,7 +83,10 @@ class HttpJudge:
         text, usage = complete(self, model, SYSTEM, prompt,
                                float(settings.get("temperature", 0.0)),
                                int(settings.get("max_tokens", 1000)))
-        verdict = parse_verdict(text)
+        try:
+            verdict = parse_verdict(text)
+        except CriterionError as exc:  # an answer all the same: kept, as a verdict is
+            return {"error": str(exc), "model": model, "usage": usage}
         # kept with the verdict in the cache (grade/judge_usage.py prices it)
         return {**verdict, "model": model, "usage": usage}
 
@@ -94,9 +97,9 @@ class HttpJudge:
         `_reference` never copied (the task's reference is mounted at `_reference/` only
         with include_reference), a fresh CLAUDE_CONFIG_DIR, the offered tools limited to
         the allowed ones. `turn_timeout` bounds the whole judge session (one agent
-        invocation is one turn). Timeout, crash or a verdict without JSON: CriterionError
-        (score 0 with the error); no SDK/CLI or the endpoint unreachable:
-        InfrastructureError."""
+        invocation is one turn). Timeout or crash: CriterionError (score 0 with the
+        error); a final answer that is no verdict: {"error": why} (the same, kept with
+        the verdicts); no SDK/CLI or the endpoint unreachable: InfrastructureError."""
         self._check_reachable()
         agent = settings.get("agent") or {}
         if not isinstance(agent, dict):
@@ -131,7 +134,10 @@ class HttpJudge:
         if outcome["reason"] not in ("finished", "max_turns"):
             raise CriterionError(f"agent_judge: the judge agent ended with {outcome['reason']}"
                                  f": {outcome['detail'][:500]}")
-        return parse_verdict(session["text"])
+        try:
+            return parse_verdict(session["text"])
+        except CriterionError as exc:  # an answer all the same: kept, as a verdict is
+            return {"error": str(exc)}
 
     def _check_reachable(self) -> None:
         import urllib.error  # here, not at the top: every trial imports this module
