@@ -102,6 +102,12 @@ def criterion_rules(ctx: RuleContext, i: int, c: C.CriterionBase,
     if isinstance(c, C.LlmJudge | C.AgentJudge) and reads("files"):
         for j, f in enumerate(c.files):
             _check_mixed_path(f, (*here, "files", j), ctx)
+    if isinstance(c, C.ReferenceComparison) and ctx.written((*here, "pass_threshold")):
+        ctx.diags.emit("CE0214", "`pass_threshold` has no effect on reference_comparison: it "
+                       f"passes at its `similarity_threshold` ({c.similarity_threshold:g})",
+                       ctx.key_at((*here, "pass_threshold")),
+                       notes=("set `similarity_threshold` to move the pass threshold "
+                              "(coder_eval's rule: the domain field wins)",))
     if isinstance(c, C.ReferenceComparison) and c.reference_file is not None \
             and reads("reference_file"):
         check_workspace_path(c.reference_file, ctx.at((*here, "reference_file")),

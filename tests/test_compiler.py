@@ -437,3 +437,26 @@ def test_a_file_that_is_not_yaml_counts_as_a_task_file_that_failed(tmp_path):
     out = CliRunner().invoke(main, ["compile", str(tmp_path)])
     assert out.exit_code == 1
     assert "compile failed: 3 task files, 1 trial (1 distinct plan), 2 errors" in out.output
+
+
+def test_a_pass_threshold_on_reference_comparison_is_said_to_do_nothing(write):
+    """reference_comparison passes at its similarity_threshold (coder_eval's rule): a
+    `pass_threshold` there would be silently ignored, so it is a CE0214 warning at it."""
+    task = write("t.yaml", """\
+task_id: rc
+description: d
+initial_prompt: write solution.py
+reference: {code: "x = 1"}
+success_criteria:
+  - type: reference_comparison
+    agent_file: solution.py
+    similarity_threshold: 0.6
+    pass_threshold: 0.5
+    description: close to the reference
+  - {type: reference_comparison, agent_file: solution.py, description: no threshold given}
+""")
+    result = compile_paths([task])
+    (d,) = result.diagnostics
+    assert (d.code, d.severity, d.span.line, d.span.col) == ("CE0214", "warning", 9, 5)
+    assert "similarity_threshold` (0.6)" in d.message
+    assert [c.pass_threshold for c in result.trials[0].plan.criteria] == [0.6, 0.8]
