@@ -189,12 +189,16 @@ _TABLE = [
      "and output each count toward the total). The trial still ends, at the larger "
      "limit's place, as the whole's TIMEOUT or TOKEN_BUDGET_EXCEEDED. Lower the part, "
      "raise the whole, or remove the part."),
-    # -- datasets -----------------------------------------------------------------------
     ("CE0224", "error", "reserved identifier",
      "A variant is named like one of the run directory's own directories (plans, objects, "
      "definitions, task_files, templates, judges, rescored): its trials' directories "
      "would sit among the run's files, where `ce rescore` and `ce run --resume` do not "
      "look for trials. Rename the variant."),
+    ("CE0225", "warning", "judge file not found",
+     "A judge's `files` entry `$TASK_DIR/...` names a file that does not exist. The task "
+     "runs: the judge is shown `<file not found>` in its place, as the task format says "
+     "of missing files; a misspelt path is the likely cause."),
+    # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "
      "per line."),

@@ -100,8 +100,8 @@ def criterion_rules(ctx: RuleContext, i: int, c: C.CriterionBase,
             _check_mixed_path(c.json_schema, (*here, "json_schema"), ctx)
             _check_task_schema(c.json_schema, (*here, "json_schema"), ctx)
     if isinstance(c, C.LlmJudge | C.AgentJudge) and reads("files"):
-        for j, f in enumerate(c.files):
-            _check_mixed_path(f, (*here, "files", j), ctx)
+        for j, f in enumerate(c.files):  # a missing file is shown as missing (the guide)
+            _check_mixed_path(f, (*here, "files", j), ctx, missing="CE0225")
     if isinstance(c, C.ReferenceComparison) and ctx.written((*here, "pass_threshold")):
         ctx.diags.emit("CE0214", "`pass_threshold` has no effect on reference_comparison: it "
                        f"passes at its `similarity_threshold` ({c.similarity_threshold:g})",
@@ -153,8 +153,10 @@ def _has_row_ref(value: Any) -> bool:
     return False
 
 
-def _check_mixed_path(value: str, path: Path, ctx: RuleContext) -> None:
-    """Workspace-relative, or `$TASK_DIR/...` (host, must exist), or `$REFERENCE_DIR/...`."""
+def _check_mixed_path(value: str, path: Path, ctx: RuleContext, missing: str = "CE0207"
+                      ) -> None:
+    """Workspace-relative, or `$TASK_DIR/...` (host, must exist: `missing` is the code
+    said when it does not), or `$REFERENCE_DIR/...`."""
     span = ctx.at(path)
     if value.startswith("$REFERENCE_DIR/"):
         return
@@ -162,7 +164,9 @@ def _check_mixed_path(value: str, path: Path, ctx: RuleContext) -> None:
         base = os.path.dirname(os.path.abspath(span.file))
         resolved = os.path.normpath(os.path.join(base, value[len("$TASK_DIR/"):]))
         if not hostfs.exists(resolved):
-            ctx.diags.emit("CE0207", f"{value!r} not found", span,
+            ctx.diags.emit(missing, f"{value!r} not found" + (
+                "" if missing == "CE0207" else ": the judge is shown `<file not found>`"),
+                           span,
                            notes=(f"$TASK_DIR is the task file's directory: {base}",))
         return
     if "${row." not in value:

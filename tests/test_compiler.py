@@ -460,3 +460,26 @@ success_criteria:
     assert (d.code, d.severity, d.span.line, d.span.col) == ("CE0214", "warning", 9, 5)
     assert "similarity_threshold` (0.6)" in d.message
     assert [c.pass_threshold for c in result.trials[0].plan.criteria] == [0.6, 0.8]
+
+
+def test_a_missing_judge_file_is_a_warning_a_missing_schema_an_error(write):
+    """The task format: a judge's missing files "render as <file not found>", so the task
+    compiles with a warning (CE0225); a JSON Schema it grades with must exist (CE0207)."""
+    task = write("t.yaml", """\
+task_id: judged
+description: d
+initial_prompt: write a.txt
+success_criteria:
+  - type: llm_judge
+    prompt: is it good
+    files: [a.txt, "$TASK_DIR/nothere.md"]
+    description: judged
+  - {type: json_check, path: a.json, json_schema: $TASK_DIR/gone.json, description: s}
+""")
+    result = compile_paths([task])
+    assert [(d.code, d.severity, d.span.line) for d in result.diagnostics] == [
+        ("CE0225", "warning", 7), ("CE0207", "error", 9)]
+    with open(task) as fh:
+        judged = write("j.yaml", fh.read().rsplit("  - {type: json_check", 1)[0])
+    assert [d.code for d in compile_paths([judged]).diagnostics] == ["CE0225"]
+    assert compile_paths([judged]).trials
