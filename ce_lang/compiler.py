@@ -468,6 +468,8 @@ class _Compiler:
                      criteria_sources=criteria_sources, calls=calls)
         digest = plan_hash(plan)
         lineage = merged.lineage()
+        if prompt is not None and variant.mutations:  # the prompt is the mutations' too
+            lineage["prompt_mutations"] = ", ".join(getattr(variant, "mutation_layers", ()))
         repeats, repeats_from = self.opt.repeats, "command line"
         if repeats is None:
             repeats, repeats_from = variant.repeats or (1, "built-in defaults")

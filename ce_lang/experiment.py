@@ -59,6 +59,7 @@ class VariantLayers:
     held: frozenset[Path] = frozenset()  # task settings the experiment's errors leave unknown
     # the mutations' strings, located: a dataset's rows substitute in them as in the prompt
     mutation_sources: tuple = ()  # dataset.TextSource
+    mutation_layers: tuple[str, ...] = ()  # the layers whose mutations apply (lineage)
 
 
 @attrs.frozen
@@ -152,9 +153,12 @@ def load_experiment(doc: LocatedDoc | None, diags: Diagnostics,
                                    ("defaults", "prompt_mutations"), span_of, doc.text),
                    *string_sources(v.get("prompt_mutations"),
                                    ("variants", i, "prompt_mutations"), span_of, doc.text)]
+        applied = tuple(name for name, where in ((f"experiment {exp_id}: defaults", defaults),
+                                                 (f"variant {vid}", v))
+                        if where.get("prompt_mutations"))
         out.append(VariantLayers(vid, layer, repeats, mutations,
                                  held=held_defaults | held.get(i, frozenset()),
-                                 mutation_sources=tuple(located)))
+                                 mutation_sources=tuple(located), mutation_layers=applied))
     if not out:  # `variants` missing, empty or no list (reported): what they set is unknown
         out.append(VariantLayers("default", None, None,
                                  held=held_defaults | _settings("variants")))

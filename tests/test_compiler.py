@@ -483,3 +483,26 @@ success_criteria:
         judged = write("j.yaml", fh.read().rsplit("  - {type: json_check", 1)[0])
     assert [d.code for d in compile_paths([judged]).diagnostics] == ["CE0225"]
     assert compile_paths([judged]).trials
+
+
+def test_prompt_mutations_are_in_the_lineage(write):
+    """The prompt a variant's mutations changed says so: `initial_prompt` is the task's,
+    and `prompt_mutations` names the layers whose mutations applied, in order."""
+    task = write("t.yaml", TASK)
+    exp = write("pm.yaml", """\
+experiment_id: pm
+defaults:
+  prompt_mutations: [{type: suffix, content: "END"}]
+variants:
+  - variant_id: both
+    prompt_mutations: [{type: prefix, content: "START"}]
+  - variant_id: defaults-only
+""")
+    variants = by_variant(ok(compile_paths([task], CompileOptions(experiment=exp))))
+    both, only = variants["both"][0], variants["defaults-only"][0]
+    assert both.plan.prompt.startswith("START") and both.plan.prompt.endswith("END")
+    assert both.lineage["prompt_mutations"] == "experiment pm: defaults, variant both"
+    assert only.lineage["prompt_mutations"] == "experiment pm: defaults"
+    assert both.lineage["initial_prompt"] == "task"
+    plain = ok(compile_paths([task])).trials[0]
+    assert "prompt_mutations" not in plain.lineage
