@@ -180,3 +180,30 @@ success_criteria:
     assert "evidence: 'def \\\\w+' matches 'def main' at app.py:5:1" in out, out
     assert "evidence: '^class ' matches nothing in app.py" in out, out
     assert "evidence: notes.txt: 1 line\n" in out, out
+
+
+def test_a_failed_json_schema_says_why(tmp_path, monkeypatch):
+    """schema_valid false: the evidence names the schema's first error and where in the
+    document (the tree alone said only `= false`); a valid document says nothing more."""
+    (tmp_path / "s.json").write_text('{"type": "object", "required": ["name"], '
+                                     '"properties": {"items": {"type": "array", '
+                                     '"items": {"type": "integer"}}}}')
+    (tmp_path / "task.yaml").write_text("""\
+task_id: schema_evidence
+description: why a document fails its schema
+initial_prompt: write the documents
+success_criteria:
+  - {type: json_check, path: bad.json, json_schema: $TASK_DIR/s.json, description: bad}
+  - {type: json_check, path: items.json, json_schema: $TASK_DIR/s.json, description: item}
+  - {type: json_check, path: good.json, json_schema: $TASK_DIR/s.json, description: good}
+""")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "bad.json").write_text('{"n": 1}')
+    (tmp_path / "ws" / "items.json").write_text('{"name": "x", "items": [1, "two"]}')
+    (tmp_path / "ws" / "good.json").write_text('{"name": "x"}')
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(main, ["explain", "task.yaml", "--workspace", "ws"]).stdout
+    assert "evidence: fails the JSON Schema $TASK_DIR/s.json: 'name' is a required " \
+           "property\n" in out, out
+    assert "'two' is not of type 'integer' (at $.items[1])" in out, out
+    assert out.count("evidence: fails the JSON Schema") == 2, out

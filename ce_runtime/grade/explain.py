@@ -164,6 +164,14 @@ class _Tree:
                 if value.get("ok"):
                     return f"  [{where}: valid JSON]" if where else ""
                 return f"  [{value.get('error')}]"
+            if node.func == "schema_valid" and value is False and len(node.args) == 2 \
+                    and self.host is not None:
+                doc, schema = (self.r.values.get(a.id) for a in node.args)
+                try:
+                    why = self.host.schema_problem(doc, schema)
+                except Exception:  # the criterion's own error says it
+                    return ""
+                return f"  [fails the JSON Schema {schema}: {why}]" if why else ""
             if node.func == "read_cli_log" and isinstance(value, dict):
                 where = self.r.values.get(node.args[0].id)
                 calls = value.get("calls") or []

@@ -292,6 +292,11 @@ class Host:
         return {"error": error, "calls": calls}
 
     def b_schema_valid(self, doc: Any, schema_path: str) -> bool:
+        return self.schema_problem(doc, schema_path) is None
+
+    def schema_problem(self, doc: Any, schema_path: str) -> str | None:
+        """Why `doc` fails the JSON Schema (its best-matching error, and where in the
+        document), or None when it is valid: `ce explain` and report.html say it."""
         import jsonschema
 
         if schema_path.startswith("$TASK_DIR/"):
@@ -309,11 +314,13 @@ class Host:
             raise CriterionError(f"cannot load JSON Schema {schema_path!r}: {exc}") from exc
         try:
             jsonschema.validate(doc, schema)
-        except jsonschema.ValidationError:
-            return False
+        except jsonschema.ValidationError as exc:
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                            for p in exc.absolute_path)
+            return exc.message[:300] + (f" (at ${where})" if where else "")
         except jsonschema.SchemaError as exc:
             raise CriterionError(f"invalid JSON Schema {schema_path!r}: {exc.message}") from exc
-        return True
+        return None
 
     def b_similarity(self, method: str, agent_file: str, reference_file: str | None) -> float:
         from ce_runtime.grade.similarity import similarity
