@@ -198,6 +198,10 @@ _TABLE = [
      "A judge's `files` entry `$TASK_DIR/...` names a file that does not exist. The task "
      "runs: the judge is shown `<file not found>` in its place, as the task format says "
      "of missing files; a misspelt path is the likely cause."),
+    ("CE0226", "error", "the script agent has no script",
+     "A task the script agent runs (`agent.type: script`, or every task of `ce run --agent "
+     "script`) sets no `agent.script`: there is nothing to play, and each trial would be an "
+     "ERROR once its sandbox was set up. Add the actions, or run another agent."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

@@ -3,7 +3,9 @@
 - every action of `reference.solve` and `agent.script` is one the script player knows,
   with the keys it takes (`writ:` -> did you mean `write`?), CE0219;
 - a task the oracle runs (its `agent.type`, or `ce run --agent oracle`: the compiler's
-  `run_agent`) has a reference the oracle can apply, CE0220.
+  `run_agent`) has a reference the oracle can apply, CE0220;
+- a task the script agent runs (`agent.type: script`, `ce run --agent script`) has an
+  `agent.script` to play, CE0226.
 
 The action table mirrors `ce_agents.script.ACTIONS` (the compiler never imports the
 runtime); tests/test_preflight.py holds the two equal.
@@ -43,6 +45,23 @@ def preflight_rules(ctx: RuleContext) -> None:
         _actions(ctx, t.agent.script, ("agent", "script"))
     if ctx.intact(("agent", "type"), "reference", "success_criteria"):  # (a default or a dropped
         _oracle(ctx)  # entry would make up the gap)
+    if ctx.intact(("agent", "type"), ("agent", "script")):
+        _script(ctx)
+
+
+def _script(ctx: RuleContext) -> None:
+    t = ctx.task
+    kind = t.agent.type or "claude-code"
+    run_agent = getattr(ctx, "run_agent", None)
+    if run_agent and kind != "none":
+        kind = run_agent
+    if kind != "script" or t.agent.script is not None:
+        return
+    via = "`--agent script`" if run_agent == "script" else "`agent.type: script`"
+    at = ctx.at(("agent", "type")) if t.agent.type == "script" else ctx.at(("task_id",))
+    ctx.diags.emit("CE0226", f"the script agent ({via}) has no `agent.script` to play", at,
+                   help="add `agent.script`: a list of actions such as `{write: FILE, "
+                        "content: TEXT}`, `{run: COMMAND}`, `{say: TEXT}`")
 
 
 def _actions(ctx: RuleContext, actions: list[Any], here: tuple) -> None:

@@ -77,6 +77,20 @@ def test_oracle_with_nothing_to_apply(tmp_path):
     assert comp.returncode == 1 and "CE0220" in comp.stderr
 
 
+def test_the_script_agent_with_nothing_to_play(tmp_path):
+    """`ce run --agent script` over a task without `agent.script` is refused before any
+    sandbox is set up (each trial was an ERROR after it)."""
+    t = task(tmp_path, "initial_prompt: Write hello.txt.\nsuccess_criteria:\n"
+             "  - {type: file_exists, path: hello.txt, description: exists}\n")
+    res = ce("run", t, "--agent", "script", cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    assert "error[CE0226]" in res.stderr and "`--agent script`" in res.stderr
+    played = task(tmp_path, "initial_prompt: Write hello.txt.\nagent:\n  script:\n"
+                  "    - {write: hello.txt, content: hi}\nsuccess_criteria:\n"
+                  "  - {type: file_exists, path: hello.txt, description: exists}\n")
+    assert ce("compile", played, "--type", "script", cwd=tmp_path).returncode == 0
+
+
 def test_agent_none_enforces_the_type_none_contract(tmp_path):
     t = task(tmp_path, SOLVABLE)
     res = ce("run", t, "--agent", "none", cwd=tmp_path)

@@ -255,3 +255,44 @@ def test_explain_keeps_the_status_the_run_decided(tmp_path, task_id, extra, stat
     assert as_json["recorded"]["status_kept"] is True
     rescored = ce("rescore", "runs/latest", "--out", "again", cwd=tmp_path)
     assert f"{status} -> {status}" in rescored.stdout, rescored.stdout + rescored.stderr
+
+
+def test_results_go_to_a_new_directory_outside_the_run(tmp_path):
+    """--out inside the run (its trials would be read as the run's own by the next
+    re-score) or into a directory that holds something is refused (exit 2), as are -D
+    and -e without TASKS (they would be ignored); nothing is written."""
+    (tmp_path / "t.yaml").write_text(AGENTLESS)
+    assert ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    for args, says in ((["--out", "run/default"], "is inside the run"),
+                       (["--out", "run"], "is inside the run"),
+                       (["--out", "full"], "exists and is not empty"),
+                       (["-D", "success_criteria[0].weight=2"], "-D and -e apply to TASKS"),
+                       (["-e", "t.yaml"], "-D and -e apply to TASKS")):
+        res = ce("rescore", "run", *args, cwd=tmp_path)
+        assert res.returncode == 2 and says in res.stderr, (args, res.stderr)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    (tmp_path / "empty").mkdir()
+    ok = ce("rescore", "run", "--out", "empty", cwd=tmp_path)
+    assert ok.returncode == 0 and (tmp_path / "empty" / "run.json").is_file(), ok.stderr
+
+
+def test_explain_refuses_task_file_options_on_a_trial_and_speaks_json_for_a_plan(tmp_path):
+    """A trial directory is explained with its own plan: -D, -e, --workspace, --trace
+    are usage errors there (they were ignored). `ce explain TASK -f json` without a
+    workspace gives the plan's facts as JSON (it printed the text)."""
+    (tmp_path / "t.yaml").write_text(AGENTLESS)
+    assert ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    trial = next(str(p.parent.relative_to(tmp_path))
+                 for p in (tmp_path / "run").rglob("task.json"))
+    for args in (["-D", "x=1"], ["-e", "t.yaml"], ["--workspace", "run"]):
+        res = ce("explain", trial, *args, cwd=tmp_path)
+        assert res.returncode == 2 and "applies to a task file" in res.stderr, res.stderr
+    plan = ce("explain", "t.yaml", "-f", "json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    doc = json.loads(plan.stdout)
+    assert doc["task_id"] and doc["criteria"][0]["id"] == "c0"
+    assert {"kind", "weight", "pass_threshold", "effects", "offline"} <= set(
+        doc["criteria"][0])

@@ -61,6 +61,17 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     if os.path.isdir(task):
         from ce_runtime.cli.pick import trial_of_run
 
+        given = [name for name, value in (("-e", experiment), ("-D", overrides),
+                                          ("--allow-path", allow_paths),
+                                          ("--workspace", workspace), ("--trace", trace_path))
+                 if value]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise click.UsageError(
+                f"{', '.join(given)} {verb} to a task file; a run's trial is explained with "
+                "its own archived plan, workspace and trace (to grade it with changes: ce "
+                "rescore RUN TASKS -D ...)")
+
         _explain_trial_dir(trial_of_run(task, trial_id, "explain", "TASK"), only, as_json)
         return
     from ce_lang.api import CompileOptions, compile_paths, render_human
@@ -81,9 +92,13 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     if workspace is None:
         if trace_path:
             raise click.UsageError("--trace needs --workspace (the trial's final files)")
-        from ce_runtime.grade.explain import explain_plan
+        from ce_runtime.grade.explain import explain_plan, explain_plan_json
 
-        click.echo(explain_plan(trial.plan, trial.trial_id), nl=False)
+        if as_json:
+            click.echo(json.dumps(explain_plan_json(trial.plan, trial.trial_id), indent=2,
+                                  default=str))
+        else:
+            click.echo(explain_plan(trial.plan, trial.trial_id), nl=False)
         return
     from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.explain import explain_json, explain_trial

@@ -102,6 +102,25 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
             worker.close()
 
 
+def _check_out(out_dir: str, run_dir: str) -> None:
+    """--out is a new (or empty) directory outside the run: inside it, the results'
+    trials would be read as the run's own by the next re-score; into a non-empty one,
+    they would mix with what is there."""
+    out, run = os.path.realpath(out_dir), os.path.realpath(run_dir)
+    if out == run or out.startswith(run + os.sep):
+        raise click.BadParameter(f"{out_dir} is inside the run {run_dir}: give a directory "
+                                 "outside it (without --out the results go to "
+                                 "RUN/rescored/<time>, which the run keeps apart)",
+                                 param_hint="--out")
+    try:
+        entries = os.listdir(out_dir)
+    except OSError:  # a new directory (or one it cannot make: said when it is written)
+        return
+    if entries:
+        raise click.BadParameter(f"{out_dir} exists and is not empty: give a new directory",
+                                 param_hint="--out")
+
+
 def _write_failed(exc: OSError) -> None:
     """A write that failed ends the rescore with exit 1, naming the path. Nothing is
     left of the results (they were staged: see store/staged_run.py)."""
@@ -145,6 +164,11 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                                      "objects/) nor a trial directory of one (task.json)",
                                      param_hint="RUN_DIR")
         only_trial, run_dir = os.path.abspath(run_dir), root
+    if (overrides or experiment) and not tasks:
+        raise click.UsageError("-D and -e apply to TASKS compiled again; without TASKS the "
+                               "run's own plans are re-graded as they are")
+    if out_dir:
+        _check_out(out_dir, run_dir)
     plans = {}
     if tasks:
         plans = _compile(tasks, experiment or _run_experiment(run_dir), overrides,

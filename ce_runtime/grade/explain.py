@@ -462,6 +462,22 @@ def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def explain_plan_json(plan: Plan, trial_id: str | None = None) -> dict[str, Any]:
+    """`explain_plan`'s facts as data (`ce explain TASK -f json`)."""
+    es = plan.early_stop
+    return {
+        "task_id": plan.task_id, "trial_id": trial_id,
+        "early_stop": {"enabled": es.enabled, "armed": list(es.armed)},
+        "criteria": [{
+            "id": c.id, "type": c.type, "description": c.description,
+            "kind": c.result_kind, "weight": c.weight, "pass_threshold": c.pass_threshold,
+            "gating": c.gating, "disabled": is_disabled(c), "args": c.args,
+            "effects": list(c.effects), "can_decide_pass": c.can_decide_pass,
+            "can_decide_fail": c.can_decide_fail, "decidability": c.decidability,
+            "armed": None if c.arming is None else c.arming.polarity,
+            "offline": c.offline} for c in plan.criteria]}
+
+
 def _shown_args(c: CriterionCall, registry: Registry | None) -> list[tuple[str, Any]]:
     """The arguments that say something: those not at their definition's default (with no
     definition at hand: those that are not empty)."""
