@@ -163,6 +163,26 @@ def test_piping_to_head_ends_quietly(tmp_path):
     assert code == 1 and err == ""
 
 
+def test_a_reader_of_the_progress_that_leaves_does_not_stop_the_run(tmp_path):
+    """`ce run ... 2>&1 | head -2`: the progress lines' reader is gone after the second
+    line. The run goes on unheard and ends complete, its reports written (it died at
+    the next progress line, its run.json left `running`); the summary on the closed
+    stdout makes the exit 1, as any command cut off."""
+    (tmp_path / "tasks").mkdir()
+    for i in range(5):
+        (tmp_path / "tasks" / f"t{i}.yaml").write_text(
+            f"task_id: t{i}\ndescription: d\nagent: {{type: none}}\nsandbox: {{python: null}}\n"
+            "pre_run:\n  - command: 'printf x > a'\nsuccess_criteria:\n"
+            "  - {type: file_exists, path: a, description: d}\n")
+    piped = subprocess.run(["sh", "-c", f'"{CE}" run tasks -j 2 --run-dir run 2>&1 | head -2'],
+                           cwd=tmp_path, env=env_for(str(tmp_path)), capture_output=True,
+                           text=True, timeout=300)
+    assert len(piped.stdout.splitlines()) == 2, piped.stdout
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["status"] == "complete" and run["trials"] == 5, run
+    assert (tmp_path / "run" / "report.html").is_file()
+
+
 # -- a trial directory deleted while its trial runs ----------------------------------------
 def test_a_trial_directory_deleted_mid_run_is_reported_and_the_others_finish(tmp_path):
     """The trial whose directory vanished is LOST (named, with the resume hint), nothing
@@ -317,3 +337,23 @@ def test_cached_tokens_count_toward_the_budget_only_when_the_task_says_so(tmp_pa
     res = ce("run", "cached.yaml", "--runs-root", "runs", cwd=str(tmp_path))
     [record] = task_jsons(run_dir_in(str(tmp_path / "runs"))).values()
     assert record["status"] == status, res.stderr
+
+
+def test_unreadable_or_unwritable_inputs_are_errors_never_bugs(tmp_path):
+    """Three crashes found by hand (exit 3, "internal error"): --emit where no directory
+    can be made, a .ce file of `ce criteria -f` that is not UTF-8, and a model-server
+    script that is not UTF-8. Each is now one line naming the file."""
+    (tmp_path / "t.yaml").write_text(
+        "task_id: t\ndescription: d\ninitial_prompt: go\nsuccess_criteria:\n"
+        "  - {type: file_exists, path: a, description: d}\n")
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "x.ce").write_bytes(b"\xff")
+    (tmp_path / "m.yaml").write_bytes(b"steps: []\n# \xff\n")
+    for args, code, says in (
+            (["compile", "t.yaml", "--emit", "afile/out"], 2, "cannot write afile/out"),
+            (["criteria", "list", "-f", "x.ce"], 1, "error[CE0611]"),
+            (["criteria", "show", "used_tool", "-f", "x.ce"], 1, "error[CE0611]"),
+            (["model-server", "--script", "m.yaml"], 2, "m.yaml: not a UTF-8 text file")):
+        res = ce(*args, cwd=str(tmp_path))
+        assert res.returncode == code and says in res.stderr, (args, res.stderr)
+        assert "internal error" not in res.stderr and "Traceback" not in res.stderr

@@ -134,7 +134,13 @@ def _compile(paths, options: dict, emit_dir, fmt, quiet, color, out: _Out) -> in
         if not quiet:
             out.echo(_summary_line(summary), err=True)
     if emit_dir and not result.usage_error and result.errors == 0:
-        _emit(emit_dir, result, out)
+        try:
+            _emit(emit_dir, result, out)
+        except OSError as exc:  # --emit under a file, a read-only or missing mount ...
+            where = exc.filename or emit_dir
+            out.echo(f"ce compile: cannot write {where}: {exc.strerror or exc}; --emit "
+                     "needs a directory it can create or write", err=True)
+            return 2
     elif emit_dir:
         out.echo(f"nothing written to {emit_dir}: fix the errors first", err=True)
     if result.usage_error:

@@ -31,7 +31,7 @@ def _registry(files: tuple[str, ...]):
         try:
             with open(f, encoding="utf-8") as fh:
                 sources[f] = fh.read()
-        except OSError:
+        except (OSError, UnicodeDecodeError):  # load_file said why (CE0611)
             pass
     if diags:
         click.echo(render_human(diags, sources), err=True, nl=False)

@@ -49,6 +49,10 @@ def model_server_cmd(script_path, port, row, workspace, log_path, judge):
     except (yaml.YAMLError, ScriptError) as exc:
         click.echo(f"ce model-server: {exc}", err=True)
         sys.exit(2)
+    except UnicodeDecodeError as exc:
+        click.echo(f"ce model-server: {script_path}: not a UTF-8 text file (byte "
+                   f"{exc.start})", err=True)
+        sys.exit(2)
     try:
         server = ModelServer(script, judge=judge, port=port, log_path=log_path)
     except OSError as exc:

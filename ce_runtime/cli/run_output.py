@@ -71,16 +71,29 @@ class Progress:
     def _print(self, line: str) -> None:
         if self.quiet:
             return
-        if self.live is not None:
-            self.live.console.print(line, highlight=False)
-            self.live.update(self._render())
-        else:
-            click.echo(line, err=True)
+        try:
+            if self.live is not None:
+                self.live.console.print(line, highlight=False)
+                self.live.update(self._render())
+            else:
+                click.echo(line, err=True)
+        except BrokenPipeError:  # `ce run ... 2>&1 | head`: the run goes on, unheard
+            self.quiet = True
+            stderr_gone()
 
     def close(self) -> None:
         if self.live is not None:
             self.live.__exit__(None, None, None)
             self.live = None
+
+
+def stderr_gone() -> None:
+    """stderr's reader left: what is still to be said goes nowhere, never as an error
+    that would stop the run halfway (its trials, run.json and reports are still written;
+    a stdout that left too ends ce at its last line, exit 1, as any command)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stderr.fileno())
+    os.close(devnull)
 
 
 def summary_table(records) -> None:
