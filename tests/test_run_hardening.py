@@ -357,3 +357,33 @@ def test_unreadable_or_unwritable_inputs_are_errors_never_bugs(tmp_path):
         res = ce(*args, cwd=str(tmp_path))
         assert res.returncode == code and says in res.stderr, (args, res.stderr)
         assert "internal error" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_resume_says_how_many_planned_trials_never_ran_and_are_gone(tmp_path):
+    """A run interrupted before a task's trial ran, that task's file removed, then the
+    run resumed: the resume ended `complete` with the remaining trials and said nothing
+    of the one its run had planned (a finished trial whose task went is named)."""
+    (tmp_path / "tasks").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / "tasks" / f"{name}.yaml").write_text(
+            f"task_id: {name}\ndescription: d\nagent: {{type: none}}\nsandbox: {{python: null}}\n"
+            "pre_run:\n  - command: 'printf x > f'\nsuccess_criteria:\n"
+            "  - {type: file_exists, path: f, description: d}\n")
+    env = env_for(str(tmp_path))
+    assert subprocess.run([CE, "run", "tasks", "--run-dir", "run"], cwd=tmp_path, env=env,
+                          capture_output=True, timeout=300).returncode == 0
+    # as an interrupted run leaves it: c's trial never ran
+    run_json = tmp_path / "run" / "run.json"
+    state = json.loads(run_json.read_text())
+    assert state["trials_planned"] == 3
+    run_json.write_text(json.dumps({**state, "status": "interrupted"}))
+    import shutil
+
+    shutil.rmtree(tmp_path / "run" / "default" / "c")
+    (tmp_path / "tasks" / "c.yaml").unlink()
+    resumed = subprocess.run([CE, "run", "--resume", "run"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "the run planned 3 trial(s) when it began; 1 of them never ran and are no " \
+           "longer among its tasks" in resumed.stderr, resumed.stderr
+    assert json.loads(run_json.read_text())["trials_planned"] == 2

@@ -181,7 +181,7 @@ def _run_with(state, worker, a):
     from ce_runtime.execute import suite as R
 
     P.agent_name(a.agent_type)
-    recorded_id = created_at = None
+    recorded_id = created_at = planned_before = None
     jobs_from = ""  # where a resume's -j came from, for the start line
     if a.resume_dir:
         if a.run_dir:
@@ -198,6 +198,7 @@ def _run_with(state, worker, a):
                                      param_hint="--resume") from None
         a, jobs_from = run_resume.resumed(a, meta["args"])
         recorded_id = meta.get("run_id")
+        planned_before = meta.get("trials_planned")
         created_at = meta.get("created_at")  # a resume is the same run: it began then
         run_dir = resume_dir
         lock = _lock(run_dir)
@@ -259,7 +260,7 @@ def _run_with(state, worker, a):
         for why in damaged:
             click.echo(f"ce run: {why}; the trial runs again", err=True)
         run_resume.say_replanned(run_dir, trials, done)
-        run_resume.say_unplanned(run_dir, trials)
+        run_resume.say_unplanned(run_dir, trials, planned_before)
     todo = [t for t in trials if t.trial_id not in done]
     if not todo:  # a resume with nothing left: no trial forks from it
         from ce_runtime.execute.sandbox.tempdir import discard_early_zygote

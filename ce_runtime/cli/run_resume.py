@@ -121,10 +121,12 @@ def say_replanned(run_dir: str, trials: list, done: set[str]) -> None:
                    err=True)
 
 
-def say_unplanned(run_dir: str, trials: list) -> None:
+def say_unplanned(run_dir: str, trials: list, planned_before: Any = None) -> None:
     """The finished trials of the run that its tasks no longer have (a task file removed
     or renamed, a task now skipped, a variant or dataset row gone): kept on disk, but
-    the run's reports count only its planned trials; said, never dropped silently."""
+    the run's reports count only its planned trials; said, never dropped silently. And
+    the trials it planned when it began (run.json's `trials_planned`: `planned_before`)
+    that never ran and are gone from its tasks, by count."""
     from ce_lang.api import RUN_LEVEL_DIRS
     from ce_runtime.execute.trial import trial_dir_of
 
@@ -145,6 +147,17 @@ def say_unplanned(run_dir: str, trials: list) -> None:
                    f"or dataset row gone since the run began): {_shown(unplanned)}; their "
                    "files are kept, the run's reports leave them out (restore the task and "
                    "resume to count them again)", err=True)
+    # the trials the run planned that never finished and are gone from its tasks: no
+    # directory names them, only the count the run began with (run.json)
+    never = (planned_before - len(trials) - len(unplanned)
+             if isinstance(planned_before, int) and not isinstance(planned_before, bool)
+             else 0)
+    if never > 0:
+        click.echo(f"ce run: the run planned {planned_before} trial(s) when it began; "
+                   f"{never} of them never ran and are no longer among its tasks (a task "
+                   "file removed or renamed, a task now skipped, a repeat or dataset row "
+                   f"gone): the run's reports count the {len(trials)} its tasks plan now",
+                   err=True)
 
 
 def _shown(ids: list[str]) -> str:
