@@ -9,12 +9,24 @@ import click
 
 @click.group("agents")
 def agents_cmd():
-    """The agents ce runs: list them, install the npm ones ahead of a run."""
+    """The agents ce runs: list them, install the npm ones ahead of a run.
+
+    \b
+    Examples:
+      ce agents list                   what each agent runs, and what is installed
+      ce agents install                every npm agent (codex, opencode, pi)
+      ce agents install codex
+    """
 
 
 @agents_cmd.command("list")
 def list_cmd():
-    """Every built-in agent, what it runs, and whether its CLI is installed."""
+    """Every built-in agent, what it runs, and whether its CLI is installed.
+
+    \b
+    Example:
+      ce agents list
+    """
     from ce_runtime.execute.agents import BUILTIN
     from ce_runtime.execute.sandbox import tools
 
@@ -37,6 +49,11 @@ def install_cmd(names):
 
     `ce run` installs an agent on first use too; this does it ahead (CI images, offline
     machines later). Versions are pinned by ce.
+
+    \b
+    Examples:
+      ce agents install
+      ce agents install codex opencode
     """
     from ce_runtime.execute.sandbox import tools
 

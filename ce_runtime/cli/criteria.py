@@ -47,7 +47,13 @@ _files = click.option("-f", "--file", "files", multiple=True, type=click.Path(di
 @criteria_cmd.command("list")
 @_files
 def list_cmd(files: tuple[str, ...]) -> None:
-    """One line per criterion: name, result kind, effects, first line of its docs."""
+    """One line per criterion: name, result kind, effects, first line of its docs.
+
+    \b
+    Examples:
+      ce criteria list
+      ce criteria list -f checks.ce     with the criteria of your own file
+    """
     from ce_lang.api import effect_rank
 
     registry = _registry(files)
@@ -65,7 +71,13 @@ def list_cmd(files: tuple[str, ...]) -> None:
 @click.argument("name")
 @_files
 def show_cmd(name: str, files: tuple[str, ...]) -> None:
-    """The definition of NAME: documentation, signature, effects and early stop."""
+    """The definition of NAME: documentation, signature, effects and early stop.
+
+    \b
+    Examples:
+      ce criteria show file_contains
+      ce criteria show my_check -f checks.ce
+    """
     from ce_lang.api import did_you_mean
 
     registry = _registry(files)
@@ -168,7 +180,13 @@ def _node_text(node, d) -> str:
 
 @criteria_cmd.command("builtins")
 def builtins_cmd() -> None:
-    """Every builtin function with its signatures, effect and documentation."""
+    """Every builtin function with its signatures, effect and documentation.
+
+    \b
+    Examples:
+      ce criteria builtins
+      ce criteria builtins | grep -A3 '^read_json'
+    """
     from ce_lang.api import BUILTINS, signature_text
 
     for name in sorted(BUILTINS):

@@ -37,6 +37,11 @@ def model_server_cmd(script_path, port, row, workspace, log_path, judge):
       OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 OPENAI_API_KEY=x your-agent ...
 
     Ctrl-C stops it.
+
+    \b
+    Examples:
+      ce model-server --script session.yaml --port 8765
+      ce model-server --script session.yaml --log calls.jsonl
     """
     import yaml
 

@@ -34,7 +34,13 @@ def dump_cmd(trace: str) -> None:
     tool_result, usage, decision, agent_end, run_end, ...) and then the event's fields;
     `t` is seconds since the run started. A trace cut short by a crash still prints the
     events before the damage; the damage is reported on stderr with its byte offset.
-    Exit status 1 only when nothing could be read.
+    Exit status 1 only when the file holds bytes of which no event could be read (an
+    empty file is a trace with no events: nothing printed, exit 0).
+
+    \b
+    Examples:
+      ce trace dump runs/latest/default/hello_world/00/trace.msgpack
+      ce trace dump TRACE | jq -c 'select(.type == "tool_call")'
     """
     import msgspec
 
@@ -98,6 +104,11 @@ def import_cmd(source: str, output: str, fmt: str, task_id: str | None,
     are normalized to Bash), tool results keep their error status, and a call with no
     result is left unresolved. Malformed lines are reported as warnings and skipped.
     Prints one summary line; exit status 1 when the format cannot be recognized.
+
+    \b
+    Examples:
+      ce trace import out.jsonl -o t.msgpack
+      ce trace import results/x/task.json -o t.msgpack --task-id hello
     """
     from ce_runtime.trace.events import write_trace
     from ce_runtime.trace.importers import UnknownFormat, import_file
