@@ -205,8 +205,12 @@ class _Compiler:
     def load(self, file: str) -> LocatedDoc | None:
         try:
             text = read_regular_text(file)
-        except UnicodeDecodeError as exc:
-            self.diags.emit("CE0001", f"{file} is not UTF-8 ({exc.reason})", Span.point(file))
+        except UnicodeDecodeError as exc:  # said where the first bad byte is
+            before = exc.object[:exc.start]
+            line = before.count(b"\n") + 1
+            col = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+            self.diags.emit("CE0001", f"{file} is not UTF-8 ({exc.reason} at byte "
+                            f"{exc.start})", Span.point(file, line, col))
             return None
         except OSError as exc:
             self.diags.emit("CE0001", f"cannot read {file}: {exc.strerror}", Span.point(file))
@@ -541,6 +545,10 @@ class _Compiler:
                             merged.span(("initial_prompt_file",)))
             return None
         self.sources.setdefault(path, text)
+        if not text.strip():  # as a blank `initial_prompt` (CE0110): no prompt at all
+            self.diags.emit("CE0110", f"initial_prompt_file {os.path.basename(path)!r} is "
+                            "empty", merged.span(("initial_prompt_file",)))
+            return None
         src = ds.TextSource(("initial_prompt_file",), text,
                             Span(path, 1, 1, 1, 1, 0, len(text)), text)
         refs = ds.find_refs([src])

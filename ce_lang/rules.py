@@ -308,6 +308,16 @@ def criteria_rules(ctx: RuleContext) -> None:
                    "task runs no agent", ctx.at(("success_criteria", i, "type")),
                    help="use agent-independent criteria (run_command, file_check, json_check, ...)")
         criterion_rules(ctx, i, c)
+    informational = [c.weight == 0 or getattr(c, "enabled", True) is False
+                     for c in t.success_criteria]
+    suite_gated = bool(t.suite_thresholds) or any(getattr(c, "suite_thresholds", None)
+                                                  for c in t.success_criteria)
+    if informational and all(informational) and not suite_gated \
+            and ctx.intact("success_criteria"):
+        d.emit("CE0214", "no criterion gates the trial: each has weight 0 or is disabled, "
+               "so every trial succeeds, with a weighted score of 0",
+               ctx.key_at(("success_criteria",)),
+               help="give the criteria that decide success a weight > 0")
 
 
 def early_stop_rules(ctx: RuleContext) -> None:
