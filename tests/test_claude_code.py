@@ -253,6 +253,24 @@ def test_a_missing_session_or_key_is_said_before_any_trial(tmp_path):
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("task.json"))
 
 
+@pytest.mark.parametrize(("content", "says"), [
+    (b"steps: [\n", "t.claude-code.model.yaml:2:1: not valid YAML"),
+    (b"steps:\n  - \xff\n", "t.claude-code.model.yaml: not a UTF-8 text file"),
+    (b"", "t.claude-code.model.yaml has no step to answer the agent with"),
+    (b"steps: 3\n", "t.claude-code.model.yaml"),
+])
+def test_a_broken_session_is_said_before_any_trial(tmp_path, content, says):
+    """A session file that cannot be played is refused as a missing one is (exit 2,
+    nothing run): it was each trial's ERROR after its sandbox, and an empty one let the
+    real CLI run against a server with nothing to say."""
+    task = tmp_path / "t.yaml"
+    shutil.copy(TASKS / "hello_world.yaml", task)
+    (tmp_path / "t.claude-code.model.yaml").write_bytes(content)
+    res = ce("run", str(task), "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
+    assert res.returncode == 2 and says in res.stderr, res.stderr
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("task.json"))
+
+
 LIMITS = {
     "turns": ("run_limits: {max_turns: 2}", None),
     "tokens": ("run_limits: {max_total_tokens: 3000}", None),

@@ -150,7 +150,7 @@ def models(trials, override: str | None, scripted: bool) -> None:
             continue
         if scripted:
             path = credentials.script_path(t.plan.agent, t.source, agent)
-            why = None if os.path.isfile(path) else \
+            why = _session_problem(path, t.plan.row_id) if os.path.isfile(path) else \
                 f"no scripted session {os.path.relpath(path)} (or set agent.model_script)"
         else:
             why = credentials.missing(agent, agent=t.plan.agent)
@@ -162,6 +162,23 @@ def models(trials, override: str | None, scripted: bool) -> None:
         if why:
             problems.setdefault(why, []).append(t.trial_id)
     _fail([f"{why} ({_shown(ids)})" for why, ids in problems.items()], "fix the above")
+
+
+def _session_problem(path: str, row: str | None) -> str | None:
+    """What is wrong with a scripted model session (not UTF-8, not YAML, not a script,
+    no step for the agent): said before the run, not as each trial's ERROR after its
+    sandbox was set up (nor, for an empty one, as the real CLI answering nothing)."""
+    from ce_runtime.model_server.script import Script, ScriptError, load_script_file
+
+    shown = os.path.relpath(path)
+    try:
+        script = Script.from_data(load_script_file(shown), row=row, where=shown)
+    except ScriptError as exc:
+        return f"scripted session {exc}"
+    if not script.steps:
+        return f"scripted session {shown} has no step to answer the agent with" + (
+            f" (row {row})" if row else "")
+    return None
 
 
 def judges(trials, judge_replies: str | None) -> None:
