@@ -91,6 +91,22 @@ def test_the_script_agent_with_nothing_to_play(tmp_path):
     assert ce("compile", played, "--type", "script", cwd=tmp_path).returncode == 0
 
 
+def test_report_files_outside_the_run_that_cannot_be_written_are_said_first(tmp_path):
+    """--junit-xml and --sarif are written after every trial ran: one ce cannot write
+    (under a file, in /proc) is refused before the run (exit 2), not found at its end;
+    one whose directories do not exist yet is fine (they are made)."""
+    t = task(tmp_path, SOLVABLE)
+    (tmp_path / "afile").write_text("x")
+    for option, path, says in (("--junit-xml", "afile/j.xml", "is a file, where a directory"),
+                               ("--sarif", "/proc/s.sarif", "cannot write in /proc")):
+        res = ce("run", t, "--agent", "oracle", option, path, cwd=tmp_path)
+        nothing_ran(res, tmp_path)
+        assert f"{option} {path}: " in res.stderr and says in res.stderr, res.stderr
+    res = ce("run", t, "--agent", "oracle", "--junit-xml", "new/dir/j.xml", cwd=tmp_path)
+    assert res.returncode == 0 and (tmp_path / "new" / "dir" / "j.xml").is_file(), res.stderr
+    assert not list((tmp_path / "new" / "dir").glob(".ce-probe-*"))
+
+
 def test_agent_none_enforces_the_type_none_contract(tmp_path):
     t = task(tmp_path, SOLVABLE)
     res = ce("run", t, "--agent", "none", cwd=tmp_path)

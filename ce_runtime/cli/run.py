@@ -242,6 +242,7 @@ def _run_with(state, worker, a):
     P.costs(trials, agent_type, a.quiet, result.sources, color)
     P.models(trials, agent_type, bool(a.scripted_model))
     P.judges(trials, a.judge_replies)
+    P.outputs({"--junit-xml": a.junit_xml, "--sarif": a.sarif})
     if not a.resume_dir:
         run_dir = run_dirs.choose(a.run_dir, a.runs_root)
         state["run_dir"] = run_dir

@@ -181,6 +181,37 @@ def _session_problem(path: str, row: str | None) -> str | None:
     return None
 
 
+def outputs(paths: dict[str, str | None]) -> None:
+    """The report files written outside the run directory (--junit-xml, --sarif) can be:
+    said before the run, not found unwritable once every trial has run."""
+    problems = []
+    for option, path in paths.items():
+        why = path and _unwritable(path)
+        if why:
+            problems.append(f"{option} {path}: {why}")
+    _fail(problems, "give a path ce can write")
+
+
+def _unwritable(path: str) -> str | None:
+    """Why `path` cannot be written as a file (its directories made as needed), or None."""
+    if os.path.isdir(path):
+        return "a directory"
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):  # the nearest directory that exists is written in
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{parent} is a file, where a directory must go"
+    import tempfile
+
+    try:  # a file made and removed where the report goes (as root, os.access says yes
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".ce-probe-")  # to a read-only
+        os.close(fd)  # mount, and to /proc)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"cannot write in {parent} ({exc.strerror})"
+    return None
+
+
 def judges(trials, judge_replies: str | None) -> None:
     """Criteria that ask a model (llm_judge, agent_judge, user criteria calling one) need
     a judge endpoint: CE_JUDGE_URL, a key, or --judge-replies. Without one each such
