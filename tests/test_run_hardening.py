@@ -92,16 +92,19 @@ def test_a_second_resume_while_the_run_writes_says_who_holds_it_and_changes_noth
 
 
 # -- write failures ------------------------------------------------------------------------
-def test_a_run_dir_that_cannot_be_created_is_named_and_exits_1(tmp_path):
+def test_a_run_dir_that_cannot_be_created_is_named_and_exits_2(tmp_path):
     # (tests may run as root, where a chmod'ed directory stays writable: a path under a
-    # regular file cannot be created by anyone)
+    # regular file cannot be created by anyone). Bad input, said once: nothing of the
+    # run exists yet (it was exit 1 and a second line saying no run.json was marked)
     (tmp_path / "t.yaml").write_text(SLOWISH)
     (tmp_path / "a_file").write_text("not a directory")
-    res = ce("run", "t.yaml", "--runs-root", "a_file/runs", cwd=str(tmp_path))
-    assert res.returncode == 1, res.stderr
-    assert "a_file/runs" in res.stderr and "Not a directory" in res.stderr
-    assert "no run.json" in res.stderr  # it says run.json could not be marked
-    assert "Traceback" not in res.stderr and "internal error" not in res.stderr
+    for option in ("--runs-root", "--run-dir"):
+        res = ce("run", "t.yaml", option, "a_file/runs", cwd=str(tmp_path))
+        assert res.returncode == 2, res.stderr
+        assert f"Invalid value for {option}: cannot create a_file/runs: Not a directory" \
+            in res.stderr, res.stderr
+        assert "no run.json" not in res.stderr
+        assert "Traceback" not in res.stderr and "internal error" not in res.stderr
 
 
 def test_a_write_failure_in_a_run_dir_names_the_path_and_marks_run_json(tmp_path):

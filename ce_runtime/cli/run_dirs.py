@@ -26,6 +26,16 @@ def is_runs_root(path: str) -> bool:
 
 def choose(run_dir: str | None, runs_root: str) -> str:
     """Create the run directory (with plans/ and objects/) and return its path."""
+    try:
+        return _choose(run_dir, runs_root)
+    except OSError as exc:  # nothing of the run exists yet: a path that cannot be
+        where = exc.filename or run_dir or runs_root  # made is bad input, said once
+        raise click.BadParameter(f"cannot create {where}: {exc.strerror or exc}; nothing "
+                                 "was run", param_hint="--run-dir" if run_dir is not None
+                                 else "--runs-root") from None
+
+
+def _choose(run_dir: str | None, runs_root: str) -> str:
     from ce_runtime.execute import suite as R
 
     if run_dir is None:
