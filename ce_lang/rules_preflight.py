@@ -49,12 +49,17 @@ def preflight_rules(ctx: RuleContext) -> None:
         _script(ctx)
 
 
+def _runs(ctx: RuleContext) -> tuple[str, str | None]:
+    """The agent that runs the task (`ce run --agent X` runs every task but type-none
+    ones), and that option's value."""
+    kind = ctx.task.agent.type or "claude-code"
+    run_agent = getattr(ctx, "run_agent", None)
+    return (run_agent if run_agent and kind != "none" else kind), run_agent
+
+
 def _script(ctx: RuleContext) -> None:
     t = ctx.task
-    kind = t.agent.type or "claude-code"
-    run_agent = getattr(ctx, "run_agent", None)
-    if run_agent and kind != "none":
-        kind = run_agent
+    kind, run_agent = _runs(ctx)
     if kind != "script" or t.agent.script is not None:
         return
     via = "`--agent script`" if run_agent == "script" else "`agent.type: script`"
@@ -102,10 +107,7 @@ def _actions(ctx: RuleContext, actions: list[Any], here: tuple) -> None:
 
 def _oracle(ctx: RuleContext) -> None:
     t = ctx.task
-    kind = t.agent.type or "claude-code"
-    run_agent = getattr(ctx, "run_agent", None)
-    if run_agent and kind != "none":
-        kind = run_agent
+    kind, run_agent = _runs(ctx)
     if kind != "oracle":
         return
     why = oracle_gap(t)
