@@ -169,6 +169,23 @@ def test_compare_usage_errors_exit_2_with_one_line(runs):
     assert bad_option.returncode == 2
 
 
+def test_a_damaged_run_json_is_not_a_clean_comparison(runs, tmp_path):
+    """A run.json that is there but unreadable (cut, `[]`) is a damaged archive, exit 2
+    naming it, as `ce report` refuses it: it was read as no run.json, and the gate said
+    "no regression", exit 0."""
+    import shutil
+
+    root, a, _ = runs
+    for content in ("{not json", "[]"):
+        bad = tmp_path / f"bad{len(content)}"
+        shutil.copytree(a, bad, symlinks=True)
+        (bad / "run.json").write_text(content)
+        res = ce("compare", str(a), str(bad), cwd=root)
+        assert res.returncode == 2, res.stderr
+        assert f"{bad / 'run.json'}" in res.stderr and "damaged archive" in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
 # ---------------------------------------------------------------------------- in process
 
 

@@ -28,7 +28,6 @@ fail the gate too (`nothing_compared`), unless `never`.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import TYPE_CHECKING, Any
@@ -225,12 +224,13 @@ def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
         raise NotARun(trials_path, "not a ce results file (no column " + ", ".join(missing)
                       + ")")
     run_json: dict[str, Any] = {}
-    try:
-        with open(os.path.join(path, "run.json"), encoding="utf-8") as fh:
-            loaded = json.load(fh)
-        run_json = loaded if isinstance(loaded, dict) else {}
-    except (OSError, ValueError):
-        pass
+    if os.path.isfile(os.path.join(path, "run.json")):  # damaged: never read as "no run"
+        from ce_runtime.store.archive import DamagedArchive, load_archived_json
+
+        try:
+            run_json = load_archived_json(os.path.join(path, "run.json"))
+        except DamagedArchive as exc:
+            raise NotARun(exc.path, f"damaged archive: {exc.why}") from None
     return _side(path, run_json, trials), trials, results
 
 
