@@ -237,3 +237,28 @@ def test_skipped_tasks_are_named_with_their_reasons(tmp_path):
     res = ce("run", skipped, other, "--agent", "oracle", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "ce run: not run (skip:): task 't' (flaky upstream)" in res.stderr
+
+
+def test_a_run_json_that_is_not_a_run_says_so_on_resume(tmp_path):
+    """A run.json holding `[]` or an object without `args`: one line saying what is
+    wrong (it showed Python's "list indices must be integers or slices, not str")."""
+    for content, says in (("[]", "not the JSON object `ce run` writes"),
+                          ('{"run_id": "x"}', "not the JSON object `ce run` writes"),
+                          ('{"args": {}}', "records no task paths")):
+        run = tmp_path / f"r{len(content)}"
+        run.mkdir()
+        (run / "run.json").write_text(content)
+        res = ce("run", "--resume", str(run), cwd=tmp_path)
+        assert res.returncode == 2 and says in res.stderr, res.stderr
+        assert "list indices" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_agents_install_of_an_unknown_name_is_a_usage_error():
+    from click.testing import CliRunner
+
+    from ce_runtime.cli import main
+
+    res = CliRunner().invoke(main, ["agents", "install", "codx"])
+    assert res.exit_code == 2, res.output
+    assert "codx: not an npm agent ce installs" in res.output
+    assert "did you mean `codex`?" in res.output

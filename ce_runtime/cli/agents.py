@@ -58,6 +58,15 @@ def install_cmd(names):
     from ce_runtime.execute.sandbox import tools
 
     wanted = list(names) or list(tools.NPM_AGENTS)
+    unknown = [n for n in wanted if n not in tools.NPM_AGENTS]
+    if unknown:  # a name ce does not install is bad input, said before installing any
+        from ce_lang.api import did_you_mean
+
+        hint = did_you_mean(unknown[0], list(tools.NPM_AGENTS))
+        raise click.BadParameter(
+            f"{', '.join(unknown)}: not an npm agent ce installs (those are "
+            f"{', '.join(sorted(tools.NPM_AGENTS))})" + (f"; {hint}" if hint else ""),
+            param_hint="NAME")
     failed = False
     for name in wanted:
         try:

@@ -191,8 +191,14 @@ def _run_with(state, worker, a):
         resume_dir = latest_run(a.resume_dir, "run", "--resume")
         try:
             meta = R.load_json(os.path.join(resume_dir, "run.json"))
+            if not isinstance(meta, dict) or not isinstance(meta.get("args"), dict):
+                raise ValueError("not the JSON object `ce run` writes, with its `args`")
             meta["args"]["paths"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except KeyError:
+            raise click.BadParameter(f"{resume_dir} is not a run directory of `ce run` "
+                                     "(its run.json records no task paths)",
+                                     param_hint="--resume") from None
+        except (OSError, ValueError, TypeError) as exc:
             raise click.BadParameter(f"{resume_dir} is not a run directory of `ce run` "
                                      f"(its run.json is missing or unreadable: {exc})",
                                      param_hint="--resume") from None
