@@ -352,11 +352,15 @@ def test_unreadable_or_unwritable_inputs_are_errors_never_bugs(tmp_path):
     (tmp_path / "afile").write_text("x")
     (tmp_path / "x.ce").write_bytes(b"\xff")
     (tmp_path / "m.yaml").write_bytes(b"steps: []\n# \xff\n")
+    (tmp_path / "empty.yaml").write_text("steps: []\n")
     for args, code, says in (
             (["compile", "t.yaml", "--emit", "afile/out"], 2, "cannot write afile/out"),
             (["criteria", "list", "-f", "x.ce"], 1, "error[CE0611]"),
             (["criteria", "show", "used_tool", "-f", "x.ce"], 1, "error[CE0611]"),
-            (["model-server", "--script", "m.yaml"], 2, "m.yaml: not a UTF-8 text file")):
+            (["model-server", "--script", "m.yaml"], 2, "m.yaml: not a UTF-8 text file"),
+            (["model-server", "--script", "empty.yaml"], 2, "empty.yaml has no steps to serve"),
+            (["model-server", "--script", "empty.yaml", "--judge"], 2,
+             "has no `judge` verdicts nor `agent_judge` steps")):
         res = ce(*args, cwd=str(tmp_path))
         assert res.returncode == code and says in res.stderr, (args, res.stderr)
         assert "internal error" not in res.stderr and "Traceback" not in res.stderr

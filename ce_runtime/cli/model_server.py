@@ -58,6 +58,11 @@ def model_server_cmd(script_path, port, row, workspace, log_path, judge):
         click.echo(f"ce model-server: {script_path}: not a UTF-8 text file (byte "
                    f"{exc.start})", err=True)
         sys.exit(2)
+    if not ((script.judge or script.agent_judge) if judge else script.steps):  # nothing
+        what = "`judge` verdicts nor `agent_judge` steps (--judge)" if judge else "steps" + (
+            f" for row {row}" if row else "")
+        click.echo(f"ce model-server: {script_path} has no {what} to serve", err=True)
+        sys.exit(2)
     try:
         server = ModelServer(script, judge=judge, port=port, log_path=log_path)
     except OSError as exc:
