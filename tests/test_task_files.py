@@ -208,6 +208,8 @@ def test_a_template_changed_since_the_run_is_diffed_as_the_run_kept_it(tmp_path)
     (task_dir / "tpl" / "app.py").write_text("x = 1\n")
     (task_dir / "tpl" / "notes.txt").write_text("keep\n")
     os.symlink("notes.txt", task_dir / "tpl" / "link.txt")
+    (task_dir / "tpl" / "dist").mkdir()  # dropped by the default ignore patterns: the
+    (task_dir / "tpl" / "dist" / "bundle.js").write_text("x")  # copy and archive skip it
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     ran = ce("run", str(task_dir / "t.yaml"), "--run-dir", "run", cwd=tmp_path, tmp=tmp)

@@ -16,8 +16,9 @@ its place) and the re-grade says so. Files a command reads without naming them i
 criterion (`pytest` collecting a whole `$TASK_DIR`) are kept only when the directory
 holding them is named.
 
-The workspace template's directories (`template_dir` sources) are kept the same way,
-apart (`templates/<plan hash>.json`): not graded, but what every trial started from. A
+The workspace template's directories (`template_dir` sources: what their copy takes, its
+ignore and include patterns applied) are kept the same way, apart
+(`templates/<plan hash>.json`): not graded, but what every trial started from. A
 report made later (`ce report`, report.html's file diffs) rebuilds the template from
 them when the task directory no longer holds those bytes, and says so.
 """
@@ -80,6 +81,8 @@ def snapshot(task_dir: str, rels: list[str], objects: str, links: bool = False
                         files[name_rel] = {"link": os.readlink(path)}
                     else:
                         _keep(path, name_rel, objects, files, kept)
+        elif links and os.path.islink(full):
+            files[rel] = {"link": os.readlink(full)}
         elif not _keep(full, rel, objects, files, kept):
             missing.append(rel)
     return {"version": FORMAT, "files": files, "missing": sorted(missing)}
@@ -105,11 +108,26 @@ def _keep(path: str, rel: str, objects: str, files: dict, kept: list[int]) -> bo
     return True
 
 
-def template_paths(plan: Any) -> list[str]:
-    """Task-relative directories the plan's workspace template copies (its `template_dir`
-    sources), normalised."""
-    return sorted({os.path.normpath(src.path) for src in plan.sandbox.template_sources
-                   if getattr(src, "type", None) == "template_dir"})
+def template_files(plan: Any, task_dir: str) -> list[str]:
+    """Task-relative paths of what the plan's `template_dir` sources copy from
+    `task_dir` into a workspace (its ignore and include patterns applied, as the copy
+    applies them): the files and links, not the directories."""
+    from ce_lang.api import template_entries
+
+    ignore = list(plan.ignore_patterns)
+    found: set[str] = set()
+    for src in plan.sandbox.template_sources:
+        if getattr(src, "type", None) != "template_dir":
+            continue
+        base = os.path.normpath(src.path)
+        include = [p.replace("\\", "/").removeprefix("./").rstrip("/")
+                   for p in src.include_patterns if p.strip()]
+        source = os.path.join(task_dir, base)
+        if os.path.isdir(source):
+            found.update(os.path.normpath(os.path.join(base, rel))
+                         for rel, is_dir in template_entries(source, ignore, include)
+                         if not is_dir)
+    return sorted(found)
 
 
 def manifest_path(run_dir: str, plan_hash: str) -> str:
@@ -125,27 +143,33 @@ def archive(run_dir: str, trials: list[Any]) -> None:
     templates/<hash>.json for every plan whose template copies task directories (none
     for most plans: nothing is written then). A file already there (a resumed run) is
     kept: the trials it finished were graded with, and started from, those bytes."""
-    _archive(run_dir, trials, graded_paths, manifest_path, False)
-    _archive(run_dir, trials, template_paths, template_manifest_path, True)
+    _archive(run_dir, trials, lambda plan, _: graded_paths(plan), manifest_path, False)
+    _archive(run_dir, trials, template_files, template_manifest_path, True)
 
 
 def _archive(run_dir: str, trials: list[Any], paths_of: Any, path_of: Any,
              links: bool) -> None:
+    """`paths_of(plan, task_dir)`: the task-relative paths to keep, once per plan and
+    task directory."""
     import json
 
-    paths: dict[str, list[str]] = {}
+    paths: dict[tuple[str, str], list[str]] = {}
     by_plan: dict[str, dict[str, Any]] = {}
+    kept_before: dict[str, bool] = {}  # a resumed run's: the trials it ran started so
     for t in trials:
-        rels = paths.get(t.plan_hash)
+        if t.plan_hash not in kept_before:
+            kept_before[t.plan_hash] = os.path.exists(path_of(run_dir, t.plan_hash))
+        if not t.task_dir or kept_before[t.plan_hash]:
+            continue
+        task_dir = os.path.abspath(t.task_dir)
+        rels = paths.get((t.plan_hash, task_dir))
         if rels is None:
-            rels = paths[t.plan_hash] = paths_of(t.plan)
-        if rels and t.task_dir:
-            by_plan.setdefault(t.plan_hash, {})[os.path.abspath(t.task_dir)] = rels
+            rels = paths[t.plan_hash, task_dir] = paths_of(t.plan, task_dir)
+        if rels:
+            by_plan.setdefault(t.plan_hash, {})[task_dir] = rels
     objects = os.path.join(run_dir, "objects")
     for plan_hash, dirs in by_plan.items():
         path = path_of(run_dir, plan_hash)
-        if os.path.exists(path):
-            continue
         doc = {"version": FORMAT, "task_dirs": {
             d: snapshot(d, rels, objects, links) for d, rels in sorted(dirs.items())}}
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import fnmatch
 import os
 import re
 import shutil
@@ -66,6 +65,7 @@ from ce_lang.api import (
     commit_problem,
     is_local_repo,
     repo_url_problem,
+    template_entries,
 )
 from ce_runtime.execute.sandbox.base import read_capped
 from ce_runtime.execute.sandbox.record_cli import RecorderError, write_recorders
@@ -253,41 +253,25 @@ def _apply_template_dir(src: TemplateDirSource, task_dir: str, root: str, ignore
     include = [p.replace("\\", "/").removeprefix("./").rstrip("/")
                for p in src.include_patterns if p.strip()]
     copied = replaced = skipped = 0
-    for dirpath, dirnames, filenames in os.walk(source):
-        rel_dir = os.path.relpath(dirpath, source)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        kept: list[str] = []
-        links: list[str] = []
-        for d in sorted(dirnames):
-            rel = f"{rel_dir}/{d}" if rel_dir else d
-            if os.path.islink(os.path.join(dirpath, d)):
-                links.append(d)  # a symlink is copied as a link, never followed
-            elif not _ignored(rel, ignore) or include:  # re-includes may lie beneath
-                kept.append(d)
-        dirnames[:] = kept
-        for d in kept:
-            rel = f"{rel_dir}/{d}" if rel_dir else d
-            if not _ignored(rel, ignore) or _included(rel, include):
-                _replace_with_dir_parent(dest_root, rel, include_self=True)
-        for name in sorted(filenames) + links:
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if _ignored(rel, ignore) and not _included(rel, include):
-                continue
-            full = os.path.join(dirpath, name)
-            mode = os.lstat(full).st_mode
-            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                skipped += 1  # fifos, sockets, devices
-                continue
-            parent = _replace_with_dir_parent(dest_root, rel)
-            dest = os.path.join(parent, name)
-            if os.path.lexists(dest):
-                _remove(dest)
-                replaced += 1
-            if stat.S_ISLNK(mode):
-                os.symlink(os.readlink(full), dest)
-            else:
-                shutil.copy2(full, dest, follow_symlinks=False)
-            copied += 1
+    for rel, is_dir in template_entries(source, ignore, include):
+        if is_dir:
+            _replace_with_dir_parent(dest_root, rel, include_self=True)
+            continue
+        full = os.path.join(source, rel)
+        mode = os.lstat(full).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            skipped += 1  # fifos, sockets, devices
+            continue
+        parent = _replace_with_dir_parent(dest_root, rel)
+        dest = os.path.join(parent, os.path.basename(rel))
+        if os.path.lexists(dest):
+            _remove(dest)
+            replaced += 1
+        if stat.S_ISLNK(mode):
+            os.symlink(os.readlink(full), dest)
+        else:
+            shutil.copy2(full, dest, follow_symlinks=False)
+        copied += 1
     note = f", {replaced} replaced" if replaced else ""
     note += f", {skipped} special files skipped" if skipped else ""
     log.append(f"template_dir: {src.path} -> {mount or '.'}/: {copied} entries{note}")
@@ -298,19 +282,6 @@ def _mount_rel(mount_point: str) -> str:
     if os.path.isabs(rel) or rel == ".." or rel.startswith("../"):
         raise SetupError(f"mount_point {mount_point!r} leaves the workspace")
     return "" if rel == "." else rel
-
-
-def _ignored(rel: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatch(part, p) for part in rel.split("/") for p in patterns)
-
-
-def _included(rel: str, patterns: list[str]) -> bool:
-    """The path, or one of the directories it is in, matches an include pattern."""
-    if not patterns:
-        return False
-    parts = rel.split("/")
-    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-    return any(fnmatch.fnmatch(p, pat) for p in prefixes for pat in patterns)
 
 
 def _apply_starter_files(src: StarterFilesSource, root: str, log: list[str]) -> None:
