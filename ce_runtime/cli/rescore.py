@@ -27,7 +27,8 @@ from ce_runtime.cli import rescore_pool
               help="Let task paths resolve into DIR, outside the suite root (repeatable; "
                    "see `ce compile --explain CE0216`).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
-              help="Where the new results go (default RUN_DIR/rescored/<time>).")
+              help="Where the new results go: a new or empty directory outside the run "
+                   "(default RUN_DIR/rescored/<time>).")
 @click.option("--today", is_flag=True,
               help="Grade with today's standard criteria, not those the run archived.")
 @click.option("--refresh-judges", is_flag=True,
