@@ -26,7 +26,6 @@ _EXPORTS: dict[str, str] = {
     "RUN_LEVEL_DIRS": "ce_lang.experiment",
     "ignored_by": "ce_lang.paths",
     "included_by": "ce_lang.paths",
-    "template_entries": "ce_lang.paths",
     "render_human": "ce_lang.render",
     "budget_places": "ce_lang.budget",
     "unenforceable_budget": "ce_lang.budget",

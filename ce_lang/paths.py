@@ -14,7 +14,7 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import attrs
@@ -148,35 +148,6 @@ def included_by(rel: str, patterns: Sequence[str]) -> bool:
     parts = rel.split("/")
     prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
     return any(fnmatch.fnmatch(p, pat) for p in prefixes for pat in patterns)
-
-
-def template_entries(source: str, ignore: Sequence[str], include: Sequence[str]
-                     ) -> Iterator[tuple[str, bool]]:
-    """What a `template_dir` copy of `source` takes, in copy order: (template-relative
-    path, is a directory to make). A link, to a directory too, is an entry (copied as the
-    link, never followed); directories an ignore pattern drops are not walked unless an
-    include pattern may re-include something beneath. The copy (the sandbox's workspace)
-    and the run's archive of its templates (store/task_files.py) both walk it."""
-    for dirpath, dirnames, filenames in os.walk(source):
-        rel_dir = os.path.relpath(dirpath, source)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        kept: list[str] = []
-        links: list[str] = []
-        for d in sorted(dirnames):
-            rel = f"{rel_dir}/{d}" if rel_dir else d
-            if os.path.islink(os.path.join(dirpath, d)):
-                links.append(d)
-            elif not ignored_by(rel, ignore) or include:  # re-includes may lie beneath
-                kept.append(d)
-        dirnames[:] = kept
-        for d in kept:
-            rel = f"{rel_dir}/{d}" if rel_dir else d
-            if not ignored_by(rel, ignore) or included_by(rel, include):
-                yield rel, True
-        for name in sorted(filenames) + links:
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if not ignored_by(rel, ignore) or included_by(rel, include):
-                yield rel, False
 
 
 # -- repo sources ---------------------------------------------------------------------------

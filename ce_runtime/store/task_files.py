@@ -31,6 +31,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ce_runtime.store.archive import (
@@ -108,12 +109,41 @@ def _keep(path: str, rel: str, objects: str, files: dict, kept: list[int]) -> bo
     return True
 
 
+def template_entries(source: str, ignore: Sequence[str], include: Sequence[str]
+                     ) -> Iterator[tuple[str, bool]]:
+    """What a `template_dir` copy of `source` takes, in copy order: (template-relative
+    path, is a directory to make). A link, to a directory too, is an entry (copied as the
+    link, never followed); directories an ignore pattern drops are not walked unless an
+    include pattern may re-include something beneath. The copy (the sandbox's workspace)
+    and the run's archive of its templates (`template_files`) both walk it."""
+    from ce_lang.api import ignored_by, included_by
+
+    for dirpath, dirnames, filenames in os.walk(source):
+        rel_dir = os.path.relpath(dirpath, source)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+        kept: list[str] = []
+        links: list[str] = []
+        for d in sorted(dirnames):
+            rel = f"{rel_dir}/{d}" if rel_dir else d
+            if os.path.islink(os.path.join(dirpath, d)):
+                links.append(d)
+            elif not ignored_by(rel, ignore) or include:  # re-includes may lie beneath
+                kept.append(d)
+        dirnames[:] = kept
+        for d in kept:
+            rel = f"{rel_dir}/{d}" if rel_dir else d
+            if not ignored_by(rel, ignore) or included_by(rel, include):
+                yield rel, True
+        for name in sorted(filenames) + links:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if not ignored_by(rel, ignore) or included_by(rel, include):
+                yield rel, False
+
+
 def template_files(plan: Any, task_dir: str) -> list[str]:
     """Task-relative paths of what the plan's `template_dir` sources copy from
     `task_dir` into a workspace (its ignore and include patterns applied, as the copy
     applies them): the files and links, not the directories."""
-    from ce_lang.api import template_entries
-
     ignore = list(plan.ignore_patterns)
     found: set[str] = set()
     for src in plan.sandbox.template_sources:

@@ -65,10 +65,10 @@ from ce_lang.api import (
     commit_problem,
     is_local_repo,
     repo_url_problem,
-    template_entries,
 )
 from ce_runtime.execute.sandbox.base import read_capped
 from ce_runtime.execute.sandbox.record_cli import RecorderError, write_recorders
+from ce_runtime.store.task_files import template_entries
 
 REPO_DIR = "repo"  # where a `repo` source is cloned, inside the workspace
 EXCERPT_CHARS = 2000  # of a failed set-up command's output, in the error
