@@ -40,6 +40,9 @@ def wants_report_worker(argv: list[str]) -> bool:
 
 def entry() -> None:
     """The installed `ce` script."""
+    from ce_runtime import startup_gc
+
+    startup_gc.quiet_startup()
     if wants_report_worker(sys.argv[1:]):
         from ce_runtime import worker_process
 

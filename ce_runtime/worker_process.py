@@ -8,17 +8,20 @@ import os
 import sys
 from typing import Any
 
+# `python -m ce_runtime.report.job`, with the collector quiet from its first import
+WORKER_MAIN = ("from ce_runtime import startup_gc; startup_gc.quiet_startup(); "
+               "from ce_runtime.report.job import run_as_script; run_as_script()")
 _early: Any = None  # a worker started ahead of its command (a Popen), until claimed
 
 
 def spawn() -> Any:
-    """A report worker process (`python -m ce_runtime.report.job`, in its own session:
+    """A report worker process (WORKER_MAIN, in its own session:
     a Ctrl-C at the terminal is the command's to handle), its input not blocking; None
     when it cannot start."""
     import subprocess
 
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "ce_runtime.report.job"],
+        proc = subprocess.Popen([sys.executable, "-c", WORKER_MAIN],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 start_new_session=True)
         assert proc.stdin is not None

@@ -256,9 +256,11 @@ def test_resume_of_a_non_run_directory_is_a_usage_error(tmp_path):
 # Data flows (boot, the `ce` script) -> cli -> report -> execute -> grade -> trace -> store: a stage imports only the
 # stages below it. `model_server` and `pricing` (the rate card) are leaves every stage may
 # use (judges, agents, tests; the agents that report no price, the pre-flight), and so is
-# `worker_process` (the report worker's process, started by boot or by the command).
+# `worker_process` (the report worker's process, started by boot or by the command) and
+# `startup_gc` (the collector during start-up).
 STAGES = ("boot", "cli", "report", "execute", "grade", "trace", "store")
-LEAVES = ("ce_runtime.model_server", "ce_runtime.pricing", "ce_runtime.worker_process")
+LEAVES = ("ce_runtime.model_server", "ce_runtime.pricing", "ce_runtime.worker_process",
+          "ce_runtime.startup_gc")
 AGENT_API = ("ce_runtime.execute.agent_protocol", "ce_runtime.trace.events",
              "ce_runtime.model_server", "ce_runtime.pricing")
 

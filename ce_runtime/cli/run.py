@@ -349,9 +349,11 @@ def _run_trials(stops, todo, run_dir, a, on_start, on_done
                 ) -> tuple[str | None, str | None]:
     """Run the trials still to run: (what stopped them early, or None; why the executor
     did not start, or None)."""
+    from ce_runtime import startup_gc
     from ce_runtime.execute import suite as R
     from ce_runtime.execute.executor import ExecutorUnavailable
 
+    startup_gc.imports_done()
     loopback = None
     if a.judge_replies:
         import yaml

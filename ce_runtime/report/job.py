@@ -173,6 +173,9 @@ def main() -> int:
         load()
     except Exception:  # `ce run` writes the reports, and reports the import's failure
         return 3
+    from ce_runtime import startup_gc
+
+    startup_gc.imports_done()
     decoder = msgspec.msgpack.Decoder(Message)
     stream: RunStream | None = None
     warm = False
@@ -212,8 +215,13 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run_as_script() -> None:
+    """The worker process's body (worker_process.WORKER_MAIN, or `python -m`)."""
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # nothing to tear down that anyone would see (see cli.entry)
+
+
+if __name__ == "__main__":
+    run_as_script()
