@@ -659,6 +659,22 @@ class TestRunCommand:
         assert g.scores == [expected]
         assert g.errors == [None]
 
+    def test_score_from_stdout_is_a_fraction_and_says_so(self, fx):
+        """`run_command` is declared binary; with score_from_stdout its bound score is
+        stdout's number, so its kind (explain, the reports) is fraction; the others of
+        the same definition stay binary."""
+        g = fx.grade("""
+            - {type: run_command, command: 'echo 0.25', score_from_stdout: true,
+               description: scored}
+            - {type: run_command, command: 'echo 0.25', description: exit code}
+            - {type: run_command, command: 'echo 0.25', expected_stdout: '0.25',
+               description: stdout}
+            - {type: file_exists, path: nothing.txt, description: binary as declared}
+        """)
+        assert g.scores == [0.25, 1.0, 1.0, 0.0]
+        assert [r.kind for r in g.result.criteria] == ["fraction", "binary", "binary",
+                                                        "binary"]
+
     def test_score_from_stdout_needs_the_expected_exit_code(self, fx):
         g = fx.grade("""
             - {type: run_command, command: 'echo 0.5; exit 1', score_from_stdout: true,

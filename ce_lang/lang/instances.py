@@ -216,7 +216,11 @@ def _analyzed_instance(i: int, defn: CheckedDef, params: dict[str, Any],
     d = defn.defn
     decision, an = analyze(d.score, d.lets, params, threshold,
                            result_bool=defn.score_type == BOOL, outputs=d.outputs)
-    return Instance(i, d.name, d.result, params, decision, d.score, d.lets, d.outputs,
+    kind = d.result
+    if kind == "binary" and defn.score_type != BOOL and \
+            not _zero_or_one(d.score, {let.name: let.expr for let in d.lets}, an):
+        kind = "fraction"  # e.g. run_command with score_from_stdout: its score is stdout's
+    return Instance(i, d.name, kind, params, decision, d.score, d.lets, d.outputs,
                     tuple(_effect_calls(d.score, d.lets, an)), defn.score_type == BOOL,
                     tuple(check_requires(d.requires, params))), an
 
@@ -262,6 +266,20 @@ def _expr_instance(i: int, c: C.ExprCriterion, threshold: float, registry: Regis
                    "depend on the agent's work", node.span)
     return Instance(i, "expr", kind, {}, decision, node, (), (),
                     tuple(_effect_calls(node, (), an)), t == BOOL)
+
+
+def _zero_or_one(node: A.Node, lets: dict[str, A.Node], an: Analyzer) -> bool:
+    """Whether a numeric score, with its arguments bound, can only be 0 or 1: every
+    branch its folded conditionals can take ends in the literal 0 or 1. A definition
+    declared `-> binary` whose bound score can be anything else is a fraction."""
+    if isinstance(node, A.Name) and node.name in lets:
+        return _zero_or_one(lets[node.name], lets, an)
+    if isinstance(node, A.Cond):
+        test = an.facts.get(node.test.id)
+        if test is not None and test.const:
+            return _zero_or_one(node.then if test.value else node.else_, lets, an)
+        return _zero_or_one(node.then, lets, an) and _zero_or_one(node.else_, lets, an)
+    return isinstance(node, A.Lit) and node.kind in ("int", "float") and node.value in (0, 1)
 
 
 def _effect_calls(score: A.Node, lets: tuple[A.Let, ...], an: Analyzer
