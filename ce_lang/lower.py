@@ -46,6 +46,13 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         if isinstance(c, C.CommandsEfficiency) and c.expected_commands is None:
             args = {**criteria[i].args, "expected_commands": task.expected_commands}
             criteria[i] = attrs.evolve(criteria[i], args=args)
+    classification = [i for i, c in enumerate(task.success_criteria)
+                      if c.RESULT == "classification"]
+    if task.suite_thresholds and len(classification) == 1:
+        # top-level thresholds gate the task's one classification criterion (suite_rules
+        # rejects them with none or several, and beside the criterion's own)
+        i = classification[0]
+        criteria[i] = attrs.evolve(criteria[i], suite_thresholds=dict(task.suite_thresholds))
     steps: list[PlanStep] = []
     if instances is not None:
         from ce_lang.lang.instances import plan_steps

@@ -471,6 +471,10 @@ def suite_rules(ctx: RuleContext) -> None:
                    f"criterion, but the task has {len(classification)}",
                    ctx.key_at(("suite_thresholds",)),
                    help="put `suite_thresholds` on the criterion they gate")
+        if owner is not None and owner.suite_thresholds:
+            d.emit("CE0212", "`suite_thresholds` both at the top level and on the "
+                   "classification criterion they gate", ctx.key_at(("suite_thresholds",)),
+                   help="keep one of them: the criterion's own is the clearer place")
         entries.append((("suite_thresholds",), t.suite_thresholds, owner))
     for path, thresholds, owner in entries:
         if not ctx.has_dataset:

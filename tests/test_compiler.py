@@ -170,6 +170,23 @@ def test_dataset_rows_expand_and_substitute(write):
     assert b.criteria[1].suite_thresholds == {"recall.yes": 0.5, "f1.macro": 0.5}
 
 
+def test_top_level_suite_thresholds_gate_the_one_classification_criterion(write):
+    """The guide's and docs' top-level form: its thresholds reach the plan's criterion
+    (they were checked, then dropped: the gate never ran). Beside the criterion's own,
+    it is an error, not a silent merge."""
+    own = "    suite_thresholds: {recall.yes: 0.5, f1.macro: 0.5}\n"
+    top = DATASET_TASK.replace(own, "").replace(
+        "success_criteria:", "suite_thresholds: {accuracy: 0.9}\nsuccess_criteria:", 1)
+    plans = [t.plan for t in ok(compile_paths([write("top.yaml", top)])).trials]
+    assert [p.criteria[1].suite_thresholds for p in plans] == [{"accuracy": 0.9}] * 4
+    assert all(p.criteria[0].suite_thresholds is None for p in plans)
+    both = DATASET_TASK.replace("success_criteria:",
+                                "suite_thresholds: {accuracy: 0.9}\nsuccess_criteria:", 1)
+    result = compile_paths([write("both.yaml", both)])
+    line = both.splitlines().index("suite_thresholds: {accuracy: 0.9}") + 1
+    assert [(d.code, d.span.line) for d in result.diagnostics] == [("CE0212", line)]
+
+
 def test_rows_substitute_in_the_script_agents_actions_and_nowhere_else(write):
     text = DATASET_TASK.replace("success_criteria:", """agent:
   type: script
