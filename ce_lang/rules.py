@@ -298,6 +298,12 @@ def reference_rules(ctx: RuleContext) -> None:
                            ctx.at(path))
 
 
+# rejected in an agentless task although they read no trace: the guide names them with
+# the trajectory criteria ("criteria that inspect the agent trajectory (command_executed,
+# skill_triggered, reference_comparison, commands_efficiency) are rejected")
+AGENT_WORK_ONLY = ("reference_comparison",)
+
+
 def criteria_rules(ctx: RuleContext) -> None:
     t, d = ctx.task, ctx.diags
     none_agent = _agent_type(t) == "none" and ctx.intact(("agent", "type"))
@@ -307,6 +313,11 @@ def criteria_rules(ctx: RuleContext) -> None:
             d.emit("CE0204", f"`{c.type}` reads the agent's trace, but an `agent: {{type: none}}` "
                    "task runs no agent", ctx.at(("success_criteria", i, "type")),
                    help="use agent-independent criteria (run_command, file_check, json_check, ...)")
+        elif none_agent and c.type in AGENT_WORK_ONLY:
+            d.emit("CE0204", f"`{c.type}` grades an agent's solution against the reference, but "
+                   "an `agent: {type: none}` task runs no agent",
+                   ctx.at(("success_criteria", i, "type")),
+                   help="compare files with run_command (e.g. `diff -q`) or file_check")
         criterion_rules(ctx, i, c)
     informational = [c.weight == 0 or getattr(c, "enabled", True) is False
                      for c in t.success_criteria]
