@@ -343,7 +343,15 @@ class Walker:
                             self.ctx.span_of(tag_path))
             return INVALID
         if tag in base.ALIASES:
+            alias = tag
             tag, forced = base.ALIASES[tag]
+            for name, fixed in forced.items():  # the alias sets them: another value is lost
+                if name in value and value[name] != fixed:
+                    shown = ", ".join(f"{k}: {v}" for k, v in forced.items())
+                    self.diags.emit("CE0109", f"`{alias}` is `{tag}` with {shown}; it does not "
+                                    f"take `{name}: {value[name]}`",
+                                    self.ctx.span_of((*path, name)),
+                                    help=f"use `type: {tag}` to set `{name}`")
             value = {**value, **forced, tag_field: tag}
         cls = base.MEMBERS.get(tag)
         if cls is None and tag in self.ctx.user_types and base.USER_BASE is not None:
