@@ -296,3 +296,32 @@ def test_explain_refuses_task_file_options_on_a_trial_and_speaks_json_for_a_plan
     assert doc["task_id"] and doc["criteria"][0]["id"] == "c0"
     assert {"kind", "weight", "pass_threshold", "effects", "offline"} <= set(
         doc["criteria"][0])
+
+
+POST_RUN_CLEANUP = """\
+task_id: cleanup
+description: post_run deletes what the criteria graded
+agent: {type: none}
+sandbox: {python: null}
+pre_run: [{command: "mkdir -p node_modules && echo ok > node_modules/x && echo ok > result.txt"}]
+post_run: [{command: "rm -rf node_modules result.txt && echo after > post.txt"}]
+success_criteria:
+  - {type: file_exists, path: result.txt, description: result written}
+  - {type: file_exists, path: post.txt, description: not there when graded, weight: 0}
+"""
+
+
+def test_the_archive_is_the_graded_workspace_not_what_post_run_left(tmp_path):
+    """post_run runs after grading and never affects the verdict (the guide): the
+    snapshot is taken before it, so rescore and explain see what the criteria saw."""
+    (tmp_path / "t.yaml").write_text(POST_RUN_CLEANUP)
+    run = ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    rec = json.loads((tmp_path / "run/default/cleanup/00/task.json").read_text())
+    assert [c["score"] for c in rec["criteria"]] == [1.0, 0.0]
+    assert rec["post_run"][0]["exit_code"] == 0  # it ran, after the snapshot
+    again = ce("rescore", "run", "--out", "again", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1 trial(s) re-scored, 0 changed" in again.stdout
+    files = ce("trial", "files", "run/default/cleanup/00", cwd=tmp_path)
+    assert "result.txt" in files.stdout and "post.txt" not in files.stdout

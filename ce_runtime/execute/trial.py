@@ -309,8 +309,6 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             from ce_runtime.grade.judge_usage import trial_judge_usage
 
             notes["judge_usage"] = trial_judge_usage(host.evidence)
-        if plan.post_run and error is None:
-            post = await run_commands(plan.post_run, sandbox, "post_run")
         if sandbox is not None and getattr(sandbox, "oom_killed", lambda: False)():
             notes["oom_killed"] = True
         status = _status(error, outcome, sink.limit_hit, graded.success if graded else None)
@@ -320,6 +318,10 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             manifest = await asyncio.to_thread(sandbox.snapshot, ctx.objects,
                                                sorted(host.found) if host is not None
                                                else ())
+            # after the snapshot: the archive is the workspace the criteria graded, so a
+            # post_run clean-up (`rm -rf node_modules`) cannot change what rescore sees
+            if plan.post_run and error is None:
+                post = await run_commands(plan.post_run, sandbox, "post_run")
         else:  # the sandbox never came up: an empty workspace
             os.makedirs(os.path.join(scratch, "ws"), exist_ok=True)
             manifest = await asyncio.to_thread(snapshot_workspace,
