@@ -75,7 +75,14 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
         sys.exit(2)
     text = RENDERERS[fmt](comparison, fail_on)
     if output:
+        from ce_runtime.cli.archive_guard import clash
         from ce_runtime.store.atomic import write_bytes_atomic
+
+        why = clash(output)
+        if why:
+            click.echo(f"ce compare: -o {output} is {why}: give a path outside the run's "
+                       "archive", err=True)
+            sys.exit(2)
 
         try:
             os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)

@@ -47,7 +47,14 @@ def report_cmd(run, fmt, output):
         click.echo(f"ce report: {exc}", err=True)
         sys.exit(2 if exc.usage else 1)
     if output:
+        from ce_runtime.cli.archive_guard import clash
         from ce_runtime.store.atomic import write_bytes_atomic
+
+        why = clash(output)
+        if why:
+            click.echo(f"ce report: -o {output} is {why}: give a path outside the run's "
+                       "archive", err=True)
+            sys.exit(2)
 
         parent = os.path.dirname(os.path.abspath(output))
         try:

@@ -248,7 +248,8 @@ def _run_with(state, worker, a):
     P.costs(trials, agent_type, a.quiet, result.sources, color)
     P.models(trials, agent_type, bool(a.scripted_model))
     P.judges(trials, a.judge_replies)
-    P.outputs({"--junit-xml": a.junit_xml, "--sarif": a.sarif})
+    P.outputs({"--junit-xml": a.junit_xml, "--sarif": a.sarif}, a.resume_dir or (
+        a.run_dir if a.run_dir and not run_dirs.is_runs_root(a.run_dir) else None))
     if not a.resume_dir:
         run_dir = run_dirs.choose(a.run_dir, a.runs_root)
         state["run_dir"] = run_dir

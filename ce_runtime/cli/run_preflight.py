@@ -181,12 +181,15 @@ def _session_problem(path: str, row: str | None) -> str | None:
     return None
 
 
-def outputs(paths: dict[str, str | None]) -> None:
+def outputs(paths: dict[str, str | None], run_dir: str | None = None) -> None:
     """The report files written outside the run directory (--junit-xml, --sarif) can be:
-    said before the run, not found unwritable once every trial has run."""
+    said before the run, not found unwritable once every trial has run; none of them is
+    in `run_dir` (this run's) or part of another run's archive."""
+    from ce_runtime.cli.archive_guard import clash
+
     problems = []
     for option, path in paths.items():
-        why = path and _unwritable(path)
+        why = path and (clash(path, run_dir) or _unwritable(path))
         if why:
             problems.append(f"{option} {path}: {why}")
     _fail(problems, "give a path ce can write")
