@@ -27,14 +27,15 @@ def ce(*args, cwd):
 def test_run_refuses_report_files_inside_its_own_run_directory(tmp_path):
     (tmp_path / "t.yaml").write_text(TASK)
     for option, path in (("--junit-xml", "r/run.json"), ("--sarif", "r/report.md"),
-                         ("--junit-xml", "r")):
+                         ("--junit-xml", "r"), ("--sarif", "r/default/t/00/x.sarif")):
         res = ce("run", "t.yaml", "--run-dir", "r", option, path, cwd=tmp_path)
         assert res.returncode == 2, res.stderr
         assert f"{option} {path}: " in res.stderr and "nothing was run" in res.stderr
         assert not (tmp_path / "r" / "run.json").exists()
-    ok = ce("run", "t.yaml", "--run-dir", "r", "--junit-xml", "out/junit.xml", cwd=tmp_path)
+    ok = ce("run", "t.yaml", "--run-dir", "r", "--junit-xml", "r/junit.xml", "--sarif",
+            "out/ce.sarif", cwd=tmp_path)  # a file of its own beside the run's is fine
     assert ok.returncode == 0, ok.stderr
-    assert (tmp_path / "out" / "junit.xml").is_file()
+    assert (tmp_path / "r" / "junit.xml").is_file() and (tmp_path / "out" / "ce.sarif").is_file()
 
 
 def test_report_and_compare_never_write_over_a_runs_archive(tmp_path):

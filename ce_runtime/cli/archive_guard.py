@@ -28,16 +28,21 @@ def _run_above(path: str) -> str | None:
         here = up
 
 
+# what `ce run` writes at its run directory's top besides the archive
+RUN_REPORTS = frozenset(("report.md", "report.html"))
+
+
 def clash(path: str, run_dir: str | None = None) -> str | None:
     """Why writing `path` would replace part of a run's archive, or None. `run_dir`: the
-    run being written (`ce run`): nothing inside it is the output's, its reports
-    included, as the run writes them itself."""
+    run being written (`ce run`): a file of its own at the top (RUN/junit.xml) is fine,
+    not one of the files the run writes there nor anything in a trial's directory."""
     target = os.path.realpath(os.path.abspath(path))
     if run_dir is not None:
         rel = _inside(target, os.path.realpath(os.path.abspath(run_dir)))
-        if rel is not None:
-            return (f"inside the run directory {run_dir}, which this run writes itself"
-                    if rel != "." else "the run directory itself")
+        if rel == ".":
+            return "the run directory itself"
+        if rel is not None and (os.sep in rel or rel in ARCHIVE_FILES | RUN_REPORTS):
+            return f"a file this run writes in {run_dir} ({rel})"
     run = _run_above(target)
     if run is None:
         return None
