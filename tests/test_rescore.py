@@ -325,3 +325,21 @@ def test_the_archive_is_the_graded_workspace_not_what_post_run_left(tmp_path):
     assert "1 trial(s) re-scored, 0 changed" in again.stdout
     files = ce("trial", "files", "run/default/cleanup/00", cwd=tmp_path)
     assert "result.txt" in files.stdout and "post.txt" not in files.stdout
+
+
+def test_two_rescores_in_the_same_second_keep_both_results(tmp_path):
+    """RUN/rescored/<time> has a one-second name: the second of two rescores started
+    together failed at its end ("Directory not empty") and lost its grading. Each now
+    reserves its own name (<time>, <time>-2)."""
+    (tmp_path / "t.yaml").write_text(POST_RUN_CLEANUP)
+    assert ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    procs = [subprocess.Popen([*CE, "rescore", "run", "-q"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    results = [(*p.communicate(timeout=120), p.returncode) for p in procs]
+    assert [code for _, _, code in results] == [0, 0, 0], results
+    made = sorted(p.name for p in (tmp_path / "run" / "rescored").iterdir())
+    assert len(made) == 3 and not any(name.startswith(".") for name in made), made
+    for name in made:
+        assert (tmp_path / "run" / "rescored" / name / "run.json").is_file()
+

@@ -28,7 +28,7 @@ from ce_runtime.cli import rescore_pool
                    "see `ce compile --explain CE0216`).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Where the new results go: a new or empty directory outside the run "
-                   "(default RUN_DIR/rescored/<time>).")
+                   "(default RUN_DIR/rescored/<time>, <time>-2 when taken).")
 @click.option("--today", is_flag=True,
               help="Grade with today's standard criteria, not those the run archived.")
 @click.option("--refresh-judges", is_flag=True,
@@ -150,7 +150,7 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
         read_trial_files,
         verified_trial_data,
     )
-    from ce_runtime.store.staged_run import StagedRun
+    from ce_runtime.store.staged_run import StagedRun, reserve
     from ce_runtime.store.verdicts import VerdictStore
 
     if refresh_judges and offline:
@@ -182,11 +182,11 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     if not dirs:
         raise click.BadParameter(f"{run_dir} holds no trial (no task.json)",
                                  param_hint="RUN_DIR")
-    out = out_dir or os.path.join(run_dir, "rescored",
-                                  dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    out = out_dir or reserve(os.path.join(run_dir, "rescored"),
+                             dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     mode = "offline" if offline else ("refresh" if refresh_judges else "use")
     # the results are staged and renamed into place at the end: interrupted, nothing
-    staged = StagedRun(out)
+    staged = StagedRun(out, reserved=out_dir is None)
     verdicts = VerdictStore(os.path.join(staged.path, "judges"), mode,
                             also_read=(os.path.join(run_dir, "judges"),))
     runner_for = _runner  # the sandbox code is imported when a criterion runs a command

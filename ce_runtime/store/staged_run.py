@@ -109,6 +109,21 @@ def _joined(left: str, right: str) -> str:
     return left[:-1] + "," + right[1:]
 
 
+def reserve(parent: str, name: str) -> str:
+    """A new directory PARENT/NAME, or NAME-2, NAME-3 ... when it is taken: made here, so
+    two commands choosing the same name (two rescores in one second) get two. Empty: a
+    StagedRun puts its results in its place."""
+    os.makedirs(parent, exist_ok=True)
+    for n in range(1, 10_000):
+        path = os.path.join(parent, name if n == 1 else f"{name}-{n}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(os.path.join(parent, name))
+
+
 class StagedRun:
     """Write a run directory at `final`; `commit()` puts it in place. Use as a context
     manager: leaving it by an exception removes what was staged.
@@ -118,8 +133,9 @@ class StagedRun:
     write is raised by the next `trial()` or by `commit()`, as it would have been by the
     write. When the process cannot start, the files are written here."""
 
-    def __init__(self, final: str):
+    def __init__(self, final: str, reserved: bool = False):
         self.final = os.path.abspath(final)
+        self.reserved = reserved
         parent, name = os.path.split(self.final)
         os.makedirs(parent, exist_ok=True)
         in_place = os.path.isdir(self.final) and bool(os.listdir(self.final))
@@ -143,6 +159,9 @@ class StagedRun:
             self._stop_writer()  # what is still queued is not written
             if self.staged:
                 shutil.rmtree(self.path, ignore_errors=True)
+                if self.reserved:  # its name, made for it by `reserve`, is free again
+                    with contextlib.suppress(OSError):
+                        os.rmdir(self.final)
 
     def write(self, rel: str, data: bytes) -> None:
         """One file of the run; plain in a staging directory, atomic in place."""
