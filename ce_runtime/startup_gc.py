@@ -2,7 +2,7 @@
 
 Importing ce, click, attrs, asyncio (and, in the report worker, Polars) makes ~60,000
 container objects that live as long as the process: the collector, run every 700 new
-ones by default, ran ~80 times in `ce run`'s start-up and ~80 more in its report
+ones by default (2,000 on 3.13), ran ~80 times in `ce run`'s start-up and ~80 more in its report
 worker's, ~10 ms of CPU in each, and found nothing to free (measured with gc.callbacks,
 bench/README). So a command starts with a threshold no start-up reaches, and once its
 imports are done (`imports_done`) the objects made so far are frozen out of every later
