@@ -30,6 +30,9 @@ from ce_lang.value_words import describe, looks_numeric, num, shape_help, snippe
 _NoneType = type(None)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 class _Invalid:
     """Marks a value that failed validation; containers drop it so checking can go on."""
 
@@ -160,6 +163,12 @@ class Walker:
         if tp is int:
             if isinstance(value, bool) or not isinstance(value, int):
                 return self.wrong_type(value, tp, path)
+            if not INT64_MIN <= value <= INT64_MAX:  # the archive's integers are 64-bit
+                self.diags.emit(
+                    "CE0104", f"`{self.name(path)}` is out of range: a whole number here "
+                    f"must be at most {INT64_MAX:,} in size, found {snippet(value)}",
+                    self.ctx.span_of(path))
+                return INVALID
         elif tp is float:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 return self.wrong_type(value, tp, path)

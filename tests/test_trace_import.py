@@ -448,6 +448,29 @@ def test_cli_import_unknown_format_exits_1(tmp_path):
     assert not (tmp_path / "t.msgpack").exists()
 
 
+def test_cli_import_of_a_ce_runs_own_files_is_refused_with_where_the_trace_is(
+        tmp_path, monkeypatch):
+    """ce's run.json has a `turns` count: auto-detection took it for a coder_eval
+    task.json (whose legacy `turns` is a list) and wrote an empty trace, exit 0."""
+    from tests.test_report_worker import TASK
+
+    (tmp_path / "t.yaml").write_text(TASK.format(name="t", word="hi"))
+    run = tmp_path / "run"
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(main, ["run", "t.yaml", "--run-dir", "run"]).exit_code == 0
+    assert isinstance(json.loads((run / "run.json").read_text())["turns"], int)
+    trial = next(run.rglob("task.json")).parent
+    for source, where in ((run / "run.json", "each trial's trace.msgpack"),
+                          (trial / "task.json", str(trial / "trace.msgpack"))):
+        res = _run("import", str(source), "-o", str(tmp_path / "t.msgpack"))
+        assert res.exit_code == 1, res.output
+        assert "not a Claude Code stream-json" in res.stderr and where in res.stderr
+        assert not (tmp_path / "t.msgpack").exists()
+    assert detect_format(b'{"turns": 3, "task_id": "t"}') is None
+    assert detect_format(b'{"turns": [], "task_id": "t"}') == "coder-eval"
+
+
+
 def test_cli_dump_prints_json_lines(tmp_path):
     out = str(tmp_path / "t.msgpack")
     events = import_file(STREAM).events

@@ -54,6 +54,8 @@ coder_eval's field-by-field mapping is in `ce_runtime.trace.import_coder_eval`.
 
 from __future__ import annotations
 
+import os
+
 import msgspec
 
 from ce_runtime.trace.import_builder import ImportResult, json_lines, normalize_tool
@@ -84,9 +86,10 @@ def detect_format(data: bytes) -> str | None:
         doc = msgspec.json.decode(text)
     except msgspec.DecodeError:
         doc = None
-    if isinstance(doc, dict) and ("iterations" in doc or "turns" in doc
+    if isinstance(doc, dict) and (isinstance(doc.get("iterations"), list)
+                                  or isinstance(doc.get("turns"), list)  # its legacy alias
                                   or ("task_id" in doc and "final_status" in doc)):
-        return "coder-eval"
+        return "coder-eval"  # (ce's run.json has a `turns` count, not a list)
     for _, rec in json_lines(b"\n".join(text.split(b"\n", 50)[:50]), []):
         kind = rec.get("type")
         if "parentUuid" in rec or "sessionId" in rec or kind in ("summary",
@@ -118,9 +121,24 @@ def import_file(path: str, fmt: str = "auto", *, task_id: str | None = None,
         detected = detect_format(data)
         if detected is None:
             raise UnknownFormat(f"{path}: not a Claude Code stream-json, session transcript "
-                                "or coder_eval task.json (pass --format to force one)")
+                                "or coder_eval task.json (pass --format to force one)"
+                                + _own_record_hint(path))
         fmt = detected
     if fmt not in _IMPORTERS:
         raise UnknownFormat(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     return _IMPORTERS[fmt](data, task_id=task_id, trial_id=trial_id, plan_hash=plan_hash,
                            name=path)
+
+
+def _own_record_hint(path: str) -> str:
+    """A ce run's own files are not transcripts: say where its trace already is."""
+    folder, name = os.path.split(path)
+    sibling = {"run.json": "trials.parquet", "task.json": "trace.msgpack",
+               "evidence.json": "trace.msgpack", "workspace.json": "trace.msgpack"}.get(name)
+    if sibling is None or not os.path.exists(os.path.join(folder or ".", sibling)):
+        return ""
+    if name == "run.json":
+        return "; this is a ce run's own run.json: its trials' traces are ce traces already " \
+               "(each trial's trace.msgpack)"
+    return f"; this is a ce run's own {name}: its trace is a ce trace already " \
+           f"({os.path.join(folder, 'trace.msgpack')})"
