@@ -27,7 +27,9 @@ class Progress:
             from rich.console import Console
             from rich.live import Live
 
-            self.live = Live(self._render(), console=Console(stderr=True),
+            # rendered afresh at each refresh (a table made once kept its running
+            # trials' clocks at 0.0s until the next trial ended)
+            self.live = Live(console=Console(stderr=True), get_renderable=self._render,
                              refresh_per_second=4, transient=True)
             self.live.__enter__()
 
@@ -47,7 +49,7 @@ class Progress:
     def start(self, trial) -> None:
         self.running[trial.trial_id] = self._time()
         if self.live is not None:
-            self.live.update(self._render())
+            self.live.refresh()
 
     def done(self, trial, record) -> None:
         from ce_runtime.store.record import Status, as_record
@@ -74,7 +76,7 @@ class Progress:
         try:
             if self.live is not None:
                 self.live.console.print(line, highlight=False)
-                self.live.update(self._render())
+                self.live.refresh()
             else:
                 click.echo(line, err=True)
         except BrokenPipeError:  # `ce run ... 2>&1 | head`: the run goes on, unheard
