@@ -94,6 +94,48 @@ def test_runs_lists_newest_first(made, tmp_path):
     assert lines[2].startswith(old.name) and lines[2].endswith("interrupted")
 
 
+def test_new_run_ids_sort_as_they_were_made():
+    """The id's suffix was random: runs of the same second listed (and picked as the
+    latest) in a random order. It is now the milliseconds and one random digit."""
+    import datetime as dt
+
+    from ce_runtime.store.runs_root import new_run_id
+
+    second = dt.datetime(2026, 12, 3, 4, 5, 6)
+    ids = [new_run_id(second.replace(microsecond=ms * 1000)) for ms in (0, 7, 80, 999)]
+    assert sorted(ids) == ids
+    assert ids[0].startswith("20261203-040506-000") and len(ids[0]) == 20
+
+
+def test_a_directory_of_runs_without_latest_means_the_same_run_to_every_command(
+        made, tmp_path):
+    """Without a `latest` link, rescore and explain took the greatest name, report and
+    compare refused the directory, and `ce runs` put same-second runs in the order of
+    their random suffixes. All now take the run `ce runs` lists first."""
+    _, run, _ = made
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    doc = json.loads((run / "run.json").read_text())
+    # the same second: the later-made one has the smaller random-looking name part
+    for name in ("20261203-040506-7771", "20261203-040506-0009", "20250101-000000-ffff"):
+        shutil.copytree(run, runs / name, symlinks=True)
+        created = "2025-01-01T00:00:00+00:00" if name.startswith("2025") else \
+            "2026-12-03T04:05:06+00:00"
+        (runs / name / "run.json").write_text(json.dumps({**doc, "run_id": name,
+                                                          "created_at": created}))
+    newest = "20261203-040506-7771"
+    listed = json.loads(ce("runs", str(runs), "-f", "json", cwd=tmp_path).stdout)
+    assert [r["run_id"] for r in listed] == [newest, "20261203-040506-0009",
+                                            "20250101-000000-ffff"]
+    for args in (("report", "runs", "-o", "r.md"), ("compare", "runs", "runs", "-o", "c.md"),
+                 ("explain", "runs", "--trial", "default/files/00"),
+                 ("rescore", "runs", "--out", str(tmp_path / "re"))):
+        res = ce(*args, cwd=tmp_path)
+        assert res.returncode in (0, 1), (args, res.stderr)
+        assert f"is a directory of runs; using the latest, {runs / newest}" in res.stderr, \
+            (args, res.stderr)
+
+
 def test_runs_usage(tmp_path):
     missing = ce("runs", str(tmp_path / "nope"), cwd=tmp_path)
     assert missing.returncode == 2

@@ -62,10 +62,8 @@ def latest_run(path: str, command: str, hint: str = "RUN_DIR") -> str:
     try:
         run = resolve_run_dir(path)
     except RunDirError:
-        run = _newest(path)
-        if run is None:
-            raise click.BadParameter(f"{path} is not a run directory (no run.json) nor a "
-                                     "directory of runs", param_hint=hint) from None
+        raise click.BadParameter(f"{path} is not a run directory (no run.json) nor a "
+                                 "directory of runs", param_hint=hint) from None
     click.echo(f"ce {command}: {path} is a directory of runs; using the latest, {run}",
                err=True)
     return run
@@ -93,18 +91,6 @@ def trial_of_run(path: str, trial_id: str | None, command: str, hint: str) -> st
         raise click.UsageError(f"{run} is a run of {len(ids)} trials: name one with --trial "
                                f"(its id or a unique prefix): {shown}")
     return os.path.join(run, by_prefix(trial_id, ids, "trial", "--trial"))
-
-
-def _newest(path: str) -> str | None:
-    """The most recently created run directory directly under `path` (no `latest` link)."""
-    try:
-        entries = [os.path.join(path, e) for e in os.listdir(path)]
-    except OSError:
-        return None
-    runs = [e for e in entries if os.path.isdir(e) and not os.path.islink(e)
-            and os.path.isfile(os.path.join(e, "run.json"))]
-    return max(runs, key=lambda e: (os.path.basename(e), os.stat(e).st_mtime)) \
-        if runs else None
 
 
 def say_if_latest(path: str, command: str) -> None:

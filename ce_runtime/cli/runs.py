@@ -5,13 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import sys
 from typing import Any
 
 import click
 
-_RUN_ID_TIME = re.compile(r"(\d{8})-(\d{6})")
+from ce_runtime.store.runs_root import is_run, read_run_json, run_id_of, runs_in, started_at
 
 
 @click.command("runs")
@@ -41,9 +40,7 @@ def runs_cmd(directory, fmt):
         what = "not a directory" if os.path.exists(directory) else "no such directory"
         click.echo(f"ce runs: {directory}: {what}", err=True)
         sys.exit(2)
-    rows = sorted((r for r in (_describe(os.path.join(directory, name))
-                               for name in os.listdir(directory)) if r is not None),
-                  key=lambda r: (r["time"] or "", r["run_id"]), reverse=True)
+    rows = [r for r in map(_describe, runs_in(directory)) if r is not None]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -62,25 +59,15 @@ def runs_cmd(directory, fmt):
 
 def _describe(path: str) -> dict[str, Any] | None:
     """A run's row, or None when `path` is no run (no run.json, a link, a file)."""
-    if os.path.islink(path) or not os.path.isdir(path):
+    if os.path.islink(path) or not os.path.isdir(path) or not is_run(path):
         return None
-    run_json = os.path.join(path, "run.json")
-    if not os.path.isfile(run_json):
-        return None
-    try:
-        with open(run_json, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
-        doc = None
-    if not isinstance(doc, dict):
-        return {"run_id": os.path.basename(path), "path": path, "time": _file_time(run_json),
-                "tasks": None, "trials": None, "graded": None, "passed": None,
+    doc = read_run_json(path)
+    row = {"run_id": run_id_of(path, doc), "path": path, "time": started_at(path, doc)}
+    if doc is None:
+        return {**row, "tasks": None, "trials": None, "graded": None, "passed": None,
                 "pass_rate": None, "status": "unreadable run.json"}
-    run_id = str(doc.get("run_id") or os.path.basename(path))
     return {
-        "run_id": run_id, "path": path,
-        "time": _utc(doc.get("created_at")) or _id_time(run_id) or _file_time(run_json),
-        "tasks": _tasks(path), "trials": _int(doc.get("trials")),
+        **row, "tasks": _tasks(path), "trials": _int(doc.get("trials")),
         "graded": _int(doc.get("graded")), "passed": _int(doc.get("passed")),
         "pass_rate": doc.get("pass_rate") if isinstance(doc.get("pass_rate"), int | float)
         else None,
@@ -103,38 +90,6 @@ def _tasks(path: str) -> int | None:
 
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _id_time(run_id: str) -> str | None:
-    m = _RUN_ID_TIME.match(run_id)
-    if not m:
-        return None
-    try:
-        t = dt.datetime.strptime(m.group(1) + m.group(2), "%Y%m%d%H%M%S")
-    except ValueError:
-        return None
-    return _utc(t.astimezone().isoformat())
-
-
-def _utc(t: Any) -> str | None:
-    """An ISO time as UTC (`...+00:00`), so that the times sort as text."""
-    if not isinstance(t, str):
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(t)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.astimezone()
-    return parsed.astimezone(dt.UTC).isoformat(timespec="seconds")
-
-
-def _file_time(path: str) -> str | None:
-    try:
-        return dt.datetime.fromtimestamp(os.path.getmtime(path), dt.UTC) \
-            .isoformat(timespec="seconds")
-    except OSError:
-        return None
 
 
 def _short_time(t: str | None) -> str:

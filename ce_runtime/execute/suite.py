@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import os
 import re
-import secrets
 import sys
 import tempfile
 from collections.abc import Callable
@@ -40,8 +39,15 @@ class RunOptions:
 
 
 def new_run_dir(root: str) -> str:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = os.path.join(root, f"{stamp}-{secrets.token_hex(2)}")
+    from ce_runtime.store.runs_root import new_run_id
+
+    while True:  # ids sort by creation time; two of the same millisecond get another
+        run_dir = os.path.join(root, new_run_id())
+        try:
+            os.mkdir(run_dir)
+            break
+        except FileExistsError:
+            continue
     os.makedirs(os.path.join(run_dir, "plans"))
     os.makedirs(os.path.join(run_dir, "objects"))
     latest = os.path.join(root, "latest")
@@ -149,7 +155,7 @@ def finished(run_dir: str, trial: Trial, renamed: dict[str, str | None] | None =
     run started gives a new plan: that trial runs again on resume). A damaged record
     (unreadable, malformed, or changed after the trial) is not a finished trial.
     `renamed`: `ran_plan`'s memo, shared across a run's trials."""
-    from ce_runtime.store.archive import DamagedArchive
+    from ce_runtime.store.archive import DamagedArchive, missing_trial_file
     from ce_runtime.store.record import read_record
 
     tdir = trial_dir_of(run_dir, trial)
@@ -159,6 +165,8 @@ def finished(run_dir: str, trial: Trial, renamed: dict[str, str | None] | None =
         record = read_record(tdir)
     except DamagedArchive:
         return None
+    if missing_trial_file(tdir, record) is not None:
+        return None
     return record if ran_plan(run_dir, record.plan_hash, trial,
                               {} if renamed is None else renamed) else None
 
@@ -166,8 +174,10 @@ def finished(run_dir: str, trial: Trial, renamed: dict[str, str | None] | None =
 def already_run(run_dir: str, trials: list[Trial]) -> tuple[set[str], list[str]]:
     """One read of every trial's record: the ids of the trials that finished with their
     same plan (skipped on resume), and the damaged records ("damaged archive: PATH: why"),
-    whose trials a resume says so of, then runs again."""
-    from ce_runtime.store.archive import DamagedArchive
+    whose trials a resume says so of, then runs again. A trial is finished when every
+    file of a finished trial is there (`missing_trial_file`), not task.json alone: one
+    whose trace was lost is damaged, and runs again."""
+    from ce_runtime.store.archive import DamagedArchive, missing_trial_file
     from ce_runtime.store.record import read_record
 
     done: set[str] = set()
@@ -181,6 +191,10 @@ def already_run(run_dir: str, trials: list[Trial]) -> tuple[set[str], list[str]]
             record = read_record(tdir)
         except DamagedArchive as exc:
             damaged.append(str(exc))
+            continue
+        missing = missing_trial_file(tdir, record)
+        if missing is not None:
+            damaged.append(str(missing))
             continue
         if ran_plan(run_dir, record.plan_hash, t, renamed):
             done.add(t.trial_id)

@@ -66,7 +66,7 @@ class RunData(NamedTuple):
 
 def resolve_run_dir(path: str) -> str:
     """`path` itself when it holds a run (run.json or trials.parquet); a directory of runs
-    with a `latest` link means its latest run."""
+    means its newest run (store.runs_root.newest_run: its `latest` link, else by time)."""
     if not os.path.exists(path):
         raise RunDirError(path, "no such file or directory", usage=True)
     if not os.path.isdir(path):
@@ -74,12 +74,14 @@ def resolve_run_dir(path: str) -> str:
                                 "runs/latest)", usage=True)
     if _is_run(path):
         return os.path.realpath(path)
-    latest = os.path.join(path, "latest")
-    if os.path.isdir(latest) and _is_run(latest):
-        return os.path.realpath(latest)
+    from ce_runtime.store.runs_root import newest_run
+
+    newest = newest_run(path)
+    if newest is not None:
+        return newest
     raise RunDirError(path, f"not a run directory (no {RUN_JSON} or {TRIALS}; a run "
-                            "directory is what `ce run` writes, e.g. runs/latest)",
-                      usage=True)
+                            "directory is what `ce run` writes, e.g. runs/latest) nor a "
+                            "directory of runs", usage=True)
 
 
 def _is_run(path: str) -> bool:
