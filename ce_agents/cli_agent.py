@@ -54,7 +54,7 @@ class Events(TurnEvents):
         super().__init__(sink)
         self.error: str | None = None
         self.session: str | None = None
-        self.calls: dict[str, str] = {}  # call id -> tool (results are matched to calls)
+        self.calls: dict[str, str] = {}  # call id -> the tool as the agent named it
         self.aborted = False  # the run is failed: the CLI is ended (its output still read)
         self.rates: pricing.Rates | None = None  # what the model's tokens cost (None: unknown)
 
@@ -75,9 +75,10 @@ class Events(TurnEvents):
                   cache_creation_tokens=cache_write_tokens, cost_usd=cost)
 
     def call(self, call_id: str, raw: str, params: dict[str, Any]) -> None:
-        """A tool call; shell tools become `Bash` with the command unwrapped."""
-        tool, params = normalize(raw, params)
-        self.calls[call_id] = tool
+        """A tool call, its tool and params normalized (`T.normalize_tool`: the agent's
+        `write` is `Write`, its shell tool `Bash` ...; `raw_tool` keeps its own name)."""
+        tool, params = T.normalize_tool(raw, params)
+        self.calls[call_id] = raw
         self.emit(T.ToolCall, call_id, tool, raw, params)
 
     def result(self, call_id: str, ok: bool | str, output: str) -> None:
@@ -123,34 +124,6 @@ async def lines(stream: asyncio.StreamReader, limit: int = LINE_LIMIT, partial: 
         yield bytes(buf)
     elif skipping:
         yield None
-
-
-SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "command_execution"}
-
-
-def normalize(raw: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    params = dict(params or {})
-    if raw.lower() not in SHELL_TOOLS and raw != "Bash":
-        return raw, params
-    command = params.pop("command", None)
-    if command is None:
-        command = params.pop("cmd", "")
-    if isinstance(command, list):
-        command = shlex.join(str(c) for c in command)
-    return "Bash", {"command": unwrap_shell(str(command)), **params}
-
-
-def unwrap_shell(command: str) -> str:
-    """`/bin/bash -lc 'python hello.py'` -> `python hello.py` (criteria match what the
-    agent meant to run)."""
-    try:
-        parts = shlex.split(command)
-    except ValueError:
-        return command
-    if len(parts) == 3 and parts[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh") \
-            and parts[1] in ("-lc", "-c", "-l -c"):
-        return parts[2]
-    return command
 
 
 class CliAgent:

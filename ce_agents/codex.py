@@ -16,8 +16,9 @@ arrives, before its tools run) and every tool call with its output, whatever the
 provider. So: a turn per model answer (max_turns holds), Usage per answer (a stopped or
 timed-out trial keeps what it spent; token budgets stop it live), `exec_command` calls
 as Bash (the command as the model wrote it) with the command's output and exit status,
-`apply_patch` calls with the patch and Codex's answer (an error when it failed), other
-tools with their output, and the model's messages. `codex exec --json` still gives the
+`apply_patch` calls as Edit (raw_tool apply_patch) with the patch and Codex's answer
+(an error when it failed), other tools with their output (names normalized as for
+every agent: `update_plan` is TodoWrite), and the model's messages. `codex exec --json` still gives the
 session, and errors (a failed turn, an `error` item). Without the log (it was never
 found) ce falls back on that stream: one turn, the usage at the end, a system message
 saying so.
@@ -231,7 +232,7 @@ class CodexAgent(CliAgent):
             if call_id in state.results or call_id not in events.calls:
                 return
             output = _text(p.get("output"))
-            if events.calls[call_id] == "apply_patch":
+            if events.calls[call_id] == "apply_patch":  # Codex's name (the trace's: Edit)
                 ok = state.patches.get(call_id) == "completed" or bool(PATCH_OK.match(output))
             else:
                 code = EXIT.search(output)

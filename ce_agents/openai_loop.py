@@ -6,7 +6,8 @@ Four tools, each run in the trial's sandbox as the agent:
   read {path}                        a file's text
   write {path, content}              a file, parents created
   edit {path, old, new}              the first `old` replaced by `new`
-Paths are relative to the workspace (or absolute). The loop ends when the model answers
+The trace records them as Bash, Read, Write and Edit (`T.normalize_tool`; raw_tool
+keeps shell, read, ...). Paths are relative to the workspace (or absolute). The loop ends when the model answers
 without a tool call, at `run_limits.max_turns` model calls, or on a stop request.
 Endpoint: the task's `agent.base_url` / `agent.api_key_env`, else OPENAI_BASE_URL /
 OPENAI_API_KEY, else the scripted model server (`--scripted-model`). The loop itself

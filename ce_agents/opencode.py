@@ -5,8 +5,9 @@ Its configuration is the JSON in OPENCODE_CONFIG_CONTENT (one provider, the task
 autoupdate and sharing off) and private XDG directories in the sandbox's HOME;
 OPENCODE_DISABLE_MODELS_FETCH and npm's offline mode keep it off the network. The prompt
 goes as separate words (OpenCode quotes an argument with spaces). Events: `step_start` /
-`step_finish` are turns (with tokens and cost), `tool_use` a call and its result (`bash`
-becomes Bash), `text` the assistant's words, `error` the run's error.
+`step_finish` are turns (with tokens and cost), `tool_use` a call and its result (its
+tools get Claude Code's names: `bash` is Bash, `write` Write, `skill` Skill ...,
+`T.normalize_tool`), `text` the assistant's words, `error` the run's error.
 
 OpenCode prices a call from the cost its configuration gives the model, and ce's holds
 none: its own figure would be $0 for every call. ce prices the tokens itself, from its

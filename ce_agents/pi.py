@@ -5,8 +5,9 @@ in the sandbox.
 Its models.json and settings.json live in a private PI_CODING_AGENT_DIR (one provider,
 the task's model, telemetry off) and PI_OFFLINE keeps it off the network. Events:
 `turn_start`/`turn_end` are turns, an assistant `message_end` carries the text, the tool
-calls and the usage (with cost), `tool_execution_end` a result; in JSON mode a model
-error still exits 0, so a `stopReason: error` is the run's error.
+calls (with Claude Code's names: `bash` is Bash, `write` Write, `find` Glob ...,
+`T.normalize_tool`) and the usage (with cost), `tool_execution_end` a result; in JSON
+mode a model error still exits 0, so a `stopReason: error` is the run's error.
 
 Pi prices a call from the cost its models.json gives the model, and ce's holds none: its
 own figure would be $0 for every call. ce prices the tokens itself, from its rate card or

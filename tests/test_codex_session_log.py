@@ -84,8 +84,8 @@ def test_apply_patch_calls_are_in_the_trace_a_failed_one_too(tmp_path):
     record, events, _ = trial(tmp_path, "patch")
     assert record["status"] == "SUCCESS", (record["agent_outcome"], res.stderr[-2000:])
     calls = of(events, "ToolCall")
-    assert [(c.tool, c.params) for c in calls] == [("apply_patch", {"patch": bad}),
-                                                   ("apply_patch", {"patch": good})]
+    assert [(c.tool, c.raw_tool, c.params) for c in calls] == [
+        ("Edit", "apply_patch", {"patch": bad}), ("Edit", "apply_patch", {"patch": good})]
     results = {r.call_id: r for r in of(events, "ToolResult")}
     failed, applied = (results[c.call_id] for c in calls)
     assert failed.status == "error" and "nope.py" in failed.output, failed
@@ -149,7 +149,7 @@ def test_a_recorded_session_log_maps_to_a_turn_per_model_answer(usage_records):
     calls = of(events, "ToolCall")
     assert [(c.tool, c.raw_tool) for c in calls] == [
         ("Bash", "exec_command"), ("Bash", "exec_command"), ("Bash", "exec_command"),
-        ("apply_patch", "apply_patch"), ("apply_patch", "apply_patch")]
+        ("Edit", "apply_patch"), ("Edit", "apply_patch")]
     assert [c.params.get("command") for c in calls[:3]] == [
         "echo first", "echo second", "echo third; exit 3"]
     assert "*** Update File: nope.py" in calls[3].params["patch"]

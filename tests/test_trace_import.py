@@ -384,7 +384,11 @@ def test_coder_eval_unreadable_file_is_a_warning():
     ("command_execution", {"command": "make"}, ("Bash", {"command": "make"})),
     ("Bash", {"command": "ls"}, ("Bash", {"command": "ls"})),
     ("Read", {"file_path": "x"}, ("Read", {"file_path": "x"})),
-    ("apply_patch", None, ("apply_patch", {})),
+    ("apply_patch", None, ("Edit", {})),
+    ("write", {"filePath": "/w/a.py", "content": "x"},
+     ("Write", {"filePath": "/w/a.py", "content": "x"})),
+    ("skill", {"name": "pdf"}, ("Skill", {"skill": "pdf"})),
+    ("mcp__db__query", {"sql": "x"}, ("mcp__db__query", {"sql": "x"})),
 ])
 def test_normalize_tool(raw, params, expected):
     assert normalize_tool(raw, params) == expected

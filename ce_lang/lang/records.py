@@ -37,11 +37,14 @@ class RecordType:
 
 
 TOOL_CALL = RecordType("ToolCall", {
-    "tool": Field(STR, "const", "normalized tool name (Bash, Read, Write, Skill, ...)"),
+    "tool": Field(STR, "const", "the tool's Claude Code name, whichever agent called it "
+                  "(Bash, Read, Write, Edit, Skill, ...)"),
     "raw_tool": Field(STR, "const", "the tool name as the agent reported it"),
     "params": Field(JSON, "const", "the call's parameters"),
     "command": Field(T("str", (), True), "const",
-                     "for shell tools, the command with `bash -lc '...'` wrappers unwrapped"),
+                     "for shell tools (Bash), the command as the agent wrote it "
+                     "(`matches` also reads it with `bash -lc '...'` unwrapped); null "
+                     "for other tools"),
     "index": Field(INT, "const", "position of the call in the trace (0-based)"),
     "ok": Field(BOOL, "up", "the result arrived and was not an error (never reverts)"),
     "status": Field(STR, "none", "unresolved until the result arrives; then ok/error/denied"),

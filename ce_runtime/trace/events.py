@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shlex
 import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -54,7 +55,7 @@ class Message(_Event, tag="message"):
 
 class ToolCall(_Event, tag="tool_call"):
     call_id: str
-    tool: str  # normalized: Bash, Read, Write, Edit, Skill, ...
+    tool: str  # normalized (`normalize_tool`): Bash, Read, Write, Edit, Skill, ...
     raw_tool: str  # as the agent named it
     params: dict[str, Any] = {}
 
@@ -93,6 +94,77 @@ class RunEnd(_Event, tag="run_end"):
 Event = (RunHeader | AgentStart | TurnStart | TurnEnd | Message | ToolCall | ToolResult
          | Usage | Decision | AgentEnd | RunEnd)
 STATUSES = ("ok", "error", "denied", "unresolved")
+
+# -- tool names ---------------------------------------------------------------------------
+# A ToolCall's `tool` is Claude Code's name for what the call does, whichever agent made it,
+# so that a criterion's `tool_name: Write` or `c.tool == "Skill"` means the same for every
+# agent; `raw_tool` keeps the agent's own name. Looked up in any case: Claude Code's own
+# names map to themselves (`Read` -> `read` -> `Read`), unknown names (MCP tools, Codex's
+# write_stdin, view_image ...) stay as the agent named them. Only the names the agents ce
+# drives or imports emit (OpenCode 1.18, Pi 0.73, Codex 0.171, ce's `openai` loop,
+# coder_eval's Codex records):
+TOOL_NAMES: dict[str, str] = {
+    "bash": "Bash",  # OpenCode, Pi
+    "shell": "Bash",  # ce's openai loop; Codex's former shell tool
+    "exec_command": "Bash",  # Codex
+    "local_shell": "Bash",  # Codex's local_shell_call
+    "command_execution": "Bash",  # `codex exec --json`; coder_eval's Codex records
+    "read": "Read",  # OpenCode, Pi, openai loop
+    "write": "Write",  # OpenCode, Pi, openai loop
+    "edit": "Edit",  # OpenCode, Pi, openai loop
+    "apply_patch": "Edit",  # Codex, OpenCode (see normalize_tool)
+    "glob": "Glob",  # OpenCode
+    "find": "Glob",  # Pi: files by a glob pattern
+    "grep": "Grep",  # OpenCode, Pi
+    "ls": "LS",  # Pi
+    "skill": "Skill",  # OpenCode
+    "webfetch": "WebFetch",  # OpenCode
+    "websearch": "WebSearch",  # OpenCode
+    "todowrite": "TodoWrite",  # OpenCode
+    "update_plan": "TodoWrite",  # Codex's plan: its to-do list
+    "task": "Task",  # OpenCode: a sub-agent
+}
+# parameters criteria read by name, renamed to Claude Code's: (tool, agent's name) -> name
+# (skill_triggered reads a Skill call's `skill`; OpenCode's skill tool calls it `name`)
+PARAM_NAMES: dict[tuple[str, str], str] = {("Skill", "name"): "skill"}
+
+
+def normalize_tool(raw: str, params: Any) -> tuple[str, dict[str, Any]]:
+    """(tool, params) as criteria see them, for a call the agent named `raw`: the tool is
+    Claude Code's name for it (`TOOL_NAMES`; others unchanged), so `tool_name: Write`
+    matches OpenCode's, Pi's and the openai loop's `write` as well as Claude Code's
+    `Write`. The one normalization of the live CLI agents (`ce_agents.cli_agent.Events`:
+    Codex, OpenCode, Pi, the openai loop) and of `ce trace import`; Claude Code's own
+    calls are recorded as named (its names are the canonical ones).
+
+    Shell tools become `Bash` with the command, as the agent wrote it, in `command` (or
+    from Codex's `cmd`; an argv list joined with shell quoting): criteria unwrap
+    `bash -lc '...'` when they match, so the trace keeps what ran. Parameters are
+    otherwise the agent's own, but for those a criterion reads by name (`PARAM_NAMES`:
+    OpenCode's skill `name` becomes `skill`, as skill_triggered reads it).
+
+    `apply_patch` (Codex; OpenCode for GPT models) becomes `Edit`: it changes files in
+    the workspace, Edit's role, and a guard such as `tool_name: Edit, max_count: 0` must
+    not pass because the agent edits through a patch. One patch may add, change, delete
+    or move several files: it is not split, its params stay the agent's (`patch` /
+    `patchText`, the paths inside the text, where `command_pattern` finds them), and a
+    file the patch adds still counts as Edit, not Write.
+    """
+    params = dict(params) if isinstance(params, dict) else {}
+    tool = TOOL_NAMES.get(raw) or TOOL_NAMES.get(raw.lower()) or raw
+    if tool == "Bash":
+        command = params.pop("command", None)
+        if command is None:
+            command = params.pop("cmd", None)
+        if isinstance(command, list):
+            command = shlex.join(str(part) for part in command)
+        elif command is not None and not isinstance(command, str):
+            command = str(command)
+        return tool, {"command": command if command is not None else "", **params}
+    for (canonical, name), to in PARAM_NAMES.items():
+        if tool == canonical and name in params and to not in params:
+            params = {(to if k == name else k): v for k, v in params.items()}
+    return tool, params
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Event)

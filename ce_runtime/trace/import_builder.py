@@ -1,5 +1,6 @@
-"""What every transcript importer shares: `ImportResult`, tool-name normalization, and the
-`Builder` that turns a format's records into trace events.
+"""What every transcript importer shares: `ImportResult` and the `Builder` that turns a
+format's records into trace events (tool names normalized by `normalize_tool`, the same
+function as live agents': `ce_runtime.trace.events`).
 
 The importers (`import_claude`, `import_coder_eval`) only read their format; the turn,
 usage, tool-result and timing rules written down in `ce_runtime.trace.importers` are
@@ -9,7 +10,6 @@ enforced here, once, so every format maps the same way.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -17,8 +17,7 @@ from typing import Any
 import msgspec
 
 from ce_runtime.trace import events as T
-
-SHELL_TOOLS = frozenset({"exec_command", "shell", "local_shell", "command_execution", "bash"})
+from ce_runtime.trace.events import normalize_tool
 
 Problem = tuple[int, str]
 
@@ -37,22 +36,6 @@ class ImportResult:
     def unresolved(self) -> int:
         answered = {e.call_id for e in self.events if isinstance(e, T.ToolResult)}
         return sum(isinstance(e, T.ToolCall) and e.call_id not in answered for e in self.events)
-
-
-def normalize_tool(raw: str, params: Any) -> tuple[str, dict[str, Any]]:
-    """(tool, params) as criteria see them; Codex-style shell tools become `Bash`."""
-    params = dict(params) if isinstance(params, dict) else {}
-    if raw not in SHELL_TOOLS:
-        return raw, params
-    command = params.pop("command", None)
-    cmd = params.pop("cmd", None)
-    if command is None:
-        command = cmd
-    if isinstance(command, list):
-        command = shlex.join(str(part) for part in command)
-    elif command is not None and not isinstance(command, str):
-        command = str(command)
-    return "Bash", {"command": command if command is not None else "", **params}
 
 
 class Builder:

@@ -23,9 +23,12 @@ The mapping, the same for every format:
   they run inside the main turn that called the sub-agent.
 - Assistant text -> `Message(assistant)`; user text -> `Message(user)` (Claude Code's
   meta entries are skipped); thinking is not recorded.
-- A tool use -> `ToolCall` (`raw_tool` as the agent named it, `tool` normalized: Codex
+- A tool use -> `ToolCall` (`raw_tool` as the agent named it, `tool` normalized to
+  Claude Code's names by `ce_runtime.trace.events.normalize_tool`, as for live agents:
   shell tools `exec_command`, `shell`, `local_shell`, `command_execution` and `bash`
-  become `Bash` with params `{"command": str, ...}`; Claude's names are already canonical).
+  become `Bash` with params `{"command": str, ...}` (the command as written), `read` /
+  `write` / `edit` / `apply_patch` become `Read` / `Write` / `Edit` / `Edit`, and so on;
+  Claude's names are already canonical).
   A tool result -> `ToolResult`, status `error` when the source says so, `denied` for
   the calls a stream-json result lists in `permission_denials`, else `ok`.
 - A call without a result gets no `ToolResult`: the interpreter treats a missing result
@@ -45,7 +48,7 @@ The mapping, the same for every format:
 - Unknown record types and content blocks are skipped; malformed lines and records
   become warnings `(line, message)` (line 0 when no line applies), never errors.
 
-The code: `import_builder` (the shared `Builder`, `ImportResult`, `normalize_tool`),
+The code: `import_builder` (the shared `Builder`, `ImportResult`),
 `import_claude` (claude-stream, claude-session), `import_coder_eval`; this module tells
 the formats apart and reads a file.
 
@@ -58,7 +61,8 @@ import os
 
 import msgspec
 
-from ce_runtime.trace.import_builder import ImportResult, json_lines, normalize_tool
+from ce_runtime.trace.events import normalize_tool
+from ce_runtime.trace.import_builder import ImportResult, json_lines
 from ce_runtime.trace.import_claude import import_claude_session, import_claude_stream
 from ce_runtime.trace.import_coder_eval import import_coder_eval
 
