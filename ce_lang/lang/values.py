@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "exec_command", "command_execution"})
+SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "exec_command", "local_shell", "command_execution"})
 
 
 @attrs.frozen
