@@ -207,3 +207,33 @@ success_criteria:
            "property\n" in out, out
     assert "'two' is not of type 'integer' (at $.items[1])" in out, out
     assert out.count("evidence: fails the JSON Schema") == 2, out
+
+
+def test_json_carries_each_criterions_evidence_and_tree_as_the_text_shows_them(trial_dir):
+    """-f json had the scores only: the evidence lines and the evaluation tree (with its
+    lets, `(above)` references and if/else chains) were text-only, and no status."""
+    import json
+
+    from ce_runtime.grade.explain import tree_lines
+
+    data = json.loads(CliRunner().invoke(main, ["explain", *TRIAL, "-f", "json"]).stdout)
+    assert (data["status"], data["error"]) == ("FAILURE", None)
+    kinds = set()
+    for c in data["criteria"]:
+        text = CliRunner().invoke(main, ["explain", *TRIAL, "--criterion", c["id"]]).stdout
+        if c["disabled"]:
+            assert (c["evidence"], c["tree"]) == ([], [])
+            continue
+        body = text.split("\n\n")[1].splitlines()[2:]
+        evidence = [x.removeprefix("    evidence: ") for x in body
+                    if x.startswith("    evidence: ")]
+        assert c["evidence"] == evidence, c["id"]
+        assert tree_lines(c["tree"], 1) == body[len(evidence):], c["id"]
+
+        def walk(nodes):
+            for n in nodes:
+                kinds.add(n["kind"])
+                walk(n.get("children", ()))
+        walk(c["tree"])
+    assert kinds == {"value", "let", "ref", "if", "else if", "then", "else"}
+    assert data["criteria"][3]["evidence"][0].startswith("2 of 5 calls match: call#1 Bash")

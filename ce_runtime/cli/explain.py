@@ -29,8 +29,9 @@ import click
               help="Let task paths resolve into DIR, outside the suite root (repeatable; "
                    "see `ce compile --explain CE0216`).")
 @click.option("-f", "--format", "fmt", type=click.Choice(("text", "json")), default=None,
-              help="text (the default) or json (machine-readable; with --workspace or a "
-                   "trial directory).")
+              help="text (the default) or json (machine-readable: the same facts, the "
+                   "trial's status and each criterion's evidence and tree; "
+                   "docs/explain-rescore.md).")
 @click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json.")
 def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrides, allow_paths,
                 fmt, as_json):
@@ -95,10 +96,10 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
         from ce_runtime.grade.explain import explain_plan, explain_plan_json
 
         if as_json:
-            click.echo(json.dumps(explain_plan_json(trial.plan, trial.trial_id), indent=2,
-                                  default=str))
+            click.echo(json.dumps(explain_plan_json(trial.plan, trial.trial_id, only),
+                                  indent=2, default=str))
         else:
-            click.echo(explain_plan(trial.plan, trial.trial_id), nl=False)
+            click.echo(explain_plan(trial.plan, trial.trial_id, only), nl=False)
         return
     from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.explain import explain_json, explain_trial
@@ -128,7 +129,8 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
                    f"{len(read.events)} events, {read.ignored_bytes} byte(s) ignored",
                    err=True)
     if as_json:
-        click.echo(json.dumps(explain_json(trial.plan, graded), indent=2))
+        click.echo(json.dumps(explain_json(trial.plan, graded, grader.instances, host, only),
+                              indent=2))
     else:
         click.echo(explain_trial(trial.plan, grader.instances, graded, host, only), nl=False)
     sys.exit(0 if graded.success else 1)
@@ -146,6 +148,7 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
     from ce_runtime.execute.sandbox.runner import local_runner
     from ce_runtime.grade.explain import explain_json, explain_trial
     from ce_runtime.grade.grading import grade_files, reference_paths
+    from ce_runtime.grade.host import InfrastructureError
     from ce_runtime.grade.interpreter import criterion_records
     from ce_runtime.grade.rescore import archived_plan, criterion_changes, kept_status
     from ce_runtime.store.archive import (
@@ -191,12 +194,21 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
         except DamagedArchive as exc:
             click.echo(f"ce: {exc}", err=True)
             sys.exit(1)
-        # a run limit or an ERROR before grading stays the trial's status, as in rescore
+        except InfrastructureError as exc:  # e.g. its environment cannot be rebuilt here
+            _not_regraded(task, plan, str(exc), as_json)
+        # a run limit or an ERROR before grading stays the trial's status, as in rescore;
+        # so does an ERROR the agent ended in (its criteria graded what it left)
         kept = kept_status(task.status, task.criteria)
-        differences = [] if kept == Status.ERROR else criterion_changes(
+        never_graded = kept == Status.ERROR
+        error = _error_reason(task)
+        agent_failed = kept is None and task.status == Status.ERROR
+        if agent_failed:
+            kept = Status.ERROR.value
+        differences = [] if never_graded else criterion_changes(
             [msgspec.to_builtins(c) for c in task.criteria], criterion_records(plan, graded))
         if as_json:
-            out = explain_json(plan, graded)
+            out = explain_json(plan, graded, grader.instances, host, only,
+                               status=kept, error=error)
             out["recorded"] = {"status": str(task.status),
                                "weighted_score": task.weighted_score,
                                "differences": differences, "status_kept": kept is not None}
@@ -212,20 +224,61 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
             if differences:
                 click.echo("NOTE: this re-grade differs from the recorded grade (recorded "
                            f"{task.status} {_score(task.weighted_score)}, now "
-                           f"{Status.SUCCESS if graded.success else Status.FAILURE} "
+                           f"{kept or (Status.SUCCESS if graded.success else Status.FAILURE)} "
                            f"{_score(graded.weighted_score)}):")
                 for line in differences:
                     click.echo(f"  {line}")
-            if kept == Status.ERROR:
-                click.echo(f"NOTE: the trial never reached grading ({task.error or kept}):"
+            if never_graded:
+                click.echo(f"NOTE: the trial never reached grading ({error or kept}):"
                            f" it stays {kept}; the criteria below grade its archived "
                            "workspace for information only")
+            elif agent_failed:
+                said = error or "the trial ended in an error (no reason was recorded)"
+                click.echo(f"NOTE: {said}: the trial stays {kept}, whatever the criteria "
+                           "below score")
             elif kept is not None:
                 click.echo(f"NOTE: a run limit stopped the agent: the trial stays {kept}, "
                            "whatever the criteria below score")
             click.echo(explain_trial(plan, grader.instances, graded, host, only,
-                                     None if kept is None else str(kept)), nl=False)
+                                     None if kept is None else str(kept),
+                                     "the agent ended in an error" if agent_failed
+                                     else None), nl=False)
     sys.exit(0 if graded.success and kept is None else 1)
+
+
+def _not_regraded(task, plan, why: str, as_json: bool) -> None:
+    """An archived trial whose criteria cannot be graded again here (its sandbox or
+    environment cannot be rebuilt): what the run recorded, the reason of an ERROR, and
+    why there is no re-grade; exit 1."""
+    error = _error_reason(task)
+    if as_json:
+        click.echo(json.dumps({
+            "task_id": plan.task_id, "weighted_score": None, "success": False,
+            "stopped_early": bool(task.stopped_early), "status": str(task.status),
+            "error": error, "criteria": [], "regrade_error": why,
+            "recorded": {"status": str(task.status), "weighted_score": task.weighted_score,
+                         "differences": [], "status_kept": True}}, indent=2))
+    else:
+        click.echo(f"trial {task.trial_id} (recorded status {task.status or '?'}, weighted "
+                   f"score {_score(task.weighted_score)}); not re-graded")
+        if error:
+            click.echo(f"error: {error}")
+    click.echo(f"ce: cannot grade the archived trial again here: {why}", err=True)
+    sys.exit(1)
+
+
+def _error_reason(task) -> str | None:
+    """Why an ERROR trial is one, as the run recorded it: its `error` (a sandbox, pre_run
+    or grading failure), else the agent's own end (`agent_outcome`); None otherwise."""
+    if task.status != "ERROR":
+        return None
+    if task.error:
+        return task.error
+    outcome = task.agent_outcome
+    if outcome is not None and outcome.reason == "error":
+        return "the agent ended in an error" + (f": {outcome.detail}" if outcome.detail
+                                                else "")
+    return None
 
 
 def _score(x) -> str:

@@ -58,13 +58,16 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
 
 
 class _Tree:
+    """A criterion's evaluation tree: per node, its source text, value and evidence (see
+    `tree_lines` for the text rendering and docs/explain-rescore.md for the JSON shape)."""
+
     def __init__(self, inst: Instance, result: CriterionResult, host: Host | None,
                  expr_text: str):
         self.inst = inst
         self.r = result
         self.host = host
         self.expr_text = expr_text
-        self.lines: list[str] = []
+        self.nodes: list[dict[str, Any]] = []
         self.shown_lets: set[str] = set()
         self.found: list[str] = []  # evidence texts, in tree order
 
@@ -72,9 +75,13 @@ class _Tree:
         text = node_text(node, self.expr_text) or type(node).__name__
         return text if len(text) <= 72 else text[:69] + "..."
 
+    def build(self) -> list[dict[str, Any]]:
+        """The tree under the criterion's score expression, its nodes in text order."""
+        self.node(self.inst.score, 1, self.nodes)
+        return self.nodes
+
     def render(self) -> list[str]:
-        self.node(self.inst.score, 1)
-        return self.lines
+        return tree_lines(self.build(), 1)
 
     def interesting(self, node: A.Node) -> bool:
         if isinstance(node, A.Lit | A.Lambda):
@@ -83,61 +90,67 @@ class _Tree:
             return False
         return node.id in self.r.values
 
-    def node(self, node: A.Node, depth: int) -> None:
+    def item(self, kind: str, text: str, node: A.Node) -> dict[str, Any]:
+        """A tree node of `kind` showing `node`'s value and evidence (found in tree order)."""
+        return {"kind": kind, "text": text, "value": show_value(self.r.values.get(node.id)),
+                "evidence": self.evidence(node), "children": []}
+
+    def node(self, node: A.Node, depth: int, into: list[dict[str, Any]]) -> None:
         if depth > MAX_DEPTH:
             return
         value = self.r.values.get(node.id)
-        pad = INDENT * depth
         if isinstance(node, A.Name) and any(let.name == node.name for let in self.inst.lets):
             let = next(let for let in self.inst.lets if let.name == node.name)
             if node.name in self.shown_lets:
-                shown = f" = {show_value(value)}" if not isinstance(value, dict | list) else ""
-                self.lines.append(f"{pad}{node.name}{shown}  (above)")
+                into.append({"kind": "ref", "name": node.name,
+                             "value": None if isinstance(value, dict | list)
+                             else show_value(value)})
                 return
             self.shown_lets.add(node.name)
-            self.lines.append(f"{pad}{node.name} = {self.text(let.expr)}")
-            self.lines.append(f"{pad}{INDENT}= {show_value(self.r.values.get(let.expr.id))}"
-                              + self.evidence(let.expr))
-            self.expand(let.expr, depth + 2)
+            item = {"kind": "let", "name": node.name, **self.item("let", self.text(let.expr),
+                                                                   let.expr)}
+            into.append(item)
+            self.expand(let.expr, depth + 2, item["children"])
             return
         if isinstance(node, A.Cond):
-            self.cond(node, depth, "if")
+            self.cond(node, depth, "if", into)
             return
-        self.lines.append(f"{pad}{self.text(node)} = {show_value(value)}{self.evidence(node)}")
-        self.expand(node, depth + 1)
+        item = self.item("value", self.text(node), node)
+        into.append(item)
+        self.expand(node, depth + 1, item["children"])
 
-    def expand(self, node: A.Node, depth: int) -> None:
+    def expand(self, node: A.Node, depth: int, into: list[dict[str, Any]]) -> None:
         """What is under a node whose own line is already printed."""
         if isinstance(node, A.Cond):
-            self.cond(node, depth, "if")
+            self.cond(node, depth, "if", into)
             return
         for child in A.children(node):
             if self.interesting(child):
-                self.node(child, depth)
+                self.node(child, depth, into)
 
-    def cond(self, node: A.Cond, depth: int, word: str) -> None:
+    def cond(self, node: A.Cond, depth: int, word: str, into: list[dict[str, Any]]) -> None:
         """`if test: value`, then the branch taken (`then` or `else`); an `else if` chain
         stays at one level."""
         if depth > MAX_DEPTH or node.test.id not in self.r.values:
             return
-        pad = INDENT * depth
         test = self.r.values[node.test.id]
-        self.lines.append(f"{pad}{word} {self.text(node.test)}: {show_value(test)}"
-                          f"{self.evidence(node.test)}")
-        self.expand(node.test, depth + 1)
+        item = self.item(word, self.text(node.test), node.test)
+        into.append(item)
+        self.expand(node.test, depth + 1, item["children"])
         branch = node.then if test else node.else_
         if not test and isinstance(branch, A.Cond):
-            self.cond(branch, depth, "else if")
+            self.cond(branch, depth, "else if", into)
             return
-        self.lines.append(f"{pad}{'then' if test else 'else'} {self.text(branch)} = "
-                          f"{show_value(self.r.values.get(branch.id))}{self.evidence(branch)}")
-        self.expand(branch, depth + 1)
+        item = self.item("then" if test else "else", self.text(branch), branch)
+        into.append(item)
+        self.expand(branch, depth + 1, item["children"])
 
-    def evidence(self, node: A.Node) -> str:
+    def evidence(self, node: A.Node) -> str | None:
         text = self._evidence(node)
         if text.startswith("  [") and text.endswith("]"):
             self.found.append(text[3:-1])
-        return text
+            return text[3:-1]
+        return None
 
     def _evidence(self, node: A.Node) -> str:
         """Evidence beyond the value: where, which calls, which command."""
@@ -250,6 +263,31 @@ class _Tree:
         return f"  [{len(hits)} match]"
 
 
+def tree_lines(nodes: list[dict[str, Any]], depth: int) -> list[str]:
+    """`_Tree.build`'s nodes as `ce explain` prints them, from `depth` indents on."""
+    lines = []
+    for n in nodes:
+        pad = INDENT * depth
+        ev = f"  [{n['evidence']}]" if n.get("evidence") is not None else ""
+        kind, under = n["kind"], depth + 1
+        if kind == "ref":
+            shown = "" if n["value"] is None else f" = {n['value']}"
+            lines.append(f"{pad}{n['name']}{shown}  (above)")
+            continue
+        if kind == "let":
+            lines.append(f"{pad}{n['name']} = {n['text']}")
+            lines.append(f"{pad}{INDENT}= {n['value']}{ev}")
+            under = depth + 2
+        elif kind in ("if", "else if"):
+            lines.append(f"{pad}{kind} {n['text']}: {n['value']}{ev}")
+        elif kind in ("then", "else"):
+            lines.append(f"{pad}{kind} {n['text']} = {n['value']}{ev}")
+        else:
+            lines.append(f"{pad}{n['text']} = {n['value']}{ev}")
+        lines += tree_lines(n["children"], under)
+    return lines
+
+
 _MISSING = object()
 
 
@@ -283,9 +321,28 @@ def _json(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def chosen(only: str | None, cid: str, index: int, ctype: str) -> bool:
+    """Whether `--criterion ONLY` (an id, an index or a type; None: every one) names the
+    criterion `cid`, at `index` in its plan, of type `ctype`."""
+    return only is None or only in (cid, str(index), ctype)
+
+
+def _judges(result: CriterionResult, host: Host | None) -> list[dict[str, Any]]:
+    """The judge verdicts behind a criterion's score, as evidence.json keeps them."""
+    return [ev for ev in (host.evidence.get(result.id, ()) if host is not None else ())
+            if ev.get("kind") == "judge"]
+
+
+def _built(inst: Instance, result: CriterionResult, host: Host | None, plan: Plan) -> _Tree:
+    call = plan.criteria[inst.index]
+    builder = _Tree(inst, result, host,
+                    call.args.get("expr", "") if call.definition == "expr" else "")
+    builder.build()
+    return builder
+
+
 def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None,
                       plan: Plan) -> list[str]:
-    call = plan.criteria[inst.index]
     if result.disabled:
         return [f"{result.id} {result.type}: {result.description}\n"
                 f"{INDENT}not run (enabled: false): excluded from the weighted score and the "
@@ -303,24 +360,21 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
     lines = [head]
     if result.error:
         lines.append(f"{INDENT}error: {result.error}")
-    for ev in (host.evidence.get(result.id, ()) if host is not None else ()):
-        if ev.get("kind") == "judge":
-            usage = ev.get("usage") or {}
-            lines.append(
-                f"{INDENT}judge{' ' + ev['model'] if ev.get('model') else ''}: score "
-                f"{ev.get('score')} ({'recorded verdict' if ev.get('recorded') else 'asked'} "
-                f"{str(ev.get('request', ''))[:12]})"
-                + (f"; {usage.get('input_tokens', 0)}+{usage.get('output_tokens', 0)} tokens"
-                   if usage else ""))
-            if ev.get("rationale"):
-                lines.append(f"{INDENT}  rationale: {ev['rationale']}")
-    expr_text = call.args.get("expr", "") if call.definition == "expr" else ""
-    builder = _Tree(inst, result, host, expr_text)
-    tree = builder.render()
+    for ev in _judges(result, host):
+        usage = ev.get("usage") or {}
+        lines.append(
+            f"{INDENT}judge{' ' + ev['model'] if ev.get('model') else ''}: score "
+            f"{ev.get('score')} ({'recorded verdict' if ev.get('recorded') else 'asked'} "
+            f"{str(ev.get('request', ''))[:12]})"
+            + (f"; {usage.get('input_tokens', 0)}+{usage.get('output_tokens', 0)} tokens"
+               if usage else ""))
+        if ev.get("rationale"):
+            lines.append(f"{INDENT}  rationale: {ev['rationale']}")
+    builder = _built(inst, result, host, plan)
     # the evidence first (which files, positions, calls, commands): the tree below shows
     # how the definition turned it into the score
     lines += [f"{INDENT}evidence: {e}" for e in dict.fromkeys(builder.found)]
-    lines += tree
+    lines += tree_lines(builder.nodes, 1)
     for name, value in result.outputs.items():
         lines.append(f"{INDENT}output {name} = {show_value(value)}")
     return lines
@@ -363,13 +417,14 @@ def arithmetic(result: GradeResult, weighted_gate: float | None = None) -> list[
 
 
 def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
-                  host: Host | None, only: str | None = None, kept: str | None = None
-                  ) -> str:
+                  host: Host | None, only: str | None = None, kept: str | None = None,
+                  why: str | None = None) -> str:
     """`kept`: the archived trial's status when the criteria do not decide it (a run
-    limit stopped the agent, or it never reached grading): said last, as report.html."""
+    limit stopped the agent, or it never reached grading), `why` the reason the run
+    recorded: said last, as report.html."""
     out = [f"task {plan.task_id}"]
     for inst, r in zip(instances, result.criteria, strict=True):
-        if only is not None and only not in (r.id, str(inst.index), r.type):
+        if not chosen(only, r.id, inst.index, r.type):
             continue
         out.append("")
         out += explain_criterion(inst, r, host, plan)
@@ -379,8 +434,8 @@ def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
                           if plan.early_stop.rule == "weighted" else None)
         if kept is not None:
             out.append(f"trial -> {kept} (kept: "
-                       + ("it never reached grading)" if kept == Status.ERROR
-                          else "a run limit stopped the agent)"))
+                       + (why if why else "it never reached grading" if kept == Status.ERROR
+                          else "a run limit stopped the agent") + ")")
     return "\n".join(out) + "\n"
 
 
@@ -393,10 +448,7 @@ def failure_evidence(plan: Plan, instances: list[Instance], result: GradeResult,
     for inst, r in zip(instances, result.criteria, strict=True):
         if r.passed or r.disabled:
             continue
-        call = plan.criteria[inst.index]
-        builder = _Tree(inst, r, host,
-                        call.args.get("expr", "") if call.definition == "expr" else "")
-        builder.render()
+        builder = _built(inst, r, host, plan)
         if builder.found:
             out[r.id] = list(dict.fromkeys(builder.found))
     return out
@@ -414,7 +466,8 @@ def with_failure_evidence(criteria: dict[str, Any], found: dict[str, list[str]]
     return merged
 
 
-def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
+def explain_plan(plan: Plan, trial_id: str | None = None, only: str | None = None) -> str:
+    """`only`: just the criteria `--criterion` names (and no closing score line)."""
     out = [f"task {plan.task_id}" + (f"  (trial {trial_id})" if trial_id else "")]
     es = plan.early_stop
     registry: Registry | None
@@ -426,7 +479,9 @@ def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
         except ValueError:
             registry = None
     out.append("early stop: " + (f"on, armed {', '.join(es.armed)}" if es.enabled else "off"))
-    for c in plan.criteria:
+    for i, c in enumerate(plan.criteria):
+        if not chosen(only, c.id, i, c.type):
+            continue
         out.append("")
         gate = ("disabled (enabled: false): never run, not in the score or the gate"
                 if is_disabled(c) else "gating" if c.gating
@@ -455,6 +510,8 @@ def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
             args_text = ", ".join(show_value(a, 40) for a in s.args)
             out.append(f"{INDENT}step {s.id}: {s.func}({args_text}) [{s.effect}, epoch "
                        f"{s.epoch}{shared}]")
+    if only is not None:
+        return "\n".join(out) + "\n"
     gating = [c for c in plan.criteria if c.gating]
     out.append("")
     out.append(f"score: weighted mean over {len(gating)} criteria with weight > 0; success "
@@ -462,8 +519,9 @@ def explain_plan(plan: Plan, trial_id: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def explain_plan_json(plan: Plan, trial_id: str | None = None) -> dict[str, Any]:
-    """`explain_plan`'s facts as data (`ce explain TASK -f json`)."""
+def explain_plan_json(plan: Plan, trial_id: str | None = None, only: str | None = None
+                      ) -> dict[str, Any]:
+    """`explain_plan`'s facts as data (`ce explain TASK -f json`); `only` as there."""
     es = plan.early_stop
     return {
         "task_id": plan.task_id, "trial_id": trial_id,
@@ -475,7 +533,8 @@ def explain_plan_json(plan: Plan, trial_id: str | None = None) -> dict[str, Any]
             "effects": list(c.effects), "can_decide_pass": c.can_decide_pass,
             "can_decide_fail": c.can_decide_fail, "decidability": c.decidability,
             "armed": None if c.arming is None else c.arming.polarity,
-            "offline": c.offline} for c in plan.criteria]}
+            "offline": c.offline}
+            for i, c in enumerate(plan.criteria) if chosen(only, c.id, i, c.type)]}
 
 
 def _shown_args(c: CriterionCall, registry: Registry | None) -> list[tuple[str, Any]]:
@@ -518,18 +577,36 @@ def _arg_text(value: Any) -> str:
     return show_value(value, 40)
 
 
-def explain_json(plan: Plan, result: GradeResult) -> dict[str, Any]:
-    return {
-        "task_id": plan.task_id,
-        "weighted_score": result.weighted_score,
-        "success": result.success,
-        "stopped_early": result.stopped_early,
-        "criteria": [{
+def explain_json(plan: Plan, result: GradeResult, instances: list[Instance],
+                 host: Host | None, only: str | None = None, status: str | None = None,
+                 error: str | None = None) -> dict[str, Any]:
+    """`explain_trial` as data (`ce explain -f json`; the shape is in
+    docs/explain-rescore.md): the grade, the trial's `status` (its grade's verdict unless
+    given: an archived trial's kept status) and, for an ERROR, the recorded `error`; per
+    criterion `--criterion` names, its evidence lines, judge verdicts and evaluation tree."""
+    criteria = []
+    for inst, r in zip(instances, result.criteria, strict=True):
+        if not chosen(only, r.id, inst.index, r.type):
+            continue
+        builder = None if r.disabled else _built(inst, r, host, plan)
+        criteria.append({
             "id": r.id, "type": r.type, "description": r.description, "kind": r.kind,
             "score": r.score, "pass_threshold": r.pass_threshold, "passed": r.passed,
             "weight": r.weight, "gating": r.gating, "advisory": r.advisory,
             "disabled": r.disabled, "error": r.error,
             "outputs": {k: show_value(v) for k, v in r.outputs.items()},
             "matched": {str(k): v for k, v in r.matched.items()},
-        } for r in result.criteria],
+            "evidence": list(dict.fromkeys(builder.found)) if builder else [],
+            "judges": [{k: v for k, v in ev.items() if k != "kind"}
+                       for ev in _judges(r, host)],
+            "tree": builder.nodes if builder else [],
+        })
+    return {
+        "task_id": plan.task_id,
+        "weighted_score": result.weighted_score,
+        "success": result.success,
+        "stopped_early": result.stopped_early,
+        "status": status or str(Status.SUCCESS if result.success else Status.FAILURE),
+        "error": error,
+        "criteria": criteria,
     }

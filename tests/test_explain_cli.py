@@ -1,0 +1,207 @@
+"""`ce explain` of a run's trials: `--criterion` selects in every mode and format, `-f
+json` carries the evidence and the evaluation tree the text shows and the trial's status,
+and an ERROR trial says why (its recorded error, or how the agent ended)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from ce_runtime.cli import main
+from ce_runtime.grade.explain import tree_lines
+
+CE = [sys.executable, "-m", "ce_runtime.cli"]
+
+TASK = """\
+task_id: {task_id}
+description: a scripted agent writes a.txt, then {how}
+initial_prompt: write a.txt
+agent:
+  type: script
+  script:
+    - {{write: a.txt, content: "hi\\n"}}
+    - {last}
+sandbox: {{driver: tempdir, python: null}}
+{extra}
+success_criteria:
+  - {{type: file_exists, path: a.txt, description: wrote a.txt}}
+  - {{type: file_contains, path: a.txt, includes: [hi, bye], description: says hi and bye}}
+  - {{type: run_command, command: cat a.txt, expected_stdout: hi, description: cat says hi}}
+"""
+
+TASKS = {
+    "fine": dict(how="says so", last="{say: done}", extra=""),
+    "crashed": dict(how="crashes", last="{fail: the model API went away}", extra=""),
+    "unseeded": dict(how="never runs", last="{say: done}",
+                     extra="pre_run:\n  - {command: 'echo no seed >&2; exit 3'}"),
+}
+TRIAL = "run/default/{}/00"
+
+
+def ce(*args, cwd):
+    """`ce run` in its own process (it installs signal handlers, forks sandboxes)."""
+    env = {**os.environ, "CE_PLAIN": "1"}
+    return subprocess.run([*CE, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def explain(*args, cwd):
+    """`ce explain ARGS` in this process, from `cwd`: .returncode, .stdout, .stderr."""
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        res = CliRunner().invoke(main, ["explain", *map(str, args)])
+    finally:
+        os.chdir(old)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return SimpleNamespace(returncode=res.exit_code, stdout=res.stdout, stderr=res.stderr)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("explain-run")
+    for task_id, parts in TASKS.items():
+        (root / f"{task_id}.yaml").write_text(TASK.format(task_id=task_id, **parts))
+    made = ce("run", *(f"{t}.yaml" for t in TASKS), "--run-dir", "run", cwd=root)
+    assert made.returncode == 1, made.stdout + made.stderr
+    records = {t: json.loads((root / TRIAL.format(t) / "task.json").read_text())
+               for t in TASKS}
+    assert {t: r["status"] for t, r in records.items()} == \
+        {"fine": "FAILURE", "crashed": "ERROR", "unseeded": "ERROR"}
+    assert records["crashed"]["error"] is None and records["crashed"]["criteria"]
+    return root
+
+
+def _modes(root):
+    """(name, ce explain arguments) for each way of naming a trial or a task."""
+    ws = root / "ws"
+    if not ws.exists():
+        ws.mkdir()
+        (ws / "a.txt").write_text("hi\n")
+    return [("trial directory", [TRIAL.format("fine")]),
+            ("run", ["run", "--trial", "default/fine"]),
+            ("plan", ["fine.yaml"]),
+            ("workspace", ["fine.yaml", "--workspace", ws])]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_criterion_selects_one_in_every_mode(run, fmt):
+    for mode, args in _modes(run):
+        res = explain(*args, "--criterion", "c1", "-f", fmt, cwd=run)
+        assert res.returncode in (0, 1), (mode, res.stderr)
+        if fmt == "json":
+            ids = [c["id"] for c in json.loads(res.stdout)["criteria"]]
+            assert ids == ["c1"], (mode, ids)
+        else:
+            shown = [line.split()[0] for line in res.stdout.splitlines()
+                     if line[:1] == "c" and line.split()[0][1:].isdigit()]
+            assert shown == ["c1"], (mode, res.stdout)
+            assert "weighted score =" not in res.stdout and "score: " not in res.stdout
+        # by type and by index too
+        by_type = explain(*args, "--criterion", "run_command", "-f", fmt, cwd=run)
+        assert "c2" in by_type.stdout and "c1 " not in by_type.stdout, (mode, by_type.stdout)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_an_unknown_criterion_is_an_error_in_every_mode(run, fmt):
+    for mode, args in _modes(run):
+        res = explain(*args, "--criterion", "c7", "-f", fmt, cwd=run)
+        assert res.returncode == 2, (mode, res.stdout, res.stderr)
+        assert res.stdout == "", mode
+        assert "no criterion 'c7'" in res.stderr, (mode, res.stderr)
+        assert "c0 (file_exists), c1 (file_contains), c2 (run_command)" in res.stderr, mode
+
+
+def test_json_has_the_text_evidence_and_tree_and_the_status(run):
+    where = TRIAL.format("fine")
+    data = json.loads(explain(where, "-f", "json", cwd=run).stdout)
+    assert (data["status"], data["error"], data["success"]) == ("FAILURE", None, False)
+    assert data["weighted_score"] == pytest.approx((1 + 0.5 + 1) / 3)
+    assert data["recorded"]["status"] == "FAILURE" and not data["recorded"]["status_kept"]
+    for c in data["criteria"]:
+        text = explain(where, "--criterion", c["id"], cwd=run).stdout.splitlines()
+        body = text[text.index(next(x for x in text if x.startswith(c["id"] + " "))) + 2:]
+        evidence = [x.removeprefix("    evidence: ") for x in body
+                    if x.startswith("    evidence: ")]
+        assert c["evidence"] == evidence and evidence, c["id"]
+        assert tree_lines(c["tree"], 1) == body[len(evidence):], c["id"]
+        assert c["judges"] == []
+    c1 = data["criteria"][1]
+    assert "includes 1/2: 'hi' found at a.txt:1:1; 'bye' not found" in c1["evidence"]
+
+
+def test_an_agent_error_says_why_and_stays_error(run):
+    """The agent ended in an error after writing a.txt: the run graded its criteria (all
+    but one pass), but the trial is ERROR, and explain said neither why nor ERROR: it
+    printed '-> FAILURE' (exit 1 by luck of a failing criterion) with no reason."""
+    where = TRIAL.format("crashed")
+    res = explain(where, cwd=run)
+    assert res.returncode == 1, res.stderr
+    reason = "the agent ended in an error: the model API went away"
+    assert f"NOTE: {reason}: the trial stays ERROR" in res.stdout, res.stdout
+    assert res.stdout.rstrip().splitlines()[-1] == \
+        "trial -> ERROR (kept: the agent ended in an error)"
+    data = json.loads(explain(where, "-f", "json", cwd=run).stdout)
+    assert (data["status"], data["error"]) == ("ERROR", reason)
+    assert data["recorded"]["status_kept"] is True and data["recorded"]["differences"] == []
+    assert [c["passed"] for c in data["criteria"]] == [True, False, True]
+
+
+def test_an_error_before_grading_says_why(run):
+    where = TRIAL.format("unseeded")
+    reason = "pre_run command failed: 'echo no seed >&2; exit 3' (exit 3)"
+    res = explain(where, cwd=run)
+    assert res.returncode == 1 and f"never reached grading ({reason})" in res.stdout
+    data = json.loads(explain(where, "-f", "json", "--criterion", "c0", cwd=run).stdout)
+    assert (data["status"], data["error"]) == ("ERROR", reason)
+    assert data["recorded"]["status_kept"] is True
+    assert [c["id"] for c in data["criteria"]] == ["c0"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_trial_that_cannot_be_graded_again_says_what_was_recorded(run, monkeypatch, fmt):
+    """A trial whose environment cannot be rebuilt here (its set-up failed in the run, a
+    package that is not on this machine): explain ended in 'internal error
+    (InfrastructureError ...); this is a bug in ce', saying nothing of the trial."""
+    from ce_runtime.grade import grading
+    from ce_runtime.grade.host import InfrastructureError
+
+    def cannot(*args, **kwargs):
+        raise InfrastructureError("rebuilding the trial's environment: no such package")
+
+    monkeypatch.setattr(grading, "grade_files", cannot)
+    res = explain(TRIAL.format("unseeded"), "-f", fmt, cwd=run)
+    assert res.returncode == 1
+    assert "cannot grade the archived trial again here: rebuilding the trial's " \
+           "environment: no such package" in res.stderr, res.stderr
+    reason = "pre_run command failed: 'echo no seed >&2; exit 3' (exit 3)"
+    if fmt == "text":
+        assert res.stdout == ("trial default/unseeded/00 (recorded status ERROR, weighted "
+                              f"score -); not re-graded\nerror: {reason}\n")
+    else:
+        data = json.loads(res.stdout)
+        assert (data["status"], data["error"], data["criteria"]) == ("ERROR", reason, [])
+        assert data["regrade_error"].startswith("rebuilding the trial's environment")
+
+
+def test_a_differing_regrade_of_an_agent_error_says_it_stays_error(tmp_path):
+    """Where the re-grade differs from the record, the NOTE named the grade's verdict as
+    the trial's ('now SUCCESS') though the trial stays ERROR."""
+    flag = tmp_path / "flag"
+    flag.write_text("up\n")
+    (tmp_path / "t.yaml").write_text(TASK.format(
+        task_id="flaky", how="crashes", last="{fail: gone}", extra="").replace(
+        "cat a.txt, expected_stdout: hi", f"cat {flag}, expected_stdout: up"))
+    assert ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 1
+    flag.unlink()
+    res = explain(TRIAL.format("flaky"), cwd=tmp_path)
+    assert "differs from the recorded grade (recorded ERROR 0.8333, now ERROR 0.5)" \
+        in res.stdout, res.stdout
+    assert res.returncode == 1
