@@ -200,7 +200,7 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
         # so does an ERROR the agent ended in (its criteria graded what it left)
         kept = kept_status(task.status, task.criteria)
         never_graded = kept == Status.ERROR
-        error = _error_reason(task)
+        error = task.error_reason
         agent_failed = kept is None and task.status == Status.ERROR
         if agent_failed:
             kept = Status.ERROR.value
@@ -250,7 +250,7 @@ def _not_regraded(task, plan, why: str, as_json: bool) -> None:
     """An archived trial whose criteria cannot be graded again here (its sandbox or
     environment cannot be rebuilt): what the run recorded, the reason of an ERROR, and
     why there is no re-grade; exit 1."""
-    error = _error_reason(task)
+    error = task.error_reason
     if as_json:
         click.echo(json.dumps({
             "task_id": plan.task_id, "weighted_score": None, "success": False,
@@ -265,20 +265,6 @@ def _not_regraded(task, plan, why: str, as_json: bool) -> None:
             click.echo(f"error: {error}")
     click.echo(f"ce: cannot grade the archived trial again here: {why}", err=True)
     sys.exit(1)
-
-
-def _error_reason(task) -> str | None:
-    """Why an ERROR trial is one, as the run recorded it: its `error` (a sandbox, pre_run
-    or grading failure), else the agent's own end (`agent_outcome`); None otherwise."""
-    if task.status != "ERROR":
-        return None
-    if task.error:
-        return task.error
-    outcome = task.agent_outcome
-    if outcome is not None and outcome.reason == "error":
-        return "the agent ended in an error" + (f": {outcome.detail}" if outcome.detail
-                                                else "")
-    return None
 
 
 def _score(x) -> str:

@@ -66,7 +66,8 @@ class Progress:
         score = rec.weighted_score
         shown = f"score {score:.2f}" if score is not None else ""
         early = "  (stopped early)" if rec.stopped_early else ""
-        why = f"  - {rec.error[:120]}" if rec.status == Status.ERROR and rec.error else ""
+        reason = rec.error_reason  # an agent's crash too (its record has no `error`)
+        why = f"  - {reason[:120]}" if reason else ""
         self._print(f"[{self.count}/{self.total}] {rec.status:<9} {trial.trial_id}  "
                     f"{rec.duration_s or 0.0:.1f}s {shown}{early}{why}")
 

@@ -223,6 +223,21 @@ class TrialRecord(_Part, kw_only=True):
     workspace_sha256: str | None = None
     record_sha256: str | None = None
 
+    @property
+    def error_reason(self) -> str | None:
+        """Why an ERROR trial is one: its `error` (a sandbox, pre_run or grading failure),
+        else the agent's own end (`agent_outcome`, whose detail the CLI or model gave);
+        None for any other status."""
+        if self.status != Status.ERROR:
+            return None
+        if self.error:
+            return self.error
+        outcome = self.agent_outcome
+        if outcome is not None and outcome.reason == "error":
+            return "the agent ended in an error" + (f": {outcome.detail}" if outcome.detail
+                                                    else "")
+        return None
+
 
 # keys a record has only once something wrote them (the archive, a re-score, a cost
 # that is unknown)
