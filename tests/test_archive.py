@@ -106,6 +106,10 @@ def test_resume_reruns_trials_whose_plan_changed(tmp_path):
     os.makedirs(tdir)
     record = {"plan_hash": trial.plan_hash, "trial_id": trial.trial_id, "status": "SUCCESS"}
     write_json_atomic(os.path.join(tdir, "task.json"), record)
+    assert finished(str(tmp_path), trial) is None  # task.json alone: not finished
+    for name in ("trace.msgpack", "workspace.json"):  # every file of a finished trial
+        with open(os.path.join(tdir, name), "wb"):
+            pass
     assert finished(str(tmp_path), trial) is not None
     older = {**record, "plan_hash": "0" * 64}
     write_json_atomic(os.path.join(tdir, "task.json"), older)

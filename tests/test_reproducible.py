@@ -140,11 +140,12 @@ def test_judge_verdicts_are_reused_refreshed_or_offline(tmp_path):
              for e in items if e["kind"] == "judge"]
     assert ev2["recorded"] is True and ev2["request"] == ev["request"]
 
-    # --refresh-judges asks again: with no judge configured that is an infrastructure
-    # failure, said as such
+    # --refresh-judges asks again: with no judge configured it is refused before
+    # anything is graded (as `ce run` refuses it), naming the criterion; nothing written
     fresh = ce("rescore", "runs/latest", "--refresh-judges", "--out", "fresh", cwd=tmp_path)
-    assert fresh.returncode != 0
-    assert "no judge transport" in next(iter(records(tmp_path / "fresh").values()))["error"]
+    assert fresh.returncode == 2, fresh.stdout + fresh.stderr
+    assert "criterion c1 llm_judge of default/judged" in fresh.stderr
+    assert "no judge is configured" in fresh.stderr and not (tmp_path / "fresh").exists()
     # ... and with the scripted judge it asks it (and the verdict is the same)
     fresh = ce("rescore", "runs/latest", "--refresh-judges", "--judge-replies", replies,
                "--out", "fresh2", cwd=tmp_path)

@@ -47,7 +47,8 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
       significant  a significant drop only: the paired mean per-task pass-rate
                    difference B − A is negative and its sign-flip p < --alpha
       never        never (report only)
-    A task missing from B is listed, not counted as a regression; but two runs with
+    A task missing from B is listed, not counted as a regression, and so is a trial
+    of a task both ran that one run lacks (named on stderr); but two runs with
     no task in common (another experiment's variants, another suite) compare nothing,
     which fails the gate too (NOT COMPARED; not with --fail-on never).
 
@@ -73,6 +74,12 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
     except NotARun as exc:
         click.echo(f"ce compare: {exc}", err=True)
         sys.exit(2)
+    for side, ids in (("A", comparison.unmatched_a), ("B", comparison.unmatched_b)):
+        if ids:  # a trial lost from one run (a deleted trial directory, re-scored
+            other = "B" if side == "A" else "A"  # without it) is said, never dropped
+            click.echo(f"ce compare: {len(ids)} trial(s) of {side} have no match in "
+                       f"{other} (a task both ran; not compared): " + ", ".join(ids[:5])
+                       + (f" and {len(ids) - 5} more" if len(ids) > 5 else ""), err=True)
     text = RENDERERS[fmt](comparison, fail_on)
     if output:
         from ce_runtime.cli.archive_guard import clash

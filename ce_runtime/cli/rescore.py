@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import click
 
-from ce_runtime.cli import rescore_pool
+from ce_runtime.cli import rescore_pool, rescore_preflight
 
 
 @click.command("rescore")
@@ -65,17 +65,23 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     workspace). Judge verdicts the run recorded are reused, keyed by the whole request
     (model, prompt, file contents), so re-scoring is free and deterministic; a changed
     request asks the judge (--offline: it does not; --refresh-judges: ask every time).
+    A re-score that would ask a judge with none configured (no key, no CE_JUDGE_URL, no
+    --judge-replies) is refused before anything is graded, naming each criterion, as
+    `ce run` refuses it; a judge whose request is unchanged needs none.
 
     Every trial whose status or score moved is marked `*`, with each criterion that
-    changed, recorded and new; then each dataset suite gate that moved, marked `*`
-    when its verdict flipped (on stdout, with the summary line; damaged trials and
-    notes on stderr). The results (RUN_DIR/rescored/<time>) are a run directory of
+    changed, recorded and new (a grading that failed: ERROR, no score, and why); then
+    each dataset suite gate that moved, of the suites re-graded whole, marked `*` when
+    its verdict flipped (on stdout, with the summary line; damaged and missing trials
+    and notes on stderr). The results (RUN_DIR/rescored/<time>) are a run directory of
     their own: `ce explain` works on its trials.
 
     Exit status, as `ce run`'s for the re-scored trials: 0 every one succeeded (or, with
     the run's --min-pass-rate, enough did) and every suite gate passed; 1 otherwise
-    (each reason printed as `not passed: ...`), or a trial's archive is damaged, or the
-    results could not be written; 2 bad input (a TASKS error, a path that is no run).
+    (each reason printed as `not passed: ...`), or a trial's archive is damaged, or a
+    trial the run's results count is missing (its directory deleted), or the results
+    could not be written; 2 bad input (a TASKS error, a path that is no run, a judge
+    to ask and none configured).
 
     \b
     Examples:
@@ -182,9 +188,17 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     if not dirs:
         raise click.BadParameter(f"{run_dir} holds no trial (no task.json)",
                                  param_hint="RUN_DIR")
+    mode = "offline" if offline else ("refresh" if refresh_judges else "use")
+    # a judge it would have to ask, and none to ask: refused before anything is graded
+    rescore_preflight.judges(run_dir, dirs, plans, mode, replies is not None)
+    whole = only_trial is None and not trial_ids
+    lost, lost_count = _lost_trials(run_dir, dirs) if whole else ([], 0)
+    if lost_count:
+        _err(f"ce rescore: {lost_count} trial(s) of the run are missing (their directory or "
+             "its task.json is gone; run.json and trials.parquet count them), not "
+             "re-scored" + (f": {_shown(lost)}" if lost else ""))
     out = out_dir or reserve(os.path.join(run_dir, "rescored"),
                              dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
-    mode = "offline" if offline else ("refresh" if refresh_judges else "use")
     # the results are staged and renamed into place at the end: interrupted, nothing
     staged = StagedRun(out, reserved=out_dir is None)
     verdicts = VerdictStore(os.path.join(staged.path, "judges"), mode,
@@ -202,7 +216,8 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                 old = load_task_record(d, files.task)
                 plan = plans.get((old["variant_id"], old["task_id"]))
                 if plan is None:
-                    return _Outcome(None, (), missing=True)
+                    return _Outcome(None, (), no_task=True,
+                                    suite=_suite_of(old))
             loaded = verified_trial_data(d, files)
             old = loaded[0]
             rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
@@ -240,21 +255,25 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
             gc.unfreeze()
             if loopback is not None:
                 loopback.__exit__(None, None, None)
-        records, changed, missing, damaged = \
-            tally.records, tally.changed, tally.missing, tally.damaged
-        whole = only_trial is None and not trial_ids
+        records, changed, no_task, damaged = \
+            tally.records, tally.changed, tally.no_task, tally.damaged
         summary = _write(staged.path, records, run_dir, used, out, worker,
                          _run_state(run_dir) if whole else ("complete", None, None))
         code = int(summary.get("exit_code", 1))
         staged.commit()
-    if whole:  # a part of the run has gates of its own, not comparable with the run's
-        gates = _gate_changes(run_dir, summary.get("suite_gates") or [])
+    if whole:  # a part of the run has gates of its own, not comparable with the run's:
+        # only the gates of the suites re-graded whole (TASKS may leave suites out)
+        gates = _gate_changes(run_dir, summary.get("suite_gates") or [],
+                              tally.suites - tally.partial)
         for line in gates:
             _say(line)
-    note = f"; {missing} trial(s) have no task in TASKS" if missing else ""
+    note = f"; {no_task} trial(s) have no task in TASKS" if no_task else ""
     if damaged:
         code = max(code, 1)
         note += f"; {len(damaged)} trial(s) not re-scored (damaged archive)"
+    if lost_count:  # the archive lost them, as a damaged trial is lost: not a pass
+        code = max(code, 1)
+        note += f"; {lost_count} trial(s) missing from the run"
     asked = f"; judges: {verdicts.hits} recorded verdict(s) reused, {verdicts.asked} asked" \
         if verdicts.hits or verdicts.asked else ""
     if whole and gates:
@@ -281,7 +300,8 @@ class _Outcome(NamedTuple):
     record: dict | None
     lines: tuple[tuple[int, str], ...]
     damaged: str | None = None
-    missing: bool = False
+    no_task: bool = False
+    suite: tuple[str, str] | None = None  # a dataset trial left out: its (variant, suite)
 
 
 class _Tally:
@@ -289,17 +309,24 @@ class _Tally:
 
     def __init__(self) -> None:
         self.records: list[dict] = []
-        self.changed = self.missing = 0
+        self.changed = self.no_task = 0
         self.damaged: list[str] = []
+        self.suites: set[tuple[str, str]] = set()  # (variant, suite) of re-graded trials
+        self.partial: set[tuple[str, str]] = set()  # ... with a trial left out (TASKS)
 
     def add(self, outcome: _Outcome) -> None:
         for stream, line in outcome.lines:
             (_say if stream == 1 else _err)(line)
         if outcome.damaged is not None:
             self.damaged.append(outcome.damaged)
-        self.missing += outcome.missing
+        self.no_task += outcome.no_task
+        if outcome.suite is not None:
+            self.partial.add(outcome.suite)
         if outcome.record is not None:
             self.records.append(outcome.record)
+            suite = _suite_of(outcome.record)
+            if suite is not None:
+                self.suites.add(suite)
             self.changed += _moved(outcome.record)
             if len(self.records) % 256 == 0:  # the records kept so far: out of the
                 gc.freeze()  # collector's full passes (undone at the end, below)
@@ -308,6 +335,7 @@ class _Tally:
 def _echo(rec, old, quiet: bool) -> tuple[tuple[int, str], ...]:
     """One line per trial (a moved one marked `*`), with the criteria that changed."""
     from ce_runtime.grade.rescore import criterion_changes
+    from ce_runtime.store.record import Status
 
     moved = _moved(rec)
     if quiet and not moved:
@@ -317,8 +345,14 @@ def _echo(rec, old, quiet: bool) -> tuple[tuple[int, str], ...]:
     lines = [(1, f"{mark} {rec['trial_id']:<40} {before['status']:>9} -> "
                  f"{rec['status']:<9} {_fmt(before['weighted_score'])} -> "
                  f"{_fmt(rec['weighted_score'])}")]
-    lines += [(1, f"      {line}")
-              for line in criterion_changes(old.get("criteria"), rec.get("criteria") or [])]
+    if rec["status"] == Status.ERROR and not rec.get("criteria") \
+            and rec.get("error") != old.get("error"):
+        # the grading failed (no criterion result, no score): why, not each criterion
+        # as gone
+        lines.append((1, f"      error: {rec.get('error')}"))
+    else:
+        lines += [(1, f"      {line}") for line in
+                  criterion_changes(old.get("criteria"), rec.get("criteria") or [])]
     if not quiet:
         lines += [(2, f"      note: {note}") for note in rec.get("rescore_notes", ())]
     return tuple(lines)
@@ -411,8 +445,10 @@ def _fmt(x) -> str:
     return f"{x:.3f}" if isinstance(x, int | float) else "  -  "
 
 
-def _gate_changes(run_dir: str, now: list) -> list[str]:
-    """How the suite gates moved from the run's run.json (none recorded: nothing said)."""
+def _gate_changes(run_dir: str, now: list, suites: set[tuple[str, str]]) -> list[str]:
+    """How the suite gates of `suites` (variant, suite id) moved from the run's run.json
+    (none recorded: nothing said). The gates of other suites were not re-graded (a
+    re-score of some TASKS): neither gone nor changed."""
     import json
 
     from ce_runtime.report.gates import gate_changes
@@ -422,7 +458,51 @@ def _gate_changes(run_dir: str, now: list) -> list[str]:
             recorded = json.load(fh).get("suite_gates")
     except (OSError, ValueError, AttributeError):
         return []
-    return gate_changes(recorded, now) if isinstance(recorded, list) else []
+    if not isinstance(recorded, list):
+        return []
+
+    def regraded(gate) -> bool:
+        return isinstance(gate, dict) and (gate.get("variant"), gate.get("suite_id")) in suites
+
+    return gate_changes([g for g in recorded if regraded(g)], [g for g in now if regraded(g)])
+
+
+def _suite_of(record: dict) -> tuple[str, str] | None:
+    """A dataset trial's (variant, suite id), the key of its suite's gates."""
+    suite = record.get("suite_id")
+    return (record.get("variant_id"), suite) if isinstance(suite, str) else None
+
+
+def _lost_trials(run_dir: str, dirs: list[str]) -> tuple[list[str], int]:
+    """The trials the run's results hold whose directory (or its task.json) is gone: their
+    ids (when trials.parquet can say them) and how many. run.json counts the run's
+    trials: only when the trial directories found are not as many is trials.parquet
+    read (it needs Polars) for the ids. A trial of the run's directory that its results
+    leave out (`ce run --resume` keeps a trial its tasks no longer have) is re-scored
+    as found."""
+    import json
+
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            counted = json.load(fh).get("trials")
+    except (OSError, ValueError, AttributeError):
+        return [], 0
+    if not isinstance(counted, int) or isinstance(counted, bool) or counted == len(dirs):
+        return [], 0
+    try:
+        import polars as pl
+
+        ids = pl.read_parquet(os.path.join(run_dir, "trials.parquet"),
+                              columns=["trial_id"])["trial_id"].to_list()
+    except Exception:  # no (readable) trials.parquet: the count says what it can
+        return [], max(counted - len(dirs), 0)
+    found = {os.path.relpath(d, run_dir).replace(os.sep, "/") for d in dirs}
+    lost = sorted(i for i in ids if isinstance(i, str) and i not in found)
+    return lost, len(lost)
+
+
+def _shown(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
 
 
 def _run_state(run_dir: str) -> tuple[str, int | None, float | None]:

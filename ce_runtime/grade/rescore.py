@@ -135,6 +135,14 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     record.pop("rescore_notes", None)
     if notes:
         record["rescore_notes"] = notes
+    kept = kept_status(old.get("status"), old.get("criteria"))
+    if kept == Status.ERROR:  # it never reached grading: nothing to re-score (no command
+        if trace and trace_data is not None:  # run, no judge asked); its trace is read
+            try:  # as every trial's is: a damaged one is said
+                _strict_trace(trace, trace_data)
+            except TraceDamaged as exc:
+                raise DamagedArchive(exc.path, f"{exc.why} at byte {exc.offset}") from None
+        return record, None
     objects = os.path.join(run_dir, "objects")
     # checked as a restore checks it; links out of the workspace are the agent's own
     files = SnapshotView(manifest, objects, outward_links=True)
@@ -149,12 +157,13 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
         except TraceDamaged as exc:
             raise DamagedArchive(exc.path, f"{exc.why} at byte {exc.offset}") from None
         except InfrastructureError as exc:
+            # as `ce run` records a grading that failed: ERROR, no criterion results and
+            # no score. The recorded ones are `previous`, never shown as this grade's
             record.update(status=Status.ERROR.value, error=f"grading failed: {exc}",
-                          success=False)
+                          success=False, criteria=[], weighted_score=None,
+                          plan_hash=graded_hash)
+            record.pop("judge_usage", None)
             return record, None
-    kept = kept_status(old.get("status"), old.get("criteria"))
-    if kept == Status.ERROR:
-        return record, None  # it never reached grading: nothing to re-score
     from ce_runtime.grade.interpreter import criterion_records
 
     record["criteria"] = criterion_records(plan, graded)
@@ -284,8 +293,16 @@ def _grade(plan: Plan, stdlib: dict[str, str] | None, plan_hash: str, task_dir: 
     host = host_for(plan, "", task_dir, view, judge, runner, verdicts)
     host.files, host.materialize = files, materialize
     stopped_early = stopped_early and bool(plan.early_stop.armed)  # else: gate on all
-    return (grader.grade(host, stopped_early=stopped_early, armed=plan.early_stop.armed),
-            host, grader)
+    from ce_runtime.grade.host import InfrastructureError
+
+    try:
+        graded = grader.grade(host, stopped_early=stopped_early, armed=plan.early_stop.armed)
+    except InfrastructureError as exc:  # which criterion could not be graded, named
+        current = getattr(host, "current", None)
+        if current and not str(exc).startswith(f"{current} "):
+            raise InfrastructureError(f"{current} {exc}") from exc
+        raise
+    return graded, host, grader
 
 
 _ARCHIVED: dict[tuple, tuple] = {}  # (run, plan hash, today, plan file identity) -> below

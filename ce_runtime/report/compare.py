@@ -135,6 +135,10 @@ class RunComparison:
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
     alpha: float = ALPHA
+    # trials of a task both runs have that one of them lacks (a repeat not run, a trial
+    # directory lost before a re-score): not compared, named (`ce compare` says so)
+    unmatched_a: tuple[str, ...] = ()
+    unmatched_b: tuple[str, ...] = ()
 
     @property
     def significant_drop(self) -> bool:
@@ -354,7 +358,18 @@ def compare_frames(side_a: RunSide, trials_a: pl.DataFrame, results_a: pl.DataFr
         by_variant=by_variant, tasks=tasks,
         only_a=tuple(_task_label(k, True) for k in sorted(tasks_a - tasks_b, key=_sort_key)),
         only_b=tuple(_task_label(k, True) for k in sorted(tasks_b - tasks_a, key=_sort_key)),
-        alpha=alpha)
+        alpha=alpha, unmatched_a=_unmatched(ta, tb, tasks_a & tasks_b),
+        unmatched_b=_unmatched(tb, ta, tasks_a & tasks_b))
+
+
+def _unmatched(mine: pl.DataFrame, theirs: pl.DataFrame, shared: set) -> tuple[str, ...]:
+    """The trial ids of `mine` whose task both runs have and that `theirs` has no trial
+    to match (same variant, task, row and repeat)."""
+    rows = mine.join(theirs.select(list(_KEY)), on=list(_KEY), how="anti", nulls_equal=True)
+    found = [(_sort_key(tuple(r[k] for k in _KEY)), r["trial_id"])
+             for r in rows.iter_rows(named=True) if (r["variant_id"], r["task_id"],
+                                                     r["row_id"]) in shared]
+    return tuple(trial_id for _, trial_id in sorted(found))
 
 
 def _keyed(frame: pl.DataFrame) -> pl.DataFrame:

@@ -465,6 +465,30 @@ def write_trial_files(trial_dir: str, task: dict[str, Any], manifest: dict[str, 
     write_bytes_atomic(os.path.join(trial_dir, "task.json"), _json_bytes(task))
 
 
+def missing_trial_file(trial_dir: str, record: Any) -> DamagedArchive | None:
+    """Whether a trial directory whose task.json was read (`record`: its TrialRecord)
+    holds every file a finished trial has (docs/run-directory.md), or the
+    DamagedArchive naming the first one missing: workspace.json (always written); the
+    trace, unless task.json says none was written (it records `workspace_sha256` but no
+    `trace_sha256`; a record of a ce before the digests has a trace); evidence.json
+    of a graded trial (criteria recorded; a ce that records the digests writes it). A
+    trial missing one (deleted, or a copy that lost it) is not finished: `ce run
+    --resume` runs it again. Only there-or-not is checked (a stat each): the digests
+    are checked where the files are read (rescore, explain)."""
+    ws = getattr(record, "workspace_sha256", None)
+    needed = ["workspace.json"]
+    if getattr(record, "trace_sha256", None) is not None or ws is None:
+        needed.append("trace.msgpack")
+    if ws is not None and getattr(record, "criteria", None):
+        needed.append("evidence.json")
+    for name in needed:
+        path = os.path.join(trial_dir, name)
+        if not os.path.isfile(path):
+            return DamagedArchive(path, "missing (task.json is there, so the trial "
+                                        "looked finished: its files are incomplete)")
+    return None
+
+
 def _json_bytes(value: Any) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
 

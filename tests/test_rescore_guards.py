@@ -1,0 +1,197 @@
+"""What `ce rescore`, `ce compare` and `ce run --resume` say when a run is not what it
+should be, through the real CLI on small offline tasks:
+
+- a rescore that would have to ask a judge, with none configured, is refused before
+  anything is graded (as `ce run` refuses it), naming the criterion; an unchanged
+  judge request re-uses the recorded verdict and needs no judge; a grading that fails
+  anyway never shows the recorded scores as its own;
+- a trial directory deleted from a run is named and counted, never dropped silently;
+- a rescore of some TASKS lists the suite gates of the suites it re-graded only;
+- a resume runs again a trial whose task.json is there but whose other files are not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from ce_runtime.store.archive import missing_trial_file
+from ce_runtime.store.record import read_record
+from tests.test_rescore_changes import DATASET_TASK
+from tests.test_run_resume_options import AGENTLESS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TASKS = os.path.join(ROOT, "tasks")
+JUDGE_VARS = ("CE_JUDGE_URL", "CE_JUDGE_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+              "AWS_BEARER_TOKEN_BEDROCK", "API_BACKEND")
+ENV = {k: v for k, v in os.environ.items() if k not in JUDGE_VARS} | {"CE_PLAIN": "1"}
+
+
+def ce(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "ce_runtime.cli", *args], cwd=cwd,
+                          env=ENV, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+
+
+def _judged_run(tmp_path):
+    """tasks/judged.yaml solved by the oracle, its judge answered by the scripted
+    verdicts: one trial, every criterion passed, its verdict recorded."""
+    for name in ("judged.yaml", "judged.replies.yaml"):
+        shutil.copy(os.path.join(TASKS, name), tmp_path / name)
+    shutil.copytree(os.path.join(TASKS, "reference"), tmp_path / "reference")
+    res = ce("run", "judged.yaml", "--agent", "oracle", "--judge-replies",
+             "judged.replies.yaml", "--run-dir", "run", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    return (tmp_path / "judged.yaml").read_text()
+
+
+# -- judges ----------------------------------------------------------------------------------
+def test_a_changed_judge_request_without_a_judge_is_refused_before_grading(tmp_path):
+    task = _judged_run(tmp_path)
+    (tmp_path / "changed.yaml").write_text(task.replace("You are reviewing text_utils.py",
+                                                        "You now review text_utils.py"))
+    res = ce("rescore", "run", "changed.yaml", cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert ("ce rescore: criterion c1 llm_judge of default/judged ('The implementation is "
+            "correct, readable and idiomatic') asks its judge what the run did not") \
+        in res.stderr, res.stderr
+    assert "no judge is configured (1 trial(s): default/judged/00)" in res.stderr
+    assert "--judge-replies FILE" in res.stderr and "--offline" in res.stderr
+    assert res.stdout == ""  # nothing graded, no stale score shown
+    assert not (tmp_path / "run" / "rescored").exists()  # nothing written
+
+    refresh = ce("rescore", "run", "--refresh-judges", cwd=tmp_path)
+    assert refresh.returncode == 2, refresh.stdout + refresh.stderr
+    assert "criterion c1 llm_judge of default/judged" in refresh.stderr
+    assert "is asked again (--refresh-judges)" in refresh.stderr
+    assert not (tmp_path / "run" / "rescored").exists()
+
+    # --offline: the changed request is the criterion's error, as before
+    offline = ce("rescore", "run", "changed.yaml", "--offline", "--out", "off", cwd=tmp_path)
+    assert offline.returncode == 1, offline.stderr
+    assert "no recorded verdict for this request, and judges are offline" in offline.stdout
+
+
+def test_an_unchanged_judge_request_needs_no_judge(tmp_path):
+    """A new threshold of the judge, and a criterion added before it (its id moves): the
+    request is the run's, its verdict re-used, no judge asked."""
+    task = _judged_run(tmp_path)
+    (tmp_path / "stricter.yaml").write_text(
+        task.replace("pass_threshold: 0.7", "pass_threshold: 0.9").replace(
+            "success_criteria:\n", "success_criteria:\n  - type: file_exists\n"
+            "    path: text_utils.py\n    description: it is there\n", 1))
+    res = ce("rescore", "run", "stricter.yaml", "--out", "strict", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 recorded verdict(s) reused, 0 asked" in res.stdout
+    rec = json.loads((tmp_path / "strict" / "default" / "judged" / "00" / "task.json")
+                     .read_text())
+    judge = next(c for c in rec["criteria"] if c["type"] == "llm_judge")
+    assert (judge["id"], judge["score"], judge["pass_threshold"]) == ("c2", 1.0, 0.9)
+
+
+def test_a_grading_that_fails_shows_no_recorded_score_as_its_own(tmp_path):
+    """A request the pre-flight cannot tell changed (here: the run's verdict lost) and no
+    judge: the trial is ERROR with the reason, no criterion result and no score; the
+    recorded verdict is only `previous`."""
+    _judged_run(tmp_path)
+    shutil.rmtree(tmp_path / "run" / "judges")
+    res = ce("rescore", "run", "--out", "out", cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["*", "default/judged/00", "SUCCESS", "->", "ERROR", "1.000",
+                                "->", "-"], res.stdout
+    assert lines[1].strip() == ("error: grading failed: c1 llm_judge: no judge transport is "
+                                "configured (set an API key or a judge endpoint)")
+    rec = json.loads((tmp_path / "out" / "default" / "judged" / "00" / "task.json")
+                     .read_text())
+    assert (rec["status"], rec["weighted_score"], rec["criteria"], rec["success"]) == \
+        ("ERROR", None, [], False)
+    assert rec["previous"]["weighted_score"] == 1.0 and "judge_usage" not in rec
+
+
+# -- a trial deleted from a run ---------------------------------------------------------------
+def test_a_deleted_trial_is_named_and_counted_by_rescore_and_compare(tmp_path):
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    run = ce("run", "agentless.yaml", "--repeats", "3", "--run-dir", "run", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    shutil.rmtree(tmp_path / "run" / "default" / "agentless" / "01")
+    res = ce("rescore", "run", "--out", "out", cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert ("ce rescore: 1 trial(s) of the run are missing (their directory or its "
+            "task.json is gone; run.json and trials.parquet count them), not re-scored: "
+            "default/agentless/01") in res.stderr, res.stderr
+    assert "2 trial(s) re-scored, 0 changed; 1 trial(s) missing from the run;" in res.stdout
+
+    cmp = ce("compare", "run", "out", cwd=tmp_path)
+    assert cmp.returncode == 0, cmp.stderr  # not a regression, but said
+    assert ("ce compare: 1 trial(s) of A have no match in B (a task both ran; not "
+            "compared): default/agentless/01") in cmp.stderr, cmp.stderr
+    as_json = json.loads(ce("compare", "run", "out", "-f", "json", cwd=tmp_path).stdout)
+    assert (as_json["unmatched_a"], as_json["unmatched_b"]) == (["default/agentless/01"], [])
+
+    # one trial re-scored on purpose is no missing trial
+    one = ce("rescore", "run", "--trial", "default/agentless/00", "--out", "one", cwd=tmp_path)
+    assert one.returncode == 0 and "missing" not in one.stdout + one.stderr, one.stderr
+
+
+# -- suite gates of a partial rescore ---------------------------------------------------------
+def test_a_rescore_of_some_tasks_lists_only_the_gates_it_regraded(tmp_path):
+    (tmp_path / "words.yaml").write_text(DATASET_TASK.replace("THIRD", "alpha"))
+    (tmp_path / "other.yaml").write_text(DATASET_TASK.replace("THIRD", "alpha")
+                                         .replace("task_id: words", "task_id: other"))
+    run = ce("run", "words.yaml", "other.yaml", "-q", "--run-dir", "run", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr  # rows fail; both gates (2 of 4) pass
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "words.yaml").write_text(DATASET_TASK.replace("THIRD", "beta"))
+    res = ce("rescore", "run", "tasks", "-q", "--out", "out", cwd=tmp_path)
+    gates = [line for line in res.stdout.splitlines() if line[2:].startswith("suite gate")]
+    assert gates == ["* suite gate default/words/c0: passed -> failed (pass_rate 0.500 -> "
+                     "0.250, mean_score 0.500 -> 0.250)"], res.stdout
+    assert "; 1 suite gate(s) changed verdict;" in res.stdout
+    assert "default/other" not in res.stdout
+
+
+# -- resume -----------------------------------------------------------------------------------
+def test_a_resume_runs_again_a_trial_with_task_json_but_not_its_other_files(tmp_path):
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    run = ce("run", "agentless.yaml", "--repeats", "4", "--run-dir", "run", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    trials = tmp_path / "run" / "default" / "agentless"
+    lost = {"01": "trace.msgpack", "02": "workspace.json", "03": "evidence.json"}
+    for n, name in lost.items():
+        os.unlink(trials / n / name)
+    res = ce("run", "--resume", "run", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    for n, name in lost.items():
+        assert (f"ce run: damaged archive: run/default/agentless/{n}/{name}: missing"
+                in res.stderr), res.stderr
+        assert (trials / n / name).is_file()  # run again, every file written
+    assert "4 trial(s), 1 already done" in res.stderr, res.stderr
+    again = ce("run", "--resume", "run", cwd=tmp_path)
+    assert "4 already done" in again.stderr and "damaged" not in again.stderr, again.stderr
+
+
+def test_the_files_a_finished_trial_needs(tmp_path):
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    assert ce("run", "agentless.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    tdir = str(tmp_path / "run" / "default" / "agentless" / "00")
+    record = read_record(tdir)
+    assert missing_trial_file(tdir, record) is None
+    for name in ("trace.msgpack", "workspace.json", "evidence.json"):
+        os.rename(os.path.join(tdir, name), os.path.join(tdir, name + ".away"))
+        missing = missing_trial_file(tdir, record)
+        assert missing is not None and missing.path == os.path.join(tdir, name)
+        os.rename(os.path.join(tdir, name + ".away"), os.path.join(tdir, name))
+    # a trial that recorded no trace (no trace_sha256) and no criteria needs neither
+    import msgspec
+
+    bare = msgspec.structs.replace(record, trace_sha256=None, criteria=[])
+    os.unlink(os.path.join(tdir, "trace.msgpack"))
+    os.unlink(os.path.join(tdir, "evidence.json"))
+    assert missing_trial_file(tdir, bare) is None
+    # a record of a ce before the digests: its trace is needed
+    old = msgspec.structs.replace(bare, workspace_sha256=None)
+    assert missing_trial_file(tdir, old).path == os.path.join(tdir, "trace.msgpack")
