@@ -205,3 +205,21 @@ def test_a_differing_regrade_of_an_agent_error_says_it_stays_error(tmp_path):
     assert "differs from the recorded grade (recorded ERROR 0.8333, now ERROR 0.5)" \
         in res.stdout, res.stdout
     assert res.returncode == 1
+
+
+def test_rescore_keeps_an_agent_error_as_explain_does(run, tmp_path):
+    """The run ranks the agent's own error above the grade (ERROR, its criteria graded
+    what it left); rescore turned it into FAILURE (or SUCCESS): it stays ERROR, with its
+    criteria re-graded, as explain says."""
+    out = tmp_path / "re"
+    res = ce("rescore", "run", "--out", out, cwd=run)
+    assert res.returncode == 1, res.stdout + res.stderr
+    rescored = json.loads((out / "default" / "crashed" / "00" / "task.json").read_text())
+    assert rescored["status"] == "ERROR" and rescored["criteria"]
+    assert rescored["weighted_score"] is not None
+    said = explain(TRIAL.format("crashed"), "-f", "json", cwd=run)
+    assert json.loads(said.stdout)["status"] == rescored["status"]
+    unseeded = json.loads((out / "default" / "unseeded" / "00" / "task.json").read_text())
+    assert unseeded["status"] == "ERROR" and unseeded["criteria"] == []
+    fine = json.loads((out / "default" / "fine" / "00" / "task.json").read_text())
+    assert fine["status"] == "FAILURE"

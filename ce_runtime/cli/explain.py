@@ -150,7 +150,12 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
     from ce_runtime.grade.grading import grade_files, reference_paths
     from ce_runtime.grade.host import InfrastructureError
     from ce_runtime.grade.interpreter import criterion_records
-    from ce_runtime.grade.rescore import archived_plan, criterion_changes, kept_status
+    from ce_runtime.grade.rescore import (
+        archived_plan,
+        criterion_changes,
+        kept_status,
+        never_graded,
+    )
     from ce_runtime.store.archive import (
         DamagedArchive,
         find_run_root,
@@ -199,12 +204,10 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
         # a run limit or an ERROR before grading stays the trial's status, as in rescore;
         # so does an ERROR the agent ended in (its criteria graded what it left)
         kept = kept_status(task.status, task.criteria)
-        never_graded = kept == Status.ERROR
+        not_graded = never_graded(task.status, task.criteria)
         error = task.error_reason
-        agent_failed = kept is None and task.status == Status.ERROR
-        if agent_failed:
-            kept = Status.ERROR.value
-        differences = [] if never_graded else criterion_changes(
+        agent_failed = kept == Status.ERROR and not not_graded
+        differences = [] if not_graded else criterion_changes(
             [msgspec.to_builtins(c) for c in task.criteria], criterion_records(plan, graded))
         if as_json:
             out = explain_json(plan, graded, grader.instances, host, only,
@@ -228,7 +231,7 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
                            f"{_score(graded.weighted_score)}):")
                 for line in differences:
                     click.echo(f"  {line}")
-            if never_graded:
+            if not_graded:
                 click.echo(f"NOTE: the trial never reached grading ({error or kept}):"
                            f" it stays {kept}; the criteria below grade its archived "
                            "workspace for information only")

@@ -42,8 +42,7 @@ def judges(run_dir: str, dirs: list[str], plans: dict, mode: str,
 
     if judge_from_env() is not None:
         return
-    from ce_runtime.grade.rescore import kept_status
-    from ce_runtime.store.record import Status
+    from ce_runtime.grade.rescore import never_graded
 
     new: dict[tuple[str, str], list] = {}
     for key, plan in plans.items():
@@ -59,7 +58,7 @@ def judges(run_dir: str, dirs: list[str], plans: dict, mode: str,
         old = _record(d)
         if old is None:
             continue  # unreadable: the re-score says it is damaged
-        if kept_status(old.get("status"), old.get("criteria")) == Status.ERROR:
+        if never_graded(old.get("status"), old.get("criteria")):
             continue  # never graded: re-scoring keeps its ERROR and asks nothing
         plan_hash = old.get("plan_hash")
         if plan_hash not in archived:

@@ -136,7 +136,7 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     if notes:
         record["rescore_notes"] = notes
     kept = kept_status(old.get("status"), old.get("criteria"))
-    if kept == Status.ERROR:  # it never reached grading: nothing to re-score (no command
+    if never_graded(old.get("status"), old.get("criteria")):  # it never reached grading: nothing to re-score (no command
         if trace and trace_data is not None:  # run, no judge asked); its trace is read
             try:  # as every trial's is: a damaged one is said
                 _strict_trace(trace, trace_data)
@@ -199,13 +199,21 @@ RUN_LIMITS = frozenset(s.value for s in RUN_LIMIT_STATUSES)
 
 def kept_status(status: str | None, criteria: Any) -> str | None:
     """The recorded status a re-grade keeps, or None (SUCCESS / FAILURE then follow the
-    grade): a run limit that stopped the agent, or an ERROR before grading (no criteria
-    recorded)."""
+    grade): a run limit that stopped the agent, or an ERROR: one before grading (no
+    criteria recorded, `never_graded`) or the agent's own (its criteria graded what it
+    left; the run ranks the agent's error above the grade, and so does a re-grade)."""
     if status in RUN_LIMITS:
         return status
-    if status == Status.ERROR and not criteria:
+    if status == Status.ERROR:
         return Status.ERROR.value
     return None
+
+
+def never_graded(status: str | None, criteria: Any) -> bool:
+    """An ERROR before grading (no criteria recorded): nothing to re-grade."""
+    return status == Status.ERROR and not criteria
+
+
 RESTORED = [0]  # workspaces restored on disk in this process (tests read it)
 
 
