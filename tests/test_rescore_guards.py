@@ -195,3 +195,21 @@ def test_the_files_a_finished_trial_needs(tmp_path):
     # a record of a ce before the digests: its trace is needed
     old = msgspec.structs.replace(bare, workspace_sha256=None)
     assert missing_trial_file(tdir, old).path == os.path.join(tdir, "trace.msgpack")
+
+
+def test_a_trial_run_again_leaves_no_evidence_of_its_earlier_grading(tmp_path):
+    """A trial run again (its trace lost) that now ends before grading kept the first
+    run's evidence.json beside its new task.json: explain and rescore read a grading
+    that never happened to it."""
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    assert ce("run", "agentless.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    tdir = tmp_path / "run" / "default" / "agentless" / "00"
+    assert (tdir / "evidence.json").is_file()
+    os.unlink(tdir / "trace.msgpack")
+    # its pre_run fails when it runs again: no grading
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS.replace(
+        "success_criteria:", "pre_run: [{command: 'exit 3'}]\nsuccess_criteria:"))
+    res = ce("run", "--resume", "run", cwd=tmp_path)
+    record = read_record(str(tdir))
+    assert record.status == "ERROR" and not record.criteria, res.stderr
+    assert not (tdir / "evidence.json").exists()

@@ -6,8 +6,8 @@ directory and the run's options; it runs at most `options.jobs` trials at a time
 `on_start(trial)` when one starts and `on_done(trial, record)` once its files are in the
 run directory, and returns the records. Cancelled (Ctrl-C, SIGTERM), it stops every
 trial, waits for their teardown, and lets the CancelledError through; the trials written
-by then are kept (a trial is finished when its task.json exists) and `--resume` runs the
-others.
+by then are kept (a trial is finished when its task.json and every file of a finished
+trial exist: `suite.already_run`) and `--resume` runs the others.
 
 The local pool writes each trial's directory in place. A remote trial runs in a scratch
 run directory of its own on the worker (`run_in_scratch`) and comes back as a

@@ -177,7 +177,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     plan = trial.plan
     tdir = trial_dir_of(ctx.run_dir, trial)
     os.makedirs(tdir, exist_ok=True)
-    for stale in ("task.json", "trace.msgpack", "workspace.json"):
+    for stale in ("task.json", "trace.msgpack", "workspace.json", "evidence.json"):
         path = os.path.join(tdir, stale)
         if os.path.exists(path):
             os.unlink(path)
