@@ -41,6 +41,7 @@ class RunOptions:
 def new_run_dir(root: str) -> str:
     from ce_runtime.store.runs_root import new_run_id
 
+    os.makedirs(root, exist_ok=True)
     while True:  # ids sort by creation time; two of the same millisecond get another
         run_dir = os.path.join(root, new_run_id())
         try:
