@@ -6,7 +6,10 @@ task directory (where hidden tests and grader scripts live). Before grading it l
 again; a file the agent changed, removed or replaced, or an import hook it planted in
 the venv (a new `*.pth`, `sitecustomize.py`, `usercustomize.py`), makes the trial ERROR
 with the file named. New files elsewhere in the venv (an agent's `pip install`) are
-allowed: they cannot change what existing code does at import.
+allowed: they cannot change what existing code does at import. What ce writes in the
+task directory is not the agent's: the run's own directories, this process's stdout and
+stderr redirected there, and a directory holding another ce run made meanwhile (unless
+it held watched files at the baseline).
 
 A file's state is its lstat signature (type, mode, size, inode, mtime and ctime): ctime
 cannot be set back by a process, so an edit that restores size and mtime is still seen,
@@ -37,22 +40,67 @@ def _sig(path: str) -> Signature | None:
 
 
 def _walk(root: str, skip: frozenset[str] = frozenset(),
-          skip_paths: frozenset[str] = frozenset()) -> dict[str, Signature]:
+          skip_paths: frozenset[str] = frozenset(),
+          keep: frozenset[str] | None = None) -> dict[str, Signature]:
+    """Signatures of the files under `root`. `keep` set (the task directory): a
+    directory holding a ce run (another run's `--run-dir`, written while this trial runs)
+    is skipped, unless it is in `keep` (it held watched files at the baseline: a
+    `run.json` the agent drops beside hidden tests hides nothing)."""
     out: dict[str, Signature] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in skip
                        and os.path.join(dirpath, d) not in skip_paths
-                       and not os.path.islink(os.path.join(dirpath, d))]
+                       and not os.path.islink(os.path.join(dirpath, d))
+                       and (keep is None or os.path.join(dirpath, d) in keep
+                            or not _holds_a_run(os.path.join(dirpath, d)))]
         for name in filenames + [d for d in os.listdir(dirpath)
                                  if os.path.islink(os.path.join(dirpath, d))
                                  and d not in filenames]:
             full = os.path.join(dirpath, name)
+            if full in skip_paths:
+                continue
             sig = _sig(full)
             if sig is not None:
                 out[full] = sig
             if len(out) >= MAX_FILES:
                 return out
     return out
+
+
+def _holds_a_run(path: str) -> bool:
+    """A ce run directory, finished or being written (its lock, or the plans/ and
+    objects/ it starts with)."""
+    return (os.path.exists(os.path.join(path, "run.lock"))
+            or os.path.exists(os.path.join(path, "run.json"))
+            or (os.path.isdir(os.path.join(path, "plans"))
+                and os.path.isdir(os.path.join(path, "objects"))))
+
+
+def _own_outputs(task_dir: str) -> frozenset[str]:
+    """This process's stdout and stderr when they are files in the task directory
+    (`ce run task.yaml > ci.log 2>&1` from the task's folder): ce writes them, not the
+    agent. Named as the walk names them (under `task_dir` as given)."""
+    real_task = os.path.realpath(task_dir)
+    out = set()
+    for fd in (1, 2):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(real_task.rstrip("/") + "/") and os.path.isfile(target):
+            out.add(os.path.join(task_dir, os.path.relpath(target, real_task)))
+    return frozenset(out)
+
+
+def _watched_dirs(task_dir: str, files) -> frozenset[str]:
+    """Every directory between `task_dir` and a watched file."""
+    out: set[str] = set()
+    for path in files:
+        parent = os.path.dirname(path)
+        while parent not in out and len(parent) > len(task_dir):
+            out.add(parent)
+            parent = os.path.dirname(parent)
+    return frozenset(out)
 
 
 @attrs.frozen
@@ -64,7 +112,8 @@ class Baseline:
     protected_patterns: tuple[str, ...]
     task_dir: str
     task_files: dict[str, Signature]
-    ce_writes: frozenset[str] = frozenset()
+    ce_writes: frozenset[str] = frozenset()  # and this process's own output files
+    task_dirs: frozenset[str] = frozenset()  # the directories holding task_files
 
 
 def baseline(workspace: str, protected: tuple[str, ...] | list[str], task_dir: str = "",
@@ -80,11 +129,14 @@ def baseline(workspace: str, protected: tuple[str, ...] | list[str], task_dir: s
         interpreter = (real, _sig(real))
     skip = frozenset(os.path.abspath(p) for p in ce_writes
                      if os.path.abspath(p) != os.path.abspath(task_dir or "/"))
-    task_files = _walk(task_dir, SKIP_DIRS, skip) if task_dir and os.path.isdir(task_dir) \
-        else {}
-    task_files = {p: s for p, s in task_files.items() if os.path.basename(p) != "latest"}
+    task_files: dict[str, Signature] = {}
+    if task_dir and os.path.isdir(task_dir):
+        skip |= _own_outputs(task_dir)
+        task_files = _walk(task_dir, SKIP_DIRS, skip, keep=frozenset())
+        task_files = {p: s for p, s in task_files.items() if os.path.basename(p) != "latest"}
     return Baseline(workspace, venv, interpreter, _protected(workspace, protected),
-                    tuple(protected), task_dir, task_files, skip)
+                    tuple(protected), task_dir, task_files, skip,
+                    _watched_dirs(task_dir, task_files))
 
 
 def _protected(workspace: str, patterns) -> dict[str, Signature]:
@@ -138,7 +190,7 @@ def check(base: Baseline) -> list[str]:
         compare(base.protected, _protected(base.workspace, base.protected_patterns),
                 "protected", new_ok=False)
     if base.task_files:
-        now = _walk(base.task_dir, SKIP_DIRS, base.ce_writes)
+        now = _walk(base.task_dir, SKIP_DIRS, base.ce_writes, keep=base.task_dirs)
         compare(base.task_files, {p: s for p, s in now.items()
                                   if os.path.basename(p) != "latest"},
                 "the task directory", new_ok=False)
