@@ -341,3 +341,30 @@ def test_a_bug_in_the_html_costs_ce_run_only_the_page(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert "report.html not written: a bug in ce (ValueError: boom)" in err
     assert not (tmp_path / "report.html").exists()
+
+
+UNSCORED = """\
+task_id: some_error
+description: the second of three repeats fails its pre_run (an ERROR before grading)
+agent: {{type: none}}
+sandbox: {{driver: tempdir, python: null}}
+pre_run:
+  - command: "echo x >> {count} && test $(wc -l < {count}) -ne 2 && touch done.txt"
+success_criteria:
+  - {{type: file_exists, path: done.txt, description: done}}
+"""
+
+
+def test_a_mean_score_that_leaves_trials_out_says_so(tmp_path):
+    """An ERROR before grading has no score: the mean (1.00) is over the others, while
+    the pass rate counts it (2/3). The report said `Mean score | 1.00` alone."""
+    (tmp_path / "t.yaml").write_text(UNSCORED.format(count=tmp_path / "count"))
+    res = subprocess.run([*CE, "run", "t.yaml", "--repeats", "3", "--run-dir", "run"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stderr
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (run["graded"], run["passed"], run["mean_score"], run["unscored"]) == (3, 2, 1.0, 1)
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert "| Mean score | 1.00 (over 2 of 3 graded trials: 1 without a score) |" in md
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert '"unscored":1' in html.replace(" ", "")

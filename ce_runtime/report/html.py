@@ -92,8 +92,8 @@ def _detail(run_dir: str, rec: TrialRecord, budget: int, reads: TrialReads) -> s
 
 def _summary(s: dict[str, Any]) -> dict[str, Any]:
     keys = ("exit_code", "exit_reasons", "experiment_ids", "trials", "by_status", "graded",
-            "passed", "pass_rate", "pass_rate_ci95", "mean_score", "stopped_early",
-            "turns_avoided", "tokens", "cost_usd", "duration_s", "turns", "tool_calls",
+            "passed", "pass_rate", "pass_rate_ci95", "mean_score", "unscored",
+            "stopped_early", "turns_avoided", "tokens", "cost_usd", "duration_s", "turns", "tool_calls",
             "within_expected_turns", "pass_at_k", "suite_gates_failed", "min_pass_rate", "cost_unknown", "judges")
     return {k: s.get(k) for k in keys}
 

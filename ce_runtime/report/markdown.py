@@ -109,7 +109,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
     ci = summary.get("pass_rate_ci95")
     ci_text = f" (95% CI {fmt_pct(ci[0])}–{fmt_pct(ci[1])})" if ci else ""
     w(f"| Pass rate | {fmt_pct(summary['pass_rate'])}{ci_text} |")
-    w(f"| Mean score | {fmt_score(summary['mean_score'])} |")
+    w(f"| Mean score | {fmt_score(summary['mean_score'])}{_unscored(summary)} |")
     pak = summary["pass_at_k"]
     if pak["tasks"] and (pak["k_range"] or [1, 1])[1] > 1:
         lo, hi = pak["k_range"]
@@ -444,3 +444,11 @@ def _judge_calls(judges: dict[str, Any]) -> str:
     calls = int(judges["calls"]) - sessions
     parts = [f"{calls} llm_judge verdict(s)"] if calls or not sessions else []
     return ", ".join(parts + ([f"{sessions} agent_judge session(s)"] if sessions else []))
+
+
+def _unscored(summary: dict) -> str:
+    """The graded trials the mean score leaves out (no score: an ERROR before grading),
+    said beside it: a mean of 1.00 over 3 of 4 graded trials is not a perfect run."""
+    n = summary.get("unscored")
+    return f" (over {summary['graded'] - n} of {summary['graded']} graded trials: " \
+        f"{n} without a score)" if n else ""

@@ -50,6 +50,7 @@ def _stats_exprs() -> tuple[pl.Expr, ...]:
         pl.when(n > 0).then(pl.when(passed == n).then(1.0)
                             .otherwise((center + half).clip(0.0, 1.0))).alias("pass_rate_high"),
         pl.col("weighted_score").filter(graded).mean().alias("mean_score"),
+        (graded & pl.col("weighted_score").is_null()).sum().alias("unscored"),
         pl.col("stopped_early").sum().alias("stopped_early"),
         pl.col("turns_remaining_at_stop").sum().alias("turns_avoided"),
         pl.col("turns_remaining_at_stop").is_not_null().sum().alias("turns_avoided_trials"),
@@ -93,6 +94,9 @@ def _breakdown(row: dict[str, Any], pak: dict[str, Any] | None) -> dict[str, Any
         "pass_rate_ci95": None if row["pass_rate"] is None
         else [row["pass_rate_low"], row["pass_rate_high"]],
         "mean_score": row["mean_score"],
+        # graded trials the mean leaves out: no score (an ERROR before grading); only
+        # when there are some
+        **({"unscored": row["unscored"]} if row["unscored"] else {}),
         "stopped_early": row["stopped_early"],
         # what the early stops saved at most: each one's max_turns minus its turns (only
         # when some early-stopped trial had a max_turns: `trials` of them)

@@ -92,7 +92,7 @@
     const rows = [
       ["Trials", `${s.trials} (` + Object.entries(s.by_status || {}).map(([k, n]) => `${n} ${k}`).join(", ") + ")"],
       ["Pass rate", `${pct(s.pass_rate)}` + (s.pass_rate_ci95 ? ` (95% CI ${pct(s.pass_rate_ci95[0])}–${pct(s.pass_rate_ci95[1])})` : "")],
-      ["Mean score", num(s.mean_score, 2)],
+      ["Mean score", num(s.mean_score, 2) + (s.unscored ? ` (over ${s.graded - s.unscored} of ${s.graded} graded trials: ${s.unscored} without a score)` : "")],
     ];
     const pak = s.pass_at_k || {};
     if (pak.tasks && pak.k_range && pak.k_range[1] > 1) rows.push(["pass@k", `${pak.passed}/${pak.tasks} tasks (${pct(pak.rate)}); every repeat passed: ${pak.passed_all}/${pak.tasks}`]);
