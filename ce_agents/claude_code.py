@@ -19,7 +19,8 @@ Every SDK message becomes trace events: a turn per model call (opened when its r
 starts, the first when the prompt is sent, and open until the next call's reply starts,
 tool executions included: a CLI that ends after a call's tools, at max_turns or by a
 stop, opens no turn without a model call), assistant text, tool calls with their ids and
-inputs, results with their status (`denied` when a permission was refused), token usage
+inputs, results with their status (`denied` when a permission was refused, `unresolved`
+for a tool the stop cut off while it ran: the CLI says "rejected" for it), token usage
 per model call (from the stream's own message_start/message_delta, which the CLI's
 per-block snapshots undercount), the cost the CLI computes, the session id and the
 number of turns. A stop request (early stop, a budget) interrupts the CLI; the runner
@@ -43,6 +44,9 @@ CLI_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY":
            "DISABLE_BUG_COMMAND": "1", "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
            "IS_SANDBOX": "1"}  # ce's sandbox: bypassPermissions works as root inside
 DENIED = re.compile(r"(permission|haven't granted|not allowed|denied)", re.IGNORECASE)
+# what the CLI answers for a tool its interrupt (ce's stop, a timeout) cut off: said as a
+# refusal, "corrected" to a call stopped while running; it never completed (unresolved)
+CUT_OFF = "this call was stopped while running, not refused before it ran"
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
 
@@ -252,7 +256,9 @@ class _Session(TurnEvents):
             for block in results:
                 output = _text(block.content)
                 status = "error" if block.is_error else "ok"
-                if block.is_error and DENIED.search(output):
+                if block.is_error and CUT_OFF in output:
+                    status = "unresolved"
+                elif block.is_error and DENIED.search(output):
                     status = "denied"
                 self.emit(T.ToolResult, block.tool_use_id, status, output)
         elif isinstance(message, sdk.ResultMessage):

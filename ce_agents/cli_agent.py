@@ -2,7 +2,15 @@
 trial's sandbox (`spawn`, stdin closed at once: these CLIs wait for its end), its JSON
 lines read as they come and mapped to trace events by the agent, a stop request ending
 it (SIGTERM to the process the sandbox gave, whose death kills the CLI's whole process
-group inside), and stderr kept for the error message."""
+group inside), and stderr kept for the error message.
+
+`run_limits.max_turns` holds for every one of them the same way: a turn is a model call,
+and the trial's sink asks for a stop as soon as a turn past the cap opens (ce cannot
+keep these CLIs from making that call); the CLI is ended then, the calls it had started
+stay in the trace (unresolved when they never completed), and the outcome is `max_turns`,
+as Claude Code's own cap ends it. A CLI that can hold its next model call at the cap
+itself (OpenCode, through ce's plugin) says so (`Events.turns_exhausted`) and is ended
+there, no call past the cap made."""
 
 from __future__ import annotations
 
@@ -57,6 +65,14 @@ class Events(TurnEvents):
         self.calls: dict[str, str] = {}  # call id -> the tool as the agent named it
         self.aborted = False  # the run is failed: the CLI is ended (its output still read)
         self.rates: pricing.Rates | None = None  # what the model's tokens cost (None: unknown)
+        self.max_turns: int | None = None  # run_limits.max_turns (None: no cap)
+        self.exhausted: str | None = None  # the CLI held its next model call at the cap
+
+    def turns_exhausted(self, detail: str) -> None:
+        """The CLI has used its `max_turns` model calls and holds the next one: it is
+        ended (its output still read), the outcome `max_turns`."""
+        self.exhausted = self.exhausted or detail
+        self.aborted = True
 
     def abort(self, error: str) -> None:
         """The run has failed in a way the CLI does not end by itself (it would go on
@@ -140,6 +156,10 @@ class CliAgent:
     def on_line(self, obj: dict[str, Any], events: Events) -> None:
         raise NotImplementedError
 
+    def ended(self, events: Events) -> None:
+        """The CLI has ended and its output is read: the last of the run's events (its
+        turn still open)."""
+
     async def follow(self, request: AgentRequest, events: Events,
                      exited: asyncio.Event) -> None:
         """A second source of the run's events beside the CLI's output (Codex: its
@@ -148,7 +168,15 @@ class CliAgent:
 
     def finish(self, events: Events, code: int | None, stopped: bool,
                stderr: str) -> AgentOutcome:
+        session = f"{events.session}, " if events.session else ""
+        if events.exhausted is not None:
+            return AgentOutcome("max_turns", f"{session}{events.turn} turns: "
+                                f"{events.exhausted}")
         if stopped:
+            if events.max_turns is not None and events.turn > events.max_turns:
+                # the sink stopped it when a turn past the cap opened
+                return AgentOutcome("max_turns", f"{session}stopped in turn {events.turn}, "
+                                    f"past max_turns {events.max_turns}")
             return AgentOutcome("stopped", events.session or "")
         if events.error:
             return AgentOutcome("error", events.error)
@@ -160,6 +188,8 @@ class CliAgent:
     async def run(self, request: AgentRequest, sink: EventSink,
                   stop: asyncio.Event) -> AgentOutcome:
         events = Events(sink)
+        max_turns = (request.limits or {}).get("max_turns")
+        events.max_turns = max_turns if isinstance(max_turns, int) else None
         # the model it runs, its default included: what task.json records as the model
         events.emit(T.AgentStart, self.name, request.agent.get("model") or self.default_model)
         try:
@@ -235,6 +265,11 @@ class CliAgent:
                 with contextlib.suppress(Exception):  # its pipes still drained meanwhile
                     await asyncio.wait_for(asyncio.shield(proc.wait()), 10)
             reading.cancel()
+        try:
+            self.ended(events)
+        except Exception as exc:
+            events.emit(T.Message, "system", f"ce: could not map the end of {self.name}'s "
+                        f"run ({type(exc).__name__}: {exc})")
         events.turn_end()
         outcome = self.finish(events, code, stopped, stderr.decode("utf-8", "replace"))
         events.emit(T.AgentEnd, outcome.reason, outcome.detail)

@@ -9,6 +9,20 @@ goes as separate words (OpenCode quotes an argument with spaces). Events: `step_
 tools get Claude Code's names: `bash` is Bash, `write` Write, `skill` Skill ...,
 `T.normalize_tool`), `text` the assistant's words, `error` the run's error.
 
+`opencode run` prints a tool call only once it has completed, and its `step_start` only
+once the step's tools are under way: a call cut off (a timeout, a stop) never showed, nor
+could ce's stop at a turn past `max_turns` come before that turn's tools ran. So ce gives
+OpenCode a plugin of its own (`PLUGIN`, loaded from the sandbox's HOME by the config),
+which prints on the same stdout a `ce_tool_start` line as each tool of the run's session
+starts, and holds the session's model call past `run_limits.max_turns` (its count of the
+session's steps, the turns ce counts): it prints `ce_max_turns` and never makes the call,
+and ce ends the CLI once that turn's last events are read: outcome `max_turns`, as Claude
+Code's own cap. The plugin's lines come straight from the tool's start, OpenCode's own
+through its event stream, a little later: a tool of the next step may start before the
+last step's `step_finish` is printed. So the turns are OpenCode's lines alone: a started
+call is recorded when its step's `step_start` is read (the plugin says its step), or with
+its result, or, cut off before either, when the CLI has ended (unresolved).
+
 OpenCode prices a call from the cost its configuration gives the model, and ce's holds
 none: its own figure would be $0 for every call. ce prices the tokens itself, from its
 rate card or the task's `agent.pricing` (`ce_runtime.pricing`), as for Codex.
@@ -25,6 +39,61 @@ from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
 from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "scripted"
+# ce's OpenCode plugin (see above): the run's session is the one of its first model call
+# (its title's, or its first step's; a sub-agent's session starts later). Its step-start
+# parts are the turns (a failed request opens none); a model call of that session past
+# the cap (written into it: 0 for none) is held for good (ce ends the CLI); a tool's start
+# names its step (the message its part belongs to).
+PLUGIN = """\
+const MAX = @MAX_TURNS@;
+const say = (obj) => process.stdout.write(JSON.stringify(obj) + "\\n");
+export const CePlugin = async () => {
+  let root = null;
+  const steps = new Set();
+  const step = new Map();
+  let held = false;
+  say({type: "ce_plugin"});
+  return {
+    event: async ({event}) => {
+      const part = event && event.properties && event.properties.part;
+      if (event.type !== "message.part.updated" || !part || part.sessionID !== root) return;
+      if (part.type === "step-start") steps.add(part.id);
+      else if (part.type === "tool") step.set(part.callID, part.messageID);
+    },
+    "chat.params": async (input) => {
+      if (root === null) root = input.sessionID;
+      const agent = typeof input.agent === "string" ? input.agent : (input.agent || {}).name;
+      if (MAX > 0 && input.sessionID === root && agent !== "title" && steps.size >= MAX) {
+        if (!held) say({type: "ce_max_turns", turns: steps.size});
+        held = true;
+        await new Promise(() => {});
+      }
+    },
+    "tool.execute.before": async (input, output) => {
+      if (input.sessionID === root) say({type: "ce_tool_start", callID: input.callID,
+        messageID: step.get(input.callID) || null, tool: input.tool, args: output.args});
+    },
+  };
+};
+"""
+
+
+class _State:
+    """What mapping one OpenCode run keeps besides `Events`."""
+
+    def __init__(self) -> None:
+        self.plugin = False  # ce's plugin said it is loaded
+        self.held: int | None = None  # the plugin holds the model call after this turn
+        self.step: str | None = None  # the message of the open turn's step
+        # calls started (the plugin's lines) and not recorded yet: id -> (step, tool, args)
+        self.started: dict[str, tuple[str | None, str, dict[str, Any]]] = {}
+
+
+def _state(events: Events) -> _State:
+    state = getattr(events, "opencode", None)
+    if state is None:
+        state = events.opencode = _State()  # type: ignore[attr-defined]
+    return state
 
 
 class OpenCodeAgent(CliAgent):
@@ -36,13 +105,17 @@ class OpenCodeAgent(CliAgent):
         home = request.sandbox.env(AGENT).get("HOME", "/tmp")
         base = await model_url(request, "https://api.openai.com/v1")
         model, events.rates = pricing.agent_rates(request.agent, DEFAULT_MODEL)
+        plugin = f"{home}/.ce-opencode/ce-plugin.js"  # not in its config dir: loaded once
+        await request.sandbox.write_file(plugin, PLUGIN.replace(
+            "@MAX_TURNS@", str(int(events.max_turns or 0))).encode())
         config = {"provider": {"ce": {
             "npm": "@ai-sdk/openai-compatible", "name": "ce",
             "options": {"baseURL": base, "apiKey": "{env:CE_OPENCODE_API_KEY}"},
             "models": {model: {"name": model, "tool_call": True,
                                "limit": {"context": 128000, "output": 8192}}}}},
             "model": f"ce/{model}", "small_model": f"ce/{model}",
-            "enabled_providers": ["ce"], "autoupdate": False, "share": "disabled"}
+            "enabled_providers": ["ce"], "autoupdate": False, "share": "disabled",
+            "plugin": [f"file://{plugin}"]}
         env = {"OPENCODE_CONFIG_CONTENT": json.dumps(config),
                "OPENCODE_DISABLE_MODELS_FETCH": "1", "npm_config_offline": "true",
                "XDG_CONFIG_HOME": f"{home}/.config", "XDG_DATA_HOME": f"{home}/.local/share",
@@ -54,11 +127,42 @@ class OpenCodeAgent(CliAgent):
                            (request.model_endpoint or {}).get("api_key") or ""}
 
     def on_line(self, obj: dict[str, Any], events: Events) -> None:
+        self._line(obj, events)
+        state = _state(events)
+        if state.held is not None and not events.open and events.turn >= state.held:
+            # the plugin holds the next model call, and the last turn's events are in
+            cap = events.max_turns if events.max_turns is not None else state.held
+            events.turns_exhausted(f"opencode held its next model call at max_turns {cap}")
+
+    def _line(self, obj: dict[str, Any], events: Events) -> None:
         kind, part = obj.get("type"), obj.get("part") or {}
+        state = _state(events)
+        if kind == "ce_plugin":
+            state.plugin = True
+            return
+        if kind == "ce_tool_start":  # a tool starts (its step_start may come after it)
+            call_id, args = str(obj.get("callID")), obj.get("args")
+            if call_id not in events.calls:
+                step = obj.get("messageID")
+                state.started[call_id] = (step, str(obj.get("tool")),
+                                          args if isinstance(args, dict) else {})
+                if step is not None and step == state.step and events.open:
+                    self._record_started(events, step)
+            return
+        if kind == "ce_max_turns":
+            state.held = int(obj.get("turns") or 0)
+            return
         events.session = events.session or (f"session {obj['sessionID']}"
                                              if obj.get("sessionID") else None)
         if kind == "step_start":
+            if not state.plugin and events.turn == 0:
+                events.emit(T.Message, "system", "ce: opencode did not load ce's plugin: a "
+                            "tool call shows only once it completes, and max_turns is held "
+                            "only by ce's stop")
             events.turn_start()
+            state.step = part.get("messageID")
+            if state.step is not None:
+                self._record_started(events, state.step)
         elif kind == "step_finish":
             tokens = part.get("tokens") or {}
             cache = tokens.get("cache") or {}
@@ -72,14 +176,33 @@ class OpenCodeAgent(CliAgent):
                          int(cache.get("read") or 0), int(cache.get("write") or 0))
             events.turn_end()
         elif kind == "tool_use":
-            state = part.get("state") or {}
+            tool = part.get("state") or {}
             call_id = str(part.get("callID") or part.get("id"))
-            events.call(call_id, str(part.get("tool")), state.get("input") or {})
-            exit_code = (state.get("metadata") or {}).get("exit")
-            ok = state.get("status") == "completed" and exit_code in (0, None)
-            events.result(call_id, ok, str(state.get("output") or state.get("error") or ""))
+            state.started.pop(call_id, None)
+            if call_id not in events.calls:  # (else recorded once its step had started)
+                events.call(call_id, str(part.get("tool")), tool.get("input") or {})
+            exit_code = (tool.get("metadata") or {}).get("exit")
+            ok = tool.get("status") == "completed" and exit_code in (0, None)
+            events.result(call_id, ok, str(tool.get("output") or tool.get("error") or ""))
         elif kind == "text":
             events.emit(T.Message, "assistant", str(part.get("text") or ""))
         elif kind == "error":
             error = obj.get("error") or {}
             events.error = str((error.get("data") or {}).get("message") or error or obj)
+
+    @staticmethod
+    def _record_started(events: Events, step: str | None) -> None:
+        """The started calls of `step` (None: every one left), in the open turn."""
+        state = _state(events)
+        for call_id, (of, tool, args) in list(state.started.items()):
+            if step is None or of == step:
+                del state.started[call_id]
+                if call_id not in events.calls:
+                    events.call(call_id, tool, args)
+
+    def ended(self, events: Events) -> None:
+        """Calls cut off before OpenCode printed their step or their end: in the turn
+        still open (a new one if their step never showed), unresolved."""
+        if _state(events).started:
+            events.turn_start()
+            self._record_started(events, None)

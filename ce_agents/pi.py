@@ -29,6 +29,20 @@ from ce_runtime.trace import events as T
 DEFAULT_MODEL = "scripted"
 
 
+class _State:
+    """What mapping one Pi run keeps besides `Events`."""
+
+    def __init__(self) -> None:
+        self.failed = False  # the open turn's model call failed (Pi may retry it)
+
+
+def _state(events: Events) -> _State:
+    state = getattr(events, "pi", None)
+    if state is None:
+        state = events.pi = _State()  # type: ignore[attr-defined]
+    return state
+
+
 class PiAgent(CliAgent):
     name = "pi"
     default_model = DEFAULT_MODEL
@@ -57,26 +71,39 @@ class PiAgent(CliAgent):
 
     def on_line(self, obj: dict[str, Any], events: Events) -> None:
         kind = obj.get("type")
+        state = _state(events)
         if kind == "session":
             events.session = f"session {obj.get('id')}"
         elif kind == "turn_start":
-            events.turn_start()
+            state.failed = False
+            events.turn_start()  # (a retry's: the open turn, kept open for it)
         elif kind == "turn_end":
+            if not state.failed:  # a failed call's turn waits: Pi may retry it
+                events.turn_end()
+        elif kind == "auto_retry_start":  # the failed call again: the same turn
+            events.error = None
+        elif kind == "auto_retry_end" and not obj.get("success"):
+            # no more retries: the failure is the run's error, and ends its turn (so does
+            # the end of the run when Pi does not retry it at all)
+            events.error = events.error or str(obj.get("finalError") or "the model call failed")
             events.turn_end()
         elif kind == "message_end":
             message = obj.get("message") or {}
             if message.get("role") != "assistant":
                 return
+            failed = message.get("stopReason") == "error"
             for item in message.get("content") or []:
                 if item.get("type") == "text" and item.get("text"):
                     events.emit(T.Message, "assistant", str(item["text"]))
-                elif item.get("type") == "toolCall":
+                elif item.get("type") == "toolCall" and not failed:  # (a failed one's never run)
                     events.call(str(item.get("id")), str(item.get("name")),
                                 item.get("arguments") or {})
             u = message.get("usage") or {}
-            events.usage(int(u.get("input") or 0), int(u.get("output") or 0),
-                         int(u.get("cacheRead") or 0), int(u.get("cacheWrite") or 0))
-            if message.get("stopReason") == "error":
+            if not failed or any(u.get(k) for k in ("input", "output", "totalTokens")):
+                events.usage(int(u.get("input") or 0), int(u.get("output") or 0),
+                             int(u.get("cacheRead") or 0), int(u.get("cacheWrite") or 0))
+            if failed:
+                state.failed = True
                 events.error = str(message.get("errorMessage") or "the model call failed")
             elif not message.get("content") and not any(
                     u.get(k) for k in ("input", "output", "totalTokens")):
