@@ -25,8 +25,8 @@ def runs_cmd(directory, fmt):
     links are skipped. For each: its id, the time it started (run.json's created_at,
     else the time in its id, else the file's time; UTC in JSON, local in the table), tasks (distinct variant/task/row,
     from trials.parquet), trials, pass rate (passed/graded), and status: complete,
-    interrupted, failed or running (as run.json says: a run still running or killed
-    says `running`).
+    interrupted, incomplete (trials lost), failed or running (as run.json says: a run
+    still running or killed says `running`).
 
     Exit status: 0 (also when DIR holds no run); 2 when DIR does not exist or is not
     a directory.
