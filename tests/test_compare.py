@@ -170,9 +170,9 @@ def test_compare_usage_errors_exit_2_with_one_line(runs):
 
 
 def test_a_damaged_run_json_is_not_a_clean_comparison(runs, tmp_path):
-    """A run.json that is there but unreadable (cut, `[]`) is a damaged archive, exit 2
-    naming it, as `ce report` refuses it: it was read as no run.json, and the gate said
-    "no regression", exit 0."""
+    """A run.json that is there but unreadable (cut, `[]`) is a damaged archive, exit 1
+    naming it, as `ce report` exits for it: it was read as no run.json, and the gate said
+    "no regression", exit 0 (then exit 2, which says "not a run directory")."""
     import shutil
 
     root, a, _ = runs
@@ -181,9 +181,150 @@ def test_a_damaged_run_json_is_not_a_clean_comparison(runs, tmp_path):
         shutil.copytree(a, bad, symlinks=True)
         (bad / "run.json").write_text(content)
         res = ce("compare", str(a), str(bad), cwd=root)
-        assert res.returncode == 2, res.stderr
+        assert res.returncode == 1, res.stderr
         assert f"{bad / 'run.json'}" in res.stderr and "damaged archive" in res.stderr
         assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert ce("report", str(bad), cwd=root).returncode == 1
+
+
+# ---------------------------------------------------------------------------- cut short
+
+GATE = """\
+task_id: gate
+description: compare fixture, cut short
+agent: {{type: none}}
+sandbox: {{driver: tempdir, python: null}}
+pre_run:
+  - command: "{sleep}echo 1 > value.txt"
+success_criteria:
+  - type: run_command
+    command: grep -qx 1 value.txt
+    description: value.txt holds 1
+"""
+
+
+@pytest.fixture(scope="module")
+def cut_short(tmp_path_factory):
+    """(root, A: a whole run of 3 trials, B: the same suite SIGTERMed once its first
+    trial was done: run.json `interrupted`, 1 of 3 planned trials)."""
+    import glob
+    import signal
+    import time
+
+    root = tmp_path_factory.mktemp("cut")
+    suite = root / "suite"
+    suite.mkdir()
+    (suite / "gate.yaml").write_text(GATE.format(sleep=""))
+    a = ce("run", str(suite), "--repeats", "3", "-j", "1", "-q", "--run-dir", "run-a",
+           cwd=root)
+    assert a.returncode == 0, a.stderr
+    # every trial after the first waits: the signal comes while one runs
+    marker = root / "marker"
+    (suite / "gate.yaml").write_text(GATE.format(
+        sleep=f"if [ -e {marker} ]; then sleep 60; fi; touch {marker}; "))
+    proc = subprocess.Popen([*CE, "run", str(suite), "--repeats", "3", "-j", "1", "-q",
+                             "--run-dir", "run-b"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NO_COLOR": "1"})
+    deadline = time.monotonic() + 120
+    while not glob.glob(str(root / "run-b" / "default" / "gate" / "*" / "task.json")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    run_b = json.loads((root / "run-b" / "run.json").read_text())
+    assert (run_b["status"], run_b["trials"], run_b["trials_planned"]) == \
+        ("interrupted", 1, 3), err
+    return root, root / "run-a", root / "run-b"
+
+
+@pytest.mark.slow
+def test_an_interrupted_b_fails_the_gate_and_every_format_says_so(cut_short):
+    """B SIGTERMed after 1 of its 3 trials (it passed, as in A): that was "✅ no
+    regression", exit 0, B's status nowhere and its missing trials on stderr only."""
+    root, a, b = cut_short
+    why = "B (the candidate) did not finish: interrupted, 1 of 3 planned trial(s) ran"
+    lacks = "2 trial(s) of A have no match in B (a task both ran: not compared)"
+    res = ce("compare", str(a), str(b), cwd=root)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.splitlines()[-1] == f"ce compare: INCOMPLETE: {why}; {lacks}"
+    assert f"| Verdict | ❌ INCOMPLETE: {why}; {lacks} |" in res.stdout
+    assert ("| Run status | ⚠️ A complete; B interrupted, 1 of 3 planned trial(s) ran |"
+            in res.stdout)
+    assert ("| Trials | A 3, B 1; 1 matched (same variant, task, row and repeat); 2 of A's "
+            "without a match in B (a task both ran) |") in res.stdout
+    assert "## Trials only in A, of a task both ran (no match in B; not compared)" \
+        in res.stdout
+
+    doc = json.loads(ce("compare", str(a), str(b), "-f", "json", cwd=root).stdout)
+    assert (doc["a"]["status"], doc["a"]["trials_planned"]) == ("complete", 3)
+    assert (doc["b"]["status"], doc["b"]["trials_planned"]) == ("interrupted", 3)
+    assert doc["incomplete"] is True and doc["regressed"] is True
+    assert doc["reasons"] == [why, lacks] and len(doc["unmatched_a"]) == 2
+
+    page = root / "cut.html"
+    html_res = ce("compare", str(a), str(b), "-f", "html", "-o", str(page), cwd=root)
+    assert html_res.returncode == 1, html_res.stderr
+    assert ('<tr><th>Run status</th><td class="bad">⚠ A complete; B interrupted, 1 of 3 '
+            "planned trial(s) ran</td></tr>") in page.read_text()
+
+    sig = ce("compare", str(a), str(b), "--fail-on", "significant", cwd=root)
+    assert sig.returncode == 1 and "INCOMPLETE" in sig.stderr, sig.stderr
+    # the opt-out: reported, not gated
+    never = ce("compare", str(a), str(b), "--fail-on", "never", cwd=root)
+    assert never.returncode == 0, never.stderr
+    assert (f"ce compare: no regression: INCOMPLETE, not gated (--fail-on never): {why}, "
+            f"and {lacks}") in never.stderr
+    assert "| Run status | ⚠️ A complete; B interrupted" in never.stdout
+
+
+@pytest.mark.slow
+def test_an_interrupted_a_is_said_not_gated(cut_short):
+    root, a, b = cut_short
+    res = ce("compare", str(b), str(a), cwd=root)  # the baseline is the cut-short run
+    assert res.returncode == 0, res.stderr
+    line = ("no regression: A (the baseline) did not finish: interrupted, 1 of 3 planned "
+            "trial(s) ran")
+    assert res.stderr.splitlines()[-1] == f"ce compare: {line}"
+    assert f"| Verdict | ✅ {line} |" in res.stdout
+    assert ("| Run status | ⚠️ A interrupted, 1 of 3 planned trial(s) ran; B complete |"
+            in res.stdout)
+    # a whole run against itself says no status
+    same = ce("compare", str(a), str(a), cwd=root)
+    assert same.returncode == 0 and "Run status" not in same.stdout, same.stderr
+
+
+@pytest.mark.slow
+def test_a_damaged_or_missing_results_file_exits_1_as_ce_report_does(cut_short, tmp_path):
+    """A damaged trials.parquet was exit 2 from `ce compare` (its help: "not a run
+    directory") and exit 1 from `ce report`. A path that is no run stays 2."""
+    import shutil
+
+    root, a, _ = cut_short
+    for name in ("trials.parquet", "results.parquet"):
+        bad = tmp_path / name.split(".")[0]
+        shutil.copytree(a, bad, symlinks=True)
+        data = (bad / name).read_bytes()
+        (bad / name).write_bytes(data[:len(data) // 2])  # cut short
+        for args in ((str(a), str(bad)), (str(bad), str(a))):
+            res = ce("compare", *args, cwd=root)
+            assert res.returncode == 1, res.stderr
+            assert res.stderr.startswith(f"ce compare: {bad / name}: damaged parquet ("), \
+                res.stderr
+            assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert ce("report", str(bad), cwd=root).returncode == 1
+    # a run that wrote no results yet (run.json only: `ce run` at its start) is a run
+    # directory, not a usage error
+    started = tmp_path / "started"
+    started.mkdir()
+    (started / "run.json").write_text(json.dumps({"run_id": "x", "status": "running",
+                                                  "trials": 3}))
+    res = ce("compare", str(a), str(started), cwd=root)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip() == (f"ce compare: {started}: no trials.parquet (the run "
+                                  "graded no trial yet; run.json status running)")
+    assert ce("compare", str(a), str(tmp_path / "nope"), cwd=root).returncode == 2
 
 
 # ---------------------------------------------------------------------------- in process
@@ -193,21 +334,26 @@ def _trials(run: str, outcomes: dict[str, list[bool]]):
     from ce_runtime.report.frames import trials_frame
 
     return trials_frame([
-        {"trial_id": f"v/{t}/{i:02d}", "variant_id": "v", "task_id": t, "row_id": None,
-         "repeat": i + (10 if run == "b" else 0),  # B's repeats never match A's
-         "status": "SUCCESS" if ok else "FAILURE", "weighted_score": float(ok),
+        {"trial_id": f"v/{t}/{r:02d}", "variant_id": "v", "task_id": t, "row_id": None,
+         "repeat": r, "status": "SUCCESS" if ok else "FAILURE", "weighted_score": float(ok),
          "criteria": []}
-        for t, oks in outcomes.items() for i, ok in enumerate(oks)])
+        for t, oks in outcomes.items() for i, ok in enumerate(oks)
+        for r in [i + (10 if run == "b" else 0)]])  # B's repeats never match A's
 
 
-def _compare(a, b, alpha=0.05):
+def _compare(a, b, alpha=0.05, status_a=None, status_b=None, planned=None):
     import polars as pl
 
     from ce_runtime.report.compare import RunSide, compare_frames
 
     empty = pl.DataFrame()
-    side = RunSide("p", "r", None, 0, 0, 0, None, None, None)
-    return compare_frames(side, a, empty, side, b, empty, alpha=alpha)
+
+    def side(frame, status):
+        return RunSide("p", "r", None, frame.height, 0, 0, None, None, None, status=status,
+                       trials_planned=planned)
+
+    return compare_frames(side(a, status_a), a, empty, side(b, status_b), b, empty,
+                          alpha=alpha)
 
 
 def test_runs_with_nothing_in_common_fail_the_gate():
@@ -230,25 +376,30 @@ def test_runs_with_nothing_in_common_fail_the_gate():
     assert not _compare(a, _trials("b", {"t1": [True]})).nothing_compared
 
 
+def _dropped(tasks: list[str]):
+    """(A, B): A one passing trial per task; B the same trial (matched, passing still) and
+    one more repeat, failing: no flip, no trial of A lacking, each task -50 pp."""
+    import polars as pl
+
+    passing = _trials("a", {t: [True] for t in tasks})
+    return passing, pl.concat([passing, _trials("b", {t: [False] for t in tasks})])
+
+
 def test_a_significant_drop_without_a_matched_flip():
-    # six tasks, each passing in A and failing in B, on repeats that do not match: no
-    # flip, but every paired difference is -1: sign-flip p = 2 / 2^6 = 0.03125 < 0.05
+    # six tasks, each with a pass in A, the same pass and a failure in B: no flip, but
+    # every paired difference is -0.5: sign-flip p = 2 / 2^6 = 0.03125 < 0.05
     tasks = [f"t{i}" for i in range(6)]
-    c = _compare(_trials("a", {t: [True] for t in tasks}),
-                 _trials("b", {t: [False] for t in tasks}))
-    assert c.matched_trials == 0 and not c.regressions
-    assert c.pass_rate.p_value == 2 / 64 and c.pass_rate.mean_diff == -1.0
+    c = _compare(*_dropped(tasks))
+    assert c.matched_trials == 6 and not c.regressions and not c.incomplete
+    assert c.pass_rate.p_value == 2 / 64 and c.pass_rate.mean_diff == -0.5
     assert c.significant_drop
     assert c.regressed("flips") and c.regressed("significant") and not c.regressed("never")
     assert c.reasons("significant") == [
-        "pass rate dropped 100.0 pp over 6 paired task(s), p = 0.0312 < 0.05"]
+        "pass rate dropped 50.0 pp over 6 paired task(s), p = 0.0312 < 0.05"]
     # five tasks are not enough: 2 / 32 = 0.0625
-    c5 = _compare(_trials("a", {t: [True] for t in tasks[:5]}),
-                  _trials("b", {t: [False] for t in tasks[:5]}))
+    c5 = _compare(*_dropped(tasks[:5]))
     assert c5.pass_rate.p_value == 2 / 32 and not c5.regressed("flips")
-    assert _compare(_trials("a", {t: [True] for t in tasks[:5]}),
-                    _trials("b", {t: [False] for t in tasks[:5]}), alpha=0.1) \
-        .regressed("significant")
+    assert _compare(*_dropped(tasks[:5]), alpha=0.1).regressed("significant")
 
 
 def test_wilson_and_newcombe_by_hand():
@@ -263,3 +414,57 @@ def test_wilson_and_newcombe_by_hand():
     # Newcombe for 0/2 - 2/2: d = -1, low = -1 - 0, high = -1 + sqrt(2 * 0.6576^2)
     lo, hi = newcombe(2, 2, 0, 2)
     assert lo == -1.0 and hi == pytest.approx(-1 + (2 * 0.6576 ** 2) ** 0.5, abs=1e-4)
+
+
+def test_a_b_lacking_trials_of_a_is_incomplete_whatever_its_status():
+    # B "complete" (a re-score without a lost trial, fewer --repeats) but with 1 of the
+    # 3 repeats A has of t1: the 2 others are no evidence either way
+    from ce_runtime.report.compare_render import verdict
+
+    a = _trials("a", {"t1": [True, True, False], "t2": [True]})
+    b = _trials("a", {"t1": [True], "t2": [True]})  # the same repeats: they match
+    c = _compare(a, b, status_a="complete", status_b="complete")
+    assert c.unmatched_a == ("v/t1/01", "v/t1/02") and not c.b.unfinished
+    assert not c.regressions and not c.significant_drop and c.incomplete
+    lacks = "2 trial(s) of A have no match in B (a task both ran: not compared)"
+    assert c.regressed("flips") and c.regressed("significant") and not c.regressed("never")
+    assert c.reasons("flips") == [lacks] and c.reasons("never") == []
+    assert verdict(c, "flips") == (True, f"INCOMPLETE: {lacks}")
+    assert verdict(c, "never") == (
+        False, f"no regression: INCOMPLETE, not gated (--fail-on never): {lacks}")
+    assert c.to_dict()["incomplete"] is True
+    # B with trials A lacks (A's repeats not run) is no gap in the candidate
+    swapped = _compare(b, a, status_a="complete", status_b="complete")
+    assert swapped.unmatched_b and not swapped.incomplete and not swapped.regressed()
+
+
+def test_a_b_that_did_not_finish_fails_the_gate_a_baseline_that_did_not_is_said():
+    from ce_runtime.report.compare_render import render_md, verdict
+
+    t = _trials("a", {"t1": [True]})
+    for status in ("interrupted", "incomplete", "failed", "running"):
+        c = _compare(t, t, status_a="complete", status_b=status, planned=4)
+        assert c.matched_trials == 1 and not c.unmatched_a and c.incomplete
+        state = status + (" (still going, or killed before its end)"
+                          if status == "running" else "") + ", 1 of 4 planned trial(s) ran"
+        assert c.b.state() == state
+        why = f"B (the candidate) did not finish: {state}"
+        assert c.regressed("significant") and not c.regressed("never")
+        assert verdict(c, "flips") == (True, f"INCOMPLETE: {why}")
+        assert f"| Run status | ⚠️ A complete; B {state} |" in render_md(c, "flips")
+    # a regression too: REGRESSED leads, the cut-short B is still said
+    c = _compare(t, _trials("a", {"t1": [False]}), status_b="interrupted", planned=4)
+    assert verdict(c, "flips") == (True, "REGRESSED: 1 trial(s) passed in A and fail in B; "
+                                         "B (the candidate) did not finish: interrupted, "
+                                         "1 of 4 planned trial(s) ran")
+    # the baseline cut short: said on the verdict line and in the report, not gated
+    c = _compare(t, t, status_a="interrupted", status_b="complete", planned=4)
+    assert not c.incomplete and not c.regressed("flips")
+    assert verdict(c, "flips") == (False, "no regression: A (the baseline) did not "
+                                          "finish: interrupted, 1 of 4 planned trial(s) ran")
+    # a run.json without a status (an older ce's) is not taken for a cut-short run, and
+    # a report of two finished runs has no "Run status"
+    for status in (None, "complete"):
+        c = _compare(t, t, status_a=status, status_b=status)
+        assert not c.incomplete and not c.regressed("flips")
+        assert "Run status" not in render_md(c, "flips")

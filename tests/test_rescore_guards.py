@@ -126,9 +126,11 @@ def test_a_deleted_trial_is_named_and_counted_by_rescore_and_compare(tmp_path):
     assert "2 trial(s) re-scored, 0 changed; 1 trial(s) missing from the run;" in res.stdout
 
     cmp = ce("compare", "run", "out", cwd=tmp_path)
-    assert cmp.returncode == 0, cmp.stderr  # not a regression, but said
+    assert cmp.returncode == 1, cmp.stderr  # B lacks a trial of A: no pass of the gate
     assert ("ce compare: 1 trial(s) of A have no match in B (a task both ran; not "
             "compared): default/agentless/01") in cmp.stderr, cmp.stderr
+    assert cmp.stderr.splitlines()[-1] == ("ce compare: INCOMPLETE: 1 trial(s) of A have "
+                                           "no match in B (a task both ran: not compared)")
     as_json = json.loads(ce("compare", "run", "out", "-f", "json", cwd=tmp_path).stdout)
     assert (as_json["unmatched_a"], as_json["unmatched_b"]) == (["default/agentless/01"], [])
 

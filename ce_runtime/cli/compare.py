@@ -47,15 +47,22 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
       significant  a significant drop only: the paired mean per-task pass-rate
                    difference B − A is negative and its sign-flip p < --alpha
       never        never (report only)
-    A task missing from B is listed, not counted as a regression, and so is a trial
-    of a task both ran that one run lacks (named on stderr); but two runs with
-    no task in common (another experiment's variants, another suite) compare nothing,
-    which fails the gate too (NOT COMPARED; not with --fail-on never).
+
+    A task missing from B is listed, not counted as a regression. Two runs with no task
+    in common (another experiment's variants, another suite) compare nothing, which
+    fails the gate too (NOT COMPARED); and so does a B that is not a whole run
+    (INCOMPLETE): its run.json status is not `complete` (interrupted, incomplete,
+    failed, or running: still going, or killed), or it lacks a trial of a task both ran
+    (a repeat not run, a trial lost before a re-score; named on stderr and in the
+    report). What B did not run is no evidence either way. Neither is gated with
+    --fail-on never (the report still says it). An A (the baseline) that did not
+    finish is said on the verdict line and in the report's "Run status", not gated.
 
     \b
-    Exit status: 0 no regression; 1 a regression or nothing compared (or the output
-    could not be written); 2 usage error (a path that is not a run directory: one line
-    naming it).
+    Exit status: 0 no regression; 1 a regression, nothing compared, an incomplete
+    B, a damaged or missing file of a run (run.json, trials.parquet: one line
+    naming it, as for `ce report`), or the output could not be written; 2 usage
+    error (a path that is not a run directory: one line naming it).
 
     \b
     Examples:
@@ -71,9 +78,9 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
         say_if_latest(run, "compare")
     try:
         comparison = compare_runs(run_a, run_b, seed=seed, alpha=alpha)
-    except NotARun as exc:
+    except NotARun as exc:  # not a run directory: usage (2); a damaged file: 1
         click.echo(f"ce compare: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(2 if exc.usage else 1)
     for side, ids in (("A", comparison.unmatched_a), ("B", comparison.unmatched_b)):
         if ids:  # a trial lost from one run (a deleted trial directory, re-scored
             other = "B" if side == "A" else "A"  # without it) is said, never dropped

@@ -23,7 +23,11 @@ Regression rule (`regressed`): `flips` (the default) -> any regression flip or a
 significant drop; `significant` -> a significant drop only; `never` -> never. A drop is
 significant when the paired mean pass-rate difference is negative and its two-sided
 sign-flip p-value is below `alpha` (0.05). Two runs with no trial and no task in common
-fail the gate too (`nothing_compared`), unless `never`.
+fail the gate too (`nothing_compared`), and so does a B (the candidate) that is not a whole
+run (`incomplete`: its run.json status is not `complete`, i.e. interrupted, incomplete,
+failed, or running (still going or killed), or it lacks trials A has of a task both ran),
+unless `never`: the trials it lacks are no evidence either way. An A (the baseline) that
+did not finish is said, not gated.
 """
 
 from __future__ import annotations
@@ -47,11 +51,12 @@ _KEY = ("variant_id", "task_id", "row_id", "repeat")
 
 
 class NotARun(Exception):
-    """`path` is not a run directory (exit 2) or one of its files is unreadable."""
+    """`path` is not a run directory (`usage`: exit 2) or one of its files is missing or
+    damaged (not `usage`: exit 1, as `ce report` exits for it)."""
 
-    def __init__(self, path: str, why: str):
+    def __init__(self, path: str, why: str, usage: bool = True):
         super().__init__(f"{path}: {why}")
-        self.path = path
+        self.path, self.usage = path, usage
 
 
 @attrs.frozen
@@ -65,6 +70,28 @@ class RunSide:
     pass_rate: float | None
     pass_rate_ci95: tuple[float, float] | None
     mean_score: float | None
+    # run.json's `status` (None: no run.json, or one without a status) and the trials
+    # the run planned (None: not recorded)
+    status: str | None = None
+    trials_planned: int | None = None
+
+    @property
+    def unfinished(self) -> bool:
+        """run.json says the run did not finish: interrupted, incomplete, failed, or
+        running (still going, or killed before its end)."""
+        return self.status is not None and self.status != "complete"
+
+    def state(self) -> str | None:
+        """The status of a run that did not finish, with its trials against the planned
+        (`interrupted, 1 of 6 planned trial(s) ran`); None for a finished run."""
+        if not self.unfinished:
+            return None
+        text = str(self.status)
+        if self.status == "running":
+            text += " (still going, or killed before its end)"
+        if self.trials_planned is not None:
+            text += f", {self.trials} of {self.trials_planned} planned trial(s) ran"
+        return text
 
 
 @attrs.frozen
@@ -152,21 +179,44 @@ class RunComparison:
         suite): no evidence either way, which a gate must not take for a pass."""
         return self.matched_trials == 0 and self.pass_rate.n_tasks == 0
 
-    def regressed(self, fail_on: str = "flips") -> bool:
-        """The gate fails (`ce compare` exits 1): a regression by `fail_on`, or, unless
-        `never`, nothing compared."""
+    @property
+    def incomplete(self) -> bool:
+        """B (the candidate) is not a whole run: its run.json says it did not finish, or
+        it lacks trials A has of a task both ran (`unmatched_a`). What it did not run is
+        no evidence either way, which a gate must not take for a pass (an interrupted B
+        with one trial of six passing was "no regression", exit 0)."""
+        return self.b.unfinished or bool(self.unmatched_a)
+
+    def dropped(self, fail_on: str = "flips") -> bool:
+        """A regression of the outcomes by `fail_on` (a flip, a significant drop)."""
         if fail_on not in FAIL_ON:
             raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
         if fail_on == "never":
             return False
-        if self.nothing_compared:
-            return True
         if fail_on == "significant":
             return self.significant_drop
         return bool(self.regressions) or self.significant_drop
 
+    def regressed(self, fail_on: str = "flips") -> bool:
+        """The gate fails (`ce compare` exits 1): a regression by `fail_on`, or, unless
+        `never`, nothing compared or an incomplete B."""
+        if self.dropped(fail_on):
+            return True
+        return fail_on != "never" and (self.nothing_compared or self.incomplete)
+
+    def incomplete_reasons(self) -> list[str]:
+        """What makes B incomplete, one line each (empty when it is whole)."""
+        out = []
+        if self.b.unfinished:
+            out.append(f"B (the candidate) did not finish: {self.b.state()}")
+        if self.unmatched_a:
+            out.append(f"{len(self.unmatched_a)} trial(s) of A have no match in B (a task "
+                       "both ran: not compared)")
+        return out
+
     def reasons(self, fail_on: str = "flips") -> list[str]:
-        """Why `regressed(fail_on)` is True, one line each (empty when it is not)."""
+        """Why `regressed(fail_on)` is True, one line each (empty when it is not): nothing
+        compared, the outcomes' regression, then what B lacks."""
         out = []
         if fail_on != "never" and self.nothing_compared:
             out.append("no trial or task of B is one of A's (same variant, task and row): "
@@ -177,6 +227,8 @@ class RunComparison:
             p = self.pass_rate
             out.append(f"pass rate dropped {100 * -p.mean_diff:.1f} pp over {p.n_tasks} "
                        f"paired task(s), p = {p.p_value:.3g} < {self.alpha:g}")
+        if fail_on != "never":
+            out += self.incomplete_reasons()
         return out
 
     def to_dict(self, fail_on: str = "flips") -> dict[str, Any]:
@@ -186,6 +238,7 @@ class RunComparison:
         d["by_variant"] = [{"variant": v, "pass_rate": r.to_dict(), "score": s.to_dict()}
                            for v, r, s in self.by_variant]
         d["significant_drop"] = self.significant_drop
+        d["incomplete"] = self.incomplete
         d["fail_on"] = fail_on
         d["regressed"] = self.regressed(fail_on)
         d["reasons"] = self.reasons(fail_on)
@@ -201,7 +254,8 @@ def _serialize(_inst, _field, value):
 
 def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
     """(the run's side summary, trials.parquet, results.parquet). A path that is not a
-    run directory (nor a directory of runs with a `latest`) raises NotARun naming it."""
+    run directory (nor a directory of runs with a `latest`) raises NotARun naming it
+    (`usage`); so does a run whose files are missing or damaged (not `usage`)."""
     import polars as pl
 
     from ce_runtime.report.rundir import RunDirError, resolve_run_dir
@@ -209,24 +263,7 @@ def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
     try:  # a directory of runs (./runs) means its latest, as for `ce report`
         path = resolve_run_dir(path)
     except RunDirError as exc:
-        raise NotARun(exc.path, exc.why) from None
-    trials_path = os.path.join(path, "trials.parquet")
-    results_path = os.path.join(path, "results.parquet")
-    if not os.path.isfile(trials_path):
-        raise NotARun(path, "no trials.parquet (the run graded no trial yet)")
-    try:
-        trials = pl.read_parquet(trials_path)
-        results = (pl.read_parquet(results_path) if os.path.isfile(results_path)
-                   else pl.DataFrame(schema={k: trials.schema[k] for k in ("trial_id", *_KEY)}
-                                     | {"criterion_id": pl.String, "passed": pl.Boolean}))
-    except Exception as exc:  # polars raises many types for a damaged file
-        raise NotARun(path, f"unreadable results ({type(exc).__name__}: "
-                            f"{' '.join(str(exc).split())[:160]})") from None
-    missing = [c for c in ("trial_id", *_KEY, "status", "success", "graded", "weighted_score")
-               if c not in trials.columns]
-    if missing:
-        raise NotARun(trials_path, "not a ce results file (no column " + ", ".join(missing)
-                      + ")")
+        raise NotARun(exc.path, exc.why, usage=exc.usage) from None
     run_json: dict[str, Any] = {}
     if os.path.isfile(os.path.join(path, "run.json")):  # damaged: never read as "no run"
         from ce_runtime.store.archive import DamagedArchive, load_archived_json
@@ -234,8 +271,37 @@ def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
         try:
             run_json = load_archived_json(os.path.join(path, "run.json"))
         except DamagedArchive as exc:
-            raise NotARun(exc.path, f"damaged archive: {exc.why}") from None
+            raise NotARun(exc.path, f"damaged archive: {exc.why}", usage=False) from None
+    trials_path = os.path.join(path, "trials.parquet")
+    results_path = os.path.join(path, "results.parquet")
+    if not os.path.isfile(trials_path):
+        status = run_json.get("status")
+        raise NotARun(path, "no trials.parquet (the run graded no trial yet" + (
+            f"; run.json status {status}" if isinstance(status, str) else "") + ")",
+            usage=False)
+    trials = _read_parquet(trials_path)
+    missing = [c for c in ("trial_id", *_KEY, "status", "success", "graded", "weighted_score")
+               if c not in trials.columns]
+    if missing:
+        raise NotARun(trials_path, "not a ce results file (no column " + ", ".join(missing)
+                      + ")", usage=False)
+    results = (_read_parquet(results_path) if os.path.isfile(results_path)
+               else pl.DataFrame(schema={k: trials.schema[k] for k in ("trial_id", *_KEY)}
+                                 | {"criterion_id": pl.String, "passed": pl.Boolean}))
     return _side(path, run_json, trials), trials, results
+
+
+def _read_parquet(path: str) -> pl.DataFrame:
+    """The parquet file at `path`; a damaged one is NotARun naming it (exit 1)."""
+    import polars as pl
+
+    try:
+        return pl.read_parquet(path)
+    except OSError as exc:
+        raise NotARun(path, f"unreadable ({exc.strerror or exc})", usage=False) from None
+    except Exception as exc:  # polars raises many types for a damaged file
+        raise NotARun(path, f"damaged parquet ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:160]})", usage=False) from None
 
 
 def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
@@ -248,13 +314,19 @@ def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
         pl.col("started_at").min().alias("started")).row(0, named=True)
     n, k = row["graded"] or 0, row["passed"] or 0
     started = row["started"]
+    status = run_json.get("status")
+    status = status if isinstance(status, str) else None
+    # a finished run records trials_planned; a running one (run.json as `ce run` wrote it
+    # at its start) its planned trials as `trials`
+    planned = run_json.get("trials_planned" if status != "running" else "trials")
+    planned = planned if isinstance(planned, int) and not isinstance(planned, bool) else None
     return RunSide(
         path=path, run_id=str(run_json.get("run_id") or os.path.basename(
             os.path.realpath(path))),
         started_at=started.isoformat() if started is not None else None,
         trials=row["trials"], graded=n, passed=k,
         pass_rate=k / n if n else None, pass_rate_ci95=wilson(k, n),
-        mean_score=row["mean_score"])
+        mean_score=row["mean_score"], status=status, trials_planned=planned)
 
 
 # ---------------------------------------------------------------------------- intervals

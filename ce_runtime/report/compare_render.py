@@ -48,16 +48,39 @@ def _rate(side: RunSide) -> str:
 
 def verdict(c: RunComparison, fail_on: str) -> tuple[bool, str]:
     """(regressed, one line) as the page and the command's last line say it."""
+    baseline = [f"A (the baseline) did not finish: {c.a.state()}"] if c.a.unfinished else []
     if c.regressed(fail_on):
-        head = "NOT COMPARED" if c.nothing_compared else "REGRESSED"
-        return True, f"{head}: " + "; ".join(c.reasons(fail_on))
+        head = "NOT COMPARED" if c.nothing_compared else \
+            "REGRESSED" if c.dropped(fail_on) else "INCOMPLETE"
+        return True, f"{head}: " + "; ".join(c.reasons(fail_on) + baseline)
     notes = []
     if c.regressions:
         notes.append(f"{len(c.regressions)} trial(s) flipped to failure (not gated: "
                      f"--fail-on {fail_on})")
     if c.improvements:
         notes.append(f"{len(c.improvements)} trial(s) fixed")
+    if c.incomplete:  # said, never silently passed
+        notes.append(f"INCOMPLETE, not gated (--fail-on {fail_on}): "
+                     + ", and ".join(c.incomplete_reasons()))
+    notes += baseline
     return False, "no regression" + (": " + "; ".join(notes) if notes else "")
+
+
+def _status(c: RunComparison) -> str | None:
+    """Each run's status, when one of them did not finish (run.json)."""
+    if not (c.a.unfinished or c.b.unfinished):
+        return None
+    return "; ".join(f"{name} {side.state() or side.status or 'not recorded'}"
+                     for name, side in (("A", c.a), ("B", c.b)))
+
+
+def _trials(c: RunComparison) -> str:
+    text = (f"A {c.a.trials}, B {c.b.trials}; {c.matched_trials} matched (same variant, "
+            "task, row and repeat)")
+    for ids, mine, other in ((c.unmatched_a, "A", "B"), (c.unmatched_b, "B", "A")):
+        if ids:
+            text += f"; {len(ids)} of {mine}'s without a match in {other} (a task both ran)"
+    return text
 
 
 def _flip_rows(flips: tuple[TrialFlip, ...]) -> list[list[str]]:
@@ -70,13 +93,14 @@ def _flip_rows(flips: tuple[TrialFlip, ...]) -> list[list[str]]:
 def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[Table]]:
     """(the summary as label/value pairs, the detail tables)."""
     _, line = verdict(c, fail_on)
+    status = _status(c)
     summary = [
         ("Verdict", line),
+        *([("Run status", status)] if status else []),
         ("Regression rule", _rule(fail_on, c.alpha)),
         ("A", f"{c.a.run_id} ({c.a.path})"),
         ("B", f"{c.b.run_id} ({c.b.path})"),
-        ("Trials", f"A {c.a.trials}, B {c.b.trials}; {c.matched_trials} matched (same "
-                   "variant, task, row and repeat)"),
+        ("Trials", _trials(c)),
         ("Pass rate", f"A {_rate(c.a)}; B {_rate(c.b)}"),
         ("Δ pass rate (B − A)", _delta(c.pass_rate, True)),
         ("Mean score", f"A {fmt_score(c.a.mean_score)}; B {fmt_score(c.b.mean_score)}"),
@@ -118,6 +142,10 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
                  "Score A → B", "Δ score"], rows))
     out.append(("Tasks only in A (not compared)", ["Task"], [[t] for t in c.only_a]))
     out.append(("Tasks only in B (not compared)", ["Task"], [[t] for t in c.only_b]))
+    for ids, mine, other in ((c.unmatched_a, "A", "B"), (c.unmatched_b, "B", "A")):
+        if ids:  # a repeat one run did not run, a trial lost from it
+            out.append((f"Trials only in {mine}, of a task both ran (no match in {other}; "
+                        "not compared)", ["Trial"], [[t] for t in ids]))
     return summary, out
 
 
@@ -140,7 +168,7 @@ def render_md(c: RunComparison, fail_on: str) -> str:
     summary, detail = tables(c, fail_on)
     out = [f"# ce compare `{c.a.run_id}` → `{c.b.run_id}`", "", "| | |", "|---|---|"]
     regressed, _ = verdict(c, fail_on)
-    mark = {"Verdict": "❌ " if regressed else "✅ "}
+    mark = {"Verdict": "❌ " if regressed else "✅ ", "Run status": "⚠️ "}
     out += [f"| {k} | {mark.get(k, '')}{_md_cell(v)} |" for k, v in summary]
     out.append("")
     for title, head, rows in detail:
@@ -182,9 +210,10 @@ def render_html(c: RunComparison, fail_on: str) -> str:
              f"<h1>ce compare <code>{esc(c.a.run_id)}</code> → <code>{esc(c.b.run_id)}"
              "</code></h1>", "<table>"]
     for k, v in summary:
-        cls = ' class="bad"' if k == "Verdict" and regressed else \
+        cls = ' class="bad"' if (k == "Verdict" and regressed) or k == "Run status" else \
             ' class="good"' if k == "Verdict" else ""
-        mark = ("✗ " if regressed else "✓ ") if k == "Verdict" else ""
+        mark = ("✗ " if regressed else "✓ ") if k == "Verdict" else \
+            "⚠ " if k == "Run status" else ""
         parts.append(f"<tr><th>{esc(k)}</th><td{cls}>{mark}{esc(v)}</td></tr>")
     parts.append("</table>")
     for title, head, rows in detail:
