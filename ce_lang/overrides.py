@@ -23,6 +23,7 @@ A bad `-D` hides no task's errors. The rule:
 from __future__ import annotations
 
 import re
+import shlex
 import typing
 from typing import Any
 
@@ -95,8 +96,30 @@ def parse_overrides(args: list[str], usage: Diagnostics, diags: Diagnostics,
             out.append(Override(path, value, source, arg, _part_spans(source, arg, key)))
         else:
             held.add(path)
+            _quoting_help(diags, before, key, raw, path, leaf_tp, leaf_rule, vspan, roots)
     return CommandLine(tuple(out), frozenset(held),
                        usage.count("error") + diags.count("error") == errors)
+
+
+def _quoting_help(diags: Diagnostics, before: int, key: str, raw: str, path: Path,
+                  tp: Any, rule: Rule, vspan: Span, roots: SuiteRoots | None) -> None:
+    """A value YAML read as no string (`Fix it: now` a mapping, `yes` a boolean, `[a]` a
+    list) where the text itself would do: the type error's help shows the argument
+    quoted for YAML inside the shell's quotes (the shell's own quotes reach no YAML)."""
+    as_text = Diagnostics()
+    walker = Walker(Context(as_text, lambda _p, s=vspan: s, lambda _p, s=vspan: s,
+                            roots=roots))
+    walker.check(raw, tp, path, rule, partial=True)
+    if as_text:
+        return  # the text is no value of the setting either
+    fixed = key + "='" + raw.replace("'", "''") + "'"
+    shown = f'"{fixed}"' if not re.search(r'["$`\\!]', fixed) else shlex.quote(fixed)
+    help_ = f"a -D value is YAML: for this text, quote it for YAML inside the shell's " \
+            f"quotes: -D {shown}"
+    expects = f"`{format_path(path)}` expects"
+    for i in range(before, len(diags)):
+        if diags[i].code == "CE0103" and diags[i].message.startswith(expects):
+            diags[i] = attrs.evolve(diags[i], help=help_)
 
 
 def _part_spans(source: str, arg: str, key: str) -> tuple[Span, ...]:

@@ -134,6 +134,27 @@ def test_bad_overrides_are_errors_and_make_no_trials(write, arg, code, col, usag
     assert result.trials == [] and result.task_files == 1
 
 
+@pytest.mark.parametrize("arg, shown", [
+    ("initial_prompt=Fix it: now", '''-D "initial_prompt='Fix it: now'"'''),  # a mapping
+    ("initial_prompt=[a, b]", '''-D "initial_prompt='[a, b]'"'''),  # a list
+    ("initial_prompt=yes", '''-D "initial_prompt='yes'"'''),  # a boolean
+    ("agent.model=it's: $X", """-D 'agent.model='"'"'it'"'"''"'"'s: $X'"'"''"""),
+])
+def test_a_d_value_yaml_reads_as_no_string_gets_the_quoting_to_use(write, arg, shown):
+    import shlex
+
+    task = write("t1.yaml", TASK)
+    result = compile_paths([task], CompileOptions(overrides=(arg,)))
+    (d,) = result.diagnostics
+    assert d.code == "CE0103" and d.help is not None and d.help.endswith(shown), d.help
+    # what the shell passes for the quoted form is a clean -D
+    fixed = shlex.split(shown)[1]
+    ok(compile_paths([task], CompileOptions(overrides=(fixed,))))
+    # a value no text would do gets no quoting advice
+    bad = compile_paths([task], CompileOptions(overrides=("run_limits.max_turns=a: b",)))
+    assert [d.help for d in bad.diagnostics] == [None]
+
+
 DATASET_TASK = """\
 task_id: ds
 description: dataset task
@@ -377,6 +398,23 @@ def test_the_experiment_given_with_e_is_not_checked_again_in_the_directory(tmp_p
     # and `ce compile *.yaml -e exp.yaml` was CE0402, "use it with `-e exp.yaml`"
     (tmp_path / "exp.yaml").write_text("experiment_id: e\nvariants:\n  - variant_id: a\n")
     ok(compile_paths(["exp.yaml", "t.yaml"], CompileOptions(experiment="exp.yaml")))
+
+
+@pytest.mark.parametrize("command", ["compile", "run", "rescore", "explain"])
+def test_a_repeated_experiment_is_a_usage_error(write, command):
+    # click kept the last `-e` silently: `ce compile t.yaml -e ab.yaml -e rep.yaml`
+    # compiled rep's variants only
+    from click.testing import CliRunner
+
+    from ce_runtime.cli import main
+
+    task = write("t1.yaml", TASK)
+    first = write("ab.yaml", EXPERIMENT)
+    second = write("other.yaml", "experiment_id: o\nvariants:\n  - variant_id: o\n")
+    args = {"rescore": ["runs/x", task], "explain": ["runs/x"]}.get(command, [task])
+    res = CliRunner().invoke(main, [command, *args, "-e", first, "--experiment", second])
+    assert res.exit_code == 2, res.output
+    assert "given 2 times" in res.output and first in res.output and second in res.output
 
 
 def test_emit_writes_plans_and_trials(write, tmp_path):

@@ -100,6 +100,19 @@ def test_user_file(tmp_path):
     assert "Bash was used." in res.output and "Effects: trace" in res.output
 
 
+@pytest.mark.parametrize("args", [["list", "-f", "json"], ["show", "file_exists", "-f", "md"],
+                                  ["types", "--file", "text"]])
+def test_f_given_a_format_name_says_it_is_file_here(tmp_path, monkeypatch, args):
+    # -f is --format in report/runs/explain: `ce criteria list -f json` said only
+    # "cannot read criteria file 'json'"
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["criteria", *args])
+    assert res.exit_code == 2, res.output
+    assert "-f is --file here" in res.output and "not --format" in res.output
+    (tmp_path / args[-1]).write_text("")  # a file of that name is loaded as ever
+    assert CliRunner().invoke(main, ["criteria", *args]).exit_code == 0
+
+
 BOUND = """\
 task_id: t
 description: d

@@ -121,6 +121,41 @@ def test_criteria_difference_notes_name_real_parameters():
         assert not param or param in {p.name for p in criteria[name].defn.params}, key
 
 
+def test_experiment_paths_are_documented_as_resolved(tmp_path):
+    """An experiment's host paths are relative to the experiment file (not the task's),
+    and experiment-format.md says so for each of them."""
+    page = (DOCS / "reference" / "experiment-format.md").read_text()
+    rows = [r for r in page.splitlines() if r.startswith("| ") and "relative to the" in r]
+    assert rows and all("relative to the experiment file" in r for r in rows), rows
+    fields = ("defaults.criteria_files", "variants[].initial_prompt_file",
+              "agent.system_prompt_file", "agent.model_script",
+              "template_sources[type=template_dir].path", "sandbox.docker.dockerfile_path")
+    note = next(p for p in page.split("\n\n") if p.startswith("Host paths"))
+    assert all(f"`{f}`" in note for f in fields), note
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "t.yaml").write_text(
+        "task_id: t\ndescription: d\ninitial_prompt: go\n"
+        "agent: {type: script, script: [{write: x.txt, content: hi}]}\n"
+        "success_criteria: [{type: mine, description: d}]\n")
+    exp = tmp_path / "exp"
+    (exp / "tpl").mkdir(parents=True)
+    (exp / "tpl" / "a.txt").write_text("a\n")
+    (exp / "mine.ce").write_text(
+        'criterion mine() -> binary\n  score = true\nend\n')
+    for name in ("p.md", "sp.md", "ms.yaml", "Dockerfile"):
+        (exp / name).write_text("x\n")
+    (exp / "e.yaml").write_text(
+        "experiment_id: e\n"
+        "defaults:\n  criteria_files: [mine.ce]\n"
+        "  agent: {system_prompt_file: sp.md, model_script: ms.yaml}\n"
+        "  sandbox: {docker: {dockerfile_path: Dockerfile}}\n"
+        "variants:\n  - variant_id: a\n    initial_prompt_file: p.md\n"
+        "    template_sources: [{type: template_dir, path: tpl}]\n")
+    proc = subprocess.run([*CE, "compile", "tasks/t.yaml", "-e", "exp/e.yaml"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
 # -- `ce criteria types` ------------------------------------------------------------------
 def test_criteria_types_prints_every_record(tmp_path):
     from ce_lang.lang.stdlib import stdlib_registry

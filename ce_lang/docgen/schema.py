@@ -163,10 +163,11 @@ def allowed(path: str, tp: Any, rule: Rule) -> str:
         parts.append(rule.pattern_hint)
     if rule.path == "workspace":
         parts.append("path in the workspace")
-    elif rule.path == "task":
-        parts.append("file, relative to the task file")
-    elif rule.path == "task_dir":
-        parts.append("directory, relative to the task file")
+    elif rule.path in ("task", "task_dir"):
+        # a host path is resolved against the directory of the file it is written in
+        home = "experiment" if path.startswith("experiment.") else "task"
+        kind = "file" if rule.path == "task" else "directory"
+        parts.append(f"{kind}, relative to the {home} file")
     if rule.merge == "replace":
         parts.append("layers: replaced")
     elif rule.merge == "append":

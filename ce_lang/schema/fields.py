@@ -25,8 +25,9 @@ class Rule:
     # merge strategy across config layers: "merge" (mappings per key, else replace),
     # "replace", "append" (lower layers first), "append_reverse" (higher layers first)
     merge: str = "merge"
-    # "workspace" (relative, stays inside the sandbox), "task" (relative to the task file,
-    # must exist), "task_dir" (a directory relative to the task file, must exist)
+    # "workspace" (relative, stays inside the sandbox), "task" (a host file, must exist),
+    # "task_dir" (a host directory, must exist); a host path is relative to the file it
+    # is written in: the task file, or the experiment file for an experiment's settings
     path: str | None = None
     partial: bool = False  # nested mapping where required fields may be omitted (layers)
     pattern: str | None = None  # a regex the string must fully match

@@ -7,11 +7,12 @@ import sys
 
 import click
 
+from ce_runtime.cli.options import experiment_option
+
 
 @click.command("compile")
 @click.argument("paths", nargs=-1, metavar="PATHS...")
-@click.option("-e", "--experiment", type=click.Path(dir_okay=False),
-              help="Experiment file whose variants are layered over every task.")
+@experiment_option(help="Experiment file whose variants are layered over every task.")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
               help="Override a setting on every task, e.g. -D agent.model=X "
                    "-D run_limits.max_turns=5 -D 'success_criteria[0].weight=2' (repeatable; "

@@ -40,7 +40,27 @@ def _registry(files: tuple[str, ...]):
     return registry
 
 
+# the --format values of the other commands, where -f is --format
+_FORMAT_WORDS = ("human", "html", "json", "junit", "md", "sarif", "text")
+
+
+def _no_format_words(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+                     ) -> tuple[str, ...]:
+    """`ce criteria list -f json`, as -f is elsewhere: a usage error that says so, not
+    "cannot read criteria file 'json'" (a file of that name is loaded)."""
+    import os
+
+    for f in value:
+        if f.lower() in _FORMAT_WORDS and not os.path.exists(f):
+            raise click.UsageError(
+                f"no file {f!r}: -f is --file here (a .ce file of your own criteria), not "
+                "--format as in `ce report`/`runs`/`explain`; `ce criteria` prints text only",
+                ctx)
+    return value
+
+
 _files = click.option("-f", "--file", "files", multiple=True, type=click.Path(dir_okay=False),
+                      callback=_no_format_words,
                       help="Also load definitions from this .ce file (repeatable).")
 
 

@@ -8,6 +8,8 @@ import sys
 
 import click
 
+from ce_runtime.cli.options import experiment_option
+
 
 @click.command("explain")
 @click.argument("task", type=click.Path(exists=True))
@@ -20,8 +22,7 @@ import click
 @click.option("--trial", "trial_id", metavar="ID",
               help="Which trial: of the resolved TASK (default: the first), or of the run "
                    "TASK names; its id or a unique prefix (default/hello).")
-@click.option("-e", "--experiment", type=click.Path(dir_okay=False),
-              help="Resolve TASK under this experiment (pick the variant with --trial).")
+@experiment_option(help="Resolve TASK under this experiment (pick the variant with --trial).")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
               help="Override a setting, as for `ce compile` (repeatable).")
 @click.option("--allow-path", "allow_paths", multiple=True, metavar="DIR",

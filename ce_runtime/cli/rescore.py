@@ -13,13 +13,13 @@ from typing import NamedTuple
 import click
 
 from ce_runtime.cli import rescore_pool, rescore_preflight
+from ce_runtime.cli.options import experiment_option
 
 
 @click.command("rescore")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("tasks", nargs=-1, metavar="[TASKS...]")
-@click.option("-e", "--experiment", type=click.Path(dir_okay=False),
-              help="Experiment the TASKS are resolved with (default: the run's own).")
+@experiment_option(help="Experiment the TASKS are resolved with (default: the run's own).")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
               help="Override a setting of the TASKS, as for `ce compile` (repeatable).")
 @click.option("--allow-path", "allow_paths", multiple=True, metavar="DIR",

@@ -8,6 +8,8 @@ import sys
 import attrs
 import click
 
+from ce_runtime.cli.options import experiment_option
+
 
 def _tag_match(tag: str, wanted: str) -> bool:
     return tag == wanted or tag.startswith(wanted + "-") or tag.startswith(wanted + ":")
@@ -42,8 +44,7 @@ def _skipped_tasks(trials) -> str:
 
 @click.command("run")
 @click.argument("paths", nargs=-1, metavar="PATHS...")
-@click.option("-e", "--experiment", type=click.Path(dir_okay=False),
-              help="Experiment file: its variants are run against every task.")
+@experiment_option(help="Experiment file: its variants are run against every task.")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
               help="Override a setting on every task (repeatable), e.g. -D "
                    "run_limits.max_turns=5 or -D 'success_criteria[0].weight=2' (paths as "
