@@ -131,10 +131,12 @@ def repo_rules(ctx: Any) -> None:
                   "a repository URL (https://host/owner/repo.git, git@host:owner/repo.git) "
                   "or a local path under the suite")
         elif is_local_repo(src.url) and ctx.roots is not None:
-            span = ctx.at((*at, "url"))
+            # as the run clones it: relative to the task's directory, also when an
+            # experiment sets it (as agent.plugins[].path)
+            task_file = ctx.at(("task_id",)).file
             resolved = os.path.normpath(os.path.join(
-                os.path.dirname(os.path.abspath(span.file)), src.url))
-            outside = ctx.roots.outside(resolved, span.file)
+                os.path.dirname(os.path.abspath(task_file)), src.url))
+            outside = ctx.roots.outside(resolved, task_file)
             if outside is not None:  # git reads the repository, not a copy: no scan
                 emit_for_rows(ctx, "CE0216", f"repo url {src.url!r} {outside}", (*at, "url"),
                       "move it under the suite, or allow its directory with --allow-path DIR")
