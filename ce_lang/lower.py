@@ -179,11 +179,15 @@ def _relative_sandbox(sb: SandboxConfig, task_dir: str) -> SandboxConfig:
         attrs.evolve(s, path=_rel(s.path, task_dir)) if isinstance(s, TemplateDirSource) else s
         for s in sb.template_sources
     ]
-    return attrs.evolve(sb, template_sources=sources)
+    docker = sb.docker
+    if docker is not None and docker.dockerfile_path:
+        docker = attrs.evolve(docker, dockerfile_path=_rel(docker.dockerfile_path, task_dir))
+    return attrs.evolve(sb, template_sources=sources, docker=docker)
 
 
 def _relative_agent(agent: AgentConfig, task_dir: str) -> AgentConfig:
-    return attrs.evolve(agent, system_prompt_file=_rel(agent.system_prompt_file, task_dir))
+    return attrs.evolve(agent, system_prompt_file=_rel(agent.system_prompt_file, task_dir),
+                        model_script=_rel(agent.model_script, task_dir))
 
 
 def _relative_reference(ref: Reference | None, task_dir: str) -> Reference | None:

@@ -322,6 +322,28 @@ def test_plan_hash_is_independent_of_location_and_lineage(tmp_path):
     assert via_cli.trials[0].plan_hash in hashes
 
 
+def test_plan_hash_is_independent_of_location_with_host_files(tmp_path):
+    """agent.model_script and sandbox.docker.dockerfile_path were lowered as absolute
+    host paths: the same task in another checkout was another plan (rescore and resume
+    take a moved suite's trials for edited ones)."""
+    task = ("task_id: t\ndescription: d\ninitial_prompt: go\n"
+            "agent: {type: claude-code, model_script: m.yaml}\n"
+            "sandbox: {driver: docker, python: null, docker: {dockerfile_path: Dockerfile}}\n"
+            "success_criteria:\n  - {type: file_exists, path: a, description: a}\n")
+    plans = []
+    for sub in ("one", "two/deeper"):
+        d = tmp_path / sub / "suite"
+        d.mkdir(parents=True)
+        (d / "t.yaml").write_text(task)
+        (d / "m.yaml").write_text("turns: []\n")
+        (d / "Dockerfile").write_text("FROM busybox\n")
+        plans.append(ok(compile_paths([str(d / "t.yaml")])).trials[0])
+    assert plans[0].plan_hash == plans[1].plan_hash
+    plan = plans[0].plan
+    assert (plan.agent.model_script, plan.sandbox.docker.dockerfile_path) == \
+        ("m.yaml", "Dockerfile")
+
+
 def test_lowered_criteria_are_calls_with_bound_arguments(write):
     text = TASK + """\
   - type: command_not_executed
