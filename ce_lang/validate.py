@@ -406,7 +406,7 @@ class Walker:
                     "CE0207",
                     f"`{self.name(path)}`: {kind} {value!r} "
                     + ("is not a " + kind if exists else "not found"),
-                    span, notes=(f"resolved against the file's directory: {resolved}",))
+                    span, notes=(f"resolved against {_base_name(span.file)}: {resolved}",))
         return resolved
 
     # -- messages ------------------------------------------------------------------------
@@ -546,3 +546,9 @@ def _fits(value: Any, tp: Any) -> bool:
     if origin is Literal:
         return True
     return True
+
+
+def _base_name(file: str) -> str:
+    """What a relative host path was resolved against: a `-D` value (pseudo-file `<-D
+    #1>`) against the current directory, else its file's directory."""
+    return "the current directory" if file.startswith("<") else "the file's directory"

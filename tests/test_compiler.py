@@ -583,3 +583,22 @@ variants:
     assert both.lineage["initial_prompt"] == "task"
     plain = ok(compile_paths([task])).trials[0]
     assert "prompt_mutations" not in plain.lineage
+
+
+def test_a_d_path_not_found_says_it_was_resolved_against_the_current_directory(
+        tmp_path, monkeypatch):
+    (tmp_path / "suite").mkdir()
+    task = tmp_path / "suite" / "t.yaml"
+    task.write_text("task_id: t\ndescription: d\ninitial_prompt: go\nsuccess_criteria:\n"
+                    "  - {type: file_exists, path: a, description: a}\n")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    for source, where in (("-D", tmp_path / "cwd"), ("task", tmp_path / "suite")):
+        if source == "task":
+            task.write_text(task.read_text() + "agent: {model_script: nothere.yaml}\n")
+        options = CompileOptions(overrides=("agent.model_script=nothere.yaml",)) \
+            if source == "-D" else CompileOptions()
+        result = compile_paths([str(task)], options)
+        [diag] = [d for d in result.diagnostics if d.code == "CE0207"]
+        base = "the current directory" if source == "-D" else "the file's directory"
+        assert diag.notes == (f"resolved against {base}: {where / 'nothere.yaml'}",)
