@@ -94,7 +94,7 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     if workspace is None:
         if trace_path:
             raise click.UsageError("--trace needs --workspace (the trial's final files)")
-        from ce_runtime.grade.explain import explain_plan, explain_plan_json
+        from ce_runtime.grade.explain_plan import explain_plan, explain_plan_json
 
         if as_json:
             click.echo(json.dumps(explain_plan_json(trial.plan, trial.trial_id, only),
