@@ -9,8 +9,9 @@ from click.testing import CliRunner
 from ce_lang.compiler import compile_paths
 from ce_lang.plan import plan_to_json
 from ce_runtime.cli import main
-from ce_runtime.store.archive import restore_workspace, snapshot_workspace, write_trial_files
+from ce_runtime.store.archive import write_trial_files
 from ce_runtime.store.atomic import write_json_atomic
+from ce_runtime.store.workspace_snapshot import restore_workspace, snapshot_workspace
 from ce_runtime.trace import events as T
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -143,8 +144,9 @@ def test_a_file_over_the_limit_is_recorded_not_kept(tmp_path):
 
     import pytest
 
-    from ce_runtime.store.archive import MAX_FILE_BYTES, FileTooLarge, unshare_objects
+    from ce_runtime.store.archive import MAX_FILE_BYTES, FileTooLarge
     from ce_runtime.store.snapshot_view import SnapshotView
+    from ce_runtime.store.workspace_snapshot import unshare_objects
 
     ws, objects = tmp_path / "ws", tmp_path / "objects"
     ws.mkdir()

@@ -20,12 +20,8 @@ from hypothesis import strategies as st
 
 from ce_runtime.cli import main
 from ce_runtime.grade.rescore import load_plan_file
-from ce_runtime.store.archive import (
-    DamagedArchive,
-    restore_workspace,
-    snapshot_workspace,
-    verified_trial,
-)
+from ce_runtime.store.archive import DamagedArchive, verified_trial
+from ce_runtime.store.workspace_snapshot import restore_workspace, snapshot_workspace
 from ce_runtime.trace import events as T
 
 CE = [sys.executable, "-m", "ce_runtime.cli"]

@@ -13,12 +13,9 @@ import pytest
 
 from ce_runtime.grade import rescore as R
 from ce_runtime.grade.host import Host
-from ce_runtime.store.archive import (
-    DamagedArchive,
-    restore_workspace,
-    snapshot_workspace,
-)
+from ce_runtime.store.archive import DamagedArchive
 from ce_runtime.store.snapshot_view import NeedsWorkspace, SnapshotView
+from ce_runtime.store.workspace_snapshot import restore_workspace, snapshot_workspace
 
 
 def _workspace(root):
@@ -584,7 +581,8 @@ def test_what_the_grading_found_where_a_snapshot_skips_is_kept(tmp_path):
 def test_an_empty_directory_entry_reads_as_the_restored_directory(tmp_path):
     """`{"dir": true}` in workspace.json: the view and the restore agree (a directory,
     empty), and one that a file or link already names is a damaged archive."""
-    from ce_runtime.store.archive import DamagedArchive, restore_workspace
+    from ce_runtime.store.archive import DamagedArchive
+    from ce_runtime.store.workspace_snapshot import restore_workspace
 
     objects = tmp_path / "objects"
     objects.mkdir()

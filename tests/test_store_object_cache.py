@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ce_runtime.store import archive as A
+from ce_runtime.store import workspace_snapshot as A
 from ce_runtime.store.snapshot_view import SnapshotView
 
 

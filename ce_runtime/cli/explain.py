@@ -161,12 +161,12 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
         DamagedArchive,
         find_run_root,
         load_definitions,
-        restore_workspace,
         verified_trial,
     )
     from ce_runtime.store.record import Status, checked_record
     from ce_runtime.store.task_files import task_dir_for
     from ce_runtime.store.verdicts import VerdictStore
+    from ce_runtime.store.workspace_snapshot import restore_workspace
     from ce_runtime.trace.events import TraceDamaged
 
     task_json = os.path.join(trial_dir, "task.json")

@@ -119,7 +119,8 @@ def _where(exc: Exception, trial_dir: str) -> str:
 
 def _entries(manifest: dict[str, Any], trial_dir: str, objects: str) -> list[dict[str, Any]]:
     """The manifest's files, sorted, with their names checked as the restore checks them."""
-    from ce_runtime.store.archive import HEX64, DamagedArchive, _safe_parts, too_large
+    from ce_runtime.store.archive import HEX64, DamagedArchive
+    from ce_runtime.store.workspace_snapshot import _safe_parts, too_large
 
     where = os.path.join(trial_dir, "workspace.json")
     out = []
@@ -153,7 +154,7 @@ def _entries(manifest: dict[str, Any], trial_dir: str, objects: str) -> list[dic
 
 def _extract(manifest: dict[str, Any], objects: str, dest: str) -> None:
     """Restore into a fresh directory beside `dest`, then move it into place."""
-    from ce_runtime.store.archive import restore_workspace
+    from ce_runtime.store.workspace_snapshot import restore_workspace
 
     if os.path.lexists(dest):
         if os.path.islink(dest) or not os.path.isdir(dest):

@@ -28,8 +28,9 @@ from ce_runtime.execute.agent_phase import TrialSink, agent_phase, grading_check
 from ce_runtime.execute.agent_protocol import AgentOutcome
 from ce_runtime.grade.host import InfrastructureError
 from ce_runtime.grade.monitor import LiveMonitor
-from ce_runtime.store.archive import snapshot_workspace, write_trial_files
+from ce_runtime.store.archive import write_trial_files
 from ce_runtime.store.record import EarlyStop, Status
+from ce_runtime.store.workspace_snapshot import snapshot_workspace
 from ce_runtime.trace import events as T
 
 

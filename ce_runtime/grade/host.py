@@ -75,7 +75,7 @@ class Host:
     evidence: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
     reads: list[str] = attrs.field(factory=list)
     # what the criteria found in the live workspace (literal paths, glob matches): the
-    # trial's snapshot keeps them where it would skip them (store/archive.py), so a
+    # trial's snapshot keeps them where it would skip them (store/workspace_snapshot.py), so a
     # re-grade of the archive finds them too
     found: set[str] = attrs.field(factory=set)
     # An archived workspace read in place (store.snapshot_view.SnapshotView), with

@@ -248,7 +248,7 @@ def workspace_digest(workspace: str) -> str:
     of its archived workspace, or `ce rescore` and `ce explain` find no recorded verdict."""
     import hashlib
 
-    from ce_runtime.store.archive import SNAPSHOT_SKIPPED_DIRS
+    from ce_runtime.store.workspace_snapshot import SNAPSHOT_SKIPPED_DIRS
 
     skipped = (*JUDGE_EXCLUDED, *SNAPSHOT_SKIPPED_DIRS)
     h = hashlib.sha256()

@@ -28,12 +28,11 @@ from ce_runtime.store.archive import (
     DamagedArchive,
     load_archived_json,
     load_definitions,
-    restore_workspace,
-    unshare_objects,
     verified_trial_data,
 )
 from ce_runtime.store.record import RUN_LIMIT_STATUSES, Status
 from ce_runtime.store.snapshot_view import SnapshotView
+from ce_runtime.store.workspace_snapshot import restore_workspace, unshare_objects
 
 
 def trial_dirs(run_dir: str) -> list[str]:

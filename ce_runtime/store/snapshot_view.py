@@ -27,11 +27,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ce_runtime.store.archive import (
-    HEX64,
-    MAX_FILE_BYTES,
-    DamagedArchive,
-    FileTooLarge,
+from ce_runtime.store.archive import HEX64, MAX_FILE_BYTES, DamagedArchive, FileTooLarge
+from ce_runtime.store.workspace_snapshot import (
     _safe_parts,
     _verified_object,
     object_bytes,

@@ -38,11 +38,10 @@ from ce_runtime.store.archive import (
     MAX_FILE_BYTES,
     MAX_SNAPSHOT_BYTES,
     DamagedArchive,
-    _store,
     load_archived_json,
-    restore_workspace,
 )
 from ce_runtime.store.atomic import write_bytes_atomic
+from ce_runtime.store.workspace_snapshot import _store, restore_workspace
 
 FORMAT = 1
 SKIP_DIRS = (".git", "__pycache__", "node_modules", ".venv")

@@ -212,8 +212,8 @@ class FileOps:
 
     def snapshot(self, objects: str, keep: Sequence[str] = ()) -> dict[str, Any]:
         """The workspace's files into the content-addressed store: the manifest (`keep`:
-        what the grading found, kept even where a snapshot skips: archive.py)."""
-        from ce_runtime.store.archive import snapshot_workspace
+        what the grading found, kept even where a snapshot skips: workspace_snapshot.py)."""
+        from ce_runtime.store.workspace_snapshot import snapshot_workspace
 
         return snapshot_workspace(self.workspace, objects,  # type: ignore[attr-defined]
                                   keep=keep)
