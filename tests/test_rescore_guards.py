@@ -215,3 +215,35 @@ def test_a_trial_run_again_leaves_no_evidence_of_its_earlier_grading(tmp_path):
     record = read_record(str(tdir))
     assert record.status == "ERROR" and not record.criteria, res.stderr
     assert not (tdir / "evidence.json").exists()
+
+
+TASK_DIR_TASK = """\
+task_id: td
+description: reads a file of its task's directory
+agent: {type: none}
+sandbox: {driver: tempdir, python: null}
+pre_run:
+  - command: echo hi > out.txt
+success_criteria:
+  - type: run_command
+    command: diff out.txt $TASK_DIR/expected.txt
+    description: out.txt is what the task expects
+"""
+
+
+def test_a_rescore_with_tasks_reads_their_own_directory(tmp_path):
+    """`ce rescore RUN TASKS` graded the recompiled task against the run's recorded task
+    directory: an edited copy's hidden file (here its expected output) was not what
+    the criteria read."""
+    for name, expected in (("a", "hi"), ("b", "bye")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "t.yaml").write_text(TASK_DIR_TASK)
+        (tmp_path / name / "expected.txt").write_text(expected + "\n")
+    assert ce("run", "a/t.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    same = ce("rescore", "run", "a/t.yaml", "--out", "re_a", cwd=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+    other = ce("rescore", "run", "b/t.yaml", "--out", "re_b", cwd=tmp_path)
+    assert other.returncode == 1 and "SUCCESS -> FAILURE" in other.stdout, other.stdout
+    record = read_record(str(tmp_path / "re_b" / "default" / "td" / "00"))
+    assert record.status == "FAILURE" and record.criteria[0].score == 0.0
+    assert record.task_dir == str(tmp_path / "b")

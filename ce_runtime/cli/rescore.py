@@ -177,9 +177,12 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     if out_dir:
         _check_out(out_dir, run_dir)
     plans = {}
+    task_dirs = {}
     if tasks:
-        plans = _compile(tasks, experiment or _run_experiment(run_dir), overrides,
-                         allow_paths)
+        compiled = _compile(tasks, experiment or _run_experiment(run_dir), overrides,
+                            allow_paths)
+        plans = {k: plan for k, (plan, _) in compiled.items()}
+        task_dirs = {k: task_dir for k, (_, task_dir) in compiled.items()}
     dirs = [only_trial] if only_trial else trial_dirs(run_dir)
     if trial_ids:
         ids = [os.path.relpath(d, run_dir) for d in dirs]
@@ -211,17 +214,18 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     def grade(n: int, d: str) -> _Outcome:
         try:  # a damaged trial is listed; the others are re-scored
             files = read_trial_files(d)  # each read once
-            plan = None
+            plan = task_dir = None
             if tasks:  # a trial without a task in TASKS is only counted
                 old = load_task_record(d, files.task)
                 plan = plans.get((old["variant_id"], old["task_id"]))
+                task_dir = task_dirs.get((old["variant_id"], old["task_id"]))
                 if plan is None:
                     return _Outcome(None, (), no_task=True,
                                     suite=_suite_of(old))
             loaded = verified_trial_data(d, files)
             old = loaded[0]
             rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
-                                          verdicts=verdicts, today=today,
+                                          task_dir=task_dir, verdicts=verdicts, today=today,
                                           used_plans=used, loaded=loaded)
         except DamagedArchive as exc:
             return _Outcome(None, ((2, f"! {os.path.relpath(d, run_dir):<40} {exc}"),),
@@ -386,8 +390,9 @@ def _compile(tasks, experiment, overrides, allow_paths=()) -> dict:
     if result.errors:
         click.echo(render_human(result.diagnostics, result.sources), err=True, nl=False)
         sys.exit(2)
-    # repeats of a task share one plan: match on variant and task, not the repeat
-    return {(t.variant_id, t.plan.task_id): t.plan for t in result.trials}
+    # repeats of a task share one plan: match on variant and task, not the repeat; with
+    # the task's directory, where its $TASK_DIR files (reference, hidden tests) are read
+    return {(t.variant_id, t.plan.task_id): (t.plan, t.task_dir) for t in result.trials}
 
 
 def _run_experiment(run_dir: str) -> str | None:

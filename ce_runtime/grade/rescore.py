@@ -86,7 +86,8 @@ def archived_plan(run_dir: str, plan_hash: str) -> Plan:
 
 
 def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
-                  judge: Any = None, runner_for: Any = None, *, verdicts: Any = None,
+                  judge: Any = None, runner_for: Any = None, *, task_dir: str | None = None,
+                  verdicts: Any = None,
                   today: bool = False, used_plans: dict[str, Plan] | None = None,
                   loaded: tuple[dict[str, Any], dict[str, Any], str | None, bytes | None]
                   | None = None,
@@ -94,8 +95,10 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     """A new task.json record for one archived trial and its evidence.json (nothing on
     disk is changed).
 
-    `plan`: a recompiled plan (graded with today's standard criteria); without it the
-    trial's own plan and the definitions archived with it (`today`: today's instead).
+    `plan`: a recompiled plan (graded with today's standard criteria; `task_dir`: the
+    directory of the task it was compiled from, whose files its criteria read); without
+    it the trial's own plan and the definitions archived with it (`today`: today's
+    instead), and the task's files as the run recorded or kept them.
     `runner_for(workspace, task_dir, reference, plan)` is a context manager giving the
     sandbox that runs the criteria's commands. `verdicts`: the judge verdict store.
     `used_plans` collects the plans graded with, by hash (to archive with the results).
@@ -112,21 +115,25 @@ def rescore_trial(trial_dir: str, run_dir: str, plan: Plan | None = None,
     if "workspace_sha256" not in old:
         notes.append("written by an older ce: no recorded digests, the trace and workspace "
                      "manifest are not verified")
-    task_dir = old.get("task_dir", "")
+    recorded_dir = old.get("task_dir", "")
+    recompiled = plan is not None
     if plan is None:
         from ce_runtime.store.task_files import task_dir_for
 
         plan, stdlib, graded_hash, more = _archived_grading(run_dir, old["plan_hash"], today)
-        task_dir, kept = task_dir_for(run_dir, old["plan_hash"], task_dir)
+        task_dir, kept = task_dir_for(run_dir, old["plan_hash"], recorded_dir)
         notes.extend(more + kept)
-    else:
+    else:  # a recompiled task's files are its own directory's (`task_dir`)
         stdlib, graded_hash = None, _hash(plan)
+        task_dir = task_dir or recorded_dir
     if used_plans is not None:
         used_plans.setdefault(graded_hash, plan)
     if plan.semantics_version != SEMANTICS_VERSION:
         notes.append(f"planned under grading semantics v{plan.semantics_version}; this ce "
                      f"grades with v{SEMANTICS_VERSION}")
     record = dict(old)
+    if recompiled and task_dir and task_dir != recorded_dir:
+        record["task_dir"] = task_dir  # a recompiled task from another copy of it
     record["rescored_from"] = _relative(trial_dir, run_dir)
     record["previous"] = {"status": old.get("status"),
                           "weighted_score": old.get("weighted_score"),
