@@ -206,7 +206,10 @@ def test_report_md_run_table_and_variants_say_what_run_json_says(out):
     assert counted(by_status) == run["by_status"]
     low, high = run["pass_rate_ci95"]
     assert table["Pass rate"] == f"{pct(run['pass_rate'])} (95% CI {pct(low)}–{pct(high)})"
-    assert table["Mean score"] == two(run["mean_score"])
+    n = run.get("unscored")
+    assert table["Mean score"] == two(run["mean_score"]) + (
+        f" (over {run['graded'] - n} of {run['graded']} graded trials: {n} without a score)"
+        if n else "")
     pak = run["pass_at_k"]
     assert table[f"pass@{pak['k']}"].startswith(
         f"{pak['passed']}/{pak['tasks']} tasks × variants ({pct(pak['rate'])}); "
