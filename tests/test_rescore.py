@@ -327,6 +327,38 @@ def test_the_archive_is_the_graded_workspace_not_what_post_run_left(tmp_path):
     assert "result.txt" in files.stdout and "post.txt" not in files.stdout
 
 
+GRADER_WRITES = """\
+task_id: grader_writes
+description: a criterion's command changes the workspace the later criteria read
+agent: {type: none}
+sandbox: {python: null}
+pre_run: [{command: "echo old > x.txt && mkdir -p node_modules/m && echo 1 > node_modules/m/v"}]
+success_criteria:
+  - {type: file_exists, path: created.txt, description: not there before the command}
+  - {type: file_contains, path: x.txt, includes: [old], description: the agent's x.txt}
+  - {type: run_command, command: "echo hi > created.txt; echo new > x.txt", description: w}
+  - {type: file_contains, path: x.txt, includes: [new], description: the command's x.txt}
+  - {type: file_exists, path: node_modules/m/v, description: found in a skipped directory}
+"""
+
+
+def test_the_archive_is_the_workspace_before_the_criteria_commands(tmp_path):
+    """The snapshot was taken after grading: a criterion's command that wrote files
+    (here created.txt and a new x.txt) made rescore and explain disagree with the run
+    (c0 0 -> 1, c1 1 -> 0) and showed the grader's files as the agent's."""
+    (tmp_path / "t.yaml").write_text(GRADER_WRITES)
+    run = ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path)
+    trial = "run/default/grader_writes/00"
+    rec = json.loads((tmp_path / trial / "task.json").read_text())
+    assert [c["score"] for c in rec["criteria"]] == [0.0, 1.0, 1.0, 1.0, 1.0], run.stderr
+    again = ce("rescore", "run", "--out", "again", cwd=tmp_path)
+    assert "1 trial(s) re-scored, 0 changed" in again.stdout, again.stdout + again.stderr
+    said = ce("explain", trial, cwd=tmp_path)
+    assert "differs" not in said.stdout, said.stdout
+    files = ce("trial", "files", trial, cwd=tmp_path).stdout
+    assert "created.txt" not in files and "node_modules/m/v" in files
+
+
 def test_two_rescores_in_the_same_second_keep_both_results(tmp_path):
     """RUN/rescored/<time> has a one-second name: the second of two rescores started
     together failed at its end ("Directory not empty") and lost its grading. Each now

@@ -30,7 +30,7 @@ from ce_runtime.grade.host import InfrastructureError
 from ce_runtime.grade.monitor import LiveMonitor
 from ce_runtime.store.archive import write_trial_files
 from ce_runtime.store.record import EarlyStop, Status
-from ce_runtime.store.workspace_snapshot import snapshot_workspace
+from ce_runtime.store.workspace_snapshot import keep_found, snapshot_workspace
 from ce_runtime.trace import events as T
 
 
@@ -283,6 +283,12 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                         model_server.stop()
             if outcome is not None and not sink.agent_ended:
                 sink.emit(T.AgentEnd(sink.clock(), outcome.reason, outcome.detail))
+        manifest = None
+        if sandbox is not None:
+            # the workspace as the agent left it, before a criterion's command can change
+            # it (`echo new > x.txt`, a build): the archive a re-grade reads is what the
+            # grading read (what the grading found in skipped directories is added below)
+            manifest = await asyncio.to_thread(sandbox.snapshot, ctx.objects)
         if error is None:
             from ce_runtime.grade.judge import judge_from_env
             from ce_runtime.store.verdicts import VerdictStore
@@ -316,9 +322,9 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
         sink.emit(T.RunEnd(sink.clock(), status, error))
         writer.close()
         if sandbox is not None:
-            manifest = await asyncio.to_thread(sandbox.snapshot, ctx.objects,
-                                               sorted(host.found) if host is not None
-                                               else ())
+            if host is not None and host.found:
+                manifest = await asyncio.to_thread(
+                    keep_found, sandbox.workspace, ctx.objects, manifest, sorted(host.found))
             # after the snapshot: the archive is the workspace the criteria graded, so a
             # post_run clean-up (`rm -rf node_modules`) cannot change what rescore sees
             if plan.post_run and error is None:

@@ -65,6 +65,17 @@ def snapshot_workspace(workspace: str, objects: str,
     return {"version": SNAPSHOT_VERSION, "skipped_dirs": list(skip_dirs), "files": files}
 
 
+def keep_found(workspace: str, objects: str, manifest: dict[str, Any],
+               keep: Iterable[str]) -> dict[str, Any]:
+    """`manifest` (a snapshot taken before the grading) with what the grading then found
+    where a snapshot skips (`keep`, as `snapshot_workspace` keeps it): a new manifest."""
+    files = dict(manifest["files"])
+    kept = [sum(e.get("size", 0) for e in files.values() if "sha256" in e)]
+    _keep_found(workspace, objects, tuple(manifest["skipped_dirs"]), sorted(set(keep)),
+                files, kept)
+    return {**manifest, "files": files}
+
+
 def _snapshot_entry(full: str, rel: str, objects: str, files: dict[str, dict[str, Any]],
                     kept: list[int]) -> None:
     """One file or link into the manifest (anything else is left out)."""
