@@ -223,3 +223,21 @@ def test_rescore_keeps_an_agent_error_as_explain_does(run, tmp_path):
     assert unseeded["status"] == "ERROR" and unseeded["criteria"] == []
     fine = json.loads((out / "default" / "fine" / "00" / "task.json").read_text())
     assert fine["status"] == "FAILURE"
+
+
+def test_explain_with_a_workspace_never_changes_it(tmp_path):
+    """`ce explain TASK --workspace WS` ran the criteria's commands in WS itself: a
+    command that writes or deletes (a build, a clean-up) changed the user's files."""
+    (tmp_path / "t.yaml").write_text(
+        "task_id: w\ndescription: a command that rewrites the workspace\n"
+        "initial_prompt: go\nsuccess_criteria:\n"
+        "  - {type: run_command, command: 'rm a.txt && echo made > new.txt', description: w}\n"
+        "  - {type: file_exists, path: new.txt, description: the command's file}\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("hi\n")
+    res = explain("t.yaml", "--workspace", ws, "-f", "json", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [c["score"] for c in json.loads(res.stdout)["criteria"]] == [1.0, 1.0]
+    assert sorted(p.name for p in ws.iterdir()) == ["a.txt"]
+    assert (ws / "a.txt").read_text() == "hi\n"

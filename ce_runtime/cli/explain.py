@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 import click
 
@@ -115,11 +118,18 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
         if unreadable:
             raise click.BadParameter(unreadable, param_hint="--trace")
     try:
-        with local_runner(workspace, trial.task_dir,
-                          reference_paths(trial.plan, trial.task_dir)) as runner:
-            grader, graded, host, read = grade_files(trial.plan, trial.task_dir,
-                                                     os.path.abspath(workspace), trace_path,
-                                                     runner=runner)
+        with contextlib.ExitStack() as stack:
+            graded_ws = os.path.abspath(workspace)
+            if any(step.effect == "exec" for step in trial.plan.steps):
+                # a criterion's command may write (`echo new > x.txt`, a build): it runs
+                # in a copy, never in the user's directory, as a trial's archive is
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="ce-explain-"))
+                graded_ws = os.path.join(tmp, "ws")
+                shutil.copytree(workspace, graded_ws, symlinks=True)
+            runner = stack.enter_context(local_runner(
+                graded_ws, trial.task_dir, reference_paths(trial.plan, trial.task_dir)))
+            grader, graded, host, read = grade_files(trial.plan, trial.task_dir, graded_ws,
+                                                     trace_path, runner=runner)
     except InfrastructureError as exc:
         click.echo(f"ce: cannot grade: {exc} (the trial would be ERROR)", err=True)
         sys.exit(1)
