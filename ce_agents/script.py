@@ -45,6 +45,7 @@ from ce_runtime.execute.agent_protocol import (
     ExecResult,
     SandboxError,
     SandboxFileError,
+    capped_timeout,
 )
 from ce_runtime.trace import events as T
 
@@ -313,6 +314,7 @@ class ScriptPlayer:
         if self.stop.is_set():
             self.result(call_id, False, "Interrupted: the agent was asked to stop.")
             return None
+        timeout = capped_timeout(self.sandbox, timeout)
         shell = asyncio.ensure_future(self.sandbox.exec(
             command, timeout=timeout, max_output=READ_LIMIT, view=self.view))
         stopped = asyncio.ensure_future(self.stop.wait())

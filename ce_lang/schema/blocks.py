@@ -77,7 +77,10 @@ class NodeEnv:
 
 @frozen
 class ResourceLimits:
-    timeout: int = spec(300, gt=0, doc="seconds; enforced on sandbox commands")
+    timeout: int = spec(300, gt=0, doc="seconds: the longest one command ce runs in the "
+                        "sandbox for the task may take (pre_run, post_run, a criterion's "
+                        "command, the script agent's); a shorter timeout of its own wins. "
+                        "An agent CLI's own tool calls are bounded by `run_limits`")
     max_memory_mb: int | None = spec(
         None, gt=0, doc="memory of the whole sandbox (cgroup; docker --memory)")
     max_disk_mb: int | None = spec(None, gt=0, doc="not enforced by any driver yet (a warning)")

@@ -22,11 +22,12 @@ from ce_runtime.execute.sandbox.base import (
     Sandbox,
     SandboxError,
     SandboxFileError,
+    capped_timeout,
 )
 from ce_runtime.trace.events import Event
 
 __all__ = ["AGENT", "GRADER", "Agent", "AgentOutcome", "AgentRequest", "EventSink", "ExecResult",
-           "Sandbox", "SandboxError", "SandboxFileError"]
+           "Sandbox", "SandboxError", "SandboxFileError", "capped_timeout"]
 
 
 @attrs.frozen

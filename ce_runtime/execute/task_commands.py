@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from ce_runtime.execute.sandbox.base import GRADER, ExecResult, SandboxError
+from ce_runtime.execute.sandbox.base import GRADER, ExecResult, SandboxError, capped_timeout
 
 OUTPUT_LIMIT = 100 * 1024  # bytes kept of each pre_run / post_run stream
 
@@ -36,7 +36,7 @@ async def run_commands(commands: Sequence[Any], sandbox, phase: str) -> list[Com
         raise ValueError(f"phase must be pre_run or post_run, not {phase!r}")
     outcomes: list[CommandOutcome] = []
     for cmd in commands:
-        timeout = min(300, max(1, int(cmd.timeout)))
+        timeout = capped_timeout(sandbox, min(300, max(1, int(cmd.timeout))))
         fail_on_error = phase == "pre_run" and bool(getattr(cmd, "fail_on_error", True))
         started = time.monotonic()
         try:

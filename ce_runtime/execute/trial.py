@@ -111,7 +111,8 @@ def spec_for_plan(plan, task_dir: str, scratch: str, *, trial_id: str = "regrade
         trial_id=trial_id, scratch=scratch, task_dir=task_dir,
         reference=reference_paths(plan, task_dir), hidden=hidden,
         network=network_of(box, agent_name),
-        limits=Limits(lim.max_memory_mb, lim.max_pids, lim.max_cpus, lim.max_disk_mb),
+        limits=Limits(lim.max_memory_mb, lim.max_pids, lim.max_cpus, lim.max_disk_mb,
+                      lim.timeout),
         env=dict(box.env), env_passthrough=tuple(box.env_passthrough),
         docker=box.docker, uv_cache=uv_cache,
         setup_network=bool((box.python is not None and box.python.env_packages)

@@ -65,6 +65,18 @@ class Limits:
     pids: int | None = None
     cpus: float | None = None
     disk_mb: int | None = None
+    command_timeout: float | None = None  # `timeout`: the longest one task command runs
+
+
+def capped_timeout(sandbox: Any, timeout: float | None) -> float | None:
+    """A task command's timeout under `sandbox.limits.timeout`, the longest any command ce
+    runs in the sandbox for the task may take (pre_run, post_run, a criterion's command,
+    the script agent's): the shorter of the two."""
+    spec = getattr(sandbox, "spec", None)
+    cap = spec.limits.command_timeout if isinstance(spec, SandboxSpec) else None
+    if cap is None:
+        return timeout
+    return cap if timeout is None else min(timeout, cap)
 
 
 @attrs.frozen

@@ -18,7 +18,13 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ce_runtime.execute.sandbox.base import GRADER, ExecResult, SandboxError, SandboxSpec
+from ce_runtime.execute.sandbox.base import (
+    GRADER,
+    ExecResult,
+    SandboxError,
+    SandboxSpec,
+    capped_timeout,
+)
 from ce_runtime.grade.host import InfrastructureError
 
 
@@ -54,8 +60,8 @@ class SandboxRunner:
         task = asyncio.current_task()
         self._tasks.add(task)
         try:
-            return await self.sandbox.exec(command, timeout=timeout, max_output=max_output,
-                                           view=self.view)
+            return await self.sandbox.exec(command, timeout=capped_timeout(self.sandbox, timeout),
+                                           max_output=max_output, view=self.view)
         finally:
             self._tasks.discard(task)
 
