@@ -187,7 +187,9 @@ _TABLE = [
      "`task_timeout` (a turn never outlasts the trial; the built-in task_timeout is 600 "
      "s), or a `max_input_tokens` or `max_output_tokens` above `max_total_tokens` (input "
      "and output each count toward the total). The trial still ends, at the larger "
-     "limit's place, as the whole's TIMEOUT or TOKEN_BUDGET_EXCEEDED. Lower the part, "
+     "limit's place, as the whole's TIMEOUT or TOKEN_BUDGET_EXCEEDED. Also a command's "
+     "own `timeout` (pre_run, post_run, run_command) above `sandbox.limits.timeout` "
+     "(built-in 300 s), which stops every task command at its value. Lower the part, "
      "raise the whole, or remove the part."),
     ("CE0224", "error", "reserved identifier",
      "A variant is named like one of the run directory's own directories (plans, objects, "

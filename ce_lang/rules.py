@@ -460,6 +460,28 @@ def nested_limit_rules(ctx: RuleContext) -> None:
                             f"remove `{part}`")
 
 
+def command_timeout_rules(ctx: RuleContext) -> None:
+    """CE0223: a command's own timeout above `sandbox.limits.timeout` (the built-in 300 s
+    included), which cuts every task command at its value: said where it is written."""
+    cap = ctx.task.sandbox.limits.timeout
+    written_cap = ctx.written(("sandbox", "limits", "timeout"))
+    where = "" if written_cap else ", the built-in default"
+    own = [(("pre_run", i, "timeout"), cmd.timeout) for i, cmd in enumerate(ctx.task.pre_run)]
+    own += [(("post_run", i, "timeout"), cmd.timeout)
+            for i, cmd in enumerate(ctx.task.post_run)]
+    own += [(("success_criteria", i, "timeout"), getattr(c, "timeout", None))
+            for i, c in enumerate(ctx.task.success_criteria) if c.type == "run_command"]
+    for path, value in own:
+        if not isinstance(value, int | float) or value <= cap or not ctx.written(path) \
+                or not ctx.intact(path, ("sandbox", "limits", "timeout")):
+            continue
+        ctx.diags.emit(
+            "CE0223", f"`{ctx.name(path)}` ({value:g} s) is longer than "
+            f"`sandbox.limits.timeout` ({cap} s{where}): the command is stopped at {cap} s",
+            ctx.key_at(path), help=f"raise `sandbox.limits.timeout` to {value:g}, or lower "
+                                   "the command's timeout")
+
+
 def simulation_rules(ctx: RuleContext) -> None:
     s = ctx.task.simulation
     if s is not None and s.stop_on_criteria_pass and s.check_criteria == "end_of_dialog":
@@ -554,5 +576,6 @@ READS: dict[Callable[[RuleContext], None], tuple[str | Path, ...]] = {
 }
 
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
-         early_stop_rules, nested_limit_rules, simulation_rules, suite_rules, host_path_rules,
+         early_stop_rules, nested_limit_rules, command_timeout_rules, simulation_rules,
+         suite_rules, host_path_rules,
          repo_rules, preflight_rules, compat_rules)
