@@ -241,3 +241,19 @@ def test_explain_with_a_workspace_never_changes_it(tmp_path):
     assert [c["score"] for c in json.loads(res.stdout)["criteria"]] == [1.0, 1.0]
     assert sorted(p.name for p in ws.iterdir()) == ["a.txt"]
     assert (ws / "a.txt").read_text() == "hi\n"
+
+
+def test_a_failed_threshold_is_printed_with_the_digits_that_tell_it_apart(tmp_path):
+    """2/3 against a 0.6667 threshold printed `0.667 < 0.667`: a correct FAIL that read as
+    a bug. As many digits as tell them apart are printed."""
+    (tmp_path / "t.yaml").write_text(
+        "task_id: thr\ndescription: a score just under its threshold\ninitial_prompt: go\n"
+        "success_criteria:\n"
+        "  - {type: file_contains, path: a.txt, includes: [a, b, c], pass_threshold: 0.6667,"
+        " description: two of three}\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a b\n")
+    res = explain("t.yaml", "--workspace", ws, cwd=tmp_path)
+    assert "score 0.66667 (fraction) vs pass threshold 0.6667 -> FAIL" in res.stdout
+    assert "c0 0.66667 < 0.6667 -> FAILURE" in res.stdout, res.stdout

@@ -348,8 +348,9 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
     elif not result.gating:
         flags.append("informational (weight 0)" if result.weight == 0 else "not gating")
     head = (f"{result.id} {result.type}: {result.description}\n"
-            f"{INDENT}score {result.score:.3g} ({result.kind}) vs pass threshold "
-            f"{result.pass_threshold:.3g} -> {verdict.upper()}; weight {result.weight:g}"
+            f"{INDENT}score {_apart(result.score, result.pass_threshold)[0]} ({result.kind}) "
+            f"vs pass threshold {_apart(result.score, result.pass_threshold)[1]} -> "
+            f"{verdict.upper()}; weight {result.weight:g}"
             + (f"; {'; '.join(flags)}" if flags else ""))
     lines = [head]
     if result.error:
@@ -372,6 +373,16 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
     for name, value in result.outputs.items():
         lines.append(f"{INDENT}output {name} = {show_value(value)}")
     return lines
+
+
+def _apart(score: float, threshold: float) -> tuple[str, str]:
+    """Both numbers, to 3 significant digits or as many more as tell them apart: 0.6666
+    against 0.6667 printed `0.667 < 0.667`, 0.8999999999999999 against 0.9 `0.9 < 0.9`."""
+    for digits in range(3, 18):
+        a, b = f"{score:.{digits}g}", f"{threshold:.{digits}g}"
+        if a != b or score == threshold:
+            return a, b
+    return repr(score), repr(threshold)
 
 
 def arithmetic(result: GradeResult, weighted_gate: float | None = None) -> list[str]:
@@ -402,8 +413,8 @@ def arithmetic(result: GradeResult, weighted_gate: float | None = None) -> list[
                      f"{Status.SUCCESS if result.success else Status.FAILURE}")
         return lines
     if failed:
-        why = ", ".join(f"{r.id} {r.score:.3g} < {r.pass_threshold:.3g}" if not r.error
-                        else f"{r.id} error" for r in failed)
+        why = ", ".join(f"{r.id} {' < '.join(_apart(r.score, r.pass_threshold))}"
+                        if not r.error else f"{r.id} error" for r in failed)
         lines.append(f"gate ({scope}): {why} -> FAILURE")
     else:
         lines.append(f"gate ({scope}): {len(gating)}/{len(gating)} passed -> SUCCESS")
