@@ -257,3 +257,25 @@ def test_a_failed_threshold_is_printed_with_the_digits_that_tell_it_apart(tmp_pa
     res = explain("t.yaml", "--workspace", ws, cwd=tmp_path)
     assert "score 0.66667 (fraction) vs pass threshold 0.6667 -> FAIL" in res.stdout
     assert "c0 0.66667 < 0.6667 -> FAILURE" in res.stdout, res.stdout
+
+
+def test_every_assertion_that_failed_is_in_the_evidence(tmp_path):
+    """The evidence listed the first 8 of a criterion's items, then `and N more`: with 12
+    json assertions, the two that failed (the last ones) were never shown."""
+    asserts = "".join(f"      - {{expression: n, operator: gte, expected: {k}}}\n"
+                      for k in range(10))
+    asserts += "      - {expression: n, operator: lt, expected: 3}\n"
+    asserts += "      - {expression: missing, operator: exists}\n"
+    (tmp_path / "t.yaml").write_text(
+        "task_id: many\ndescription: many assertions\ninitial_prompt: go\n"
+        "success_criteria:\n  - type: json_check\n    path: d.json\n"
+        "    description: a dozen\n    assertions:\n" + asserts)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "d.json").write_text('{"n": 30}')
+    res = explain("t.yaml", "--workspace", ws, "-f", "json", cwd=tmp_path)
+    [line] = [e for e in json.loads(res.stdout)["criteria"][0]["evidence"]
+              if e.startswith("assertions")]
+    assert line.startswith("assertions 10/12: ")
+    assert "n lt 3 (got 30): no" in line and "missing exists" in line
+    assert line.endswith("; and 4 more, all yes")

@@ -250,9 +250,14 @@ class _Tree:
         if isinstance(items, list) and items:
             doc = next((v["value"] for v in self.r.env.values() if isinstance(v, dict)
                         and v.get("ok") is True and "value" in v), MISSING)
-            parts = [f"{item_text(item, doc)}: {'yes' if i in hits else 'no'}"
-                     for i, item in enumerate(items[:8])]
-            more = f"; and {len(items) - 8} more" if len(items) > 8 else ""
+            # every item that is no is shown; those that are yes up to 8 in all
+            misses = [i for i in range(len(items)) if i not in hits]
+            passes = [i for i in range(len(items)) if i in hits]
+            shown = sorted(misses + passes[:max(0, 8 - len(misses))])
+            parts = [f"{item_text(items[i], doc)}: {'yes' if i in hits else 'no'}"
+                     for i in shown]
+            left = len(items) - len(shown)
+            more = f"; and {left} more, all yes" if left else ""
             return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
         return f"  [{len(hits)} match]"
 
