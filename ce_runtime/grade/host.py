@@ -457,7 +457,7 @@ class Host:
             if len(self.judge_sessions) > sessions:  # an agent_judge's transcript and usage
                 verdict["session"] = self.judge_sessions[-1]
             if "rationale" in verdict:
-                verdict["rationale"] = self._scrub(str(verdict["rationale"]))
+                verdict["rationale"] = self.scrub(str(verdict["rationale"]))
             if self.verdicts is not None:
                 # every answer is kept, one that is no verdict (no JSON, no numeric score)
                 # too: a re-score gives its error again, where asking again would give
@@ -468,7 +468,7 @@ class Host:
                              "model": verdict.get("model") or settings.get("model")
                              or (settings.get("agent") or {}).get("model"),
                              "score": verdict.get("score"),
-                             "rationale": self._scrub(str(verdict.get("rationale", ""))),
+                             "rationale": self.scrub(str(verdict.get("rationale", ""))),
                              "recorded": recorded is not None,
                              "usage": verdict.get("usage")
                              or (verdict.get("session") or {}).get("usage"),
@@ -481,9 +481,9 @@ class Host:
             raise CriterionError(f"{kind}: the verdict has no numeric score"
                                  + ("" if raw is None else f" ({str(raw)[:40]!r})"))
         return {"score": min(1.0, max(0.0, score)),
-                "rationale": self._scrub(str(verdict.get("rationale", "")))}
+                "rationale": self.scrub(str(verdict.get("rationale", "")))}
 
-    def _scrub(self, text: str) -> str:
+    def scrub(self, text: str) -> str:
         """A judge that quotes the reference must not leak it into stored results."""
         try:
             reference = self._reference_text(None)
@@ -492,7 +492,6 @@ class Host:
         for line in {ln.strip() for ln in reference.splitlines() if len(ln.strip()) >= 12}:
             text = text.replace(line, "[reference scrubbed]")
         return text
-
 
     def _read_bytes(self, rel: str) -> bytes:
         """A matched file's bytes; where the read fails, the disk's own error (it names

@@ -114,22 +114,20 @@ class HttpJudge:
             work = os.path.join(root, "workspace")
             shutil.copytree(host.workspace, work, symlinks=True,
                             ignore=shutil.ignore_patterns(*JUDGE_EXCLUDED))
-            if settings.get("include_reference") and host.reference_dir and \
-                    os.path.isdir(host.reference_dir):
-                shutil.copytree(host.reference_dir, os.path.join(work, "_reference"),
-                                symlinks=True)
+            if settings.get("include_reference"):
+                _mount_reference(host, os.path.join(work, "_reference"))
             try:
                 session = runner.run_agent(
                     work, prompt, agent, {"base_url": self.base_url, "api_key": self.api_key},
                     int(settings.get("max_turns") or 50), timeout)
             except TimeoutError as exc:
                 if getattr(exc, "session", None):  # what it spent so far is counted
-                    host.judge_sessions.append(exc.session)
+                    host.judge_sessions.append(kept_session(exc.session, settings, host.scrub))
                 raise CriterionError(f"agent_judge: the judge exceeded turn_timeout "
                                      f"({timeout:g} s)") from exc
         finally:
             shutil.rmtree(root, ignore_errors=True)
-        host.judge_sessions.append(session)
+        host.judge_sessions.append(kept_session(session, settings, host.scrub))
         outcome = session["outcome"]
         if outcome["reason"] not in ("finished", "max_turns"):
             raise CriterionError(f"agent_judge: the judge agent ended with {outcome['reason']}"
@@ -336,3 +334,56 @@ def _reference_for_judge(host: Any, limit: int) -> str:
                 continue
             blocks.append(f"## {os.path.relpath(full, host.reference_dir)}\n```\n{text}\n```")
     return "\n".join(blocks)
+
+
+def _mount_reference(host: Any, dest: str) -> None:
+    """The task's reference for the judge agent at `_reference/`: its directory, or its
+    file under its own name (a `reference: {code}` is in the prompt only)."""
+    if host.reference_dir and os.path.isdir(host.reference_dir):
+        shutil.copytree(host.reference_dir, dest, symlinks=True)
+    elif host.reference_file and os.path.isfile(host.reference_file):
+        os.makedirs(dest, exist_ok=True)
+        shutil.copy2(host.reference_file, os.path.join(dest,
+                                                       os.path.basename(host.reference_file)))
+
+
+def kept_session(session: dict[str, Any], settings: dict[str, Any],
+                 scrub: Any = None) -> dict[str, Any]:
+    """The judge session as the trial keeps it: without its transcript when
+    `capture_transcript` is false, else the transcript's first events up to
+    `max_transcript_chars` of JSON, then a note of how many were left out; the
+    reference's lines scrubbed from it (`scrub`: the judge read `_reference/`, and the
+    reference never reaches the run's files)."""
+    transcript = session.get("transcript")
+    if not isinstance(transcript, list):
+        return session
+    if settings.get("capture_transcript") is False:
+        return {**session, "transcript": [], "transcript_kept": False}
+    if scrub is not None:
+        transcript = [_scrubbed(event, scrub) for event in transcript]
+        session = {**session, "transcript": transcript}
+    cap = settings.get("max_transcript_chars")
+    if not isinstance(cap, int) or cap <= 0:
+        return session
+    kept, used = [], 0
+    for event in transcript:
+        size = len(json.dumps(event, ensure_ascii=False, default=str))
+        if used + size > cap:
+            break
+        kept.append(event)
+        used += size
+    if len(kept) == len(transcript):
+        return session
+    return {**session, "transcript": kept,
+            "transcript_cut": f"{len(transcript) - len(kept)} of {len(transcript)} events "
+                              f"not kept (max_transcript_chars {cap})"}
+
+
+def _scrubbed(value: Any, scrub: Any) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, scrub) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, scrub) for v in value]
+    return value
