@@ -76,3 +76,44 @@ def test_max_transcript_chars_cuts_the_transcript(tmp_path):
     session = _session(tmp_path, "    max_transcript_chars: 300")
     assert len(json.dumps(session["transcript"], ensure_ascii=False)) <= 300
     assert "not kept (max_transcript_chars 300)" in session["transcript_cut"]
+
+
+LLM_TASK = """\
+task_id: lj
+description: llm judges that do and do not keep their answer
+agent: {{type: none}}
+sandbox: {{python: null}}
+reference: {{file: sol.py}}
+success_criteria:
+  - {{type: llm_judge, prompt: KEEP, include_reference: true, description: kept{cap}}}
+  - {{type: llm_judge, prompt: DROP, capture_transcript: false, description: not kept}}
+"""
+LLM_REPLIES = """\
+judge:
+  - {match: KEEP, score: 0.9, rationale: "quotes x = 'THE_REFERENCE_LINE_1234' at length"}
+  - {match: DROP, score: 0.8, rationale: "fine"}
+"""
+
+
+@pytest.mark.parametrize("cap", [None, 40])
+def test_llm_judge_keeps_its_answer_as_capture_transcript_says(tmp_path, cap):
+    """capture_transcript (default true: "keep the judge's exchange") kept nothing of an
+    llm_judge's answer: it is now in evidence.json, capped, scrubbed, or left out."""
+    (tmp_path / "t.yaml").write_text(LLM_TASK.format(
+        cap="" if cap is None else f", max_transcript_chars: {cap}"))
+    (tmp_path / "replies.yaml").write_text(LLM_REPLIES)
+    (tmp_path / "sol.py").write_text("x = 'THE_REFERENCE_LINE_1234'\n")
+    res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", "t.yaml",
+                          "--judge-replies", "replies.yaml", "--run-dir", "run"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "CE_PLAIN": "1"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    evidence = json.loads((tmp_path / "run/default/lj/00/evidence.json").read_text())
+    kept, dropped = ([r for r in evidence["criteria"][c] if r["kind"] == "judge"]
+                     for c in ("c0", "c1"))
+    assert "answer" not in dropped[0]
+    answer = kept[0]["answer"]
+    assert '"score": 0.9' in answer or cap is not None
+    assert "THE_REFERENCE_LINE_1234" not in answer
+    if cap is not None:
+        assert len(answer) <= cap

@@ -456,8 +456,9 @@ class Host:
                 raise
             if len(self.judge_sessions) > sessions:  # an agent_judge's transcript and usage
                 verdict["session"] = self.judge_sessions[-1]
-            if "rationale" in verdict:
-                verdict["rationale"] = self.scrub(str(verdict["rationale"]))
+            for said in ("rationale", "answer"):
+                if said in verdict:
+                    verdict[said] = self.scrub(str(verdict[said]))
             if self.verdicts is not None:
                 # every answer is kept, one that is no verdict (no JSON, no numeric score)
                 # too: a re-score gives its error again, where asking again would give
@@ -470,6 +471,7 @@ class Host:
                              "score": verdict.get("score"),
                              "rationale": self.scrub(str(verdict.get("rationale", ""))),
                              "recorded": recorded is not None,
+                             **({"answer": verdict["answer"]} if "answer" in verdict else {}),
                              "usage": verdict.get("usage")
                              or (verdict.get("session") or {}).get("usage"),
                              **({} if unusable is None else {"error": unusable[:500]})})

@@ -83,12 +83,15 @@ class HttpJudge:
         text, usage = complete(self, model, SYSTEM, prompt,
                                float(settings.get("temperature", 0.0)),
                                int(settings.get("max_tokens", 1000)))
+        # the judge's own words, as `capture_transcript` / `max_transcript_chars` ask
+        answer = {} if settings.get("capture_transcript") is False else \
+            {"answer": text[:int(settings.get("max_transcript_chars") or len(text) or 1)]}
         try:
             verdict = parse_verdict(text)
         except CriterionError as exc:  # an answer all the same: kept, as a verdict is
-            return {"error": str(exc), "model": model, "usage": usage}
+            return {"error": str(exc), "model": model, "usage": usage, **answer}
         # kept with the verdict in the cache (grade/judge_usage.py prices it)
-        return {**verdict, "model": model, "usage": usage}
+        return {**verdict, "model": model, "usage": usage, **answer}
 
     def agent_verdict(self, rubric: str, files: list[str], settings: dict[str, Any],
                       host: Any, prompt: str | None = None) -> dict[str, Any]:
