@@ -220,7 +220,8 @@ _TABLE = [
      "and post_run commands, the sandbox and its starter files, the agent's other "
      "settings, simulation) `${row.key}` stays as written: a shell reads it as a bad "
      "substitution. Move the row-dependent part into one of those places (a criterion's "
-     "run_command, or the reference's solve actions)."),
+     "run_command, or the reference's solve actions). A mapping's key is never "
+     "substituted, even there (`params: {\"${row.k}\": v}`): only values are."),
     ("CE0305", "warning", "mistyped ${row.key}",
      "Text that looks like a row reference but is not one (`{row.key}`, `$row.key`, "
      "`${rows.key}`, `${ row.key }`) is not substituted: every row gets it as written. "

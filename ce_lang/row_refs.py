@@ -36,6 +36,7 @@ def check_task_refs(value: dict[str, Any], doc: LocatedDoc, original_path: Calla
     sources = _task_sources(value, span_of, doc.text)
     if "${row." in doc.text:
         ds.check_refs(ds.find_refs(sources), rows, diags)
+        _warn_in_keys(value, lambda p: doc.key_span(original_path(p)), diags)
         ds.warn_unsubstituted(ds.find_refs(list(ds.unsubstituted_sources(
             value, span_of, doc.text))), diags)
     if rows is not None:
@@ -98,3 +99,24 @@ def _agent_script(value: dict[str, Any]) -> Any:
     """The task's own `agent.script` (its rows substitute there, as in `reference`)."""
     agent = value.get("agent")
     return agent.get("script") if isinstance(agent, dict) else None
+
+
+def _warn_in_keys(value: dict[str, Any], span_of: Callable, diags: Diagnostics) -> None:
+    """CE0304: a `${row.key}` in a mapping's key (`params: {"${row.k}": v}`) is not
+    substituted, even where the values are: said at the entry."""
+    def walk(node: Any, path: tuple) -> None:
+        if isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, (*path, i))
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(k, str) and "${row." in k:
+                    diags.emit("CE0304", f"`{k}` is a mapping key: `${{row...}}` is not "
+                               "substituted in keys, only in values; it stays as written",
+                               span_of((*path, k)),
+                               help="put the row-dependent part in a value")
+                walk(v, (*path, k))
+
+    for key in ROW_FIELDS:
+        walk(value.get(key), (key,))
+    walk(_agent_script(value), ("agent", "script"))
