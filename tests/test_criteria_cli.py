@@ -192,3 +192,14 @@ def test_agent_judge_agent_keeps_the_task_formats_agent_schema():
     assert typing.get_type_hints(AgentJudge)["agent"] == AgentConfig | None
     assert field.default is None and field.metadata["rule"].partial
     assert AgentJudge.DEFAULT_PASS_THRESHOLD == 0.7 and AgentJudge.RESULT == "continuous"
+
+
+def test_show_of_an_alias_shows_what_it_stands_for():
+    """`ce criteria show command_not_executed` said there was no such criterion, though
+    tasks may use it."""
+    res = CliRunner().invoke(main, ["criteria", "show", "command_not_executed"])
+    assert res.exit_code == 0, res.output
+    first, _, rest = res.output.partition("\n")
+    assert first == ("# command_not_executed is command_executed with min_count: 0, "
+                     "max_count: 0 (an alias; those fields cannot be set otherwise)")
+    assert rest.lstrip().startswith("command_executed")

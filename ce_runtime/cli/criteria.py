@@ -102,11 +102,25 @@ def show_cmd(name: str, files: tuple[str, ...]) -> None:
 
     registry = _registry(files)
     checked = registry.criteria.get(name)
+    alias = _alias(name) if checked is None else None
+    if alias is not None:  # command_not_executed: command_executed with fixed counts
+        target, fixed = alias
+        click.echo(f"# {name} is {target} with "
+                   + ", ".join(f"{k}: {v}" for k, v in fixed.items())
+                   + " (an alias; those fields cannot be set otherwise)\n")
+        name, checked = target, registry.criteria.get(target)
     if checked is None:
         hint = did_you_mean(name, list(registry.criteria))
         raise click.BadParameter(f"no criterion {name!r}" + (f"; {hint}" if hint else ""),
                                  param_hint="NAME")
     click.echo(render_definition(checked, registry.origin[name], registry))
+
+
+def _alias(name: str):
+    """(target, fixed fields) of a criterion type alias, or None."""
+    from ce_lang.schema.criteria import Criterion
+
+    return Criterion.ALIASES.get(name)
 
 
 def _records_used(checked, registry) -> list:
