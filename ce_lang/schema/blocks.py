@@ -36,7 +36,9 @@ class TemplateSource(Tagged):
 @frozen
 class RepoSource(TemplateSource):
     type: str = spec(doc="`repo`: clone a git repository (must be the first source)")
-    url: str = spec(non_empty=True, doc="git URL (or local path) cloned into the workspace")
+    url: str = spec(non_empty=True, doc="git URL (or local path), cloned into `repo/` in the "
+                                        "workspace (as coder_eval does): criteria paths "
+                                        "start with `repo/`")
     commit: str | None = spec(None, doc="commit to check out")
 
 
