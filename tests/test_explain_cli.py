@@ -279,3 +279,26 @@ def test_every_assertion_that_failed_is_in_the_evidence(tmp_path):
     assert line.startswith("assertions 10/12: ")
     assert "n lt 3 (got 30): no" in line and "missing exists" in line
     assert line.endswith("; and 4 more, all yes")
+
+
+@pytest.mark.parametrize("method, shown", [
+    ("ast", "AST node types: agent "),
+    ("token", "token types: agent "),
+    ("complexity", "complexity (cyclomatic, lines, blocks): agent 1, 2, 1; reference 2, 4, 1:"),
+])
+def test_reference_comparison_says_how_its_similarity_came_about(tmp_path, method, shown):
+    """Explain showed `similarity(...) = 0.58` and nothing of the counts behind it."""
+    (tmp_path / "t.yaml").write_text(
+        "task_id: rc\ndescription: compared with the reference\ninitial_prompt: go\n"
+        "reference: {file: ref.py}\nsuccess_criteria:\n"
+        f"  - {{type: reference_comparison, agent_file: a.py, comparison_method: {method},"
+        " description: close}\n")
+    (tmp_path / "ref.py").write_text("def f(x):\n    if x:\n        return 1\n    return 2\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("def f(x):\n    return 1\n")
+    res = explain("t.yaml", "--workspace", ws, "-f", "json", cwd=tmp_path)
+    [criterion] = json.loads(res.stdout)["criteria"]
+    [line] = [e for e in criterion["evidence"] if e.startswith(shown.split(":")[0])]
+    assert line.startswith(shown), line
+    assert line.endswith(f"= {criterion['score']:.4g}")

@@ -179,6 +179,11 @@ class _Tree:
                 except Exception:  # the criterion's own error says it
                     return ""
                 return f"  [fails the JSON Schema {schema}: {why}]" if why else ""
+            if node.func == "similarity" and isinstance(value, float) and self.host \
+                    is not None and len(node.args) == 3:
+                method, agent, ref = (self.r.values.get(a.id) for a in node.args)
+                detail = self.host.similarity_detail(str(method), str(agent), ref)
+                return f"  [{detail}]" if detail else ""
             if node.func == "read_cli_log" and isinstance(value, dict):
                 where = self.r.values.get(node.args[0].id)
                 calls = value.get("calls") or []

@@ -336,6 +336,19 @@ class Host:
         except ValueError as exc:  # ComparisonError: coder_eval's score 0 with an error
             raise CriterionError(str(exc)) from exc
 
+    def similarity_detail(self, method: str, agent_file: str,
+                          reference_file: str | None) -> str | None:
+        """How `b_similarity` came to its value (`ce explain`); None when it did not."""
+        from ce_runtime.grade.similarity import similarity_detail
+
+        try:
+            agent = self.b_read_text(agent_file)
+            reference = self._reference_text(reference_file)
+            return similarity_detail(method, str(agent), reference) \
+                if agent is not None and reference else None
+        except (CriterionError, ValueError, OSError):
+            return None
+
     def _reference_text(self, reference_file: str | None) -> str:
         if self.reference_code is not None:
             return self.reference_code

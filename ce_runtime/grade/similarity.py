@@ -102,6 +102,37 @@ def similarity(method: str, agent_text: str, reference_text: str) -> float:
     return complexity_score(agent_metrics, reference_metrics)
 
 
+def similarity_detail(method: str, agent_text: str, reference_text: str) -> str:
+    """How `similarity` came to its value, in one line (`ce explain`'s evidence)."""
+    name = method.strip().lower()
+    if agent_text == reference_text:
+        return "the agent's file is the reference: 1.0 under every method"
+    if name in ("ast", "token"):
+        if name == "ast":
+            agent = ast_node_types(_parse(agent_text, "the agent's file"))
+            reference = ast_node_types(_parse(reference_text, "the reference"))
+            what = "AST node types"
+        else:
+            agent = python_token_types(agent_text, "the agent's file")
+            reference = python_token_types(reference_text, "the reference")
+            what = "token types"
+        matcher = difflib.SequenceMatcher(None, agent, reference)
+        same = sum(block.size for block in matcher.get_matching_blocks())
+        return (f"{what}: agent {len(agent)}, reference {len(reference)}, {same} in "
+                f"matching runs: 2×{same} / {len(agent) + len(reference)} = "
+                f"{matcher.ratio():.4g}")
+    ref, agent_m = (complexity_metrics(reference_text, "the reference"),
+                    complexity_metrics(agent_text, "the agent's file"))
+    ref_cc, ref_loc, ref_n = max(ref.cyclomatic, 1), max(ref.lines, 1), ref.functions
+    cc = max(0.0, 1.0 - min(1.0, agent_m.cyclomatic / (ref_cc * 1.5)))
+    loc = max(0.0, 1.0 - min(1.0, agent_m.lines / (ref_loc * 1.5)))
+    fn = max(0.0, 1.0 - abs(agent_m.functions - ref_n) / max(ref_n, 1))
+    return (f"complexity (cyclomatic, lines, blocks): agent {agent_m.cyclomatic}, "
+            f"{agent_m.lines}, {agent_m.functions}; reference {ref.cyclomatic}, {ref.lines}, "
+            f"{ref.functions}: 0.5×{cc:.3g} + 0.3×{loc:.3g} + 0.2×{fn:.3g} = "
+            f"{complexity_score(agent_m, ref):.4g}")
+
+
 def _ratio(a: list[str], b: list[str]) -> float:
     return difflib.SequenceMatcher(None, a, b).ratio()
 
