@@ -266,7 +266,9 @@ def test_trial_files_extract_refuses_a_link_out_and_leaves_nothing(made, tmp_pat
     res = ce("trial", "files", str(trial), "--extract", str(tmp_path / "out" / "ws"),
              cwd=tmp_path)
     assert res.returncode == 1
-    assert res.stderr.strip() == (f"ce trial files: damaged archive: {trial}/workspace.json: "
-                                  "'zz-escape': a link pointing out of the workspace "
-                                  "('../../../etc')")
+    # the agent's own link, not a damaged archive (it said "damaged archive")
+    assert res.stderr.strip() == ("ce trial files: not extracted: 'zz-escape': a link the "
+                                  "agent made pointing out of the workspace ('../../../etc'); "
+                                  "--extract restores no link pointing outside DIR (the "
+                                  f"listing shows it: ce trial files {trial})")
     assert os.listdir(tmp_path / "out") == []

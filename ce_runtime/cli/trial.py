@@ -66,6 +66,7 @@ def files_cmd(trial_dir, trial_id, extract, fmt):
     """
     from ce_runtime.cli.pick import trial_of_run
     from ce_runtime.store.archive import DamagedArchive, find_run_root, verified_trial
+    from ce_runtime.store.workspace_snapshot import OutwardLink
 
     if not os.path.isfile(os.path.join(trial_dir, "task.json")) and os.path.isdir(trial_dir):
         trial_dir = trial_of_run(trial_dir, trial_id, "trial files", "TRIAL_DIR")
@@ -83,6 +84,10 @@ def files_cmd(trial_dir, trial_id, extract, fmt):
         entries = _entries(manifest, trial_dir, objects)
         if extract:
             _extract(manifest, objects, extract)
+    except OutwardLink as exc:  # the agent's own link, refused for a person's copy
+        _fail(1, f"not extracted: {exc.why.replace('a link', 'a link the agent made', 1)}; "
+                 "--extract restores no link pointing outside DIR (the listing shows it: "
+                 f"ce trial files {trial_dir})")
     except DamagedArchive as exc:
         _fail(1, _where(exc, trial_dir))
     if extract:

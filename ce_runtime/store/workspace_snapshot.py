@@ -186,6 +186,11 @@ def object_bytes(obj: str) -> bytes:
     return data
 
 
+class OutwardLink(DamagedArchive):
+    """A link out of the workspace, where a restore allows none: the agent's own link
+    (`ln -s /etc/hosts h`), not damage to the archive."""
+
+
 def restore_workspace(manifest: dict[str, Any], objects: str, dest: str,
                       link_objects: bool = False, outward_links: bool = False) -> None:
     """Rebuild a snapshot in `dest`. Every object must match its digest; names must be
@@ -236,8 +241,8 @@ def restore_workspace(manifest: dict[str, Any], objects: str, dest: str,
             resolved = os.path.normpath(os.path.join(parent, link))
             if not outward_links and (os.path.isabs(link) or not (
                     resolved == root or resolved.startswith(root + os.sep))):
-                raise DamagedArchive(where, f"{rel!r}: a link pointing out of the "
-                                            f"workspace ({link!r})")
+                raise OutwardLink(where, f"{rel!r}: a link pointing out of the "
+                                         f"workspace ({link!r})")
             os.symlink(link, target)
             continue
         if too_large(entry):  # recorded, not kept: not restored
