@@ -117,3 +117,19 @@ def test_llm_judge_keeps_its_answer_as_capture_transcript_says(tmp_path, cap):
     assert "THE_REFERENCE_LINE_1234" not in answer
     if cap is not None:
         assert len(answer) <= cap
+
+
+def test_a_request_no_scripted_verdict_matches_says_so(tmp_path):
+    """It said only "the judge's verdict has no `score`"."""
+    (tmp_path / "t.yaml").write_text(
+        "task_id: nm\ndescription: a judge request no reply matches\nagent: {type: none}\n"
+        "sandbox: {python: null}\nsuccess_criteria:\n"
+        "  - {type: llm_judge, prompt: zzz, description: no matching entry}\n")
+    (tmp_path / "replies.yaml").write_text("judge:\n  - {match: NOTHING, score: 1}\n")
+    subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", "t.yaml",
+                    "--judge-replies", "replies.yaml", "--run-dir", "run"], cwd=tmp_path,
+                   capture_output=True, text=True, timeout=300)
+    [c] = json.loads((tmp_path / "run/default/nm/00/task.json").read_text())["criteria"]
+    assert c["score"] == 0.0
+    assert c["error"] == ("the judge's verdict has no `score` (its rationale: no scripted "
+                          "verdict matches this request)")

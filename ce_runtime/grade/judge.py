@@ -277,7 +277,9 @@ def parse_verdict(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise CriterionError(f"the judge's verdict is not valid JSON: {exc.msg}") from exc
     if not isinstance(verdict, dict) or "score" not in verdict:
-        raise CriterionError("the judge's verdict has no `score`")
+        said = verdict.get("rationale") if isinstance(verdict, dict) else None
+        raise CriterionError("the judge's verdict has no `score`"
+                             + (f" (its rationale: {str(said)[:200]})" if said else ""))
     return verdict
 
 
