@@ -314,6 +314,15 @@ def test_a_damaged_or_missing_results_file_exits_1_as_ce_report_does(cut_short, 
                 res.stderr
             assert len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert ce("report", str(bad), cwd=root).returncode == 1
+    # results.parquet gone: compared no criterion and passed; `ce report` refused it
+    gone = tmp_path / "no_results"
+    shutil.copytree(a, gone, symlinks=True)
+    os.unlink(gone / "results.parquet")
+    res = ce("compare", str(a), str(gone), cwd=root)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip() == (f"ce compare: {gone / 'results.parquet'}: missing (the "
+                                  "run's criterion results)")
+    assert ce("report", str(gone), cwd=root).returncode == 1
     # a run that wrote no results yet (run.json only: `ce run` at its start) is a run
     # directory, not a usage error
     started = tmp_path / "started"

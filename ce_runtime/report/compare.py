@@ -256,7 +256,6 @@ def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
     """(the run's side summary, trials.parquet, results.parquet). A path that is not a
     run directory (nor a directory of runs with a `latest`) raises NotARun naming it
     (`usage`); so does a run whose files are missing or damaged (not `usage`)."""
-    import polars as pl
 
     from ce_runtime.report.rundir import RunDirError, resolve_run_dir
 
@@ -285,10 +284,9 @@ def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
     if missing:
         raise NotARun(trials_path, "not a ce results file (no column " + ", ".join(missing)
                       + ")", usage=False)
-    results = (_read_parquet(results_path) if os.path.isfile(results_path)
-               else pl.DataFrame(schema={k: trials.schema[k] for k in ("trial_id", *_KEY)}
-                                 | {"criterion_id": pl.String, "passed": pl.Boolean}))
-    return _side(path, run_json, trials), trials, results
+    if not os.path.isfile(results_path):  # as `ce report`: no criterion would compare
+        raise NotARun(results_path, "missing (the run's criterion results)", usage=False)
+    return _side(path, run_json, trials), trials, _read_parquet(results_path)
 
 
 def _read_parquet(path: str) -> pl.DataFrame:
