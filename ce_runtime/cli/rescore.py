@@ -261,11 +261,8 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                 loopback.__exit__(None, None, None)
         records, changed, no_task, damaged = \
             tally.records, tally.changed, tally.no_task, tally.damaged
-        state = _run_state(run_dir) if whole else ("complete", None, None)
-        if whole and (lost_count or damaged):  # not the whole run: its results say so
-            state = ("incomplete", max(state[1] or 0,
-                                       len(records) + lost_count + len(damaged)), state[2])
-        summary = _write(staged.path, records, run_dir, used, out, worker, state)
+        summary = _write(staged.path, records, run_dir, used, out, worker,
+                         _run_state(run_dir) if whole else ("complete", None, None))
         code = int(summary.get("exit_code", 1))
         staged.commit()
     if whole:  # a part of the run has gates of its own, not comparable with the run's:
