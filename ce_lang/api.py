@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "block_to_json": "ce_lang.plan",
     "plan_from_json": "ce_lang.plan",
     "trial_to_json": "ce_lang.plan",
+    "CRITERION_ALIASES": "ce_lang.schema.criteria",
     "RepoSource": "ce_lang.schema.blocks",
     "StarterFilesSource": "ce_lang.schema.blocks",
     "TemplateDirSource": "ce_lang.schema.blocks",

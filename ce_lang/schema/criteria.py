@@ -74,6 +74,10 @@ class Criterion(Tagged):
     DEFAULT_PASS_THRESHOLD: ClassVar[float] = 0.9
 
 
+# criterion types that stand for another with fixed fields (`ce criteria show` says so)
+CRITERION_ALIASES = Criterion.ALIASES
+
+
 @frozen
 class CriterionBase:
     type: str = spec(doc="criterion type")

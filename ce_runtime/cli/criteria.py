@@ -118,9 +118,9 @@ def show_cmd(name: str, files: tuple[str, ...]) -> None:
 
 def _alias(name: str):
     """(target, fixed fields) of a criterion type alias, or None."""
-    from ce_lang.schema.criteria import Criterion
+    from ce_lang.api import CRITERION_ALIASES
 
-    return Criterion.ALIASES.get(name)
+    return CRITERION_ALIASES.get(name)
 
 
 def _records_used(checked, registry) -> list:
