@@ -514,14 +514,10 @@ def _run_state(run_dir: str) -> tuple[str, int | None, float | None]:
     """The run's status, planned trials (run.json) and `--min-pass-rate` gate: a run cut
     short stays so when re-scored, and is gated as it was. A run.json that cannot be read
     (a run still going, a crash) says nothing."""
-    import json
+    from ce_runtime.store.runs_root import read_run_json
 
-    try:
-        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return "complete", None, None
-    if not isinstance(data, dict):
+    data = read_run_json(run_dir)
+    if data is None:
         return "complete", None, None
     gate = (data.get("args") or {}).get("min_pass_rate") \
         if isinstance(data.get("args"), dict) else None

@@ -182,7 +182,7 @@ class _Tree:
             if node.func == "similarity" and isinstance(value, float) and self.host \
                     is not None and len(node.args) == 3:
                 method, agent, ref = (self.r.values.get(a.id) for a in node.args)
-                detail = self.host.similarity_detail(str(method), str(agent), ref)
+                detail = _similarity_detail(self.host, str(method), str(agent), ref)
                 return f"  [{detail}]" if detail else ""
             if node.func == "read_cli_log" and isinstance(value, dict):
                 where = self.r.values.get(node.args[0].id)
@@ -265,6 +265,20 @@ class _Tree:
             more = f"; and {left} more, all yes" if left else ""
             return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
         return f"  [{len(hits)} match]"
+
+
+def _similarity_detail(host: Host, method: str, agent_file: str,
+                       reference_file: str | None) -> str | None:
+    """How a `similarity` came to its value; None when it cannot be told again."""
+    from ce_runtime.grade.similarity import similarity_detail
+
+    try:
+        agent = host.b_read_text(agent_file)
+        reference = host.reference_text(reference_file)
+        return similarity_detail(method, str(agent), reference) \
+            if agent is not None and reference else None
+    except (CriterionError, ValueError, OSError):
+        return None
 
 
 def tree_lines(nodes: list[dict[str, Any]], depth: int) -> list[str]:

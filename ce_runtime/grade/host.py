@@ -328,7 +328,7 @@ class Host:
         agent = self.b_read_text(agent_file)
         if agent is None:
             raise CriterionError(f"{agent_file} not found")
-        reference = self._reference_text(reference_file)
+        reference = self.reference_text(reference_file)
         if not reference:  # coder_eval raises (a task-definition error); never a score
             raise CriterionError("the reference file is empty: there is nothing to compare with")
         try:  # both texts are read as Python whatever the file names, as in coder_eval
@@ -336,20 +336,7 @@ class Host:
         except ValueError as exc:  # ComparisonError: coder_eval's score 0 with an error
             raise CriterionError(str(exc)) from exc
 
-    def similarity_detail(self, method: str, agent_file: str,
-                          reference_file: str | None) -> str | None:
-        """How `b_similarity` came to its value (`ce explain`); None when it did not."""
-        from ce_runtime.grade.similarity import similarity_detail
-
-        try:
-            agent = self.b_read_text(agent_file)
-            reference = self._reference_text(reference_file)
-            return similarity_detail(method, str(agent), reference) \
-                if agent is not None and reference else None
-        except (CriterionError, ValueError, OSError):
-            return None
-
-    def _reference_text(self, reference_file: str | None) -> str:
+    def reference_text(self, reference_file: str | None) -> str:
         if self.reference_code is not None:
             return self.reference_code
         path = self.reference_file
@@ -501,7 +488,7 @@ class Host:
     def scrub(self, text: str) -> str:
         """A judge that quotes the reference must not leak it into stored results."""
         try:
-            reference = self._reference_text(None)
+            reference = self.reference_text(None)
         except CriterionError:
             return text
         for line in {ln.strip() for ln in reference.splitlines() if len(ln.strip()) >= 12}:

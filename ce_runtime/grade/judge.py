@@ -324,7 +324,7 @@ def _reference_for_judge(host: Any, limit: int) -> str:
     """The task's reference as the judge sees it: the code or file, or each file of a
     reference directory (silently nothing when the task has none, as the guide says)."""
     if host.reference_code is not None or host.reference_file is not None:
-        return f"```\n{host._reference_text(None)[:limit]}\n```"
+        return f"```\n{host.reference_text(None)[:limit]}\n```"
     if host.reference_dir is None or not os.path.isdir(host.reference_dir):
         return ""
     blocks = []

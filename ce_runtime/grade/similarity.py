@@ -123,10 +123,7 @@ def similarity_detail(method: str, agent_text: str, reference_text: str) -> str:
                 f"{matcher.ratio():.4g}")
     ref, agent_m = (complexity_metrics(reference_text, "the reference"),
                     complexity_metrics(agent_text, "the agent's file"))
-    ref_cc, ref_loc, ref_n = max(ref.cyclomatic, 1), max(ref.lines, 1), ref.functions
-    cc = max(0.0, 1.0 - min(1.0, agent_m.cyclomatic / (ref_cc * 1.5)))
-    loc = max(0.0, 1.0 - min(1.0, agent_m.lines / (ref_loc * 1.5)))
-    fn = max(0.0, 1.0 - abs(agent_m.functions - ref_n) / max(ref_n, 1))
+    cc, loc, fn = complexity_parts(agent_m, ref)
     return (f"complexity (cyclomatic, lines, blocks): agent {agent_m.cyclomatic}, "
             f"{agent_m.lines}, {agent_m.functions}; reference {ref.cyclomatic}, {ref.lines}, "
             f"{ref.functions}: 0.5×{cc:.3g} + 0.3×{loc:.3g} + 0.2×{fn:.3g} = "
@@ -448,14 +445,21 @@ def complexity_metrics(text: str, what: str = "the text") -> Metrics:
     return Metrics(total, len(text.splitlines()), count)
 
 
-def complexity_score(agent: Metrics, reference: Metrics) -> float:
-    """coder_eval's `overall_complexity` of the agent relative to the reference."""
+def complexity_parts(agent: Metrics, reference: Metrics) -> tuple[float, float, float]:
+    """The closeness of the agent's cyclomatic complexity, lines and blocks to the
+    reference's, each in [0, 1]."""
     ref_cc = max(reference.cyclomatic, 1)
     cc = max(0.0, 1.0 - min(1.0, agent.cyclomatic / (ref_cc * 1.5)))
     ref_loc = max(reference.lines, 1)
     loc = max(0.0, 1.0 - min(1.0, agent.lines / (ref_loc * 1.5)))
     ref_n = reference.functions
     functions = max(0.0, 1.0 - abs(agent.functions - ref_n) / max(ref_n, 1))
+    return cc, loc, functions
+
+
+def complexity_score(agent: Metrics, reference: Metrics) -> float:
+    """coder_eval's `overall_complexity` of the agent relative to the reference."""
+    cc, loc, functions = complexity_parts(agent, reference)
     return 0.5 * cc + 0.3 * loc + 0.2 * functions
 
 
