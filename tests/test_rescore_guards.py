@@ -124,13 +124,25 @@ def test_a_deleted_trial_is_named_and_counted_by_rescore_and_compare(tmp_path):
             "task.json is gone; run.json and trials.parquet count them), not re-scored: "
             "default/agentless/01") in res.stderr, res.stderr
     assert "2 trial(s) re-scored, 0 changed; 1 trial(s) missing from the run;" in res.stdout
+    # the results say they are not the whole run (run.json said "complete"), and the
+    # advice names the run the trials ran in, the one to resume (not the re-score's)
+    out = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert (out["status"], out["trials_planned"], out["trials"]) == ("incomplete", 3, 2)
+    source = os.path.realpath(tmp_path / "run")
+    reason = (f"1 trial(s) of the run are missing, not re-scored (`ce run --resume {source}` "
+              "runs them again): 2 of 3 planned trial(s) re-scored")
+    assert out["exit_reasons"][0] == reason and f"not passed: {reason}" in res.stdout
+    report = ce("report", "out", cwd=tmp_path)  # made again from run.json: the same words
+    assert "**INCOMPLETE**" in report.stdout and f"- {reason}" in report.stdout, report.stdout
 
     cmp = ce("compare", "run", "out", cwd=tmp_path)
     assert cmp.returncode == 1, cmp.stderr  # B lacks a trial of A: no pass of the gate
     assert ("ce compare: 1 trial(s) of A have no match in B (a task both ran; not "
             "compared): default/agentless/01") in cmp.stderr, cmp.stderr
-    assert cmp.stderr.splitlines()[-1] == ("ce compare: INCOMPLETE: 1 trial(s) of A have "
-                                           "no match in B (a task both ran: not compared)")
+    assert cmp.stderr.splitlines()[-1] == (
+        "ce compare: INCOMPLETE: B (the candidate) did not finish: incomplete, 2 of 3 "
+        "planned trial(s) ran; 1 trial(s) of A have no match in B (a task both ran: not "
+        "compared)")
     as_json = json.loads(ce("compare", "run", "out", "-f", "json", cwd=tmp_path).stdout)
     assert (as_json["unmatched_a"], as_json["unmatched_b"]) == (["default/agentless/01"], [])
 

@@ -507,7 +507,9 @@ def test_trial_lines_and_damage_keep_their_order_in_a_merged_stream(run_dir, tmp
     assert proc.returncode == 1, proc.stdout
     assert len(order) == 2 and lines[order[0]].startswith("  ") \
         and lines[order[1]].startswith("! "), proc.stdout
-    assert lines[-2].startswith("1 trial(s) re-scored, 0 changed; 1 trial(s) not re-scored")
+    assert lines[-3].startswith("1 trial(s) re-scored, 0 changed; 1 trial(s) not re-scored")
+    assert lines[-2] == ("not passed: 1 trial(s) of the run are damaged, not re-scored: 1 of "
+                         "2 planned trial(s) re-scored")
     assert lines[-1].startswith("not passed: ")
 
 

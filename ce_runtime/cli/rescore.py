@@ -74,7 +74,8 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     each dataset suite gate that moved, of the suites re-graded whole, marked `*` when
     its verdict flipped (on stdout, with the summary line; damaged and missing trials
     and notes on stderr). The results (RUN_DIR/rescored/<time>) are a run directory of
-    their own: `ce explain` works on its trials.
+    their own: `ce explain` works on its trials; a re-score that left trials out (missing
+    or damaged) says so in them (status incomplete, as an interrupted run's).
 
     Exit status, as `ce run`'s for the re-scored trials: 0 every one succeeded (or, with
     the run's --min-pass-rate, enough did) and every suite gate passed; 1 otherwise
@@ -261,8 +262,12 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                 loopback.__exit__(None, None, None)
         records, changed, no_task, damaged = \
             tally.records, tally.changed, tally.no_task, tally.damaged
-        summary = _write(staged.path, records, run_dir, used, out, worker,
-                         _run_state(run_dir) if whole else ("complete", None, None))
+        state = _run_state(run_dir) if whole else ("complete", None, None)
+        if whole and (lost_count or damaged):  # not the whole run: its results say so
+            state = ("incomplete", max(state[1] or 0, len(records) + lost_count
+                                       + len(damaged)), state[2],
+                     _left_out(lost_count, len(damaged), os.path.abspath(run_dir)))
+        summary = _write(staged.path, records, run_dir, used, out, worker, state)
         code = int(summary.get("exit_code", 1))
         staged.commit()
     if whole:  # a part of the run has gates of its own, not comparable with the run's:
@@ -510,6 +515,21 @@ def _shown(ids: list[str]) -> str:
     return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
 
 
+def _left_out(lost: int, damaged: int, source: str) -> str:
+    """Why a re-score is not the whole run: its trials missing (a resume of the run runs
+    them again) and damaged (a resume takes them for done: not said of them)."""
+    again = f" (`ce run --resume {source}` runs them again)"
+    if lost and damaged:
+        return f"{lost} trial(s) of the run are missing{again} and {damaged} damaged, " \
+            "not re-scored"
+    if lost:
+        return f"{lost} trial(s) of the run are missing, not re-scored{again}"
+    return f"{damaged} trial(s) of the run are damaged, not re-scored"
+
+
+RunState = tuple  # (status, planned trials, gate[, why the trials left out were]): _write
+
+
 def _run_state(run_dir: str) -> tuple[str, int | None, float | None]:
     """The run's status, planned trials (run.json) and `--min-pass-rate` gate: a run cut
     short stays so when re-scored, and is gated as it was. A run.json that cannot be read
@@ -532,13 +552,14 @@ def _run_state(run_dir: str) -> tuple[str, int | None, float | None]:
 
 
 def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None,
-           state: tuple[str, int | None, float | None] = ("complete", None, None)
+           state: RunState = ("complete", None, None)
            ) -> dict:
     """The rest of the results' run directory (the trials are written as they are
     graded): the plans graded with, the definitions, the objects (a link to the run's),
     run.json and the reports (by the report worker, or here without one). `ce explain`
     and `ce rescore` work on it. `name`: where the directory ends up (its run id);
-    `state`: the re-scored run's status, planned trials and gate (`_run_state`).
+    `state`: the re-scored run's status, planned trials and gate (`_run_state`), and
+    why trials of it were not re-scored when some were not (missing or damaged).
     Returns the run summary (its `exit_code` and `exit_reasons`)."""
     from ce_runtime.store.record import as_records
 

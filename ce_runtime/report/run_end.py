@@ -121,10 +121,11 @@ def _created_at(run_dir: str) -> str | None:
 
 def write_rescore_reports(out: str, records: list, run_id: str, rescored_from: str,
                           status: str = "complete", planned: int | None = None,
-                          min_pass_rate: float | None = None) -> dict[str, Any]:
+                          min_pass_rate: float | None = None, error: str | None = None
+                          ) -> dict[str, Any]:
     """A re-score's run.json, parquet files and report.md; run.json's summary. `status`,
     `planned` and `min_pass_rate`: the re-scored run's own (interrupted or incomplete: not
-    a pass; its `--min-pass-rate` gate)."""
+    a pass; its `--min-pass-rate` gate). `error`: why trials of it were not re-scored."""
     from ce_runtime import report
     from ce_runtime.report.summary import with_run_state
     from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
@@ -134,7 +135,7 @@ def write_rescore_reports(out: str, records: list, run_id: str, rescored_from: s
     if min_pass_rate is not None:
         config["min_pass_rate"] = min_pass_rate
     summary = report.summary(records, gates, run_id, config)
-    with_run_state(summary, status, planned)
+    with_run_state(summary, status, planned, error=error)
     write_json_atomic(os.path.join(out, "run.json"), summary)
     if records:
         report.write_parquet(out, records)

@@ -294,10 +294,14 @@ def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
         if error:
             summary["error"] = error
         missing = planned - summary["trials"]
+        args = summary.get("args")
+        source = args.get("rescored_from") if isinstance(args, dict) else None
+        # a re-score's trials ran in the run it re-scored: that run is the one to resume
         reason = (f"{error}: " if error else f"the run was {status}: ") + \
-            f"{summary['trials']} of {planned} planned trial(s) ran"
-        if missing > 0:
-            reason += f"; `ce run --resume RUN` runs the other {missing}"
+            f"{summary['trials']} of {planned} planned trial(s) " + \
+            ("re-scored" if source else "ran")
+        if missing > 0 and not (source and error):  # a re-score's error says what to do
+            reason += f"; `ce run --resume {source or 'RUN'}` runs the other {missing}"
         summary["exit_reasons"] = [reason, *summary["exit_reasons"]]
         summary["exit_code"] = 1
     return summary

@@ -71,6 +71,7 @@ class RescoreReports(msgspec.Struct, frozen=True, tag="rescore"):
     status: str = "complete"
     planned: int | None = None
     min_pass_rate: float | None = None  # the run's `--min-pass-rate` gate, kept
+    error: str | None = None  # why trials of the run were not re-scored (missing, damaged)
 
 
 Job = RunReports | RescoreReports
