@@ -168,7 +168,7 @@ def _float(x):
 
 
 @builtin("parse_float", sig(STR, ret=OPT_FLOAT),
-         doc="the text as a number, or null when it is not one")
+         doc="the text as a finite number, or null when it is not one (`inf` and `nan` are not)")
 def _parse_float(text):
     try:
         value = float(text.strip())
