@@ -168,7 +168,7 @@ class Sandbox(Protocol):
 
     async def agent_ended(self) -> list[str]: ...
 
-    def snapshot(self, objects: str, keep: Sequence[str] = ()) -> dict[str, Any]: ...
+    def snapshot(self, objects: str) -> dict[str, Any]: ...
 
     async def teardown(self) -> list[str]: ...
 
@@ -222,13 +222,12 @@ class FileOps:
     """`write_file` / `read_file` on top of a driver's `exec`, and the workspace snapshot
     (mixed into drivers whose workspace is a host directory)."""
 
-    def snapshot(self, objects: str, keep: Sequence[str] = ()) -> dict[str, Any]:
-        """The workspace's files into the content-addressed store: the manifest (`keep`:
-        what the grading found, kept even where a snapshot skips: workspace_snapshot.py)."""
+    def snapshot(self, objects: str) -> dict[str, Any]:
+        """The workspace's files into the content-addressed store: the manifest (what the
+        grading then finds where a snapshot skips is added by workspace_snapshot.keep_found)."""
         from ce_runtime.store.workspace_snapshot import snapshot_workspace
 
-        return snapshot_workspace(self.workspace, objects,  # type: ignore[attr-defined]
-                                  keep=keep)
+        return snapshot_workspace(self.workspace, objects)  # type: ignore[attr-defined]
 
     async def write_file(self, path: str, data: bytes, mode: int | None = None) -> bool:
         """Write `data` at `path` as the agent; True when the file existed before."""
