@@ -213,3 +213,20 @@ def test_d_accepts_the_paths_diagnostics_print(suite):
     assert same.returncode == 0
     malformed = ce("compile", good, "-D", "success_criteria[1.weight=2")
     assert malformed.returncode == 2 and "an index is written `[N]`" in malformed.stderr
+
+
+# ---------------------------------------------------------------------------- --agent
+
+
+def test_compile_takes_agent_as_run_does(tmp_path):
+    """`ce run X --agent oracle` and `ce compile X --agent oracle` check the same thing
+    (`--type` is the other name, on both): an oracle with nothing to apply is CE0220."""
+    task = tmp_path / "t.yaml"
+    task.write_text("task_id: t\ndescription: x\ninitial_prompt: x\n"
+                    "success_criteria:\n  - type: file_exists\n    path: a.txt\n"
+                    "    description: x\n")
+    for flag in ("--agent", "--type"):
+        proc = ce("compile", task, flag, "oracle", "--no-cache", cwd=tmp_path)
+        assert proc.returncode == 1, (flag, proc.stderr)
+        assert "CE0220" in proc.stderr, (flag, proc.stderr)
+    assert ce("compile", task, "--agent", "none", "--no-cache", cwd=tmp_path).returncode == 1

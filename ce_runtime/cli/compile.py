@@ -18,7 +18,8 @@ from ce_runtime.cli.options import experiment_option
                    "-D run_limits.max_turns=5 -D 'success_criteria[0].weight=2' (repeatable; "
                    "PATH as diagnostics print it, or a.0.b; VALUE is YAML).")
 @click.option("--model", help="Shorthand for -D agent.model=MODEL.")
-@click.option("--type", "agent_type", help="Shorthand for -D agent.type=TYPE.")
+@click.option("--type", "--agent", "agent_type", metavar="TYPE",
+              help="Shorthand for -D agent.type=TYPE (--agent, as for `ce run`).")
 @click.option("--driver", metavar="DRIVER",
               help="Shorthand for -D sandbox.driver=DRIVER.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")
