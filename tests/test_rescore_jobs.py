@@ -151,6 +151,37 @@ def test_forked_graders_stop_with_a_ctrl_c_and_leave_nothing(archive, tmp_path):
         time.sleep(0.05)
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_sigterm_stops_a_rescore_as_a_ctrl_c_does_and_leaves_nothing(archive, tmp_path,
+                                                                        jobs):
+    """`kill PID` (SIGTERM, to ce alone, as a CI runner or `timeout` sends it) stops the
+    re-score as Ctrl-C does: exit 1, said, and no results directory (neither the staged
+    `.NAME.partial-PID` nor the reserved RUN/rescored/<time>). It killed the process:
+    both were left behind."""
+    src, _big = archive
+    copy = tmp_path / "many"
+    clone(_first_run(src), str(copy), 400)
+    proc = subprocess.Popen([*CE, "rescore", str(copy), "-j", jobs],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    first = proc.stdout.readline()  # grading has started
+    assert b"default/files/" in first
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert b"SIGTERM received" in err and b"Traceback" not in err, err
+    rescored = copy / "rescored"
+    assert not rescored.exists() or os.listdir(rescored) == [], os.listdir(rescored)
+    deadline = time.monotonic() + 10
+    while True:  # the graders and their writers are gone too
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a process of the rescore outlived it"
+        time.sleep(0.05)
+
+
 def _first_run(src) -> str:
     return os.path.realpath(src / "runs" / "latest")
 

@@ -7,6 +7,7 @@ import gc
 import json
 import os
 import shutil
+import signal
 import sys
 from typing import NamedTuple
 
@@ -95,9 +96,14 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     from ce_runtime.cli.report_worker import ReportWorker
 
     worker = ReportWorker.start()  # imports Polars on another CPU while trials are graded
+    before = _stop_on_signals()
     try:
         _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
                  refresh_judges, offline, judge_replies, trial_ids, quiet, jobs)
+    except _Stopped as exc:  # what was staged is removed (StagedRun's exit): said, exit 1
+        click.echo(f"ce rescore: {exc} received: stopped; a re-score stopped before its "
+                   "end writes no results", err=True)
+        sys.exit(1)
     except BrokenPipeError:
         raise
     except OSError as exc:  # the results could not be written: said, exit 1
@@ -106,8 +112,34 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
         click.echo(f"ce rescore: {exc}; no results written", err=True)
         sys.exit(1)
     finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
         if worker is not None:
             worker.close()
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a `kill`, a CI job cancelled, a closed terminal), raised as a
+    Ctrl-C is: the staged results are removed, the graders stopped (rescore_pool)."""
+
+
+def _stop_on_signals() -> dict:
+    """SIGTERM and SIGHUP raise `_Stopped` where they would kill ce (their default):
+    killed, a re-score left its staged `.NAME.partial-PID` and its reserved results
+    directory behind. Only the first raises (a second must not cut the clean-up short).
+    The handlers before, to restore."""
+    raised: list[int] = []
+
+    def on_signal(signum, _frame) -> None:
+        if not raised:
+            raised.append(signum)
+            raise _Stopped(signal.Signals(signum).name)
+
+    before = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            before[sig] = signal.signal(sig, on_signal)
+    return before
 
 
 def _check_out(out_dir: str, run_dir: str) -> None:
