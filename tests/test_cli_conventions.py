@@ -230,3 +230,11 @@ def test_compile_takes_agent_as_run_does(tmp_path):
         assert proc.returncode == 1, (flag, proc.stderr)
         assert "CE0220" in proc.stderr, (flag, proc.stderr)
     assert ce("compile", task, "--agent", "none", "--no-cache", cwd=tmp_path).returncode == 1
+
+
+def test_resume_help_says_which_trials_run_again():
+    """A resume also runs a trial whose files are damaged or whose plan changed
+    (docs/run-directory.md), not only the trials without a task.json."""
+    text = " ".join(ce("run", "--help").stdout.split())
+    assert "only trials without a task.json are run" not in text
+    assert "missing or damaged" in text and "changed plan" in text

@@ -85,7 +85,8 @@ def _skipped_tasks(trials) -> str:
                    "RUNS_ROOT/latest points at the newest.")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
               help="Finish an interrupted run (a run directory, or a directory of runs: "
-                   "its latest): only trials without a task.json are run; with none left, "
+                   "its latest): only unfinished trials are run (no task.json, a trial file "
+                   "missing or damaged, or a changed plan: each named); with none left, "
                    "the reports are written again. A resume keeps what makes the run "
                    "(PATHS, -e, -D, --agent, --model, --driver, --repeats, --sample, the "
                    "tags and --scripted-model: giving another is a usage error) and takes "
