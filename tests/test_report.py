@@ -385,6 +385,44 @@ def test_threshold_on_unseen_label_scores_zero():
     assert g.failed == ["recall.yes"]
 
 
+def test_a_gate_failed_on_a_metric_with_nothing_to_count_says_so():
+    """recall.bug of a sample without a `bug` row is 0 by the zero-division rule: every
+    trial right and the gate failed said only `recall.bug 0.000 < 1`; it says why now, in
+    run.json's reasons, JUnit and SARIF alike. A metric with cases is left as it was."""
+    from ce_runtime.report.gates import below_text
+    from ce_runtime.report.junit import render_junit
+    from ce_runtime.report.sarif import render_sarif
+
+    def rows(pairs, thresholds):
+        return [record("v", "s", row=f"r{i}", criteria=[
+            crit("c0", "classification_match", float(e == o), kind="classification",
+                 outputs={"observed": o, "expected": e}, suite_thresholds=thresholds)])
+            for i, (e, o) in enumerate(pairs)]
+
+    recs = rows([("ok", "ok"), ("ok", "ok")],
+                {"recall.bug": 1.0, "precision.bug": 1.0, "f1.bug": 1.0, "accuracy": 1.0})
+    [g] = R.suite_metrics(recs)
+    assert g.failed == ["recall.bug", "precision.bug", "f1.bug"]
+    why = ("recall.bug 0.000 < 1 (no trial expected bug: 0 with nothing to count), "
+           "precision.bug 0.000 < 1 (no trial answered bug: 0 with nothing to count), "
+           "f1.bug 0.000 < 1 (no trial expected bug: 0 with nothing to count)")
+    assert below_text(g) == why
+    summary = R.summary(recs, [g], "run-1", {})
+    assert f"suite gate v/s/c0 failed: {why}" in summary["exit_reasons"]
+    assert why.replace("<", "&lt;") in render_junit(recs, [g], summary)
+    assert why in render_sarif(recs, "0", gates=[g])
+    page = R.render_markdown(summary, recs, [g])
+    assert "| recall.bug | 0.000 | 1 | ✗ below (no trial expected bug: 0 with nothing to " \
+        "count) |" in page, page
+    assert "| accuracy | 1.000 | 1 | ✓ |" in page
+
+    # answered bug where none was expected: recall had no case, precision had one (0/1)
+    [g] = R.suite_metrics(rows([("ok", "ok"), ("ok", "bug")],
+                               {"recall.bug": 1.0, "precision.bug": 1.0}))
+    assert below_text(g) == ("recall.bug 0.000 < 1 (no trial expected bug: 0 with nothing "
+                             "to count), precision.bug 0.000 < 1")
+
+
 def test_coder_evals_score_statistics_gate_any_criterion():
     """`suite_thresholds: {mean: 0.9}` as coder_eval writes it: count, mean, median, std
     (population), min, max of a criterion's scores over the suite, and completion_rate

@@ -174,6 +174,36 @@ def suite_metrics(records: Records) -> list[SuiteGate]:
     return gates
 
 
+def below_text(g: SuiteGate) -> str:
+    """The metrics `g` failed on, each beside its minimum ("recall.bug 0.000 < 1"), and,
+    for a label's metric with no case to count, why it is 0: scikit-learn's zero-division
+    rule (no trial expected `bug`: a sample without one), not a wrong answer."""
+    from ce_runtime.report.text import fmt_metric
+
+    out = []
+    for m in g.failed:
+        text = f"{m} {fmt_metric(g.metrics.get(m))} < {g.thresholds[m]:g}"
+        note = no_cases_note(g, m)
+        out.append(f"{text} ({note})" if note else text)
+    return ", ".join(out)
+
+
+def no_cases_note(g: SuiteGate, metric: str) -> str:
+    """Why a label's metric of `g` is 0 when it had no case to count; else ""."""
+    kind, _, label = metric.partition(".")
+    if g.kind != CLASSIFICATION or kind not in ("precision", "recall", "f1") or \
+            label not in g.labels or metric == "f1.macro":
+        return ""
+    i = g.labels.index(label)
+    expected = g.support.get(label, 0)
+    answered = sum(row[i] for row in g.confusion) if g.confusion else 0
+    if (kind == "recall" and not expected) or (kind == "f1" and not expected and not answered):
+        return f"no trial expected {label}: 0 with nothing to count"
+    if kind == "precision" and not answered:
+        return f"no trial answered {label}: 0 with nothing to count"
+    return ""
+
+
 BASELINE_METRICS = ("count", "mean", "median", "std", "min", "max", "completion_rate")
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ce_runtime.report.frames import Records
-from ce_runtime.report.gates import SuiteGate
+from ce_runtime.report.gates import SuiteGate, below_text
 from ce_runtime.report.text import failed_criteria, fmt_metric, fmt_score
 from ce_runtime.store.record import CriterionRecord, Status, as_records
 
@@ -96,8 +96,7 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
                            name=_x(f"{g.criterion} suite_thresholds"), time="0.000")
         if not g.passed:
             c["failures"] += 1
-            msg = ", ".join(f"{m} {fmt_metric(g.metrics.get(m))} < {g.thresholds[m]:g}"
-                            for m in g.failed)
+            msg = below_text(g)
             ET.SubElement(tc, "failure", type="SUITE_GATE", message=_x(msg))
         shown = {k: v for k, v in g.metrics.items() if k != "f1.macro"}
         ET.SubElement(tc, "system-out").text = _x(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ce_runtime.report.frames import CLASSIFICATION, TURN_BUDGET_FACTOR, Records
-from ce_runtime.report.gates import SuiteGate
+from ce_runtime.report.gates import SuiteGate, no_cases_note
 from ce_runtime.report.text import (
     failed_criteria,
     fmt_cost,
@@ -357,6 +357,8 @@ def _render_classification_gate(w, g: SuiteGate) -> None:
     for m in shown:
         limit = g.thresholds.get(m)
         verdict = "" if limit is None else "✗ below" if m in g.failed else "✓"
+        note = no_cases_note(g, m) if m in g.failed else ""
+        verdict += f" ({_cell(note)})" if note else ""
         w(f"| {m} | {fmt_metric(g.metrics.get(m))} | "
           f"{'—' if limit is None else f'{limit:g}'} | {verdict} |")
     w("")

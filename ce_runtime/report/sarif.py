@@ -22,7 +22,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ce_runtime.report.text import failed_criteria, fmt_metric, fmt_score
+from ce_runtime.report.text import failed_criteria, fmt_score
 from ce_runtime.store.record import NOT_FAILED_STATUSES, Status, TrialRecord, as_records
 
 if TYPE_CHECKING:
@@ -132,19 +132,17 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
             detail = (outcome.detail or outcome.reason) if outcome is not None else ""
             add(rec, "ce/trial-status", "A trial stopped at a run limit or failed", "warning",
                 f"{trial}: {status}" + (f" ({detail})" if detail else ""), f"{trial}#status")
-    if gates is None:
-        from ce_runtime.report.gates import suite_metrics
+    from ce_runtime.report.gates import below_text, suite_metrics
 
+    if gates is None:
         gates = suite_metrics(records)
     by_suite = {(r.variant_id, r.suite_id): r for r in as_records(records) if r.suite_id}
     for g in gates:
         rec = by_suite.get((g.variant, g.suite_id))
         if g.passed or rec is None:
             continue
-        below = ", ".join(f"{m} {fmt_metric(g.metrics.get(m))} < {g.thresholds[m]:g}"
-                          for m in g.failed)
         add(rec, "ce/suite-gate", "A suite gate (suite_thresholds) failed", "error",
-            f"suite gate {g.name} failed: {below}", f"{g.name}#suite-gate", g.criterion,
+            f"suite gate {g.name} failed: {below_text(g)}", f"{g.name}#suite-gate", g.criterion,
             {"variant_id": g.variant, "suite_id": g.suite_id, "criterion_id": g.criterion,
              "failed": list(g.failed), "metrics": dict(g.metrics)})
     doc = {

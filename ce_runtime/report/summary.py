@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ce_runtime.report.frames import EPSILON, Records, ratio, trials_frame
-from ce_runtime.report.gates import SuiteGate
-from ce_runtime.report.text import fmt_metric
+from ce_runtime.report.gates import SuiteGate, below_text
 from ce_runtime.store.record import STATUSES, Status
 
 if TYPE_CHECKING:
@@ -231,9 +230,7 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
         reasons.append(f"{not_success} of {total['trials']} trial(s) did not succeed")
     elif not_success:
         reasons += _below_min_pass_rate(per_variant, float(min_rate))
-    reasons += [f"suite gate {g.name} failed: " + ", ".join(
-        f"{m} {fmt_metric(g.metrics.get(m))} < {g.thresholds[m]:g}" for m in g.failed)
-        for g in failed_gates]
+    reasons += [f"suite gate {g.name} failed: {below_text(g)}" for g in failed_gates]
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": run_id,
