@@ -169,6 +169,14 @@ def test_compare_usage_errors_exit_2_with_one_line(runs):
     assert bad_option.returncode == 2
 
 
+def test_a_nan_alpha_is_a_usage_error(tmp_path):
+    # NaN passed click's (0, 1) range, and `p < nan` is never true: no drop was ever
+    # significant, so --fail-on significant could not fail
+    proc = ce("compare", "a", "b", "--alpha", "nan", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--alpha" in proc.stderr and "not a number" in proc.stderr
+
+
 def test_a_damaged_run_json_is_not_a_clean_comparison(runs, tmp_path):
     """A run.json that is there but unreadable (cut, `[]`) is a damaged archive, exit 1
     naming it, as `ce report` exits for it: it was read as no run.json, and the gate said

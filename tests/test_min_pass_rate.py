@@ -87,6 +87,18 @@ def test_a_rate_outside_0_to_1_is_a_usage_error(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_nan_rate_is_a_usage_error_not_a_gate_that_always_passes(tmp_path):
+    # NaN passed click's 0..1 range (every comparison with it is false), and a run of
+    # failing trials then exited 0: `rate < nan` never holds
+    _tasks(tmp_path, good=0, bad=1)
+    for rate in ("nan", "NaN", "-nan"):
+        bad = ce("run", "tasks", "--min-pass-rate", rate, cwd=tmp_path)
+        assert bad.returncode == 2, bad.stdout + bad.stderr
+        assert "--min-pass-rate" in bad.stderr and "not a number" in bad.stderr
+        assert "Traceback" not in bad.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_resume_and_a_rescore_keep_the_gate(tmp_path):
     _tasks(tmp_path, good=3, bad=1)
     assert ce("run", "tasks", "--run-dir", "r", "--min-pass-rate", "0.8",

@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from ce_runtime.cli.options import NumberRange
+
 FORMATS = ("md", "json", "html")
 FAIL_ON = ("flips", "significant", "never")
 
@@ -20,7 +22,7 @@ FAIL_ON = ("flips", "significant", "never")
               help="Write to this file instead of stdout.")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="flips", show_default=True,
               help="What counts as a regression (exit 1); see above.")
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+@click.option("--alpha", type=NumberRange(0.0, 1.0, min_open=True, max_open=True),
               default=0.05, show_default=True,
               help="Significance level of the pass-rate drop.")
 @click.option("--seed", type=int, default=0, show_default=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
@@ -23,3 +24,16 @@ def experiment_option(help: str) -> Any:
 
     return click.option("-e", "--experiment", type=click.Path(dir_okay=False),
                         multiple=True, callback=once, help=help)
+
+
+class NumberRange(click.FloatRange):
+    """click's FloatRange that refuses NaN: NaN passes its bounds (every comparison with
+    it is false), and a threshold of NaN then decides nothing (`rate < nan` never holds:
+    `--min-pass-rate nan` passed every run)."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if isinstance(number, float) and math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number

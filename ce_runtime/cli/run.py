@@ -8,7 +8,7 @@ import sys
 import attrs
 import click
 
-from ce_runtime.cli.options import experiment_option
+from ce_runtime.cli.options import NumberRange, experiment_option
 
 
 def _tag_match(tag: str, wanted: str) -> bool:
@@ -98,7 +98,7 @@ def _skipped_tasks(trials) -> str:
               help="Also write SARIF 2.1.0 here: a result per failed criterion and per "
                    "failed suite gate, located in its task file (GitHub code scanning's "
                    "upload-sarif; --resume writes the run's again unless given).")
-@click.option("--min-pass-rate", type=click.FloatRange(0, 1), metavar="RATE",
+@click.option("--min-pass-rate", type=NumberRange(0, 1), metavar="RATE",
               help="Pass (exit 0) when at least RATE (0..1) of each variant's trials "
                    "succeed, instead of every trial; an ERROR trial is not a pass. Suite "
                    "gates still apply. --resume keeps the run's unless given.")
