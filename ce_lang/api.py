@@ -56,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "RECORD_CLI_DIR": "ce_lang.schema.cli",
     "RECORD_CLI_LOG_NAME": "ce_lang.schema.cli",
     "argv_match": "ce_lang.argv_match",
+    "SECRET_NAME": "ce_lang.secret_names",
+    "looks_secret": "ce_lang.secret_names",
     # the criteria language
     "ast": "ce_lang.lang.ast",
     "BUILTINS": "ce_lang.lang.builtins",

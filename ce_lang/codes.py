@@ -204,6 +204,14 @@ _TABLE = [
      "A task the script agent runs (`agent.type: script`, or every task of `ce run --agent "
      "script`) sets no `agent.script`: there is nothing to play, and each trial would be an "
      "ERROR once its sandbox was set up. Add the actions, or run another agent."),
+    ("CE0227", "warning", "pass-through that never passes",
+     "A name in `sandbox.env_passthrough` (or `sandbox.docker.env_passthrough` / "
+     "`env_passthrough_extra`) looks like a secret: it contains KEY, TOKEN, SECRET, "
+     "PASSWORD, CREDENTIAL, AUTH, COOKIE, SESSION, PRIVATE, SIGNATURE, DSN or the like. "
+     "ce keeps such variables out of every sandbox (and redacts their values from "
+     "everything it writes), so the task runs without it. An agent's own credentials "
+     "reach it through its adapter; a value that is no secret can be set in "
+     "`sandbox.env` or passed under another name."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

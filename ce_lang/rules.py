@@ -17,6 +17,7 @@ from ce_lang.paths import SuiteRoots
 from ce_lang.rules_cli import record_cli_rules
 from ce_lang.rules_compat import compat_rules
 from ce_lang.rules_criterion import constraint_rules, criterion_rules
+from ce_lang.rules_env import passthrough_rules
 from ce_lang.rules_paths import (
     host_path_rules,
     reference_file_rule,
@@ -578,4 +579,4 @@ READS: dict[Callable[[RuleContext], None], tuple[str | Path, ...]] = {
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
          early_stop_rules, nested_limit_rules, command_timeout_rules, simulation_rules,
          suite_rules, host_path_rules,
-         repo_rules, preflight_rules, compat_rules)
+         repo_rules, preflight_rules, compat_rules, passthrough_rules)

@@ -602,3 +602,38 @@ def test_a_d_path_not_found_says_it_was_resolved_against_the_current_directory(
         [diag] = [d for d in result.diagnostics if d.code == "CE0207"]
         base = "the current directory" if source == "-D" else "the file's directory"
         assert diag.notes == (f"resolved against {base}: {where / 'nothere.yaml'}",)
+
+
+def test_a_secret_looking_pass_through_is_a_warning_where_it_is_written(write):
+    """`env_passthrough: [MY_API_KEY]` compiled and ran without a word while ce kept the
+    variable out of the sandbox (the runtime's secret rule): CE0227 names each such name,
+    in the task file or the experiment file that lists it; other names say nothing."""
+    from ce_lang.secret_names import looks_secret
+    from ce_runtime.store.redact import looks_secret as runtime_rule
+
+    task = write("t.yaml", """\
+task_id: passing
+description: d
+agent: {type: none}
+sandbox:
+  env_passthrough: [LANG_X, MY_API_KEY]
+  docker: {env_passthrough_extra: [GITHUB_TOKEN], env_passthrough: [HOME_DIR]}
+success_criteria:
+  - {type: file_exists, path: a.txt, description: a}
+""")
+    exp = write("e.yaml", """\
+experiment_id: e
+defaults: {sandbox: {env_passthrough: [DB_PASSWORD]}}
+variants: [{variant_id: a}]
+""")
+    result = compile_paths([task])
+    assert [(d.code, d.severity, d.span.line, d.span.col) for d in result.diagnostics] == [
+        ("CE0227", "warning", 5, 29), ("CE0227", "warning", 6, 36)]
+    assert result.diagnostics[0].message.startswith(
+        "`MY_API_KEY` is never passed to the sandbox: its name looks like a secret (`KEY`)")
+    assert result.trials  # a warning: the task runs (without the variable)
+    found = compile_paths([task], CompileOptions(experiment=exp)).diagnostics
+    assert [(os.path.basename(d.span.file), d.span.line, d.message.split("`")[1])
+            for d in found] == [("e.yaml", 2, "DB_PASSWORD"), ("t.yaml", 5, "MY_API_KEY"),
+                                ("t.yaml", 6, "GITHUB_TOKEN")]
+    assert runtime_rule is looks_secret  # one rule: what is warned of is what is kept out
