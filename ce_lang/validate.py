@@ -406,7 +406,8 @@ class Walker:
                     "CE0207",
                     f"`{self.name(path)}`: {kind} {value!r} "
                     + ("is not a " + kind if exists else "not found"),
-                    span, notes=(f"resolved against {_base_name(span.file)}: {resolved}",))
+                    span, notes=(f"resolved against {_base_name(span.file)}: {resolved}",),
+                    help=_task_dir_help(value))
         return resolved
 
     # -- messages ------------------------------------------------------------------------
@@ -546,6 +547,16 @@ def _fits(value: Any, tp: Any) -> bool:
     if origin is Literal:
         return True
     return True
+
+
+def _task_dir_help(value: str) -> str | None:
+    """`$TASK_DIR/x` in a task path: criteria's commands and files expand it, a path the
+    task file names does not (it is relative to that file's directory already)."""
+    for prefix in ("$TASK_DIR/", "${TASK_DIR}/"):
+        if value.startswith(prefix):
+            return (f"`$TASK_DIR` is expanded in criteria only; this path is relative to "
+                    f"the file's directory already: write `{value[len(prefix):]}`")
+    return None
 
 
 def _base_name(file: str) -> str:

@@ -637,3 +637,25 @@ variants: [{variant_id: a}]
             for d in found] == [("e.yaml", 2, "DB_PASSWORD"), ("t.yaml", 5, "MY_API_KEY"),
                                 ("t.yaml", 6, "GITHUB_TOKEN")]
     assert runtime_rule is looks_secret  # one rule: what is warned of is what is kept out
+
+
+def test_task_dir_in_a_task_files_path_is_told_how_to_write_it(write):
+    """`initial_prompt_file: $TASK_DIR/../shared/rubric.md` failed with a note pointing
+    at `sub/shared/rubric.md`: the task file's paths are relative to its directory and
+    `$TASK_DIR` is a criteria word. The error says so and gives the path to write."""
+    write("shared/rubric.md", "the prompt")
+    task = write("sub/t.yaml", """\
+task_id: t
+description: d
+initial_prompt_file: $TASK_DIR/../shared/rubric.md
+success_criteria:
+  - {type: file_exists, path: a.txt, description: a}
+""")
+    (d,) = compile_paths([task]).diagnostics
+    assert (d.code, d.span.line, d.span.col) == ("CE0207", 3, 22)
+    assert d.help == ("`$TASK_DIR` is expanded in criteria only; this path is relative to "
+                      "the file's directory already: write `../shared/rubric.md`")
+    with open(task) as fh:
+        fixed = fh.read().replace("$TASK_DIR/", "")
+    write("sub/t.yaml", fixed)
+    assert compile_paths([task]).diagnostics == [] and compile_paths([task]).trials
