@@ -201,3 +201,21 @@ def test_a_resume_names_the_finished_trials_its_tasks_no_longer_have(tmp_path):
     res = ce("run", "--resume", run_dir, cwd=str(tmp_path))
     assert res.returncode == 0 and "no longer" not in res.stderr, res.stderr
     assert load_run_json(run_dir)["trials"] == 4
+
+
+# -- a resume that cannot take the run's lock ----------------------------------------------
+def test_a_resume_that_cannot_write_its_lock_says_nothing_changed(tmp_path):
+    # run.lock a directory: no lock file can be opened (as root too, unlike a chmod); the
+    # message said "no run.json in the run directory was marked (none was written yet)",
+    # of a run whose run.json is there, untouched
+    run_dir = start(tmp_path)
+    before = load_run_json(run_dir)
+    lock = os.path.join(run_dir, "run.lock")
+    os.remove(lock)
+    os.mkdir(lock)
+    res = ce("run", "--resume", run_dir, cwd=str(tmp_path))
+    assert res.returncode == 1, res.stderr
+    assert f"cannot write {lock}" in res.stderr
+    assert "none was written yet" not in res.stderr and "nothing was changed" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert load_run_json(run_dir) == before

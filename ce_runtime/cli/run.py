@@ -157,7 +157,7 @@ def run_cmd(**params):
     except BrokenPipeError:
         raise
     except OSError as exc:  # a write failed: read-only run directory, no space ...
-        _write_failed(exc, state.get("run_dir"))
+        _write_failed(exc, state.get("run_dir"), state.get("resume_dir"))
     finally:
         if "stops" in state:  # every write done: the signals are the caller's again
             state["stops"].restore()
@@ -209,6 +209,7 @@ def _run_with(state, worker, a):
         planned_before = meta.get("trials_planned")
         created_at = meta.get("created_at")  # a resume is the same run: it began then
         run_dir = resume_dir
+        state["resume_dir"] = run_dir  # its lock not taken: nothing of it was changed
         lock = _lock(run_dir)
         state["run_dir"] = run_dir  # before anything is written
     elif not a.paths:
@@ -323,10 +324,12 @@ def _start_zygote_early(trials, executor: str) -> None:
     """Tempdir trials get their inits from a zygote: started now, its start-up overlaps
     the run's remaining set-up (plans, run.json, the pool): the executor adopts it, and
     `ce run` ends it at exit if not."""
+    from ce_runtime import zygote_process
     from ce_runtime.execute.sandbox.tempdir import start_zygote_early, uses_zygote
 
     if executor == "local" and any(uses_zygote(t.plan.sandbox) for t in trials):
-        start_zygote_early()
+        start_zygote_early()  # the one the `ce` script started, if it did
+    zygote_process.discard()  # not needed: not left waiting for the run's end
 
 
 def _follow(worker, run_dir, run_id, config, trials, done, junit_xml, on_done):
@@ -379,9 +382,11 @@ def _run_trials(stops, todo, run_dir, a, on_start, on_done
             loopback.__exit__(None, None, None)
 
 
-def _write_failed(exc: OSError, run_dir: str | None) -> None:
+def _write_failed(exc: OSError, run_dir: str | None, resume_dir: str | None = None) -> None:
     """A write failure ends the run with exit 1, naming the path; run.json says so too
-    when it can still be written (else the message says it could not)."""
+    when it can still be written (else the message says it could not). A resume that
+    failed before it held the run's lock (`resume_dir` without `run_dir`) changed
+    nothing of the run."""
     from ce_runtime.execute import suite as R
 
     if exc.filename:
@@ -390,6 +395,10 @@ def _write_failed(exc: OSError, run_dir: str | None) -> None:
     else:  # an OS error that names no file (a sandbox that could not start, ...)
         what = f"operating system error: {exc.strerror or exc}"
     click.echo(f"ce run: {what}", err=True)
+    if run_dir is None and resume_dir is not None:
+        click.echo(f"ce run: nothing was changed in {resume_dir} (`ce run --resume "
+                   f"{resume_dir}` once the cause is fixed)", err=True)
+        sys.exit(1)
     if run_dir is None or not os.path.isfile(os.path.join(run_dir, "run.json")):
         where = run_dir or "the run directory"
         click.echo(f"ce run: no run.json in {where} was marked (none was written yet)",
