@@ -256,11 +256,12 @@ def test_resume_of_a_non_run_directory_is_a_usage_error(tmp_path):
 # Data flows (boot, the `ce` script) -> cli -> report -> execute -> grade -> trace -> store: a stage imports only the
 # stages below it. `model_server` and `pricing` (the rate card) are leaves every stage may
 # use (judges, agents, tests; the agents that report no price, the pre-flight), and so is
-# `worker_process` (the report worker's process, started by boot or by the command) and
-# `startup_gc` (the collector during start-up).
+# `worker_process` (the report worker's process, started by boot or by the command),
+# `zygote_process` (the tempdir zygote, started by boot before the run names its socket)
+# and `startup_gc` (the collector during start-up).
 STAGES = ("boot", "cli", "report", "execute", "grade", "trace", "store")
 LEAVES = ("ce_runtime.model_server", "ce_runtime.pricing", "ce_runtime.worker_process",
-          "ce_runtime.startup_gc")
+          "ce_runtime.zygote_process", "ce_runtime.startup_gc")
 AGENT_API = ("ce_runtime.execute.agent_protocol", "ce_runtime.trace.events",
              "ce_runtime.model_server", "ce_runtime.pricing")
 
@@ -369,11 +370,13 @@ def _spawn_sites(path: Path) -> list[str]:
 # ce's own processes, never a trial's: the report worker (`ce run` writes its reports in
 # a process that imported Polars while the trials ran) and rescore's trial writer (the
 # re-scored trials' files made while the next trial is graded)
-# ce's own processes, running ce's code: the report worker, the trial writer, and the
+# ce's own processes, running ce's code: the report worker, the trial writer, the
 # forked graders of `ce rescore -j N` (a command a criterion runs still goes through a
-# sandbox driver, in the grader as in the parent)
+# sandbox driver, in the grader as in the parent), and the tempdir zygote started by the
+# `ce` script (it forks no init until the tempdir driver gives it a socket: the driver's
+# own zygote, started earlier)
 OWN_PROCESSES = ("ce_runtime/worker_process.py", "ce_runtime/cli/report_worker.py", "ce_runtime/store/staged_run.py",
-                 "ce_runtime/cli/rescore_pool.py")
+                 "ce_runtime/cli/rescore_pool.py", "ce_runtime/zygote_process.py")
 
 
 def test_only_the_sandbox_package_starts_processes():

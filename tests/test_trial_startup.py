@@ -104,6 +104,12 @@ def test_a_killed_ce_takes_the_zygote_the_inits_and_their_daemons_with_it(tmp_pa
             proc.wait()
 
 
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
 def _box(tmp_path, i: int = 0) -> TempdirSandbox:
     scratch = tmp_path / f"s{i}"
     scratch.mkdir()
@@ -181,6 +187,95 @@ def test_an_early_zygote_that_does_not_start_gives_way_to_a_fresh_one(tmp_path, 
     out, fresh = asyncio.run(main())
     assert out == "ok\n" and fresh != broken.popen.pid
     assert broken.popen.poll() is not None and not os.path.exists(broken.ctl_dir)
+
+
+def test_the_zygote_the_ce_script_boots_is_the_runs_and_waits_for_its_socket(tmp_path):
+    # the `ce` script starts the zygote before ce loads (ce_runtime/zygote_process.py):
+    # nothing in $TMPDIR until the run names its socket, then it is the one the run's
+    # trials fork from (their init runs `zygote.py -`), and it ends with the run
+    from ce_runtime import zygote_process
+    from ce_runtime.execute.sandbox import tempdir
+
+    before = set(os.listdir(tempfile_dir()))
+    zygote_process.start_early()
+    booted = zygote_process._early
+    assert booted is not None and set(os.listdir(tempfile_dir())) == before
+    tempdir.start_zygote_early()
+    early = tempdir._EARLY[0]
+    assert early.popen is booted and zygote_process.claim() is None
+
+    async def main():
+        try:
+            box = _box(tmp_path)
+            await box.start()
+            out = await box.exec("tr '\\0' ' ' < /proc/$PPID/cmdline")
+            await box.teardown()
+            return out.stdout, zygote().proc.pid
+        finally:
+            await close_warm_inits()
+
+    cmdline, adopted = asyncio.run(main())
+    assert adopted == booted.pid and cmdline.rstrip().endswith("zygote.py -"), cmdline
+    assert _gone_within([booted.pid], 20.0) == [] and not os.path.exists(early.ctl_dir)
+
+
+def test_a_booted_zygote_no_run_claims_ends_on_its_own(tmp_path):
+    # a `ce run` that stops on bad input, or runs bwrap trials, never names a socket:
+    # discarded (or ce gone: end of its input), the zygote exits, having made nothing
+    from ce_runtime import zygote_process
+
+    zygote_process.start_early()
+    first = zygote_process._early
+    zygote_process.discard()
+    assert first.poll() is not None and zygote_process._early is None
+    proc = subprocess.Popen([sys.executable, "-I", "-S", zygote_process.ZYGOTE, "-"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=tmp_path)
+    out, err = proc.communicate(b"", timeout=60)  # ce exited before naming a socket
+    assert (proc.returncode, out, err) == (0, b"", b"") and os.listdir(tmp_path) == []
+
+
+def test_ce_run_uses_the_booted_zygote_and_leaves_no_process(tmp_path):
+    task = tmp_path / "who.yaml"
+    task.write_text(textwrap.dedent("""\
+        task_id: who
+        description: which zygote forked the init
+        agent: {type: none}
+        sandbox: {python: null}
+        pre_run:
+          - command: "tr '\\\\0' ' ' < /proc/$PPID/cmdline > who.txt"
+        success_criteria:
+          - {type: file_contains, path: who.txt, includes: ["zygote.py -"], description: booted}
+    """))
+    ce = os.path.join(os.path.dirname(sys.executable), "ce")
+    # as their subreaper, this child gets every process ce leaves behind: each must end
+    # by itself (the report worker after its reply, a zygote at the end of its input)
+    script = textwrap.dedent(f"""
+        import ctypes, os, subprocess, sys, time
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+        code = subprocess.run([{ce!r}, *sys.argv[1:]], cwd={str(tmp_path)!r},
+                              capture_output=True).returncode
+        deadline, left = time.monotonic() + 20, []
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0 and time.monotonic() > deadline:
+                left = open("/proc/self/task/%d/children" % os.getpid()).read().split()
+                break
+            if pid == 0:
+                time.sleep(0.05)
+        print(code, len(left))
+    """)
+    for argv in (["run", "who.yaml", "--run-dir", "r", "-q"],  # uses it
+                 ["run", "who.yaml", "--run-dir", "r2", "-q", "--driver", "nosuch"],  # not
+                 ["run", "missing.yaml", "-q"]):  # bad input
+        res = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True,
+                             text=True, timeout=300)
+        code, left = map(int, res.stdout.split())
+        assert left == 0, (argv, res.stdout, res.stderr)
+        assert code == (0 if argv[1] == "who.yaml" and "--driver" not in argv else 2), argv
 
 
 def test_children_lists_find_what_a_scan_of_proc_finds():

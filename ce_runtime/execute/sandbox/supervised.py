@@ -35,11 +35,11 @@ from ce_runtime.execute.sandbox.base import (
     shell_argv,
 )
 from ce_runtime.execute.sandbox.cgroups import TrialCgroup
+from ce_runtime.zygote_process import LAUNCH_ENV  # the early zygote's too: one definition
 
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim.py")
 RUN_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_client.py")
 READY_TIMEOUT_S = 20.0
-LAUNCH_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 # joins the trial's control groups, then becomes the init (or bwrap)
 CGROUP_JOIN = ('IFS=:; for p in $CE_CGROUP_PROCS; do echo $$ > "$p" || exit 125; done; '
                'unset CE_CGROUP_PROCS; exec "$@"')

@@ -196,9 +196,10 @@ class _EarlyZygote:
     def __init__(self) -> None:
         # named as a run's scratch (`ce-run-<pid>-`): swept as a dead run's if ce is killed
         self.ctl_dir = tempfile.mkdtemp(prefix=f"ce-run-{os.getpid()}-")
+        ctl = os.path.join(self.ctl_dir, "ctl.sock")
         try:
-            self.popen = subprocess.Popen(
-                [_python(), "-I", "-S", ZYGOTE, os.path.join(self.ctl_dir, "ctl.sock")],
+            self.popen = _booted(ctl) or subprocess.Popen(
+                [_python(), "-I", "-S", ZYGOTE, ctl],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=dict(LAUNCH_ENV), start_new_session=True)
         except BaseException:
@@ -242,6 +243,28 @@ class _EarlyZygote:
             with contextlib.suppress(OSError):
                 pipe.close()
         shutil.rmtree(self.ctl_dir, ignore_errors=True)
+
+
+def _booted(ctl: str) -> subprocess.Popen | None:
+    """The zygote the `ce` script started ahead (ce_runtime/zygote_process.py), told its
+    socket's path now; None when there is none, or it is gone."""
+    from ce_runtime import zygote_process
+
+    popen = zygote_process.claim()
+    if popen is None:
+        return None
+    try:
+        popen.stdin.write(ctl.encode() + b"\n")
+        popen.stdin.close()
+    except (OSError, ValueError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait()
+        for pipe in (popen.stdout, popen.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
+        return None
+    return popen
 
 
 class _AdoptedProcess:

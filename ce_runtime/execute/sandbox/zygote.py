@@ -224,13 +224,25 @@ def _assignment(line: socket.socket) -> tuple[dict, int, socket.socket] | None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[1].startswith("-"):
-        sys.stderr.write("usage: zygote.py CONTROL_SOCKET\n")
+    """`zygote.py CONTROL_SOCKET`, or `zygote.py -`: started before ce knows the run (the
+    `ce` script, ce_runtime/zygote_process.py), it makes ready what needs no socket, then
+    reads the socket's path as a line on stdin (end of input: not needed, exit 0)."""
+    if len(argv) != 2 or (argv[1].startswith("-") and argv[1] != "-"):
+        sys.stderr.write("usage: zygote.py CONTROL_SOCKET|-\n")
         return 2
     with contextlib.suppress(OSError, AttributeError):  # ce dies: so does the zygote
         ctypes.CDLL(None, use_errno=True).prctl(shim.PR_SET_PDEATHSIG, signal.SIGTERM,
                                                 0, 0, 0)
-    Zygote(argv[1]).serve()
+    ctl_path = argv[1]
+    if ctl_path == "-":
+        shim._spawner()  # what Zygote makes first, made while ce still loads
+        ctl_path = sys.stdin.readline().rstrip("\n")
+        if not ctl_path:
+            return 0
+        null = os.open(os.devnull, os.O_RDONLY)  # as when started for the run: no pipe
+        os.dup2(null, 0)  # of ce's for the inits to inherit
+        os.close(null)
+    Zygote(ctl_path).serve()
     return 0
 
 
