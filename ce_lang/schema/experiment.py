@@ -88,7 +88,7 @@ class TemplateMutation(PromptMutation):
 
 @frozen
 class ExperimentDefaults:
-    repeats: int | None = spec(None, ge=1, doc="trials per task and variant")
+    repeats: int | None = spec(None, ge=1, le=10_000, doc="trials per task and variant")
     criteria_files: list[str] | None = spec(None, path="task", doc="user .ce files for every task")
     agent: AgentConfig | None = spec(None, partial=True,
         doc="agent settings for every task (the task's own win per key)")
@@ -128,7 +128,8 @@ class Variant:
         doc="agent settings over the task's, per key")
     simulation: Simulation | None = spec(None, partial=True,
         doc="simulation settings over the task's")
-    repeats: int | None = spec(None, ge=1, doc="trials per task under this variant")
+    repeats: int | None = spec(None, ge=1, le=10_000,
+                                doc="trials per task under this variant")
     checker_context: CheckerContext | None = spec(None,
         doc="as the task's (accepted, not used by ce)")
     template_sources: list[TemplateSource] | None = spec(None,

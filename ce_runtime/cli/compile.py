@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ce_runtime.cli.options import experiment_option
+from ce_runtime.cli.options import MAX_REPEATS, MAX_SAMPLE, count, experiment_option
 
 
 @click.command("compile")
@@ -22,8 +22,8 @@ from ce_runtime.cli.options import experiment_option
               help="Shorthand for -D agent.type=TYPE (--agent, as for `ce run`).")
 @click.option("--driver", metavar="DRIVER",
               help="Shorthand for -D sandbox.driver=DRIVER.")
-@click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")
-@click.option("--sample", type=click.IntRange(min=1),
+@click.option("--repeats", type=count(MAX_REPEATS), help="Trials per task and variant.")
+@click.option("--sample", type=count(MAX_SAMPLE),
               help="Keep N dataset rows per task (uniform, seeded).")
 @click.option("--allow-path", "allow_paths", multiple=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False),

@@ -37,3 +37,16 @@ class NumberRange(click.FloatRange):
         if isinstance(number, float) and math.isnan(number):
             self.fail(f"{value!r} is not a number", param, ctx)
         return number
+
+
+# upper bounds of the counts a command line gives: beyond them a value is a typo (an
+# extra zero or ten), and one past 2**64 stopped a run already begun (its arguments are
+# sent to the report worker as msgpack), leaving run.json "running"
+MAX_JOBS = 100_000
+MAX_REPEATS = 10_000  # as the task schema's `repeats` (ce_lang/schema/experiment.py)
+MAX_SAMPLE = 1_000_000_000
+
+
+def count(maximum: int) -> click.IntRange:
+    """An option's count: 1 to `maximum`."""
+    return click.IntRange(min=1, max=maximum)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import click
 
 from ce_runtime.cli import rescore_pool, rescore_preflight
-from ce_runtime.cli.options import experiment_option
+from ce_runtime.cli.options import MAX_JOBS, count, experiment_option
 
 
 @click.command("rescore")
@@ -43,7 +43,7 @@ from ce_runtime.cli.options import experiment_option
               help="Only this trial: its id or a unique prefix (default/hello); repeatable.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Only the trials whose status or score moved, and the summary line.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1),
+@click.option("-j", "--jobs", type=count(MAX_JOBS),
               help="Processes grading at once (forked; each grades every Nth trial). The "
                    "output is the same with any -j; a big archive on a fast disk and many "
                    "CPUs re-scores faster.  [default: 1]")

@@ -8,7 +8,14 @@ import sys
 import attrs
 import click
 
-from ce_runtime.cli.options import NumberRange, experiment_option
+from ce_runtime.cli.options import (
+    MAX_JOBS,
+    MAX_REPEATS,
+    MAX_SAMPLE,
+    NumberRange,
+    count,
+    experiment_option,
+)
 
 
 def _tag_match(tag: str, wanted: str) -> bool:
@@ -55,7 +62,7 @@ def _skipped_tasks(trials) -> str:
 @click.option("--driver", metavar="DRIVER",
               help="Sandbox driver for every task: tempdir (isolates nothing), bwrap "
                    "(namespaces; recommended for real agents), docker.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1),
+@click.option("-j", "--jobs", type=count(MAX_JOBS),
               help="Trials run at the same time.  [default: 1; --resume keeps the run's "
                    "unless given]")
 @click.option("--executor", type=click.Choice(["local", "ray"]),
@@ -65,8 +72,8 @@ def _skipped_tasks(trials) -> str:
 @click.option("--ray-address", metavar="ADDR",
               help="With --executor ray: the cluster to join (`auto`, or HOST:PORT); by "
                    "default a local Ray instance is started for the run.")
-@click.option("--repeats", type=click.IntRange(min=1), help="Trials per task and variant.")
-@click.option("--sample", type=click.IntRange(min=1), help="Keep N dataset rows per task.")
+@click.option("--repeats", type=count(MAX_REPEATS), help="Trials per task and variant.")
+@click.option("--sample", type=count(MAX_SAMPLE), help="Keep N dataset rows per task.")
 @click.option("--allow-path", "allow_paths", multiple=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False),
               help="Let task paths (prompt files, templates, references ...) resolve into "
@@ -158,6 +165,11 @@ def run_cmd(**params):
         raise
     except OSError as exc:  # a write failed: read-only run directory, no space ...
         _write_failed(exc, state.get("run_dir"), state.get("resume_dir"))
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+        raise
+    except Exception as exc:  # a bug of ce's (exit 3): the run's run.json says it ended
+        _mark_failed(state.get("run_dir"), f"internal error ({type(exc).__name__}: {exc})")
+        raise
     finally:
         if "stops" in state:  # every write done: the signals are the caller's again
             state["stops"].restore()
@@ -380,6 +392,24 @@ def _run_trials(stops, todo, run_dir, a, on_start, on_done
     finally:
         if loopback is not None:
             loopback.__exit__(None, None, None)
+
+
+def _mark_failed(run_dir: str | None, error: str) -> None:
+    """run.json of a run that a bug of ce's stopped says `failed` and why, not `running`
+    for good (`ce runs` listed it running; a resume took it up and met the bug again).
+    Best effort: the bug is reported either way."""
+    from ce_runtime.execute import suite as R
+
+    path = os.path.join(run_dir, "run.json") if run_dir else None
+    if path is None or not os.path.isfile(path):
+        return
+    try:
+        meta = R.load_json(path)
+        if isinstance(meta, dict) and meta.get("status") == "running":
+            meta["status"], meta["error"] = "failed", error
+            R.write_run_json(run_dir, meta)
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
 
 
 def _write_failed(exc: OSError, run_dir: str | None, resume_dir: str | None = None) -> None:
