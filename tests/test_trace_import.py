@@ -551,3 +551,19 @@ def test_explain_refuses_a_transcript_given_as_the_trace(tmp_path):
     assert "Invalid value for --trace" in res.output
     assert "not a ce trace" in res.output and "ce trace import" in res.output
     assert "c0 command_executed" not in res.output
+
+
+def test_cli_dump_takes_a_trial_directory(tmp_path):
+    """A trial's directory was refused ('is a directory'); it stands for its trace.msgpack."""
+    trial = tmp_path / "00"
+    trial.mkdir()
+    T.write_trace(str(trial / "trace.msgpack"), import_file(STREAM).events)
+    res = _run("dump", str(trial))
+    assert res.exit_code == 0 and res.stderr == ""
+    assert res.stdout == _run("dump", str(trial / "trace.msgpack")).stdout != ""
+    res = _run("dump", str(tmp_path))
+    assert res.exit_code == 2 and res.stdout == ""
+    assert f"{tmp_path} is a directory without a trace.msgpack" in res.stderr
+    assert "trial's directory" in _run("dump", "--help").output
+    res = _run("dump", "/dev/null")
+    assert res.exit_code == 2 and "/dev/null is not a regular file" in res.stderr

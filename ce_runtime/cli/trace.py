@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 
 import click
@@ -26,9 +28,11 @@ def trace_cmd() -> None:
 
 
 @trace_cmd.command("dump")
-@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+@click.argument("trace", type=click.Path(exists=True))
 def dump_cmd(trace: str) -> None:
     """Print every event of TRACE as one JSON object per line.
+
+    TRACE is a trace file or a trial's directory (its trace.msgpack is read).
 
     Each object has `type` first (run, agent_start, turn_start, message, tool_call,
     tool_result, usage, decision, agent_end, run_end, ...) and then the event's fields;
@@ -40,12 +44,14 @@ def dump_cmd(trace: str) -> None:
     \b
     Examples:
       ce trace dump runs/latest/default/hello_world/00/trace.msgpack
+      ce trace dump runs/latest/default/hello_world/00
       ce trace dump TRACE | jq -c 'select(.type == "tool_call")'
     """
     import msgspec
 
     from ce_runtime.trace.events import event_to_dict, read_trace
 
+    trace = trace_file(trace)
     result = read_trace(trace)
     out = sys.stdout.buffer
     encode = msgspec.json.Encoder().encode
@@ -64,6 +70,22 @@ def dump_cmd(trace: str) -> None:
     elif result.corrupt_at is not None:
         click.echo(f"ce trace dump: {trace}: undecodable event at byte {result.corrupt_at}; "
                    f"{n} events read before it", err=True)
+
+
+def trace_file(path: str) -> str:
+    """The trace file PATH names: PATH itself, or a trial directory's trace.msgpack."""
+    if os.path.isdir(path):
+        inner = os.path.join(path, "trace.msgpack")
+        if not os.path.isfile(inner):
+            raise click.BadParameter(
+                f"{path} is a directory without a trace.msgpack: give a trace file or a "
+                "trial's directory (runs/RUN/VARIANT/TASK/NN)", param_hint="TRACE")
+        return inner
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise click.BadParameter(f"{path} is not a regular file (a FIFO or device is "
+                                 "never read): give a trace file or a trial's directory",
+                                 param_hint="TRACE")
+    return path
 
 
 def no_event_read(path: str, result) -> str | None:
