@@ -229,7 +229,12 @@ class _Compiler:
         if path is None:
             return NO_EXPERIMENT
         if not hostfs.isfile(path):
-            usage.emit("CE0001", f"experiment file {path!r} not found", None)
+            kind = hostfs.special_kind(path)
+            if kind is not None:  # exists, but a FIFO or device is never read
+                usage.emit("CE0217", f"experiment file {path!r} is {kind}", None,
+                           help="ce reads only regular files and directories")
+            else:
+                usage.emit("CE0001", f"experiment file {path!r} not found", None)
             return unusable_experiment()
         doc = self.load(path)
         if doc is not None and _kind(doc.value) == "task":

@@ -192,6 +192,16 @@ def test_a_missing_experiment_is_a_usage_error_that_hides_no_task_error(suite):
         "experiment file 'nope.yaml' not found"
 
 
+def test_an_experiment_that_is_a_device_is_not_called_missing(suite):
+    """`-e /dev/null` said "not found": it exists, but a device or FIFO is never read."""
+    res = ce(suite, "compile", "tasks/", "-e", "/dev/null", "--format", "json")
+    assert res.returncode == 2
+    assert located(res)[1:] == TASK_ERRORS
+    first = json.loads(res.stdout)["diagnostics"][0]
+    assert (first["code"], first["message"]) == \
+        ("CE0217", "experiment file '/dev/null' is a character device")
+
+
 # -- -D ----------------------------------------------------------------------------------
 
 def test_an_index_past_a_tasks_list_is_reported_per_task_naming_it(suite):
