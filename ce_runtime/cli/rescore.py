@@ -6,7 +6,6 @@ import datetime as dt
 import gc
 import json
 import os
-import shutil
 import signal
 import sys
 from typing import NamedTuple
@@ -14,6 +13,7 @@ from typing import NamedTuple
 import click
 
 from ce_runtime.cli import rescore_pool, rescore_preflight
+from ce_runtime.cli import rescore_results as RR
 from ce_runtime.cli.options import MAX_JOBS, count, experiment_option
 
 
@@ -228,11 +228,11 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     # a judge it would have to ask, and none to ask: refused before anything is graded
     rescore_preflight.judges(run_dir, dirs, plans, mode, replies is not None)
     whole = only_trial is None and not trial_ids
-    lost, lost_count = _lost_trials(run_dir, dirs) if whole else ([], 0)
+    lost, lost_count = RR.lost_trials(run_dir, dirs) if whole else ([], 0)
     if lost_count:
         _err(f"ce rescore: {lost_count} trial(s) of the run are missing (their directory or "
              "its task.json is gone; run.json and trials.parquet count them), not "
-             "re-scored" + (f": {_shown(lost)}" if lost else ""))
+             "re-scored" + (f": {RR.shown(lost)}" if lost else ""))
     out = out_dir or reserve(os.path.join(run_dir, "rescored"),
                              dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     # the results are staged and renamed into place at the end: interrupted, nothing
@@ -294,17 +294,17 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                 loopback.__exit__(None, None, None)
         records, changed, no_task, damaged = \
             tally.records, tally.changed, tally.no_task, tally.damaged
-        state = _run_state(run_dir) if whole else ("complete", None, None)
+        state = RR.run_state(run_dir) if whole else ("complete", None, None)
         if whole and (lost_count or damaged):  # not the whole run: its results say so
             state = ("incomplete", max(state[1] or 0, len(records) + lost_count
                                        + len(damaged)), state[2],
-                     _left_out(lost_count, len(damaged), os.path.abspath(run_dir)))
-        summary = _write(staged.path, records, run_dir, used, out, worker, state)
+                     RR.left_out(lost_count, len(damaged), os.path.abspath(run_dir)))
+        summary = RR.write_results(staged.path, records, run_dir, used, out, worker, state)
         code = int(summary.get("exit_code", 1))
         staged.commit()
     if whole:  # a part of the run has gates of its own, not comparable with the run's:
         # only the gates of the suites re-graded whole (TASKS may leave suites out)
-        gates = _gate_changes(run_dir, summary.get("suite_gates") or [],
+        gates = RR.gate_changes_of(run_dir, summary.get("suite_gates") or [],
                               tally.suites - tally.partial)
         for line in gates:
             _say(line)
@@ -487,163 +487,7 @@ def _fmt(x) -> str:
     return f"{x:.3f}" if isinstance(x, int | float) else "  -  "
 
 
-def _gate_changes(run_dir: str, now: list, suites: set[tuple[str, str]]) -> list[str]:
-    """How the suite gates of `suites` (variant, suite id) moved from the run's run.json
-    (none recorded: nothing said). The gates of other suites were not re-graded (a
-    re-score of some TASKS): neither gone nor changed."""
-    import json
-
-    from ce_runtime.report.gates import gate_changes
-
-    try:
-        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
-            recorded = json.load(fh).get("suite_gates")
-    except (OSError, ValueError, AttributeError):
-        return []
-    if not isinstance(recorded, list):
-        return []
-
-    def regraded(gate) -> bool:
-        return isinstance(gate, dict) and (gate.get("variant"), gate.get("suite_id")) in suites
-
-    return gate_changes([g for g in recorded if regraded(g)], [g for g in now if regraded(g)])
-
-
 def _suite_of(record: dict) -> tuple[str, str] | None:
     """A dataset trial's (variant, suite id), the key of its suite's gates."""
     suite = record.get("suite_id")
     return (record.get("variant_id"), suite) if isinstance(suite, str) else None
-
-
-def _lost_trials(run_dir: str, dirs: list[str]) -> tuple[list[str], int]:
-    """The trials the run's results hold whose directory (or its task.json) is gone: their
-    ids (when trials.parquet can say them) and how many. run.json counts the run's
-    trials: only when the trial directories found are not as many is trials.parquet
-    read (it needs Polars) for the ids. A trial of the run's directory that its results
-    leave out (`ce run --resume` keeps a trial its tasks no longer have) is re-scored
-    as found."""
-    import json
-
-    try:
-        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
-            counted = json.load(fh).get("trials")
-    except (OSError, ValueError, AttributeError):
-        return [], 0
-    if not isinstance(counted, int) or isinstance(counted, bool) or counted == len(dirs):
-        return [], 0
-    try:
-        import polars as pl
-
-        ids = pl.read_parquet(os.path.join(run_dir, "trials.parquet"),
-                              columns=["trial_id"])["trial_id"].to_list()
-    except Exception:  # no (readable) trials.parquet: the count says what it can
-        return [], max(counted - len(dirs), 0)
-    found = {os.path.relpath(d, run_dir).replace(os.sep, "/") for d in dirs}
-    lost = sorted(i for i in ids if isinstance(i, str) and i not in found)
-    return lost, len(lost)
-
-
-def _shown(ids: list[str]) -> str:
-    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-
-
-def _left_out(lost: int, damaged: int, source: str) -> str:
-    """Why a re-score is not the whole run: its trials missing (a resume of the run runs
-    them again) and damaged (a resume takes them for done: not said of them)."""
-    again = f" (`ce run --resume {source}` runs them again)"
-    if lost and damaged:
-        return f"{lost} trial(s) of the run are missing{again} and {damaged} damaged, " \
-            "not re-scored"
-    if lost:
-        return f"{lost} trial(s) of the run are missing, not re-scored{again}"
-    return f"{damaged} trial(s) of the run are damaged, not re-scored"
-
-
-RunState = tuple  # (status, planned trials, gate[, why the trials left out were]): _write
-
-
-def _run_state(run_dir: str) -> tuple[str, int | None, float | None]:
-    """The run's status, planned trials (run.json) and `--min-pass-rate` gate: a run cut
-    short stays so when re-scored, and is gated as it was. A run.json that cannot be read
-    (a run still going, a crash) says nothing."""
-    from ce_runtime.store.runs_root import read_run_json
-
-    data = read_run_json(run_dir)
-    if data is None:
-        return "complete", None, None
-    gate = (data.get("args") or {}).get("min_pass_rate") \
-        if isinstance(data.get("args"), dict) else None
-    if not isinstance(gate, int | float) or isinstance(gate, bool) or not 0 <= gate <= 1:
-        gate = None
-    status = data.get("status")
-    planned = data.get("trials_planned")
-    if status not in ("interrupted", "incomplete") or not isinstance(planned, int) \
-            or isinstance(planned, bool):
-        return "complete", None, gate
-    return status, planned, gate
-
-
-def _write(out: str, records, run_dir: str, plans: dict, name: str, worker=None,
-           state: RunState = ("complete", None, None)
-           ) -> dict:
-    """The rest of the results' run directory (the trials are written as they are
-    graded): the plans graded with, the definitions, the objects (a link to the run's),
-    run.json and the reports (by the report worker, or here without one). `ce explain`
-    and `ce rescore` work on it. `name`: where the directory ends up (its run id);
-    `state`: the re-scored run's status, planned trials and gate (`_run_state`), and
-    why trials of it were not re-scored when some were not (missing or damaged).
-    Returns the run summary (its `exit_code` and `exit_reasons`)."""
-    from ce_runtime.store.record import as_records
-
-    _link_run_parts(out, run_dir, plans)
-    records = as_records(records)  # typed once, not once per report
-    run_id, source = os.path.basename(os.path.abspath(name)), os.path.abspath(run_dir)
-    summary = None
-    if worker is not None:
-        from ce_runtime.store.report_job import RescoreReports
-
-        summary = worker.write_reports(RescoreReports(out, run_id, source, records,
-                                                      *state))
-    if summary is None:
-        from ce_runtime.report.run_end import write_rescore_reports
-
-        summary = write_rescore_reports(out, records, run_id, source, *state)
-    return summary
-
-
-def _link_run_parts(out: str, run_dir: str, plans: dict) -> None:
-    from ce_lang.api import plan_to_json, stdlib_digest, stdlib_texts
-    from ce_runtime.store.archive import write_definitions
-    from ce_runtime.store.atomic import write_json_atomic
-
-    objects = os.path.join(out, "objects")
-    if not os.path.lexists(objects):
-        os.symlink(os.path.relpath(os.path.realpath(os.path.join(run_dir, "objects")),
-                                   os.path.realpath(out)), objects)
-    os.makedirs(os.path.join(out, "plans"), exist_ok=True)
-    for name in os.listdir(os.path.join(run_dir, "plans")):
-        _link_or_copy(os.path.join(run_dir, "plans", name), os.path.join(out, "plans", name))
-    # the task files the archived plans read, and the template directories they copied
-    for part in ("task_files", "templates"):
-        kept = os.path.join(run_dir, part)
-        if os.path.isdir(kept):
-            os.makedirs(os.path.join(out, part), exist_ok=True)
-            for name in os.listdir(kept):
-                _link_or_copy(os.path.join(kept, name), os.path.join(out, part, name))
-    for digest, plan in plans.items():
-        path = os.path.join(out, "plans", f"{digest}.json")
-        if not os.path.exists(path):
-            write_json_atomic(path, {"hash": digest, "plan": plan_to_json(plan)})
-    defs = os.path.join(run_dir, "definitions")
-    if os.path.isdir(defs):
-        shutil.copytree(defs, os.path.join(out, "definitions"), dirs_exist_ok=True)
-    write_definitions(out, stdlib_digest(), stdlib_texts())  # for --today and new plans
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    if os.path.exists(dst):
-        return
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)

@@ -1,0 +1,166 @@
+"""`ce rescore`'s results directory, and what it says of the run it re-scored: the run's
+state (a run cut short stays so when re-scored; trials missing or damaged make the
+re-score incomplete), the suite gates that moved, and the run's parts the results link
+to (plans, definitions, task files, objects) so `ce explain` and `ce rescore` work on
+them. The command is cli/rescore.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+
+def gate_changes_of(run_dir: str, now: list, suites: set[tuple[str, str]]) -> list[str]:
+    """How the suite gates of `suites` (variant, suite id) moved from the run's run.json
+    (none recorded: nothing said). The gates of other suites were not re-graded (a
+    re-score of some TASKS): neither gone nor changed."""
+    import json
+
+    from ce_runtime.report.gates import gate_changes
+
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            recorded = json.load(fh).get("suite_gates")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(recorded, list):
+        return []
+
+    def regraded(gate) -> bool:
+        return isinstance(gate, dict) and (gate.get("variant"), gate.get("suite_id")) in suites
+
+    return gate_changes([g for g in recorded if regraded(g)], [g for g in now if regraded(g)])
+
+
+def lost_trials(run_dir: str, dirs: list[str]) -> tuple[list[str], int]:
+    """The trials the run's results hold whose directory (or its task.json) is gone: their
+    ids (when trials.parquet can say them) and how many. run.json counts the run's
+    trials: only when the trial directories found are not as many is trials.parquet
+    read (it needs Polars) for the ids. A trial of the run's directory that its results
+    leave out (`ce run --resume` keeps a trial its tasks no longer have) is re-scored
+    as found."""
+    import json
+
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            counted = json.load(fh).get("trials")
+    except (OSError, ValueError, AttributeError):
+        return [], 0
+    if not isinstance(counted, int) or isinstance(counted, bool) or counted == len(dirs):
+        return [], 0
+    try:
+        import polars as pl
+
+        ids = pl.read_parquet(os.path.join(run_dir, "trials.parquet"),
+                              columns=["trial_id"])["trial_id"].to_list()
+    except Exception:  # no (readable) trials.parquet: the count says what it can
+        return [], max(counted - len(dirs), 0)
+    found = {os.path.relpath(d, run_dir).replace(os.sep, "/") for d in dirs}
+    lost = sorted(i for i in ids if isinstance(i, str) and i not in found)
+    return lost, len(lost)
+
+
+def shown(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+
+
+def left_out(lost: int, damaged: int, source: str) -> str:
+    """Why a re-score is not the whole run: its trials missing (a resume of the run runs
+    them again) and damaged (a resume takes them for done: not said of them)."""
+    again = f" (`ce run --resume {source}` runs them again)"
+    if lost and damaged:
+        return f"{lost} trial(s) of the run are missing{again} and {damaged} damaged, " \
+            "not re-scored"
+    if lost:
+        return f"{lost} trial(s) of the run are missing, not re-scored{again}"
+    return f"{damaged} trial(s) of the run are damaged, not re-scored"
+
+
+RunState = tuple  # (status, planned trials, gate[, why the trials left out were]): _write
+
+
+def run_state(run_dir: str) -> tuple[str, int | None, float | None]:
+    """The run's status, planned trials (run.json) and `--min-pass-rate` gate: a run cut
+    short stays so when re-scored, and is gated as it was. A run.json that cannot be read
+    (a run still going, a crash) says nothing."""
+    from ce_runtime.store.runs_root import read_run_json
+
+    data = read_run_json(run_dir)
+    if data is None:
+        return "complete", None, None
+    gate = (data.get("args") or {}).get("min_pass_rate") \
+        if isinstance(data.get("args"), dict) else None
+    if not isinstance(gate, int | float) or isinstance(gate, bool) or not 0 <= gate <= 1:
+        gate = None
+    status = data.get("status")
+    planned = data.get("trials_planned")
+    if status not in ("interrupted", "incomplete") or not isinstance(planned, int) \
+            or isinstance(planned, bool):
+        return "complete", None, gate
+    return status, planned, gate
+
+
+def write_results(out: str, records, run_dir: str, plans: dict, name: str, worker=None,
+           state: RunState = ("complete", None, None)
+           ) -> dict:
+    """The rest of the results' run directory (the trials are written as they are
+    graded): the plans graded with, the definitions, the objects (a link to the run's),
+    run.json and the reports (by the report worker, or here without one). `ce explain`
+    and `ce rescore` work on it. `name`: where the directory ends up (its run id);
+    `state`: the re-scored run's status, planned trials and gate (`run_state`), and
+    why trials of it were not re-scored when some were not (missing or damaged).
+    Returns the run summary (its `exit_code` and `exit_reasons`)."""
+    from ce_runtime.store.record import as_records
+
+    link_run_parts(out, run_dir, plans)
+    records = as_records(records)  # typed once, not once per report
+    run_id, source = os.path.basename(os.path.abspath(name)), os.path.abspath(run_dir)
+    summary = None
+    if worker is not None:
+        from ce_runtime.store.report_job import RescoreReports
+
+        summary = worker.write_reports(RescoreReports(out, run_id, source, records,
+                                                      *state))
+    if summary is None:
+        from ce_runtime.report.run_end import write_rescore_reports
+
+        summary = write_rescore_reports(out, records, run_id, source, *state)
+    return summary
+
+
+def link_run_parts(out: str, run_dir: str, plans: dict) -> None:
+    from ce_lang.api import plan_to_json, stdlib_digest, stdlib_texts
+    from ce_runtime.store.archive import write_definitions
+    from ce_runtime.store.atomic import write_json_atomic
+
+    objects = os.path.join(out, "objects")
+    if not os.path.lexists(objects):
+        os.symlink(os.path.relpath(os.path.realpath(os.path.join(run_dir, "objects")),
+                                   os.path.realpath(out)), objects)
+    os.makedirs(os.path.join(out, "plans"), exist_ok=True)
+    for name in os.listdir(os.path.join(run_dir, "plans")):
+        link_or_copy(os.path.join(run_dir, "plans", name), os.path.join(out, "plans", name))
+    # the task files the archived plans read, and the template directories they copied
+    for part in ("task_files", "templates"):
+        kept = os.path.join(run_dir, part)
+        if os.path.isdir(kept):
+            os.makedirs(os.path.join(out, part), exist_ok=True)
+            for name in os.listdir(kept):
+                link_or_copy(os.path.join(kept, name), os.path.join(out, part, name))
+    for digest, plan in plans.items():
+        path = os.path.join(out, "plans", f"{digest}.json")
+        if not os.path.exists(path):
+            write_json_atomic(path, {"hash": digest, "plan": plan_to_json(plan)})
+    defs = os.path.join(run_dir, "definitions")
+    if os.path.isdir(defs):
+        shutil.copytree(defs, os.path.join(out, "definitions"), dirs_exist_ok=True)
+    write_definitions(out, stdlib_digest(), stdlib_texts())  # for --today and new plans
+
+
+def link_or_copy(src: str, dst: str) -> None:
+    if os.path.exists(dst):
+        return
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
