@@ -191,7 +191,7 @@ class _Compiler:
                 matches = hostfs.glob(p)
                 files = [m for m in matches if hostfs.isfile(m)]
                 if not files:
-                    diags.emit("CE0006", f"{p!r} matches no file", None)
+                    diags.emit("CE0006", _no_file_why(p), None)
                 out.extend((m, True) for m in files)
         seen: set[str] = set()
         unique = []
@@ -588,3 +588,14 @@ def _kind(value: dict[str, Any]) -> str | None:
     if any(k in value for k in TASK_KEYS):
         return "task"
     return None
+
+
+def _no_file_why(p: str) -> str:
+    """Why the task path `p` names no file: a symlink that resolves to nothing (a loop, or
+    a missing target) is said as such, not as a glob that matched nothing."""
+    if hostfs.islink(p) and not hostfs.exists(p):
+        target = hostfs.realpath(p)
+        if hostfs.islink(target):  # realpath stops inside a loop
+            return f"{p!r} is a symlink loop: it cannot be resolved"
+        return f"{p!r} is a symlink to {target!r}, which does not exist"
+    return f"{p!r} matches no file"

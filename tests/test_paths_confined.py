@@ -416,3 +416,19 @@ def test_allow_path_through_ce_run(tmp_path):
     assert allowed.returncode in (0, 1)  # ran (the file_exists criterion fails: no agent)
     run_json = json.loads(next((tmp_path / "runs").glob("*/run.json")).read_text())
     assert run_json["args"]["allow_paths"] == [str(tmp_path / "outside")]
+
+
+def test_a_task_path_that_is_a_symlink_to_nothing_says_so(tmp_path):
+    """A symlink loop (`ln -s loop loop`) given as the task was "matches no file"."""
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    (tmp_path / "dangling").symlink_to("missing.yaml")
+    rc, diags, _ = ce_compile("loop", "a", "dangling", "nothing.yaml", cwd=tmp_path)
+    assert rc == 2
+    assert [(d["code"], d["message"]) for d in diags] == [
+        ("CE0006", "'loop' is a symlink loop: it cannot be resolved"),
+        ("CE0006", "'a' is a symlink loop: it cannot be resolved"),
+        ("CE0006", f"'dangling' is a symlink to '{os.path.realpath(tmp_path)}/missing.yaml', "
+                   "which does not exist"),
+        ("CE0006", "'nothing.yaml' matches no file")]
