@@ -394,3 +394,22 @@ def test_a_resume_says_how_many_planned_trials_never_ran_and_are_gone(tmp_path):
     assert "the run planned 3 trial(s) when it began; 1 of them never ran and are no " \
            "longer among its tasks" in resumed.stderr, resumed.stderr
     assert json.loads(run_json.read_text())["trials_planned"] == 2
+
+
+def test_a_run_dir_that_is_a_dangling_symlink_says_so(tmp_path):
+    """--run-dir D, D a symlink to a missing directory: it said "cannot create D/plans: No
+    such file or directory" (--runs-root: "File exists")."""
+    (tmp_path / "t.yaml").write_text(SLOWISH)
+    (tmp_path / "D").symlink_to("missing")
+    (tmp_path / "loop").symlink_to("loop")
+    real = os.path.realpath(tmp_path)
+    for option in ("--runs-root", "--run-dir"):
+        res = ce("run", "t.yaml", option, "D", cwd=str(tmp_path))
+        assert res.returncode == 2, res.stderr
+        assert (f"Invalid value for {option}: D is a symlink to a missing directory "
+                f"({real}/missing)") in res.stderr, res.stderr
+        res = ce("run", "t.yaml", option, "loop", cwd=str(tmp_path))
+        assert res.returncode == 2, res.stderr
+        assert f"Invalid value for {option}: loop is a symlink loop" in res.stderr
+        assert "Traceback" not in res.stderr and "cannot create" not in res.stderr
+    assert not (tmp_path / "missing").exists()

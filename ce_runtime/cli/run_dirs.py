@@ -35,9 +35,25 @@ def choose(run_dir: str | None, runs_root: str) -> str:
                                  else "--runs-root") from None
 
 
+def dangling(path: str, hint: str) -> None:
+    """A symlink that resolves to nothing is said as such: making a directory through it
+    fails with 'No such file or directory' (or 'File exists') of some other path."""
+    if not os.path.islink(path) or os.path.exists(path):
+        return
+    target = os.path.realpath(path)
+    if os.path.islink(target):  # realpath stops inside a loop
+        why = "a symlink loop"
+    else:
+        why = f"a symlink to a missing directory ({target})"
+    raise click.BadParameter(f"{path} is {why}: create the directory it names, or name "
+                             "another; nothing was run", param_hint=hint)
+
+
 def _choose(run_dir: str | None, runs_root: str) -> str:
     from ce_runtime.execute import suite as R
 
+    dangling(run_dir if run_dir is not None else runs_root,
+             "--run-dir" if run_dir is not None else "--runs-root")
     if run_dir is None:
         os.makedirs(runs_root, exist_ok=True)
         return R.new_run_dir(runs_root)
