@@ -206,6 +206,15 @@ def test_trial_files_extract_restores_the_same_bytes(made, tmp_path):
                                     "new or empty directory)")
 
 
+def test_trial_files_extract_that_cannot_be_written_names_the_path_given(made):
+    """--extract /proc/x said "cannot write /proc: ...", naming a path not given."""
+    root, _run, trial = made
+    res = ce("trial", "files", str(trial), "--extract", "/proc/x", cwd=root)
+    assert res.returncode == 1
+    assert res.stderr.startswith("ce trial files: cannot write /proc/x: "), res.stderr
+    assert not os.path.lexists("/proc/x")
+
+
 def forge(run: Path, tmp_path: Path, name: str, entry: dict | None = None) -> Path:
     """A copy of `run` whose trial 00 has an extra workspace.json entry, its digest
     re-recorded in task.json as a forger would."""

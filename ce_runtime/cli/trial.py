@@ -175,7 +175,7 @@ def _extract(manifest: dict[str, Any], objects: str, dest: str) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 is for the temporary name only
     except OSError as exc:
-        _fail(1, f"cannot write {parent}: {exc.strerror or exc}")
+        _fail(1, f"cannot write {dest}: {exc.strerror or exc}")  # as given: not its parent
     try:
         restore_workspace(manifest, objects, tmp)
         if os.path.isdir(dest):
