@@ -57,12 +57,23 @@ def _runs(ctx: RuleContext) -> tuple[str, str | None]:
     return (run_agent if run_agent and kind != "none" else kind), run_agent
 
 
+def _via(ctx: RuleContext, agent: str, run_agent: str | None) -> str:
+    """Where the agent running the task was chosen, as the user wrote it: `ce run
+    --agent`, `ce compile --agent/--type` (its span is `<--type>`), a `-D`, or a file."""
+    source = ctx.at(("agent", "type")).file
+    if run_agent == agent or source == "<--type>":
+        return f"`--agent {agent}`"
+    if source.startswith("<-D"):
+        return f"`-D agent.type={agent}`"
+    return f"`agent.type: {agent}`"
+
+
 def _script(ctx: RuleContext) -> None:
     t = ctx.task
     kind, run_agent = _runs(ctx)
     if kind != "script" or t.agent.script is not None:
         return
-    via = "`--agent script`" if run_agent == "script" else "`agent.type: script`"
+    via = _via(ctx, "script", run_agent)
     at = ctx.at(("agent", "type")) if t.agent.type == "script" else ctx.at(("task_id",))
     ctx.diags.emit("CE0226", f"the script agent ({via}) has no `agent.script` to play", at,
                    help="add `agent.script`: a list of actions such as `{write: FILE, "
@@ -113,7 +124,7 @@ def _oracle(ctx: RuleContext) -> None:
     why = oracle_gap(t)
     if why is None:
         return
-    via = "`--agent oracle`" if run_agent == "oracle" else "`agent.type: oracle`"
+    via = _via(ctx, "oracle", run_agent)
     at = ctx.at(("reference",)) if t.reference is not None else ctx.at(("task_id",))
     ctx.diags.emit("CE0220", f"the oracle ({via}) has nothing to apply: {why}", at,
                    help="add `reference.solve` (a shell command or script actions), a "

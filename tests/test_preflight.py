@@ -72,9 +72,18 @@ def test_oracle_with_nothing_to_apply(tmp_path):
     res = ce("run", t, "--agent", "oracle", cwd=tmp_path)
     nothing_ran(res, tmp_path)
     assert "error[CE0220]" in res.stderr and "`--agent oracle`" in res.stderr
-    # ce compile says the same for `--type oracle`
-    comp = ce("compile", t, "--type", "oracle", cwd=tmp_path)
-    assert comp.returncode == 1 and "CE0220" in comp.stderr
+    # ce compile says the same for `--type oracle`, naming the option, not a task key
+    # the task does not set (it said "(`agent.type: oracle`)")
+    for args, via in ((("--type", "oracle"), "`--agent oracle`"),
+                      (("--agent", "oracle"), "`--agent oracle`"),
+                      (("-D", "agent.type=oracle"), "`-D agent.type=oracle`")):
+        comp = ce("compile", t, *args, cwd=tmp_path)
+        assert comp.returncode == 1 and "CE0220" in comp.stderr
+        assert f"the oracle ({via}) has nothing to apply" in comp.stderr, comp.stderr
+    set_in_file = task(tmp_path, "agent: {type: oracle}\n" + t.read_text().split("\n", 2)[2],
+                       name="oracle.yaml")
+    comp = ce("compile", set_in_file, cwd=tmp_path)
+    assert "the oracle (`agent.type: oracle`) has nothing to apply" in comp.stderr
 
 
 def test_the_script_agent_with_nothing_to_play(tmp_path):
