@@ -104,12 +104,6 @@ def test_a_killed_ce_takes_the_zygote_the_inits_and_their_daemons_with_it(tmp_pa
             proc.wait()
 
 
-def tempfile_dir() -> str:
-    import tempfile
-
-    return tempfile.gettempdir()
-
-
 def _box(tmp_path, i: int = 0) -> TempdirSandbox:
     scratch = tmp_path / f"s{i}"
     scratch.mkdir()
@@ -196,10 +190,9 @@ def test_the_zygote_the_ce_script_boots_is_the_runs_and_waits_for_its_socket(tmp
     from ce_runtime import zygote_process
     from ce_runtime.execute.sandbox import tempdir
 
-    before = set(os.listdir(tempfile_dir()))
     zygote_process.start_early()
     booted = zygote_process._early
-    assert booted is not None and set(os.listdir(tempfile_dir())) == before
+    assert booted is not None
     tempdir.start_zygote_early()
     early = tempdir._EARLY[0]
     assert early.popen is booted and zygote_process.claim() is None
@@ -228,11 +221,14 @@ def test_a_booted_zygote_no_run_claims_ends_on_its_own(tmp_path):
     first = zygote_process._early
     zygote_process.discard()
     assert first.poll() is not None and zygote_process._early is None
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     proc = subprocess.Popen([sys.executable, "-I", "-S", zygote_process.ZYGOTE, "-"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=tmp_path)
+                            stderr=subprocess.PIPE, cwd=tmp_path, env={"TMPDIR": str(tmp)})
     out, err = proc.communicate(b"", timeout=60)  # ce exited before naming a socket
-    assert (proc.returncode, out, err) == (0, b"", b"") and os.listdir(tmp_path) == []
+    assert (proc.returncode, out, err) == (0, b"", b"")
+    assert sorted(os.listdir(tmp_path)) == ["tmp"] and os.listdir(tmp) == []
 
 
 def test_ce_run_uses_the_booted_zygote_and_leaves_no_process(tmp_path):
