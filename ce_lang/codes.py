@@ -145,8 +145,8 @@ _TABLE = [
      "more directory explicitly. The message never shows the file's content."),
     ("CE0217", "error", "not a regular file or directory",
      "ce reads only regular files and directories from the host: a FIFO, socket or device "
-     "(or a symlink to one, such as /dev/zero) named as a prompt file, dataset, criteria "
-     "file or experiment file (`-e`), or found inside a template or reference directory "
+     "(or a symlink to one, such as /dev/zero) named as a task file, prompt file, dataset, "
+     "criteria file or experiment file (`-e`), or found inside a template or reference directory "
      "would block or never end. "
      "Replace it with a regular file, or remove it from the directory."),
     ("CE0218", "error", "invalid repo source",

@@ -190,7 +190,11 @@ class _Compiler:
             else:
                 matches = hostfs.glob(p)
                 files = [m for m in matches if hostfs.isfile(m)]
-                if not files:
+                kind = hostfs.special_kind(p) if not files else None
+                if kind is not None:  # there, but a FIFO or device is never read
+                    diags.emit("CE0217", f"{p!r} is {kind}, not a task file", None,
+                               help="ce reads only regular files and directories")
+                elif not files:
                     diags.emit("CE0006", _no_file_why(p), None)
                 out.extend((m, True) for m in files)
         seen: set[str] = set()

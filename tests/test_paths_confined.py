@@ -432,3 +432,14 @@ def test_a_task_path_that_is_a_symlink_to_nothing_says_so(tmp_path):
         ("CE0006", f"'dangling' is a symlink to '{os.path.realpath(tmp_path)}/missing.yaml', "
                    "which does not exist"),
         ("CE0006", "'nothing.yaml' matches no file")]
+
+
+def test_a_task_path_that_is_a_device_or_fifo_is_never_read_and_says_so(tmp_path):
+    """`ce compile /dev/null` said "matches no file" of a path that is there: a device or
+    FIFO is CE0217, as inside a task (ce never reads one: it would block or never end)."""
+    os.mkfifo(tmp_path / "fifo.yaml")
+    rc, diags, _ = ce_compile("/dev/null", "fifo.yaml", cwd=tmp_path)
+    assert rc == 2
+    assert [(d["code"], d["message"]) for d in diags] == [
+        ("CE0217", "'/dev/null' is a character device, not a task file"),
+        ("CE0217", "'fifo.yaml' is a FIFO, not a task file")]
