@@ -132,6 +132,10 @@ def _share(k: int, jobs: int, items: Sequence[Any], grade, finish, abort, fd: in
                 _send(out, ("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
             out.flush()
         return 1
+    finally:  # closed here, a failing flush suppressed: left to its finalizer, a parent
+        # gone first (Ctrl-C, SIGTERM) printed "Exception ignored ... Broken pipe"
+        with contextlib.suppress(BaseException):
+            out.close()
 
 
 def _send(out, message: tuple) -> None:
