@@ -35,7 +35,13 @@ from ce_lang.lang.stdlib import load_file, stdlib_registry, user_registry
 from ce_lang.layers import Layer, Merged, merge_layers
 from ce_lang.lower import lower, lower_criterion
 from ce_lang.overrides import CommandLine, Override, overrides_layer_value, parse_overrides
-from ce_lang.paths import NotRegularFile, SuiteRoots, host_path_problem, read_regular_text
+from ce_lang.paths import (
+    NotRegularFile,
+    SuiteRoots,
+    host_path_problem,
+    no_task_file,
+    read_regular_text,
+)
 from ce_lang.plan import PLACED, Trial, plan_hash
 from ce_lang.row_refs import (
     check_layer_refs,
@@ -190,12 +196,9 @@ class _Compiler:
             else:
                 matches = hostfs.glob(p)
                 files = [m for m in matches if hostfs.isfile(m)]
-                kind = hostfs.special_kind(p) if not files else None
-                if kind is not None:  # there, but a FIFO or device is never read
-                    diags.emit("CE0217", f"{p!r} is {kind}, not a task file", None,
-                               help="ce reads only regular files and directories")
-                elif not files:
-                    diags.emit("CE0006", _no_file_why(p), None)
+                if not files:
+                    code, message, help_ = no_task_file(p)
+                    diags.emit(code, message, None, help=help_)
                 out.extend((m, True) for m in files)
         seen: set[str] = set()
         unique = []
@@ -592,14 +595,3 @@ def _kind(value: dict[str, Any]) -> str | None:
     if any(k in value for k in TASK_KEYS):
         return "task"
     return None
-
-
-def _no_file_why(p: str) -> str:
-    """Why the task path `p` names no file: a symlink that resolves to nothing (a loop, or
-    a missing target) is said as such, not as a glob that matched nothing."""
-    if hostfs.islink(p) and not hostfs.exists(p):
-        target = hostfs.realpath(p)
-        if hostfs.islink(target):  # realpath stops inside a loop
-            return f"{p!r} is a symlink loop: it cannot be resolved"
-        return f"{p!r} is a symlink to {target!r}, which does not exist"
-    return f"{p!r} matches no file"

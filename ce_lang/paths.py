@@ -128,6 +128,22 @@ NotRegularFile = hostfs.NotRegularFile
 read_regular = hostfs.read_regular
 
 
+def no_task_file(p: str) -> tuple[str, str, str | None]:
+    """(code, message, help) for a task path `p` that names no task file: a FIFO or
+    device is never read (CE0217), a symlink that resolves to nothing (a loop, a missing
+    target) is said as such, not as a glob that matched nothing (CE0006)."""
+    kind = hostfs.special_kind(p)
+    if kind is not None:
+        return ("CE0217", f"{p!r} is {kind}, not a task file",
+                "ce reads only regular files and directories")
+    if hostfs.islink(p) and not hostfs.exists(p):
+        target = hostfs.realpath(p)
+        if hostfs.islink(target):  # realpath stops inside a loop
+            return "CE0006", f"{p!r} is a symlink loop: it cannot be resolved", None
+        return "CE0006", f"{p!r} is a symlink to {target!r}, which does not exist", None
+    return "CE0006", f"{p!r} matches no file", None
+
+
 def read_regular_text(path: str) -> str:
     """UTF-8 text of a regular file (UnicodeDecodeError, OSError as `open` raises them)."""
     return read_regular(path).decode("utf-8")
