@@ -57,6 +57,8 @@ def test_the_agent_runs_the_mock_by_name(tmp_path, driver):
                       "task.json").read_text())
     assert res.returncode == 0, (res.stderr, rec.get("error"), rec.get("criteria"))
     assert rec["status"] == "SUCCESS"
+    assert "mock_path_dirs: missing-dir: no such directory in the workspace after set-up " \
+        "(skipped: nothing of it is on the agent's PATH)" in rec["setup"], rec["setup"]
 
 
 def test_mock_path_dirs_must_stay_in_the_workspace(tmp_path):
@@ -76,3 +78,24 @@ def test_the_mocks_are_first_on_the_agents_path_only():
     assert agent_path(spec, "/ws", "/usr/bin", AGENT) == "/ws/mocks:/ws/bin/tools:/usr/bin"
     assert agent_path(spec, "/ws", "/usr/bin", GRADER) == "/usr/bin"
     assert os.pathsep == ":"
+
+
+def test_a_mock_dir_missing_or_outside_the_workspace_is_said_in_the_setup_log(tmp_path):
+    """Skipped as in coder_eval, never silently: a misspelt name would leave the agent
+    running the real tool."""
+    from types import SimpleNamespace
+
+    from ce_runtime.execute.sandbox.workspace import _mark_mocks_executable
+
+    (tmp_path / "ws" / "mocks").mkdir(parents=True)
+    (tmp_path / "ws" / "mocks" / "tool").write_text("#!/bin/sh\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "ws" / "away").symlink_to(tmp_path / "outside")
+    plan = SimpleNamespace(sandbox=SimpleNamespace(mock_path_dirs=("mocks", "mokcs", "away")))
+    log: list[str] = []
+    _mark_mocks_executable(plan, str(tmp_path / "ws"), log)
+    assert log == ["mock_path_dirs: mocks: 1 executable(s)",
+                   "mock_path_dirs: mokcs: no such directory in the workspace after set-up "
+                   "(skipped: nothing of it is on the agent's PATH)",
+                   "mock_path_dirs: away: resolves outside the workspace (skipped)"]
+    assert os.stat(tmp_path / "ws" / "mocks" / "tool").st_mode & 0o111

@@ -182,10 +182,17 @@ def apply_sources(plan: Plan, task_dir: str, workspace: str, log: list[str],
 def _mark_mocks_executable(plan: Plan, root: str, log: list[str]) -> None:
     """`sandbox.mock_path_dirs`: the plain files right under each directory get +x (a
     template copy or starter file may not carry it). A directory that does not exist is
-    skipped, as in coder_eval; one that resolves outside the workspace is never touched."""
+    skipped, as in coder_eval, but said in the set-up log (a misspelt name otherwise left
+    the agent running the real tool with nothing to show why); one that resolves outside
+    the workspace is never touched."""
     for rel in plan.sandbox.mock_path_dirs:
         path = os.path.realpath(os.path.join(root, rel))
-        if not (path == root or path.startswith(root + os.sep)) or not os.path.isdir(path):
+        if not (path == root or path.startswith(root + os.sep)):
+            log.append(f"mock_path_dirs: {rel}: resolves outside the workspace (skipped)")
+            continue
+        if not os.path.isdir(path):
+            log.append(f"mock_path_dirs: {rel}: no such directory in the workspace after "
+                       "set-up (skipped: nothing of it is on the agent's PATH)")
             continue
         marked = 0
         for entry in os.scandir(path):
