@@ -20,6 +20,7 @@ import attrs
 
 from ce_lang import dataset as ds
 from ce_lang import hostfs
+from ce_lang import overrides as ov
 from ce_lang.convert import converter
 from ce_lang.diagnostics import Diagnostic, Diagnostics, dedupe
 from ce_lang.experiment import (
@@ -284,11 +285,11 @@ class _Compiler:
         flags: dict[Path, Any] = {}
         flag_spans: dict[Path, Span] = {}
         for path, value, name in ((("agent", "model"), self.opt.model, "--model"),
-                                  (("agent", "type"), self.opt.agent_type, "--type"),
+                                  (("agent", "type"), self.opt.agent_type, "--agent"),
                                   (("sandbox", "driver"), self.opt.driver, "--driver")):
             if value is not None:
                 flags[path] = value
-                flag_spans[path] = Span.point(f"<{name}>")
+                flag_spans[path] = ov.flag_span(name, str(value), self.sources)
         self.cli_paths = frozenset([*(o.path for o in overrides), *flags])
         if not overrides and not flags:
             return None

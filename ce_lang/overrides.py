@@ -54,6 +54,14 @@ def _span(source: str, text: str, start: int, end: int) -> Span:
     return Span(source, 1, start + 1, 1, max(end, start + 1) + 1, start, end)
 
 
+def flag_span(flag: str, value: str, sources: dict[str, str]) -> Span:
+    """Where a setting given by a flag (`--agent codex`) is: a one-line source of its
+    own, `<--agent>`, shown with a caret under the value like a `-D`'s."""
+    source, text = f"<{flag}>", f"{flag} {value}"
+    sources[source] = text
+    return _span(source, text, len(flag) + 1, len(text))
+
+
 @attrs.frozen
 class CommandLine:
     overrides: tuple[Override, ...]

@@ -59,9 +59,9 @@ def _runs(ctx: RuleContext) -> tuple[str, str | None]:
 
 def _via(ctx: RuleContext, agent: str, run_agent: str | None) -> str:
     """Where the agent running the task was chosen, as the user wrote it: `ce run
-    --agent`, `ce compile --agent/--type` (its span is `<--type>`), a `-D`, or a file."""
+    --agent`, `ce compile --agent/--type` (its span is `<--agent>`), a `-D`, or a file."""
     source = ctx.at(("agent", "type")).file
-    if run_agent == agent or source == "<--type>":
+    if run_agent == agent or source == "<--agent>":
         return f"`--agent {agent}`"
     if source.startswith("<-D"):
         return f"`-D agent.type={agent}`"

@@ -80,6 +80,12 @@ def test_oracle_with_nothing_to_apply(tmp_path):
         comp = ce("compile", t, *args, cwd=tmp_path)
         assert comp.returncode == 1 and "CE0220" in comp.stderr
         assert f"the oracle ({via}) has nothing to apply" in comp.stderr, comp.stderr
+    # the diagnostic points at the option's value, shown like a -D's (it said `<--type>:1:1`
+    # with no source line, whichever of --agent and --type was given)
+    comp = ce("compile", t, "--type", "orcale", cwd=tmp_path)
+    assert "<--agent>:1:9: error[CE0105]: unknown agent type `orcale`\n  |\n" \
+        "1 | --agent orcale\n  |         ^^^^^^\n  = help: did you mean `oracle`?" \
+        in comp.stderr, comp.stderr
     set_in_file = task(tmp_path, "agent: {type: oracle}\n" + t.read_text().split("\n", 2)[2],
                        name="oracle.yaml")
     comp = ce("compile", set_in_file, cwd=tmp_path)
