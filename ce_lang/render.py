@@ -134,5 +134,9 @@ def _level(severity: str) -> str:
 
 
 def _uri(path: str) -> str:
+    """A URI reference, percent-encoded: a space is not allowed in one, and `#` or `?`
+    in a file name would start a fragment or a query, naming another file."""
+    from urllib.parse import quote
+
     rel = os.path.relpath(path) if os.path.isabs(path) else path
-    return rel.replace(os.sep, "/")
+    return quote(rel.replace(os.sep, "/"), safe="/")

@@ -78,6 +78,19 @@ def test_sarif_rendering(tmp_path):
         assert r["level"] == "error"
 
 
+def test_sarif_uri_of_a_path_with_a_space_or_hash_is_percent_encoded(tmp_path):
+    # a URI reference has no spaces, and `#` starts a fragment: `my tasks/b#1.yaml`
+    # written as is names another file (`my tasks/b`) to a SARIF consumer
+    (tmp_path / "my tasks").mkdir()
+    (tmp_path / "my tasks" / "b#1.yaml").write_text(BAD)
+    res = run(["compile", "my tasks/b#1.yaml", "--format", "sarif"], tmp_path)
+    assert res.exit_code == 1
+    [run_] = json.loads(res.output)["runs"]
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in run_["results"]}
+    assert uris == {"my%20tasks/b%231.yaml"}
+
+
 def test_explain_prints_the_code_table_entry():
     res = CliRunner().invoke(main, ["compile", "--explain", "CE0101"])
     assert res.exit_code == 0

@@ -144,6 +144,21 @@ def test_task_file_outside_base_is_a_file_uri(tmp_path):
     assert uri == "file:///elsewhere/t.yaml"
 
 
+def test_a_task_path_with_a_space_or_hash_is_a_valid_uri_reference(tmp_path):
+    """SARIF's `uri` is a URI reference: a space is not allowed in one and `#` starts a
+    fragment, so `my tasks/t#1.yaml` must be percent-encoded or a consumer reads another
+    file (`my tasks/t`)."""
+    import urllib.parse
+
+    rec = {"trial_id": "v/t/00", "variant_id": "v", "task_id": "t", "status": "ERROR",
+           "task_file": str(tmp_path / "my tasks" / "t#1%.yaml"), "criteria": []}
+    doc = json.loads(render_sarif([rec], "0.1.0", base=str(tmp_path)))
+    [r] = check_essentials(doc)
+    uri = r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "my%20tasks/t%231%25.yaml"
+    assert urllib.parse.unquote(uri) == "my tasks/t#1%.yaml"
+
+
 # `ce run`, with the SARIF writer observed: at the moment it writes the SARIF, is the run
 # directory's lock still held? (a second open file description's flock says so, even in
 # the same process)

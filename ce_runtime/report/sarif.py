@@ -52,6 +52,10 @@ def _criterion_lines(task_file: str | None) -> dict[int, int]:
 
 
 def _uri(path: str | None, base: str) -> str:
+    """A URI reference, percent-encoded: a space is not allowed in one and `#` or `?`
+    in a file name would start a fragment or a query, naming another file."""
+    from urllib.parse import quote
+
     if not path:
         return "unknown-task-file"
     full = os.path.abspath(path)
@@ -61,7 +65,7 @@ def _uri(path: str | None, base: str) -> str:
         rel = full
     if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
         return pathlib.Path(full).as_uri()
-    return rel.replace(os.sep, "/")
+    return quote(rel.replace(os.sep, "/"), safe="/")
 
 
 def _index(criterion_id: Any) -> int | None:
