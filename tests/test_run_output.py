@@ -59,3 +59,74 @@ def test_an_agent_crash_says_why_on_its_progress_line(capsys, monkeypatch):
     assert lines[1].endswith("- pre_run failed")
     assert crashed.error_reason == "the agent ended in an error: exit 3"
     assert TrialRecord(trial_id="x", status=Status.FAILURE, error="e").error_reason is None
+
+
+def test_plain_output_says_what_is_running_after_a_silence(capsys, monkeypatch):
+    """A CI log (no terminal) printed a line only when a trial ended: minutes of silence
+    for an agent's trial, which looks hung (and some CI services end such a job)."""
+    import time
+
+    monkeypatch.setenv("CE_PROGRESS_EVERY", "0.1")
+    progress = Progress(3, 1)
+    try:
+        assert progress.live is None
+        progress.start(SimpleNamespace(trial_id="v/slow/00"))
+        progress.start(SimpleNamespace(trial_id="v/other/00"))
+
+        def wait_for(text: str) -> str:
+            err, deadline = "", time.monotonic() + 10
+            while text not in err and time.monotonic() < deadline:
+                time.sleep(0.05)
+                err += capsys.readouterr().err
+            return err
+
+        err = wait_for("running")
+        progress.done(SimpleNamespace(trial_id="v/slow/00"),
+                      {"trial_id": "v/slow/00", "status": "SUCCESS", "weighted_score": 1.0})
+        after = wait_for("running   v/other/00")
+        progress.done(SimpleNamespace(trial_id="v/other/00"),
+                      {"trial_id": "v/other/00", "status": "SUCCESS", "weighted_score": 1.0})
+        time.sleep(0.3)  # nothing running: no more `running` lines
+        after += capsys.readouterr().err
+    finally:
+        progress.close()
+    assert "[1/3] running   v/slow/00 0s, v/other/00 0s" in err, err
+    lines = after.splitlines()
+    assert lines[0].startswith("[2/3] SUCCESS   v/slow/00"), after
+    assert lines[1].startswith("[2/3] running   v/other/00"), after
+    assert lines[-1].startswith("[3/3] SUCCESS   v/other/00"), after
+
+
+def test_the_progress_interval_is_read_leniently(monkeypatch):
+    from ce_runtime.cli.run_output import HEARTBEAT_S, _clock, _heartbeat_s
+
+    for raw, want in (("", HEARTBEAT_S), ("30", 30.0), ("0", 0.0), ("-5", 0.0),
+                      ("nan", 0.0), ("inf", 0.0), ("soon", HEARTBEAT_S)):
+        monkeypatch.setenv("CE_PROGRESS_EVERY", raw)
+        assert _heartbeat_s() == want, raw
+    assert [_clock(s) for s in (0.4, 59.9, 60, 185, 3725)] == \
+        ["0s", "59s", "1m00s", "3m05s", "1h02m"]
+
+
+def test_a_run_logs_its_running_trial_while_it_runs(tmp_path):
+    """End to end: `ce run` into a log (stderr not a terminal) with a trial that takes a
+    while says it is running before it ends."""
+    import os
+    import subprocess
+
+    (tmp_path / "t.yaml").write_text(
+        "task_id: slow\ndescription: a trial that takes a while\ninitial_prompt: wait\n"
+        "agent: {type: script, script: [{run: sleep 1.5}]}\n"
+        "sandbox: {driver: tempdir, python: null}\n"
+        "success_criteria:\n  - {type: command_executed, command_pattern: sleep, "
+        "description: it waited}\n")
+    env = {**os.environ, "CE_PROGRESS_EVERY": "0.4"}
+    res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", "t.yaml",
+                          "--runs-root", "runs"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    running = [n for n, line in enumerate(lines) if line.startswith("[0/1] running   "
+                                                                     "default/slow/00 ")]
+    ended = [n for n, line in enumerate(lines) if line.startswith("[1/1] SUCCESS")]
+    assert running and ended and running[-1] < ended[0], res.stderr

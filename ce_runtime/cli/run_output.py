@@ -8,12 +8,18 @@ import sys
 
 import click
 
+HEARTBEAT_S = 60.0  # plain output: a `running` line after this long without a line
+
 
 class Progress:
     """One line per running trial and counts by status: a live rich display on a terminal,
-    plain lines otherwise (CI logs stay readable)."""
+    plain lines otherwise (CI logs stay readable). Plain output also says which trials are
+    running after HEARTBEAT_S without a line (CE_PROGRESS_EVERY=SECONDS to change it):
+    an agent's trial takes minutes, and a CI log silent that long looks hung (some CI
+    services end a job whose log is silent for 10 minutes)."""
 
     def __init__(self, total: int, done: int, quiet: bool = False):
+        import threading
         import time
 
         self.total, self.count = total, done
@@ -23,6 +29,13 @@ class Progress:
         self._time = time.monotonic
         self.live = None
         self.quiet = quiet
+        self._lock = threading.Lock()  # the heartbeat prints from its own thread
+        self._last_line = self._time()
+        self._stop = threading.Event()
+        every = _heartbeat_s()
+        if not quiet and every and not (sys.stderr.isatty() and "CE_PLAIN" not in os.environ):
+            threading.Thread(target=self._heartbeat, args=(every,), daemon=True,
+                             name="ce-progress").start()
         if not quiet and sys.stderr.isatty() and "CE_PLAIN" not in os.environ:
             from rich.console import Console
             from rich.live import Live
@@ -45,6 +58,18 @@ class Progress:
         counts = "  ".join(f"{s} {n}" for s, n in sorted(self.by_status.items()))
         table.add_row("[bold]done[/]", f"{self.count}/{self.total}", counts)
         return table
+
+    def _heartbeat(self, every: float) -> None:
+        while not self._stop.wait(min(every, 5.0)):
+            with self._lock:  # never after the line of a trial it names as running
+                now = self._time()
+                running = sorted(list(self.running.items()), key=lambda kv: kv[1])
+                if not running or now - self._last_line < every:
+                    continue
+                shown = ", ".join(f"{t} {_clock(now - s)}" for t, s in running[:3])
+                more = f" (+{len(running) - 3} more)" if len(running) > 3 else ""
+                self._last_line = now
+                self._print_locked(f"[{self.count}/{self.total}] running   {shown}{more}")
 
     def start(self, trial) -> None:
         self.running[trial.trial_id] = self._time()
@@ -72,6 +97,11 @@ class Progress:
                     f"{rec.duration_s or 0.0:.1f}s {shown}{early}{why}")
 
     def _print(self, line: str) -> None:
+        with self._lock:
+            self._last_line = self._time()
+            self._print_locked(line)
+
+    def _print_locked(self, line: str) -> None:
         if self.quiet:
             return
         try:
@@ -85,9 +115,30 @@ class Progress:
             stderr_gone()
 
     def close(self) -> None:
+        self._stop.set()
         if self.live is not None:
             self.live.__exit__(None, None, None)
             self.live = None
+
+
+def _heartbeat_s() -> float:
+    """CE_PROGRESS_EVERY (seconds; 0 turns the lines off), else HEARTBEAT_S."""
+    raw = os.environ.get("CE_PROGRESS_EVERY", "")
+    try:
+        value = float(raw) if raw.strip() else HEARTBEAT_S
+    except ValueError:
+        return HEARTBEAT_S
+    return value if value > 0 and value != float("inf") else 0.0
+
+
+def _clock(seconds: float) -> str:
+    """`42s`, `3m05s`, `1h02m`: a running trial's age."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def stderr_gone() -> None:
