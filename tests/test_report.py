@@ -643,6 +643,28 @@ def test_junit_of_an_interrupted_run_says_trials_did_not_run():
     assert ET.fromstring(R.render_junit(recs, [], complete)).get("errors") == "0"
 
 
+def test_junit_has_the_min_pass_rate_gate_of_each_variant():
+    # `ce run --min-pass-rate 0.5`: variant b below it fails the run (exit 1), but the
+    # JUnit file had only the trials, so a CI test report could not say why the job
+    # failed, nor that a run with failed trials passed its gate
+    recs = [record("a", "t1", criteria=[crit("c0", "file_exists", 1.0)]),
+            record("a", "t2", status="FAILURE", criteria=[crit("c0", "file_exists", 0.0)]),
+            record("b", "t1", status="FAILURE", criteria=[crit("c0", "file_exists", 0.0)]),
+            record("b", "t2", status="ERROR", criteria=[])]
+    summary = R.summary(recs, [], "r", {"min_pass_rate": 0.5})
+    root = ET.fromstring(R.render_junit(recs, [], summary))
+    a = root.find("testsuite[@name='a']/testcase[@name='--min-pass-rate 0.5']")
+    assert a.find("failure") is None
+    assert a.find("system-out").text == "1 of 2 trial(s) succeeded (50.0%)"
+    b = root.find("testsuite[@name='b']/testcase[@name='--min-pass-rate 0.5']/failure")
+    assert b.get("type") == "MIN_PASS_RATE"
+    assert b.get("message") == "0 of 2 trial(s) succeeded (0.0%), below --min-pass-rate 0.5"
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("6", "3", "1")
+    # without the gate, nothing is added
+    plain = ET.fromstring(R.render_junit(recs, [], R.summary(recs, [], "r", None)))
+    assert plain.get("tests") == "4"
+
+
 def test_junit_error_falls_back_to_the_agent_outcome():
     rec = record("v", "t", status="ERROR", criteria=[],
                  outcome=("error", "the task has no reference solution"))

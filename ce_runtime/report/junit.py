@@ -1,5 +1,5 @@
-"""JUnit XML for CI: a testsuite per variant, a testcase per trial and per thresholded
-suite gate."""
+"""JUnit XML for CI: a testsuite per variant, a testcase per trial, per thresholded
+suite gate and per variant's `--min-pass-rate` gate."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
                  summary: dict[str, Any] | None = None) -> str:
     """JUnit XML: a testsuite per variant, a testcase per trial (failure for a failed
     verdict or a run limit, error for ERROR, skipped for NOT_GRADED) and one per suite
-    gate with thresholds (classname `suite.<suite_id>`). With the run's `summary`, a run
+    gate with thresholds (classname `suite.<suite_id>`). With the run's `summary`, one per
+    variant for `--min-pass-rate` (classname `gate`), and a run
     that did not run every planned trial (Ctrl-C, a lost executor) adds a testcase in
     error in a testsuite `(run)`: without it the file listed the trials that ran, all
     green, and nothing of the others."""
@@ -101,6 +102,25 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         shown = {k: v for k, v in g.metrics.items() if k != "f1.macro"}
         ET.SubElement(tc, "system-out").text = _x(
             "\n".join(f"{k} = {fmt_metric(v)}" for k, v in shown.items()))
+
+    rate = (summary or {}).get("min_pass_rate")
+    gated = (summary or {}).get("variants") or {} if rate is not None else {}
+    for variant, v in gated.items():
+        # `--min-pass-rate` decides the exit status: without its testcase a CI test
+        # report showed failed trials and no reason why the run passed or failed
+        ts = suite(variant)
+        c = counts[variant]
+        c["tests"] += 1
+        ok, n = (v.get("by_status") or {}).get(Status.SUCCESS.value, 0), v.get("trials") or 0
+        tc = ET.SubElement(ts, "testcase", classname="gate",
+                           name=f"--min-pass-rate {rate:g}", time="0.000")
+        share = f"{ok} of {n} trial(s) succeeded ({100 * ok / n if n else 0:.1f}%)"
+        if n and ok / n < rate:
+            c["failures"] += 1
+            ET.SubElement(tc, "failure", type="MIN_PASS_RATE",
+                          message=f"{share}, below --min-pass-rate {rate:g}")
+        else:
+            ET.SubElement(tc, "system-out").text = share
 
     state = (summary or {}).get("status")
     if state in ("interrupted", "incomplete"):
