@@ -124,6 +124,7 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
     deadline = time.monotonic() + limits.task_timeout if limits.task_timeout else None
     stop_seen: float | None = None
     timed_out = False
+    why = ""  # which timeout stopped the agent: the trace and the outcome say it
     try:
         while not task.done():
             await asyncio.wait({task}, timeout=0.05)
@@ -132,6 +133,12 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
                     limits.turn_timeout and sink.turn_started is not None
                     and now - sink.turn_started > limits.turn_timeout)):
                 timed_out = True
+                if sink.limit_hit is None:
+                    why = (f"task_timeout ({limits.task_timeout:g}s)"
+                           if deadline is not None and now > deadline else
+                           f"turn_timeout ({limits.turn_timeout:g}s, turn {sink.turns})")
+                    sink.emit(T.Message(sink.clock(), "system",
+                                        f"ce: {why} reached: stopping the agent"))
                 sink.limit_hit = sink.limit_hit or Status.TIMEOUT
                 stop.set()
             if stop.is_set():
@@ -145,11 +152,15 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
                 await task
     if task.cancelled():
         return AgentOutcome("stopped" if sink.limit_hit is None else "killed",
-                            sink.limit_hit or "")
+                            why or sink.limit_hit or "")
     try:
-        return task.result()
+        outcome = task.result()
     except Exception as exc:
         return AgentOutcome("error", f"{type(exc).__name__}: {exc}")
+    if why:  # the agent only saw a stop: say which limit it was
+        return attrs.evolve(outcome, detail=f"{why}; {outcome.detail}" if outcome.detail
+                            else why)
+    return outcome
 
 
 def agent_request(trial: Trial, sandbox, agent_name: str,
