@@ -129,6 +129,35 @@ def test_a_write_failure_in_a_run_dir_names_the_path_and_marks_run_json(tmp_path
     assert "marked failed" in res.stderr
 
 
+@pytest.mark.parametrize("markable", [True, False])
+def test_a_full_disk_says_so_and_how_to_go_on(tmp_path, capsys, markable):
+    """A write() that fails with ENOSPC names no file: the run said only `operating
+    system error: No space left on device`, and nothing of what to do when run.json could
+    not be marked either (measured on a 2 MB tmpfs: stopped at trial 120 of 240; a resume
+    once there was space finished the run)."""
+    import errno
+
+    from ce_runtime.cli.run import _write_failed
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"status": "running"}))
+    if not markable:  # run.json cannot be rewritten (on a full disk: its rewrite fails)
+        (run_dir / "run.json").write_text("{")
+    with pytest.raises(SystemExit) as stop:
+        _write_failed(OSError(errno.ENOSPC, "No space left on device"), str(run_dir))
+    err = capsys.readouterr().err
+    assert stop.value.code == 1
+    assert f"ce run: the disk holding {run_dir} is full (No space left on device)\n" in err
+    assert f"finished trials are kept (`ce run --resume {run_dir}` once there is space)" \
+        in err, err
+    if markable:
+        assert load_run_json(str(run_dir))["error"] == \
+            f"the disk holding {run_dir} is full (No space left on device)"
+    else:
+        assert "could not be marked failed either" in err
+
+
 # -- a reader that stops early -------------------------------------------------------------
 LONG = ("task_id: long\ndescription: long\ninitial_prompt: go\nagent:\n  type: script\n"
         "  script:\n    - say: '" + "x" * 200_000 + "'\nsandbox: {python: null}\n"

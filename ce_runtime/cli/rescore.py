@@ -172,6 +172,8 @@ def _write_failed(exc: OSError) -> None:
         if exc.errno == errno.EEXIST and os.path.isfile(exc.filename):
             why = "a file where a directory must go"
         what = f"{path}: {why}"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):  # a write() names no file
+        what = f"a disk is full (the results' or the scratch's: {exc.strerror or exc})"
     else:
         what = f"operating system error: {exc.strerror or exc}"
     click.echo(f"ce rescore: {what}; no results written", err=True)

@@ -417,11 +417,16 @@ def _write_failed(exc: OSError, run_dir: str | None, resume_dir: str | None = No
     when it can still be written (else the message says it could not). A resume that
     failed before it held the run's lock (`resume_dir` without `run_dir`) changed
     nothing of the run."""
+    import errno
+
     from ce_runtime.execute import suite as R
 
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
     if exc.filename:
         path = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
         what = f"cannot write {path}: {exc.strerror or exc}"
+    elif full and run_dir:  # a write() names no file: say which disk
+        what = f"the disk holding {run_dir} is full ({exc.strerror or exc})"
     else:  # an OS error that names no file (a sandbox that could not start, ...)
         what = f"operating system error: {exc.strerror or exc}"
     click.echo(f"ce run: {what}", err=True)
@@ -442,9 +447,12 @@ def _write_failed(exc: OSError, run_dir: str | None, resume_dir: str | None = No
     except (OSError, ValueError, TypeError, AttributeError) as again:
         click.echo(f"ce run: {os.path.join(run_dir, 'run.json')} could not be marked "
                    f"failed either: {again}", err=True)
+        click.echo(f"ce run: finished trials are kept (`ce run --resume {run_dir}` once "
+                   f"{'there is space' if full else 'the cause is fixed'})", err=True)
     else:
         click.echo(f"ce run: {os.path.join(run_dir, 'run.json')} marked failed; finished "
-                   f"trials are kept (`ce run --resume {run_dir}` once the cause is fixed)",
+                   f"trials are kept (`ce run --resume {run_dir}` once "
+                   f"{'there is space' if full else 'the cause is fixed'})",
                    err=True)
     sys.exit(1)
 
