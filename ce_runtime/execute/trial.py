@@ -152,6 +152,14 @@ def _budget_spent(sink):
     return spent
 
 
+def _past_the_script(server) -> int:
+    """The agent's model calls the scripted server answered past the script's last step
+    (with END_TEXT): a script too short for the session the agent held."""
+    end = len(server.script.steps)
+    return sum(1 for e in server.log if e["step"] is not None and e["step"] >= end
+               and e["api"] != "simulated-user" and "refused" not in e)
+
+
 def _status(error: str | None, outcome: AgentOutcome | None, limit: str | None,
             success: bool | None) -> Status:
     if error is not None:
@@ -276,6 +284,16 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
                         refused = sum(1 for e in model_server.log if "refused" in e)
                         if refused:
                             notes["model_server"]["refused"] = refused
+                        past = _past_the_script(model_server)
+                        if past:
+                            from ce_runtime.model_server.script import END_TEXT
+
+                            notes["model_server"]["past_end"] = past
+                            sink.emit(T.Message(
+                                sink.clock(), "system",
+                                f"ce: the agent made {past} model call(s) past the last "
+                                f"step of its scripted session; each was answered "
+                                f"{END_TEXT!r}"))
                         notes["model_server"]["requests"] = len(model_server.log)
                         # the models the agent's calls asked for (side requests too)
                         notes["model_server"]["models"] = list(dict.fromkeys(
