@@ -584,6 +584,23 @@ def test_markdown_content(records, gates, summ):
     assert "Suite gates" not in single and "## Failures" not in single
 
 
+def test_markdown_says_why_a_run_limit_trial_failed_with_every_criterion_passed():
+    # a TIMEOUT whose criteria all pass failed the run with nothing said: no Failures
+    # entry and an empty Notes cell, where the JUnit and SARIF files named the limit
+    rec = record("v", "t", status="TIMEOUT", outcome=("stopped", "task_timeout (2s)"),
+                 criteria=[crit("c0", "file_exists", 1.0)])
+    text = R.render_markdown(R.summary([rec], [], "r", None), [rec], [])
+    row = next(line for line in text.splitlines() if line.startswith("| `t`"))
+    assert row.endswith("| stopped: task_timeout (2s) |")
+    failures = text.split("## Failures")[1]
+    assert "### `v/t/00` — TIMEOUT (score 1.00)" in failures
+    assert "- agent ended: stopped: task_timeout (2s)" in failures
+    # and the JUnit failure names the limit, not "no criterion failed"
+    junit = ET.fromstring(R.render_junit([rec], []))
+    assert junit.find("testsuite/testcase/failure").get("message") == \
+        "TIMEOUT: stopped: task_timeout (2s)"
+
+
 def test_markdown_escapes_table_cells():
     rec = record("v", "t", status="ERROR", error="boom | bad\nsecond line", criteria=[])
     s = R.summary([rec], [], "r", None)

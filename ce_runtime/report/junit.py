@@ -76,8 +76,12 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
             el.text = _x(body) or None
         elif status != Status.SUCCESS:  # a failed verdict, a run limit (or a status unknown)
             c["failures"] += 1
+            outcome = rec.agent_outcome
+            limit = (f"{outcome.reason}: {outcome.detail}".rstrip(": ")
+                     if outcome is not None and outcome.reason and status != Status.FAILURE
+                     else None)  # which run limit stopped it
             summary_line = f"{status}: " + (", ".join(str(f.id) for f in failures)
-                                            or (rec.error or "no criterion failed"))
+                                            or rec.error or limit or "no criterion failed")
             el = ET.SubElement(tc, "failure", type=_x(status), message=_x(summary_line))
             el.text = _x(body) or None
         notes = []

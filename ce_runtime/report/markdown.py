@@ -19,7 +19,13 @@ from ce_runtime.report.text import (
     fmt_signed,
     fmt_tokens,
 )
-from ce_runtime.store.record import CriterionRecord, Status, TrialRecord, as_records
+from ce_runtime.store.record import (
+    NOT_FAILED_STATUSES,
+    CriterionRecord,
+    Status,
+    TrialRecord,
+    as_records,
+)
 
 
 def _cell(text: Any, limit: int = 160) -> str:
@@ -178,7 +184,10 @@ def render_markdown(summary: dict[str, Any], records: Records,
             w(note)
             w("")
 
-    failing = [rec for rec in records if failed_criteria(rec) or rec.error]
+    # a run limit (TIMEOUT, MAX_TURNS_EXHAUSTED, ...) fails a trial whose criteria pass:
+    # listed too, with how the agent ended, or the report said nothing of why it failed
+    failing = [rec for rec in records if failed_criteria(rec) or rec.error
+               or rec.status not in NOT_FAILED_STATUSES]
     if failing:
         w("## Failures")
         w("")
@@ -316,6 +325,11 @@ def _trial_cells(rec: TrialRecord, budgeted: bool) -> list[str]:
         notes.append("failed: " + ", ".join(_code(c.id) for c in failures))
     if rec.error:
         notes.append("error: " + _cell(rec.error, 80))
+    elif status not in (*NOT_FAILED_STATUSES, Status.FAILURE) and \
+            rec.agent_outcome is not None and rec.agent_outcome.reason:  # a run limit: which
+        outcome = rec.agent_outcome
+        notes.append(_cell(outcome.reason) + (f": {_cell(outcome.detail, 80)}"
+                                              if outcome.detail else ""))
     cells.append("; ".join(notes))
     return cells
 
