@@ -185,7 +185,7 @@ def _system_prompt(request: AgentRequest) -> Any:
 def _plugins(plugins: Any, request: AgentRequest) -> list[dict[str, Any]]:
     out = []
     for plugin in plugins or []:
-        item = dict(plugin)
+        item = {"type": "local", **plugin}  # the SDK's only type; it fails on a missing one
         path = item.get("path")
         if isinstance(path, str):
             path = os.path.expandvars(os.path.expanduser(path))

@@ -114,10 +114,16 @@ def _plugin_paths(ctx: Any) -> None:
             continue
         at: Path = ("agent", "plugins", i, "path")
         resolved = os.path.join(task_dir, hostfs.expandvars(hostfs.expanduser(raw)))
-        problem = host_path_problem(raw, os.path.normpath(resolved), task_file, ctx.roots)
+        resolved = os.path.normpath(resolved)
+        problem = host_path_problem(raw, resolved, task_file, ctx.roots)
         if problem is not None:
             code, message, help_ = problem
             emit_for_rows(ctx, code, f"`{ctx.name(at)}`: {message}", at, help_)
+        elif not hostfs.isdir(resolved):  # else every trial would end ERROR at set-up
+            emit_for_rows(ctx, "CE0207", f"`{ctx.name(at)}`: directory {raw!r} "
+                          + ("is not a directory" if hostfs.exists(resolved) else "not found")
+                          + f" (resolved against the task's directory: {resolved})", at,
+                          "a Claude Code plugin directory, relative to the task file")
 
 
 def repo_rules(ctx: Any) -> None:

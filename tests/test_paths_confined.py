@@ -443,3 +443,31 @@ def test_a_task_path_that_is_a_device_or_fifo_is_never_read_and_says_so(tmp_path
     assert [(d["code"], d["message"]) for d in diags] == [
         ("CE0217", "'/dev/null' is a character device, not a task file"),
         ("CE0217", "'fifo.yaml' is a FIFO, not a task file")]
+
+
+# -- agent.plugins ----------------------------------------------------------------------------
+def test_a_missing_plugin_directory_is_a_compile_error(tmp_path):
+    """`agent.plugins[].path` names a directory the agent's sandbox is given: a missing one
+    (or a file) is CE0207 as a missing template_dir is; it compiled clean and every trial
+    ended ERROR at the agent's set-up ('No such file or directory')."""
+    t = tmp_path / "suite" / "t"
+    path = task(t, "agent: {plugins: [{path: nope}, {path: task.yaml}, {path: plug}]}\n")
+    (t / "plug").mkdir()
+    errs = errors_of(compile_paths([str(path)]))
+    assert [c for c, _ in errs] == ["CE0207", "CE0207"], errs
+    assert errs[0][1].startswith("`agent.plugins[0].path`: directory 'nope' not found")
+    assert errs[1][1].startswith("`agent.plugins[1].path`: directory 'task.yaml' is not a "
+                                 "directory")
+
+
+def test_a_plugin_without_a_type_is_a_local_one(tmp_path):
+    """The SDK's only plugin type is `local`, and it failed with "KeyError: 'type'" on an
+    entry without one (`plugins: [{path: my-plugin}]`)."""
+    import types
+
+    from ce_agents.claude_code import _plugins
+
+    request = types.SimpleNamespace(task_dir=str(tmp_path),
+                                    sandbox=types.SimpleNamespace(share=lambda p: p))
+    assert _plugins([{"path": "p"}, {"type": "local", "path": "/q"}], request) == [
+        {"type": "local", "path": str(tmp_path / "p")}, {"type": "local", "path": "/q"}]
