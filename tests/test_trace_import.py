@@ -246,6 +246,29 @@ def test_session_without_end_turn_has_no_agent_end():
                             (2, "tool call t repeated; the repeat is skipped")]
 
 
+def test_session_cost_comes_from_its_cost_state_record():
+    """A session's messages carry tokens, never a cost; Claude Code 2.1 writes the
+    session's total (`cost-state`, `totalCostUSD`) into the transcript. The imported
+    trace cost $0 (a criterion on trace.cost_usd passed on nothing); now it tops the
+    usage up to that total once, after the last turn, as stream-json's result does."""
+    entry = {"type": "assistant", "uuid": "u1", "timestamp": "2025-06-01T10:00:00Z",
+             "sessionId": "s", "parentUuid": None,
+             "message": {"id": "m", "role": "assistant", "model": MODEL,
+                         "stop_reason": "end_turn", "content": [{"type": "text", "text": "hi"}],
+                         "usage": {"input_tokens": 1000, "output_tokens": 20}}}
+    state = {"type": "cost-state", "sessionId": "s", "totalCostUSD": 0.0033,
+             "modelUsage": {MODEL: {"inputTokens": 1000, "outputTokens": 20,
+                                    "costUSD": 0.0033}}}
+    res = import_claude_session(_lines(entry, state))
+    assert res.warnings == []
+    assert _usage_sum(res.events) == [1000, 20, 0, 0, pytest.approx(0.0033)]
+    kinds = [type(e).__name__ for e in res.events]
+    assert kinds[-3:] == ["TurnEnd", "Usage", "AgentEnd"]
+    assert res.events[-2] == T.Usage(0.0, cost_usd=pytest.approx(0.0033))
+    # no cost-state (older CLIs): no cost is made up
+    assert _usage_sum(import_claude_session(_lines(entry)).events)[4] == 0.0
+
+
 # ---------------------------------------------------------------- coder_eval task.json
 
 def test_coder_eval_task_json_exact_events():

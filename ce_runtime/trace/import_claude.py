@@ -173,11 +173,14 @@ def import_claude_session(data: bytes, *, task_id: str | None = None,
     seen: set[str] = set()
     t0: datetime | None = None
     session_id = ""
+    cost: float | None = None  # the session's own total (its last `cost-state` record)
     for line, rec in json_lines(data, b.warnings):
         ts = parse_datetime(rec.get("timestamp"))
         if ts is not None and t0 is None:
             t0 = ts
         kind = rec.get("type")
+        if kind == "cost-state" and isinstance(rec.get("totalCostUSD"), int | float):
+            cost = float(rec["totalCostUSD"])
         if kind not in ("user", "assistant"):
             continue  # summary, system, file-history-snapshot, ...: not agent activity
         uuid = rec.get("uuid")
@@ -195,6 +198,9 @@ def import_claude_session(data: bytes, *, task_id: str | None = None,
         else:
             b.at(t)
             b.user(line, rec.get("message"), bool(rec.get("isMeta") or rec.get("isCompactSummary")))
+    if cost is not None:  # messages carry tokens, no cost: the CLI's total prices them
+        b.end_turn()
+        b.reconcile(b.agent_base, tuple(b.tokens), cost)  # type: ignore[arg-type]
     if b.last_stop in ("end_turn", "stop_sequence"):
         b.end_agent("finished", f"inferred: the last message stopped with {b.last_stop}")
     return b.finish("claude-session", trial_id or stem_id(name) or session_id or "imported",
