@@ -130,3 +130,26 @@ def test_a_run_logs_its_running_trial_while_it_runs(tmp_path):
                                                                      "default/slow/00 ")]
     ended = [n for n, line in enumerate(lines) if line.startswith("[1/1] SUCCESS")]
     assert running and ended and running[-1] < ended[0], res.stderr
+
+
+def test_the_end_of_a_run_says_why_its_trials_errored():
+    """Grouped by reason, most frequent first: with -q the run said `8 ERROR` and nothing
+    of why."""
+    from ce_runtime.cli.run_output import error_lines
+
+    def rec(n: int, status: str, error: str | None = None, **extra) -> dict:
+        return {"trial_id": f"default/t{n}/00", "task_id": f"t{n}", "status": status,
+                "error": error, **extra}
+
+    records = [rec(1, "ERROR", "sandbox set-up failed: disk\n  full"),
+               rec(2, "SUCCESS"), rec(3, "FAILURE"),
+               rec(4, "ERROR", "sandbox set-up failed: disk full"),
+               rec(5, "ERROR", None, agent_outcome={"reason": "error", "detail": "exit 7"}),
+               rec(6, "ERROR")]
+    assert error_lines(records) == [
+        "ERROR in 2 trial(s) (default/t1/00, ...): sandbox set-up failed: disk full",
+        "ERROR in 1 trial(s) (default/t5/00): the agent ended in an error: exit 7",
+        "ERROR in 1 trial(s) (default/t6/00): no reason recorded"]
+    assert error_lines(records, most=1)[-1] == \
+        "ERROR in 2 more trial(s), 2 other reason(s): see the report"
+    assert error_lines([rec(2, "SUCCESS")]) == []

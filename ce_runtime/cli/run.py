@@ -499,7 +499,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     without one) and the summary table; the exit code. A lost trial (its directory
     deleted while it ran) is listed and makes the exit 1. `error`: what stopped the run
     short other than a signal (an executor that did not start)."""
-    from ce_runtime.cli.run_output import summary_table
+    from ce_runtime.cli.run_output import error_lines, summary_table
 
     lost = [dict(r) for r in lost]
     summary = None
@@ -526,6 +526,8 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     if summary.get("exit_code"):  # why it is not a pass: a gate, a rate, a Ctrl-C ...
         for reason in summary.get("exit_reasons") or ():  # the run's own path for RUN
             click.echo(f"not passed: {reason.replace('--resume RUN`', f'--resume {run_dir}`')}")
+    for line in error_lines(records):
+        click.echo(line)
     if junit_xml:  # said as `--sarif` says its file (written by then, or the run failed)
         from ce_runtime.report.junit import junit_counts
 

@@ -150,6 +150,29 @@ def stderr_gone() -> None:
     os.close(devnull)
 
 
+def error_lines(records, most: int = 5) -> list[str]:
+    """Why the ERROR trials are ones, a line per distinct reason with how many and the
+    first trial: with -q (no progress lines) the run said `8 ERROR` and nothing of why
+    unless one opened the report."""
+    from ce_runtime.store.record import as_records
+
+    groups: dict[str, list[str]] = {}
+    for r in as_records(records):
+        reason = r.error_reason
+        if reason is None and r.status == "ERROR":
+            reason = "no reason recorded"
+        if reason is not None:
+            groups.setdefault(" ".join(reason.split())[:200], []).append(r.trial_id)
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    lines = [f"ERROR in {len(ids)} trial(s) ({ids[0]}{', ...' if len(ids) > 1 else ''}): "
+             f"{reason}" for reason, ids in ranked[:most]]
+    if len(ranked) > most:
+        rest = sum(len(ids) for _, ids in ranked[most:])
+        lines.append(f"ERROR in {rest} more trial(s), {len(ranked) - most} other reason(s): "
+                     "see the report")
+    return lines
+
+
 def summary_table(records) -> None:
     """Per task: trials, successes, mean score: the table a person reads at the end (the
     run's result: stdout, so `ce run ... > results.txt` keeps it). The mean score is
