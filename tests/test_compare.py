@@ -485,3 +485,37 @@ def test_a_b_that_did_not_finish_fails_the_gate_a_baseline_that_did_not_is_said(
         c = _compare(t, t, status_a=status, status_b=status)
         assert not c.incomplete and not c.regressed("flips")
         assert "Run status" not in render_md(c, "flips")
+
+
+def test_a_criterion_is_matched_only_with_the_same_one_not_its_index():
+    # a criterion inserted first in B's task shifts the ids: B's c0 is another criterion
+    # than A's c0, and the report said "c0 b exists: passed -> failed" and "c1 a exists:
+    # failed -> passed" of criteria that never flipped
+    from ce_runtime.report.compare import RunSide, compare_frames
+    from ce_runtime.report.frames import results_frame, trials_frame
+
+    def crit(cid, ctype, desc, ok):
+        return {"id": cid, "type": ctype, "description": desc, "score": float(ok),
+                "pass_threshold": 0.9, "passed": ok, "weight": 1.0, "gating": True}
+
+    def rec(criteria):
+        return {"trial_id": "v/t/00", "variant_id": "v", "task_id": "t", "row_id": None,
+                "repeat": 0, "status": "FAILURE", "weighted_score": 0.5,
+                "criteria": criteria}
+
+    a = rec([crit("c0", "file_exists", "a exists", True),
+             crit("c1", "file_contains", "says bye", False)])
+    b = rec([crit("c0", "file_exists", "b exists", False),
+             crit("c1", "file_exists", "a exists", True),
+             crit("c2", "file_contains", "says bye", False)])
+    side = RunSide("p", "r", None, 1, 0, 0, None, None, None)
+    c = compare_frames(side, trials_frame([a]), results_frame([a]),
+                       side, trials_frame([b]), results_frame([b]))
+    assert c.criterion_changes == ()
+    # the same criterion under its id still flips
+    b2 = rec([crit("c0", "file_exists", "a exists", False),
+              crit("c1", "file_contains", "says bye", False)])
+    c = compare_frames(side, trials_frame([a]), results_frame([a]),
+                       side, trials_frame([b2]), results_frame([b2]))
+    assert [(x.criterion.criterion_id, x.broken) for x in c.criterion_changes] == \
+        [("c0", True)]

@@ -492,7 +492,9 @@ def _task_delta(key: tuple, a: dict[str, Any], b: dict[str, Any]) -> TaskDelta:
 def _criterion_flips(results_a: pl.DataFrame, results_b: pl.DataFrame,
                      ) -> dict[tuple, list[tuple[CriterionFlip, bool]]]:
     """{trial key: [(criterion flip, broken?)]} for matched criterion results whose
-    `passed` changed (disabled results left out)."""
+    `passed` changed (disabled results left out). Matched by id, type and description:
+    an id is the criterion's index, so one inserted or removed in B's task would pair
+    each later id with another criterion and report flips that never happened."""
     import polars as pl
 
     cols = [*_KEY, "criterion_id", "type", "description", "passed", "score", "gating",
@@ -510,14 +512,14 @@ def _criterion_flips(results_a: pl.DataFrame, results_b: pl.DataFrame,
     a, b = prep(results_a), prep(results_b)
     if not a.height or not b.height:
         return {}
-    joined = a.join(b, on=[*_KEY, "criterion_id"], suffix="_b", nulls_equal=True).filter(
+    joined = a.join(b, on=[*_KEY, "criterion_id", "type", "description"], suffix="_b",
+                    nulls_equal=True).filter(
         ~pl.col("disabled") & ~pl.col("disabled_b")
         & (pl.col("passed").fill_null(False) != pl.col("passed_b").fill_null(False)))
     out: dict[tuple, list[tuple[CriterionFlip, bool]]] = {}
     for r in joined.sort([*_KEY, "criterion_id"]).iter_rows(named=True):
         key = tuple(r[k] for k in _KEY)
-        flip = CriterionFlip(r["criterion_id"], r["type_b"] or r["type"],
-                             r["description_b"] or r["description"],
+        flip = CriterionFlip(r["criterion_id"], r["type"], r["description"],
                              bool(r["gating_b"] if r["gating_b"] is not None else r["gating"]),
                              r["score"], r["score_b"])
         out.setdefault(key, []).append((flip, bool(r["passed"])))
