@@ -159,6 +159,9 @@ def models(trials, override: str | None, scripted: bool) -> None:
                 tools.install(agent, say=lambda msg: click.echo(msg, err=True))
             except tools.ToolError as exc:
                 why = str(exc)
+            else:  # a docker sandbox runs it in its image, with the image's node
+                if t.plan.sandbox.driver != "docker":
+                    why = tools.node_missing(agent)
         if why:
             problems.setdefault(why, []).append(t.trial_id)
     _fail([f"{why} ({_shown(ids)})" for why, ids in problems.items()], "fix the above")

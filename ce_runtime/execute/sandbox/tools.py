@@ -62,6 +62,16 @@ def executable(name: str) -> str:
     return binary(name)
 
 
+def node_missing(name: str) -> str | None:
+    """Why the installed agent cannot start on this machine: an npm binary (no native
+    program for it) is a node script, and without node on PATH each trial ended ERROR
+    ('pi exited 127: ... node: No such file') instead of the run being refused."""
+    if executable(name) != binary(name) or shutil.which("node") is not None:
+        return None
+    return (f"the {name} agent runs on node, and there is no `node` on PATH (install "
+            "Node.js, or put it on PATH)")
+
+
 def installed(name: str) -> str | None:
     path = binary(name)
     return path if os.path.exists(path) else None
