@@ -254,6 +254,24 @@ def test_skipped_tasks_are_named_with_their_reasons(tmp_path):
     assert "ce run: not run (skip:): task 't' (flaky upstream)" in res.stderr
 
 
+def test_no_trial_to_run_says_why(tmp_path):
+    """A directory with no task file, and --tags that select none, both said 'no trial
+    to run (check --tags / skip:)': a CI job pointed at the wrong directory was told to
+    check tags it never gave."""
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "notes.yaml").write_text("foo: bar\n", encoding="utf-8")
+    res = ce("run", "suite", cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    assert "ce run: no task file in suite (YAML files that are neither a task nor an " \
+        "experiment are skipped)" in res.stderr
+    assert "--tags" not in res.stderr
+    t = task(tmp_path, "tags: [smoke]\n" + SOLVABLE)
+    res = ce("run", t, "--tags", "nightly", "--exclude-tags", "slow", cwd=tmp_path)
+    nothing_ran(res, tmp_path)
+    assert "ce run: no trial to run: --tags nightly --exclude-tags slow select none of " \
+        "the 1 task(s)" in res.stderr
+
+
 def test_a_run_json_that_is_not_a_run_says_so_on_resume(tmp_path):
     """A run.json holding `[]` or an object without `args`: one line saying what is
     wrong (it showed Python's "list indices must be integers or slices, not str")."""

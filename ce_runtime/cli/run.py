@@ -49,6 +49,20 @@ def _skipped_tasks(trials) -> str:
     return ", ".join(shown) + (f" and {len(reasons) - 5} more" if len(reasons) > 5 else "")
 
 
+def _why_no_trial(trials, a) -> str:
+    """Why nothing runs: no task file at all (a wrong directory), or the tags and `skip:`
+    left none; one hint for every case sent a CI job to check tags it never gave."""
+    if not trials:
+        return (f"no task file in {' '.join(a.paths)} (YAML files that are neither a task "
+                "nor an experiment are skipped)")
+    tasks = {t.plan.suite_id or t.plan.task_id for t in trials if not t.plan.skip}
+    if not tasks:
+        return "no trial to run (every task has skip:)"
+    given = " ".join(f"{flag} {','.join(v)}" for flag, v in (
+        ("--tags", a.tags), ("--exclude-tags", a.exclude_tags)) if v)
+    return f"no trial to run: {given} select none of the {len(tasks)} task(s)"
+
+
 @click.command("run")
 @click.argument("paths", nargs=-1, metavar="PATHS...")
 @experiment_option(help="Experiment file: its variants are run against every task.")
@@ -255,7 +269,7 @@ def _run_with(state, worker, a):
     if skipped and not a.quiet:
         click.echo(f"ce run: not run (skip:): {skipped}", err=True)
     if not trials:
-        click.echo("ce run: no trial to run (check --tags / skip:)", err=True)
+        click.echo(f"ce run: {_why_no_trial(result.trials, a)}", err=True)
         sys.exit(2)
     P.drivers(trials)
     a = attrs.evolve(a, executor=_check_executor(a.executor or "local", a.ray_address))
