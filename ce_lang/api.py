@@ -72,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "default_value": "ce_lang.lang.bind",
     "analyze": "ce_lang.lang.analysis",
     "source_text": "ce_lang.lang.analysis",
+    "meets": "ce_lang.lang.analysis",
     "Instance": "ce_lang.lang.instances",
     "instances_from_plan": "ce_lang.lang.instances",
     "Evaluator": "ce_lang.lang.evaluate",

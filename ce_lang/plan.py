@@ -32,14 +32,16 @@ from ce_lang.spans import Span
 PLAN_VERSION = 1
 # The grading semantics' version: bumped whenever ce's own code (not a definition) would
 # score the same trace and workspace differently. Part of every plan's identity.
-SEMANTICS_VERSION = 4  # 2: coder_eval's weighted early-stop rules and armed gate;
+SEMANTICS_VERSION = 5  # 2: coder_eval's weighted early-stop rules and armed gate;
 # 3: errors are values of the live semantics (a criterion that may still raise never
 # decides pass), booleans and threshold 0 decided on the graded score;
 # 4: as coder_eval reads: workspace files and run_command output with CRLF/CR line ends
 # read as LF, a non-shell tool's parameters as json.dumps writes them (the agent's key
 # order), shell wrappers unwrapped like coder_eval's, json_check's orderings on two
 # strings, judge scores given as numeric strings, reference_comparison's similarities,
-# a content read of a directory, or of a file over 256 MiB, an error
+# a content read of a directory, or of a file over 256 MiB, an error;
+# 5: a score meets its pass_threshold within 1e-9 (analysis.meets: float noise in a mean
+# of parts failed a score that is exactly the threshold)
 
 
 @attrs.frozen

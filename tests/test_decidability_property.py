@@ -6,7 +6,8 @@ later). On every prefix of the stream the live monitor gives a verdict (pass / f
 yet). Checked:
 
 - soundness: a verdict given on a prefix is the concrete value of P (the boolean
-  expression, or `score >= threshold`) on that prefix and on every longer prefix;
+  expression, or `score >= threshold` within the grader's tolerance, `meets`) on that
+  prefix and on every longer prefix;
 - the static analysis is not contradicted: a criterion the monitor ever decides pass is
   one the analysis said can decide pass (and likewise fail).
 
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from ce_lang.diagnostics import Diagnostics
-from ce_lang.lang.analysis import analyze
+from ce_lang.lang.analysis import analyze, meets
 from ce_lang.lang.checker import check_expression
 from ce_lang.lang.definitions import check_definition
 from ce_lang.lang.evaluate import Evaluator
@@ -329,7 +330,10 @@ def run(c: Compiled, threshold: float, stream: Stream) -> Run:
         bound = live_score(c.score, c.lets, c.params, analyzer, Host(trace))
         verdicts.append(live_verdict(bound, threshold, c.result_bool))
         value = evaluate(c, trace)
-        values.append(value if c.result_bool else value >= threshold)
+        # the grader's P: a number clamped to [0, 1], then `meets` (within its tolerance,
+        # a threshold of 1e-38 is met by 0, as a threshold of 0 is)
+        values.append(value if c.result_bool else
+                      meets(min(1.0, max(0.0, float(value))), threshold))
         assert isinstance(values[-1], bool), value
     return Run(decision.can_pass, decision.can_fail, trace_free, tuple(verdicts),
                tuple(values))

@@ -302,3 +302,23 @@ def test_reference_comparison_says_how_its_similarity_came_about(tmp_path, metho
     [line] = [e for e in criterion["evidence"] if e.startswith(shown.split(":")[0])]
     assert line.startswith(shown), line
     assert line.endswith(f"= {criterion['score']:.4g}")
+
+
+def test_a_score_at_its_threshold_up_to_float_rounding_passes_and_says_so(tmp_path):
+    """file_check's (1 + 1 + 2/5) / 3 is 0.7999999999999999: exactly 0.8, it meets
+    `pass_threshold: 0.8` (SEMANTICS_VERSION 5; it failed as '0.80 < 0.80'), and explain
+    says why a score printed below the threshold passes."""
+    (tmp_path / "t.yaml").write_text(
+        "task_id: thr\ndescription: a score at its threshold\ninitial_prompt: x\n"
+        "agent: {type: script, script: [{run: \"printf 'def main():\\\\n    return 0\\\\n'"
+        " > main.py\"}]}\nsandbox: {driver: tempdir, python: null}\nsuccess_criteria:\n"
+        "  - type: file_check\n    path: main.py\n    includes: ['def main']\n"
+        "    excludes: [TODO]\n    patterns: [{pattern: 'def main'}, {pattern: 'return 0'},"
+        " {pattern: N1}, {pattern: N2}, {pattern: N3}]\n    pass_threshold: 0.8\n"
+        "    description: exactly 0.8\n")
+    res = ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = explain("run/default/thr/00", cwd=tmp_path)
+    assert "score 0.7999999999999999 (fraction) vs pass threshold 0.8 -> PASS; weight 1; " \
+        "meets the threshold within 1e-9 (float rounding of an exact score)" in out.stdout, \
+        out.stdout

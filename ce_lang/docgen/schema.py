@@ -39,7 +39,10 @@ DIFFERENCES: dict[str, str] = {
     "criterion.stop_when": "the guide's form, kept by ce (coder_eval 0.12.16 has only "
                            "`stop_early`)",
     "criterion.pass_threshold": "a criterion that ends in an error never passes, even at "
-                                "`pass_threshold: 0` (coder_eval passes an error's 0 >= 0)",
+                                "`pass_threshold: 0` (coder_eval passes an error's 0 >= 0); "
+                                "a score within 1e-9 below the threshold meets it (a mean "
+                                "of parts that is exactly 0.8 computes as "
+                                "0.7999999999999999, which a plain >= fails)",
 }
 
 ROOTS = {"task": "TaskSpec", "experiment": "ExperimentSpec"}

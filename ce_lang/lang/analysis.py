@@ -3,7 +3,7 @@
 Parameters are constants once bound, so conditions on them fold away first (the branch
 not taken contributes nothing, not even its effects). Every remaining trace-dependent term
 gets a monotonicity as the trace grows: `up` (counts, exists), `down` (all, not exists),
-`const`, or `none`. From those, for P = (score >= pass_threshold):
+`const`, or `none`. From those, for P = (score >= pass_threshold, `meets`):
 
 - can_decide_pass: P can become true on a trace prefix and stay true on every extension;
 - can_decide_fail: P can become false on a prefix and stay false.
@@ -448,15 +448,29 @@ def _live_effects(score: A.Node, lets: tuple[A.Let, ...], an: Analyzer,
     return frozenset(effects)
 
 
+# A score meets its pass_threshold within this: a mean of parts is computed in floats,
+# and (1 + 1 + 0.4) / 3 is 0.7999999999999999, which failed `pass_threshold: 0.8` though
+# the criterion's score is exactly 0.8 (SEMANTICS_VERSION 5). Far below any score step a
+# criterion makes (a count of 10^6 calls is 1e-6).
+THRESHOLD_TOLERANCE = 1e-9
+
+
+def meets(score: float, threshold: float) -> bool:
+    """P = score >= pass_threshold, as the grader, the live monitor and this analysis
+    all read it."""
+    return score >= threshold - THRESHOLD_TOLERANCE
+
+
 def _decide(f: Fact, threshold: float, result_bool: bool) -> tuple[bool, bool]:
     """As live decides on the graded score (a boolean is 0 or 1, a number is clamped to
-    [0, 1]): a threshold <= 0 passes whatever the value, one above 1 fails."""
+    [0, 1]): a threshold that 0 meets passes whatever the value, one 1 does not meet
+    fails."""
     if result_bool:
         can_pass, can_fail = f.ct, f.cf
     else:
-        can_pass, can_fail = f.lo >= threshold, f.hi < threshold
-    return (can_pass and threshold <= 1) or threshold <= 0, \
-        (can_fail and threshold > 0) or threshold > 1
+        can_pass, can_fail = meets(f.lo, threshold), not meets(f.hi, threshold)
+    return (can_pass and meets(1.0, threshold)) or meets(0.0, threshold), \
+        (can_fail and not meets(0.0, threshold)) or not meets(1.0, threshold)
 
 
 def _above(lo: float, hi: float, strict: bool) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from ce_lang.lang import ast as A
-from ce_lang.lang.analysis import Analyzer
+from ce_lang.lang.analysis import Analyzer, meets
 from ce_lang.lang.builtins import CriterionError
 from ce_lang.lang.evaluate import Evaluator, Host, Link
 
@@ -255,8 +255,8 @@ def live_verdict(bound: Bound, threshold: float, result_bool: bool = False) -> b
     del result_bool  # a boolean's bound is its 0/1 interval
     lo = min(1.0, max(0.0, bound.lo))
     hi = min(1.0, max(0.0, bound.hi))
-    if hi < threshold:
+    if not meets(hi, threshold):
         return False
-    if lo >= threshold and not bound.err:
+    if meets(lo, threshold) and not bound.err:
         return True
     return None

@@ -154,12 +154,12 @@ def error_lines(records, most: int = 5) -> list[str]:
     """Why the ERROR trials are ones, a line per distinct reason with how many and the
     first trial: with -q (no progress lines) the run said `8 ERROR` and nothing of why
     unless one opened the report."""
-    from ce_runtime.store.record import as_records
+    from ce_runtime.store.record import Status, as_records
 
     groups: dict[str, list[str]] = {}
     for r in as_records(records):
         reason = r.error_reason
-        if reason is None and r.status == "ERROR":
+        if reason is None and r.status == Status.ERROR:
             reason = "no reason recorded"
         if reason is not None:
             groups.setdefault(" ".join(reason.split())[:200], []).append(r.trial_id)

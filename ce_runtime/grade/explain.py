@@ -371,6 +371,8 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
         flags.append("advisory: the trial stopped early and this criterion was not armed")
     elif not result.gating:
         flags.append("informational (weight 0)" if result.weight == 0 else "not gating")
+    if result.passed and result.score < result.pass_threshold:  # analysis.meets
+        flags.insert(0, "meets the threshold within 1e-9 (float rounding of an exact score)")
     head = (f"{result.id} {result.type}: {result.description}\n"
             f"{INDENT}score {_apart(result.score, result.pass_threshold)[0]} ({result.kind}) "
             f"vs pass threshold {_apart(result.score, result.pass_threshold)[1]} -> "

@@ -24,6 +24,7 @@ from ce_lang.api import (
     Regex,
     Registry,
     ToolCallView,
+    meets,
     program_for,
 )
 from ce_lang.api import ast as A
@@ -180,7 +181,7 @@ def evaluated_result(call: CriterionCall, inst: Instance, advisory: bool,
     return CriterionResult(
         id=call.id, type=call.type, description=call.description, kind=inst.result_kind,
         score=score, pass_threshold=call.pass_threshold,
-        passed=error is None and score >= call.pass_threshold, weight=call.weight,
+        passed=error is None and meets(score, call.pass_threshold), weight=call.weight,
         gating=call.gating and not advisory, advisory=advisory, error=error,
         outputs=outputs, values=ev.values, matched=ev.matched,
         duration_ms=(time.monotonic() - started) * 1000, env=env)
