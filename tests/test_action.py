@@ -80,12 +80,9 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     bin_dir.mkdir()
     (bin_dir / "ce").write_text(f"#!/bin/sh\nexec {sys.executable} -m ce_runtime.cli \"$@\"\n")
     (bin_dir / "ce").chmod(0o755)
-    out_file = tmp_path / "github_output"
-    res = subprocess.run(
-        ["bash", "-e", "-c", step["run"]], cwd=tmp_path, capture_output=True, text=True,
-        timeout=300, env={**os.environ, **env, "GITHUB_OUTPUT": str(out_file),
-                          "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                          "PYTHONPATH": str(ROOT)})
+    out_file, summary = tmp_path / "github_output", tmp_path / "step_summary"
+    summary.write_text("earlier step\n")
+    res = run_step(step, env, tmp_path, out_file, summary)
     assert res.returncode == 0, res.stderr  # the step itself never fails
     outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines())
     assert outputs["exit-code"] == str(code)
@@ -102,3 +99,28 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     sarif = (out / "ce.sarif").read_text()
     assert ('"ruleId": "ce/run_command"' in sarif) == (code == 1)
     assert shutil.which("ce", path=str(bin_dir))
+    # the job's summary page gets the report after what earlier steps wrote
+    assert summary.read_text() == "earlier step\n" + (latest / "report.md").read_text()
+    assert not (out / ".ce-started").exists()
+
+    # a second run that ce refuses (exit 2) starts no run: runs/latest is the first
+    # run's, and nothing of it is taken for this one's results
+    shutil.rmtree(out)
+    out_file.write_text("")
+    env["CE_ARGS"] = "--repeats 0"
+    res = run_step(step, env, tmp_path, out_file, summary)
+    assert res.returncode == 0, res.stderr
+    outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines())
+    assert outputs == {"exit-code": "2"}, outputs
+    assert "ce run started no run (exit 2): no reports to collect" in res.stdout
+    assert not {"report.md", "run.json", "report.html"} & {p.name for p in out.iterdir()}
+
+
+def run_step(step: dict, env: dict, cwd: Path, out_file: Path, summary: Path):
+    """The `Run ce` step's script under bash -e, as a runner runs it, with ce on PATH."""
+    return subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=cwd, capture_output=True, text=True,
+        timeout=300, env={**os.environ, **env, "GITHUB_OUTPUT": str(out_file),
+                          "GITHUB_STEP_SUMMARY": str(summary),
+                          "PATH": f"{cwd / 'bin'}{os.pathsep}{os.environ['PATH']}",
+                          "PYTHONPATH": str(ROOT)})
