@@ -32,7 +32,10 @@ _TABLE = [
      "Several documents in one file, recursive aliases, non-scalar mapping keys and "
      "oversized alias expansions are rejected."),
     ("CE0006", "error", "no task files matched",
-     "A path, directory or glob given to `ce compile`/`ce run` matched no .yaml/.yml file."),
+     "A path, directory or glob given to `ce compile`/`ce run` matched no .yaml/.yml file, "
+     "or a directory's YAML files are none of them a task (nor an experiment): without a "
+     "task_id or success_criteria a file found in a directory is skipped, and a CI check "
+     "pointed at the wrong directory passed with `0 task files`."),
     ("CE0007", "error", "file too large",
      "A task or experiment file over 2 MiB is refused before it is parsed: parsing YAML "
      "takes about 40 times the file's size in memory. Large data belongs in a dataset "

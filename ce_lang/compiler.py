@@ -66,7 +66,7 @@ from ce_lang.validate import (
     stand_in,
     yaml_kind,
 )
-from ce_lang.yaml_source import LocatedDoc, parse_yaml
+from ce_lang.yaml_source import LocatedDoc, document_kind, parse_yaml
 
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "agent": {"type": "claude-code"},
@@ -75,8 +75,6 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
 # the task's blocks whose intact fields are still checked when one field is broken
 # (`validate.Context.keep_intact`); their rules hold only the broken fields
 KEEP_INTACT = frozenset({"sandbox", "run_limits", "reference", "simulation"})
-TASK_KEYS = ("task_id", "success_criteria", "initial_prompt", "initial_prompt_file")
-EXPERIMENT_KEYS = ("experiment_id", "variants")
 
 
 @attrs.frozen
@@ -155,20 +153,26 @@ class _Compiler:
         self.experiment = self.load_experiment(usage)
         self.cli = self.cli_layer(list(self.command_line.overrides))
         compiled = 0
-        for file, explicit in files:
+        unused = {d: 0 for _, d in files if d is not None}  # a directory -> YAML skipped
+        for file, under in files:
             errors_before = self.diags.count("error")
             doc = self.load(file)
+            kind = "task" if doc is None else document_kind(doc.value)
+            if kind is None and under is not None:
+                if under in unused:  # no task found under it yet
+                    unused[under] += 1
+                continue  # not a task file (a template's YAML, a fixture ...)
+            unused.pop(under, None)
             if doc is None:  # unreadable or not YAML (said): a task file that failed
                 compiled += 1
-                continue
-            kind = _kind(doc.value)
-            if kind == "experiment":
-                self.check_experiment_doc(doc, explicit)
-                continue
-            if kind is None and not explicit:
-                continue  # not a task file (a template's YAML, a fixture ...)
-            compiled += 1
-            self.compile_task(doc, errors_before)
+            elif kind == "experiment":
+                self.check_experiment_doc(doc, under is None)
+            else:
+                compiled += 1
+                self.compile_task(doc, errors_before)
+        for under, skipped in unused.items():  # `0 task files`, exit 0: a CI check passed
+            usage.emit("CE0006", f"no task file under {under!r}: its {skipped} YAML file(s) "
+                       "have no task_id or success_criteria", None)
         self.report_misfits(compiled)
         return self.result(usage, compiled, usage_error=usage.has_errors)
 
@@ -178,8 +182,10 @@ class _Compiler:
                              usage_error)
 
     # -- inputs --------------------------------------------------------------------------
-    def expand(self, paths: list[str], diags: Diagnostics) -> list[tuple[str, bool]]:
-        out: list[tuple[str, bool]] = []
+    def expand(self, paths: list[str], diags: Diagnostics) -> list[tuple[str, str | None]]:
+        """Each YAML file, with the directory argument it was found under (None: named
+        itself, or matched by a glob)."""
+        out: list[tuple[str, str | None]] = []
         for p in paths:
             if hostfs.isdir(p):
                 found = sorted(
@@ -189,25 +195,25 @@ class _Compiler:
                     if f.endswith((".yaml", ".yml")) and not _hidden(root, p)
                     for _ in [dirs.sort()]
                 )
-                out.extend((f, False) for f in found)
+                out.extend((f, p) for f in found)
                 if not found:
                     diags.emit("CE0006", f"no .yaml/.yml files under {p!r}", None)
             elif hostfs.isfile(p):
-                out.append((p, True))
+                out.append((p, None))
             else:
                 matches = hostfs.glob(p)
                 files = [m for m in matches if hostfs.isfile(m)]
                 if not files:
                     code, message, help_ = no_task_file(p)
                     diags.emit(code, message, None, help=help_)
-                out.extend((m, True) for m in files)
+                out.extend((m, None) for m in files)
         seen: set[str] = set()
         unique = []
-        for f, explicit in out:
+        for f, under in out:
             key = os.path.abspath(f)
             if key not in seen:
                 seen.add(key)
-                unique.append((f, explicit))
+                unique.append((f, under))
         return unique
 
     def load(self, file: str) -> LocatedDoc | None:
@@ -245,7 +251,7 @@ class _Compiler:
                 usage.emit("CE0001", f"experiment file {path!r} not found", None)
             return unusable_experiment()
         doc = self.load(path)
-        if doc is not None and _kind(doc.value) == "task":
+        if doc is not None and document_kind(doc.value) == "task":
             self.diags.emit("CE0402", f"{path} is a task file, not an experiment",
                             doc.span(()), help="pass tasks as arguments and experiments with -e")
             doc = None
@@ -353,7 +359,7 @@ class _Compiler:
         value = self.validate(doc, TaskSpec, best_effort=True, user_types=user_types,
                               types_unknown=not complete)
         self.placeholders: frozenset[str] = frozenset()
-        if value is None and self.root_dropped is not None and _kind(doc.value) == "task":
+        if value is None and self.root_dropped is not None and document_kind(doc.value) == "task":
             # a required top-level field is missing or invalid (reported): the rules that
             # read only the task's intact fields still run, on placeholders in the broken
             # ones (`RuleContext.broken` keeps the rest from reading them); not on a file
@@ -588,11 +594,3 @@ def _source_of(path: str) -> str:
 def _hidden(root: str, top: str) -> bool:
     rel = os.path.relpath(root, top)
     return any(part.startswith((".", "_")) for part in rel.split(os.sep) if part != ".")
-
-
-def _kind(value: dict[str, Any]) -> str | None:
-    if any(k in value for k in EXPERIMENT_KEYS):
-        return "experiment"
-    if any(k in value for k in TASK_KEYS):
-        return "task"
-    return None

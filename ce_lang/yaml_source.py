@@ -269,3 +269,18 @@ def _syntax_error(exc: yaml.MarkedYAMLError, file: str, diags: Diagnostics) -> N
         context = ""
     diags.emit("CE0002", f"{problem}{context}", span, notes=notes)
     return None
+
+
+TASK_KEYS = ("task_id", "success_criteria", "initial_prompt", "initial_prompt_file")
+EXPERIMENT_KEYS = ("experiment_id", "variants")
+
+
+def document_kind(value: dict[str, Any]) -> str | None:
+    """Which ce document a YAML mapping is: "task", "experiment", or None (a template's
+    YAML, a fixture: a directory's are skipped, a file named on the command line is
+    compiled as a task and says what it lacks)."""
+    if any(k in value for k in EXPERIMENT_KEYS):
+        return "experiment"
+    if any(k in value for k in TASK_KEYS):
+        return "task"
+    return None

@@ -262,8 +262,8 @@ def test_no_trial_to_run_says_why(tmp_path):
     (tmp_path / "suite" / "notes.yaml").write_text("foo: bar\n", encoding="utf-8")
     res = ce("run", "suite", cwd=tmp_path)
     nothing_ran(res, tmp_path)
-    assert "ce run: no task file in suite (YAML files that are neither a task nor an " \
-        "experiment are skipped)" in res.stderr
+    assert "error[CE0006]: no task file under 'suite': its 1 YAML file(s) have no task_id " \
+        "or success_criteria" in res.stderr  # the compiler's, as `ce compile suite` says
     assert "--tags" not in res.stderr
     t = task(tmp_path, "tags: [smoke]\n" + SOLVABLE)
     res = ce("run", t, "--tags", "nightly", "--exclude-tags", "slow", cwd=tmp_path)
