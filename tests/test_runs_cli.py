@@ -66,8 +66,8 @@ def test_runs_lists_newest_first(made, tmp_path):
     old = runs / "20250101-000000-aaaa"
     shutil.copytree(run, old, symlinks=True)
     doc = json.loads((old / "run.json").read_text())
-    doc.update(run_id=old.name, status="interrupted", trials=1, graded=1, passed=1,
-               pass_rate=1.0, created_at="2025-01-01T00:00:00+00:00")
+    doc.update(run_id=old.name, status="complete", trials=1, graded=1, passed=1,
+               pass_rate=1.0, created_at="2025-01-01T00:00:00+00:00", exit_code=0)
     (old / "run.json").write_text(json.dumps(doc))
     os.symlink(new.name, runs / "latest")
     (runs / "not-a-run").mkdir()
@@ -88,10 +88,12 @@ def test_runs_lists_newest_first(made, tmp_path):
     text = ce("runs", cwd=tmp_path)  # default: ./runs
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
-    assert lines[0].split() == ["RUN", "STARTED", "TASKS", "TRIALS", "PASS", "RATE", "STATUS"]
+    assert lines[0].split() == ["RUN", "STARTED", "TASKS", "TRIALS", "PASS", "RATE", "STATUS",
+                                "VERDICT"]
     assert lines[1].startswith(run.name) and "0.0% (0/2)" in lines[1]
-    assert lines[1].endswith("complete")
-    assert lines[2].startswith(old.name) and lines[2].endswith("interrupted")
+    assert lines[1].split()[-3:] == ["complete", "fail", "(1)"]  # what `ce run` exited
+    assert lines[2].startswith(old.name) and lines[2].split()[-2:] == ["complete", "pass"]
+    assert first["exit_code"] == 1
 
 
 def test_new_run_ids_sort_as_they_were_made():

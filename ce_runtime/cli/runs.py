@@ -26,7 +26,8 @@ def runs_cmd(directory, fmt):
     else the time in its id, else the file's time; UTC in JSON, local in the table), tasks (distinct variant/task/row,
     from trials.parquet), trials, pass rate (passed/graded), and status: complete,
     interrupted, incomplete (trials lost), failed or running (as run.json says: a run
-    still running or killed says `running`).
+    still running or killed says `running`), and the verdict: `pass` when `ce run`
+    exited 0 for it (every trial, gate and --min-pass-rate passed), else `fail (CODE)`.
 
     Exit status: 0 (also when DIR holds no run); 2 when DIR does not exist or is not
     a directory.
@@ -47,12 +48,13 @@ def runs_cmd(directory, fmt):
     if not rows:
         click.echo(f"no run under {directory}", err=True)
         return
-    head = ("RUN", "STARTED", "TASKS", "TRIALS", "PASS RATE", "STATUS")
+    head = ("RUN", "STARTED", "TASKS", "TRIALS", "PASS RATE", "STATUS", "VERDICT")
     table = [head] + [(r["run_id"], _short_time(r["time"]), _n(r["tasks"]), _n(r["trials"]),
-                       _rate(r), r["status"] or "?") for r in rows]
+                       _rate(r), r["status"] or "?", _verdict(r["exit_code"]))
+                      for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
-        click.echo("  ".join(c.ljust(w) if i in (0, 1, 5) else c.rjust(w)
+        click.echo("  ".join(c.ljust(w) if i in (0, 1, 5, 6) else c.rjust(w)
                              for i, (c, w) in enumerate(zip(row, widths, strict=True)))
                    .rstrip())
 
@@ -65,13 +67,14 @@ def _describe(path: str) -> dict[str, Any] | None:
     row = {"run_id": run_id_of(path, doc), "path": path, "time": started_at(path, doc)}
     if doc is None:
         return {**row, "tasks": None, "trials": None, "graded": None, "passed": None,
-                "pass_rate": None, "status": "unreadable run.json"}
+                "pass_rate": None, "status": "unreadable run.json", "exit_code": None}
     return {
         **row, "tasks": _tasks(path), "trials": _int(doc.get("trials")),
         "graded": _int(doc.get("graded")), "passed": _int(doc.get("passed")),
         "pass_rate": doc.get("pass_rate") if isinstance(doc.get("pass_rate"), int | float)
         else None,
         "status": doc.get("status") if isinstance(doc.get("status"), str) else None,
+        "exit_code": _int(doc.get("exit_code")),
     }
 
 
@@ -103,6 +106,12 @@ def _short_time(t: str | None) -> str:
 
 def _n(v: int | None) -> str:
     return "?" if v is None else str(v)
+
+
+def _verdict(exit_code: int | None) -> str:
+    """What `ce run` exited with for it (its gates, --min-pass-rate, an interruption):
+    what a CI job saw; `-` before the run ended."""
+    return "-" if exit_code is None else ("pass" if exit_code == 0 else f"fail ({exit_code})")
 
 
 def _rate(r: dict[str, Any]) -> str:
