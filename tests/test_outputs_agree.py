@@ -235,7 +235,7 @@ def test_report_md_run_table_and_variants_say_what_run_json_says(out):
     assert table["Judge cost"].startswith(
         f"{money(j['cost_usd'])} + unknown for {j['cost_unknown']['trials']} trial(s)")
     passed = "✅ **PASSED**" if run["exit_code"] == 0 else "❌ **FAILED**"
-    assert f"{passed} — {run['passed']}/{run['graded']} graded trials succeeded " \
+    assert f"{passed} — {run['passed']}/{run['graded']} trials succeeded " \
         f"({pct(run['pass_rate'])})" in text
     for v, block in run["variants"].items():
         lead = text.split(f"## Variant `{v}`\n\n", 1)[1].splitlines()[0]

@@ -106,6 +106,9 @@ def test_loads_without_errors(page, run_dir, artifacts):
     rate = trials["success"].sum() / trials.height
     assert p.locator("#pass-rate").inner_text() == f"{100 * rate:.1f}%"
     assert "Wilson interval" in p.locator("#top").inner_text()
+    # "graded trials" read as "reached grading", ERROR ones included: said plainly
+    assert f"{trials['success'].sum()}/{trials.height} trials succeeded — pass rate" in \
+        p.locator("#top").inner_text()
     assert p.locator("#variant-table tbody tr").count() == 2
     with open(os.path.join(run_dir, "run.json")) as fh:
         variants = json.load(fh)["variants"]

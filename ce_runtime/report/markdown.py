@@ -102,8 +102,12 @@ def render_markdown(summary: dict[str, Any], records: Records,
     if summary.get("min_pass_rate") is not None:
         gates_line += (f"; at least {fmt_pct(summary['min_pass_rate'])} of each variant's "
                        "trials must succeed")
-    w(f"{verdict} — {summary['passed']}/{summary['graded']} graded trials succeeded "
-      f"({fmt_pct(summary['pass_rate'])}){gates_line}.")
+    # "graded" read as "reached grading": an ERROR trial counts here as a trial that did
+    # not succeed; only NOT_GRADED ones are left out, and said
+    ungraded = (summary.get("by_status") or {}).get("NOT_GRADED", 0)
+    left_out = f"; {ungraded} not graded, left out" if ungraded else ""
+    w(f"{verdict} — {summary['passed']}/{summary['graded']} trials succeeded "
+      f"({fmt_pct(summary['pass_rate'])}){left_out}{gates_line}.")
     if not ok and summary.get("exit_reasons"):
         w("")
         for reason in summary["exit_reasons"]:

@@ -76,7 +76,7 @@
     top.append(el("h1", {}, "ce run ", el("code", {}, D.run_id)),
       el("div", {},
         el("span", { class: "verdict " + (ok ? "pass" : "fail"), id: "verdict" }, ok ? "PASSED" : unfinished ? D.status.toUpperCase() : "FAILED"), " ",
-        `${s.passed}/${s.graded} graded trials succeeded — pass rate `,
+        `${s.passed}/${s.graded} trials succeeded${(s.by_status || {}).NOT_GRADED ? ` (${s.by_status.NOT_GRADED} not graded, left out)` : ""} — pass rate `,
         el("b", { id: "pass-rate" }, pct(s.pass_rate)),
         s.pass_rate_ci95 ? ` (95% Wilson interval ${pct(s.pass_rate_ci95[0])}–${pct(s.pass_rate_ci95[1])})` : "",
         s.min_pass_rate != null ? el("span", { id: "min-pass-rate" }, ` · at least ${pct(s.min_pass_rate)} of each variant's trials must succeed`) : "",
