@@ -599,6 +599,15 @@ def test_markdown_says_why_a_run_limit_trial_failed_with_every_criterion_passed(
     junit = ET.fromstring(R.render_junit([rec], []))
     assert junit.find("testsuite/testcase/failure").get("message") == \
         "TIMEOUT: stopped: task_timeout (2s)"
+    # and report.html's trial table: its "Failed criteria" cell was empty for it
+    from ce_runtime.report.html import COLUMNS, _row
+    from ce_runtime.store.record import as_record
+
+    cells = dict(zip(COLUMNS, _row(as_record(rec)), strict=True))
+    assert cells["failed"] == [] and cells["limit"] == "stopped: task_timeout (2s)"
+    failed = record("v", "t", status="FAILURE", outcome=("stopped", "done"),
+                    criteria=[crit("c0", "file_exists", 0.0)])
+    assert dict(zip(COLUMNS, _row(as_record(failed)), strict=True))["limit"] is None
 
 
 def test_markdown_escapes_table_cells():

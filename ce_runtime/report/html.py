@@ -22,7 +22,7 @@ import msgspec
 from ce_runtime.report.gates import SuiteGate
 from ce_runtime.report.html_trial import TrialReads, trial_detail
 from ce_runtime.report.rundir import RunData
-from ce_runtime.report.text import failed_criteria
+from ce_runtime.report.text import failed_criteria, run_limit_text
 from ce_runtime.store.record import TrialRecord
 
 DETAIL_TOTAL = 40_000_000  # bytes of per-trial detail in one page
@@ -31,7 +31,7 @@ DETAIL_MIN = 3_000  # per trial (a huge run still shows the essentials)
 
 COLUMNS = ("trial_id", "variant", "task", "row", "repeat", "status", "score", "turns",
            "tool_calls", "tokens", "cost", "duration", "early", "early_reason", "failed",
-           "suite", "error", "cost_unknown")
+           "suite", "error", "cost_unknown", "limit")
 
 
 def detail_budget(n_trials: int) -> int:
@@ -135,7 +135,7 @@ def _row(rec: TrialRecord) -> list[Any]:
         usage.input_tokens + usage.output_tokens,
         usage.cost_usd, rec.duration_s,
         rec.stopped_early, rec.early_stop_reason, failed,
-        rec.suite_id, _short(rec.error, 300), rec.cost_unknown,
+        rec.suite_id, _short(rec.error, 300), rec.cost_unknown, run_limit_text(rec),
     ]
 
 

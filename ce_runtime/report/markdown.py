@@ -18,6 +18,7 @@ from ce_runtime.report.text import (
     fmt_score,
     fmt_signed,
     fmt_tokens,
+    run_limit_text,
 )
 from ce_runtime.store.record import (
     NOT_FAILED_STATUSES,
@@ -329,11 +330,8 @@ def _trial_cells(rec: TrialRecord, budgeted: bool) -> list[str]:
         notes.append("failed: " + ", ".join(_code(c.id) for c in failures))
     if rec.error:
         notes.append("error: " + _cell(rec.error, 80))
-    elif status not in (*NOT_FAILED_STATUSES, Status.FAILURE) and \
-            rec.agent_outcome is not None and rec.agent_outcome.reason:  # a run limit: which
-        outcome = rec.agent_outcome
-        notes.append(_cell(outcome.reason) + (f": {_cell(outcome.detail, 80)}"
-                                              if outcome.detail else ""))
+    elif (limit := run_limit_text(rec)) is not None:  # a run limit: which
+        notes.append(_cell(limit, 100))
     cells.append("; ".join(notes))
     return cells
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ce_runtime.report.frames import EPSILON
-from ce_runtime.store.record import CriterionRecord, TrialRecord
+from ce_runtime.store.record import NOT_FAILED_STATUSES, CriterionRecord, Status, TrialRecord
 
 
 def fmt_metric(v: float | None) -> str:
@@ -59,3 +59,18 @@ def failed_criteria(rec: TrialRecord) -> list[CriterionRecord]:
     """Criteria that failed and counted, or failed with an error (advisory included)."""
     return [c for c in rec.criteria
             if not c.disabled and not c.passed and (c.gating or c.error)]
+
+
+def run_limit_text(rec: TrialRecord, width: int = 80) -> str | None:
+    """Which run limit ended a trial (TIMEOUT, MAX_TURNS_EXHAUSTED, a budget), as the
+    agent's outcome says it ("stopped: task_timeout (2s)"); None for a trial that has
+    an error of its own, or that no limit ended. Such a trial fails with every criterion
+    passed: this is all a report can say of why."""
+    outcome = rec.agent_outcome
+    if rec.error or rec.status in (*NOT_FAILED_STATUSES, Status.FAILURE) or \
+            outcome is None or not outcome.reason:
+        return None
+    detail = outcome.detail or ""
+    if len(detail) > width:
+        detail = detail[: width - 1] + "…"
+    return outcome.reason + (f": {detail}" if detail else "")
