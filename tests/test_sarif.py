@@ -77,6 +77,12 @@ def test_ce_run_sarif_points_at_the_failed_criteria(tmp_path):
     lines = TASK.splitlines()
     assert lines[phys["region"]["startLine"] - 1] == "  - type: run_command"
     assert (tmp_path / "out" / "junit.xml").is_file()
+    # `ce report -f sarif` makes the same file from the run directory, at any time later
+    again = subprocess.run([*CE, "report", "runs/latest", "-f", "sarif", "-o", "again.sarif"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again.sarif").read_bytes() == \
+        (tmp_path / "out" / "ce.sarif").read_bytes()
 
 
 def test_render_sarif_trial_errors_and_run_limits(tmp_path):

@@ -39,7 +39,7 @@ _SHORT_HELP = {
     "explain": "Explain a plan, or why each criterion of a trial scored as it did.",
     "run": "Run the agent on every trial and grade it, into a run directory.",
     "rescore": "Grade an archived run again, offline, with the same or new criteria.",
-    "report": "Regenerate a run's report (md, json, junit, html) from its results.",
+    "report": "Regenerate a run's report (md, json, junit, html, sarif) from its results.",
     "trace": "Dump traces, and import foreign transcripts as traces.",
     "model-server": "Serve a scripted model session (Anthropic and OpenAI APIs), offline.",
     "agents": "List the agents ce runs; install the npm ones (codex, opencode, pi).",

@@ -1,4 +1,5 @@
-"""`ce report`: regenerate a run's report (markdown, JSON, JUnit, HTML) from its parquet."""
+"""`ce report`: regenerate a run's report (markdown, JSON, JUnit, HTML, SARIF) from its
+parquet."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from ce_runtime.report.render import FORMATS, render
 @click.argument("run", metavar="RUN")
 @click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="md",
               show_default=True, help="md: report.md; json: the run.json summary; junit: "
-                                      "JUnit XML; html: the self-contained HTML report.")
+                                      "JUnit XML; html: the self-contained HTML report; "
+                                      "sarif: SARIF 2.1.0, as `ce run --sarif` writes it "
+                                      "(task file URIs relative to the current directory).")
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
               help="Write to this file instead of stdout.")
 def report_cmd(run, fmt, output):
@@ -35,6 +38,7 @@ def report_cmd(run, fmt, output):
       ce report runs/latest                      report.md on stdout
       ce report runs/latest -f html -o run.html  one file to open in a browser
       ce report runs/latest -f junit -o junit.xml
+      ce report runs/latest -f sarif -o ce.sarif   for code scanning, after the run
       ce report runs/latest/rescored/20261201-120000 -f json
     """
     from ce_runtime.cli.pick import say_if_latest

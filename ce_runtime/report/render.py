@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-FORMATS = ("md", "json", "junit", "html")
+FORMATS = ("md", "json", "junit", "html", "sarif")
 
 
 def render(run: str, fmt: str) -> str:
@@ -40,6 +40,11 @@ def render_loaded(data, fmt: str, summary: dict, gates: list, reads=None) -> str
         return json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
     if fmt == "junit":
         return report.render_junit(data.records, gates, summary)
+    if fmt == "sarif":  # as `ce run --sarif` writes it (URIs relative to the current dir)
+        from ce_lang.api import __version__
+        from ce_runtime.report.sarif import render_sarif
+
+        return render_sarif(data.records, __version__, gates=gates)
     from ce_runtime.report.html import page_data
     from ce_runtime.report.html_page import render_html
 
