@@ -216,6 +216,12 @@ _TABLE = [
      "everything it writes), so the task runs without it. An agent's own credentials "
      "reach it through its adapter; a value that is no secret can be set in "
      "`sandbox.env` or passed under another name."),
+    ("CE0228", "warning", "experiment default the task overrides",
+     "An experiment's `defaults` sit under every task: a task that sets the same agent "
+     "setting (`agent.type`, `agent.model`) itself keeps its own, and the default never "
+     "applies to it. An A/B meant to run every task with one agent or model then runs "
+     "some tasks with another. Set the agent in each variant (variants sit over the "
+     "tasks), or remove it from the tasks."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

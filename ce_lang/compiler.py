@@ -27,6 +27,7 @@ from ce_lang.experiment import (
     NO_EXPERIMENT,
     Experiment,
     VariantLayers,
+    defaults_overridden,
     load_experiment,
     unusable_experiment,
 )
@@ -410,6 +411,8 @@ class _Compiler:
                     variant = attrs.evolve(variant, mutations=tuple(
                         mutation_with_row(m, row) for m in variant.mutations))
                 merged = merge_layers(layers, TaskSpec)
+                for d in defaults_overridden(exp.defaults, merged):
+                    self.misfit(d, merged, doc)
                 self.resolve(merged, doc, task_dir, row, base_id if row else None, variant,
                              exp.experiment_id, has_dataset=rows is not None,
                              emit=self.diags.count("error") == errors_before and exp.ok

@@ -35,8 +35,8 @@ import attrs
 
 from ce_lang.convert import converter
 from ce_lang.dataset import string_sources
-from ce_lang.diagnostics import Diagnostics
-from ce_lang.layers import Layer, experiment_layer, task_setting
+from ce_lang.diagnostics import Diagnostic, Diagnostics
+from ce_lang.layers import Layer, Merged, experiment_layer, task_setting
 from ce_lang.paths import SuiteRoots
 from ce_lang.spans import Path, Span
 from ce_lang.validate import INVALID, Context, Walker, fields_of
@@ -243,3 +243,37 @@ def _mutations(value: dict[str, Any], span_of: Callable[[Path], Span], base: Pat
                 continue
         out.append(mutation)
     return tuple(out)
+
+
+# agent settings an A/B puts in `defaults` and a task may set too: the task's wins
+AGENT_CHOICES = (("agent", "type"), ("agent", "model"))
+
+
+def defaults_overridden(defaults: Layer | None, merged: Merged) -> list[Diagnostic]:
+    """CE0228 for each agent choice of the experiment's `defaults` that this trial's
+    task sets over (no variant or command line sets it): an A/B meant to run every task
+    with one agent ran some with another, said nowhere (the compiler names the tasks)."""
+    if _at(merged.value, ("agent", "type")) == "none":  # agentless: runs no agent anyway
+        return []
+    out = []
+    for path in AGENT_CHOICES if defaults is not None else ():
+        wanted = _at(defaults.value, path)
+        layer, _ = merged.locate(path)
+        got = _at(merged.value, path)
+        if wanted is None or layer.name != "task" or got == wanted:
+            continue
+        name = ".".join(path)
+        out.append(Diagnostic(
+            "CE0228", "warning", f"the experiment's `defaults.{name}: {wanted}` does not "
+            f"apply: the task sets `{name}: {got}`, which is over the defaults",
+            defaults.span_of(path), help="set it in each variant (variants are over the "
+            "tasks), or remove it from the tasks"))
+    return out
+
+
+def _at(value: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
