@@ -25,6 +25,10 @@ def test_init_then_compile_clean_and_the_oracle_passes(tmp_path):
     assert (evals / "tasks" / "reference" / "greet.py").is_file()
     assert (evals / "experiments" / "models.yaml").is_file()
     assert "ce run evals --agent oracle" in res.stdout  # the next commands to try
+    # each command and what it does, two spaces apart at least (the last one ran into
+    # its text: `...models.yaml the real agent`)
+    assert "  ce run evals/tasks -e evals/experiments/models.yaml  the real agent" in \
+        res.stdout, res.stdout
 
     comp = ce("compile", "evals", cwd=tmp_path)
     assert comp.returncode == 0 and "0 errors, 0 warnings" in comp.stderr, comp.stderr

@@ -125,10 +125,14 @@ def init_cmd(directory: str) -> None:
         click.echo(f"  {rel}")
     tasks = os.path.join(where, "tasks")
     click.echo("\nnext:")
-    for command, why in (
-            (f"ce compile {where}", "check the task and the experiment"),
-            (f"ce run {where} --agent oracle", "apply the reference solution: it must pass"),
-            ("ce explain runs/latest --trial default/greet", "why each criterion scored"),
-            (f"ce run {tasks} -e {os.path.join(where, 'experiments', 'models.yaml')}",
-             "the real agent, two models (ANTHROPIC_API_KEY)")):
-        click.echo(f"  {command:<52} {why}")
+    steps = ((f"ce compile {where}", "check the task and the experiment"),
+             (f"ce run {where} --agent oracle", "apply the reference solution: it must pass"),
+             ("ce explain runs/latest --trial default/greet", "why each criterion scored"),
+             (f"ce run {tasks} -e {os.path.join(where, 'experiments', 'models.yaml')}",
+              "the real agent, two models (ANTHROPIC_API_KEY)"))
+    width = min(max(len(c) for c, _ in steps), 60)  # a long path: its line wraps instead
+    for command, why in steps:
+        if len(command) > width:
+            click.echo(f"  {command}\n  {'':<{width}}  {why}")
+        else:
+            click.echo(f"  {command:<{width}}  {why}")
