@@ -59,7 +59,8 @@ class AgentConfig:
         None, merge="replace",
         doc="which Claude Code settings load (default: project: the workspace's .claude/)")
     plugins: list[dict[str, Any]] | None = spec(None, merge="replace",
-        doc="Claude Code plugins (`path` relative to the task file)")
+        doc="Claude Code plugins (`path` relative to the task file, a directory; `type` "
+            "defaults to `local`, the only type)")
     ignore_patterns: list[str] = spec(factory=list, merge="replace",
         doc="coder_eval's agent ignore patterns; accepted, not used by ce")
     base_url: str | None = spec(None, doc="OpenAI-compatible endpoint for `type: openai`")
