@@ -119,7 +119,8 @@ _TABLE = [
      "`dataset:`, known metric names (accuracy, macro_f1, weighted_f1, micro_f1, "
      "precision.<label>, recall.<label>, f1.<label> for classification criteria; pass_rate "
      "and mean_score for the others; for any criterion coder_eval's count, mean, median, "
-     "std, min, max and completion_rate) and minimums in [0, 1]."),
+     "std, min, max and completion_rate) and minimums in [0, 1] (`count`, a number of "
+     "results: at least 0)."),
     ("CE0213", "error", "duplicate identifier",
      "Two tasks, variants or dataset rows share an id; results would overwrite each other."),
     ("CE0214", "warning", "field has no effect",

@@ -525,7 +525,11 @@ def suite_rules(ctx: RuleContext) -> None:
                 d.emit("CE0212", f"unknown suite metric `{name}`"
                        + (f" for {owner.type}" if owner is not None else ""), at,
                        help=did_you_mean(name, valid) or "known: " + ", ".join(valid))
-            if not 0 <= minimum <= 1:
+            if name == "count":  # a number of results, as coder_eval's count metric
+                if minimum < 0:
+                    d.emit("CE0104", f"suite threshold `count` (a number of results) must be "
+                           f"at least 0, found {minimum}", ctx.at((*path, name)))
+            elif not 0 <= minimum <= 1:
                 d.emit("CE0104", f"suite threshold `{name}` must be in [0, 1], found {minimum}",
                        ctx.at((*path, name)))
 
