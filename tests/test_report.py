@@ -454,6 +454,20 @@ def test_coder_evals_score_statistics_gate_any_criterion():
     assert set(plain.metrics) == {"pass_rate", "mean_score"}  # named by no threshold
 
 
+def test_markdown_score_gate_shows_a_failed_thresholds_value():
+    """A score criterion's gate row shows pass rate and mean score only: a failed `std`
+    or `max` threshold is shown with its value, else the reader sees "❌ failed" beside
+    minimums that say nothing of what fell short."""
+    recs = [record("v", "s", row=f"r{i}", criteria=[
+        crit("c0", "file_exists", x, kind="binary",
+             suite_thresholds={"std": 0.5, "count": 3})])
+        for i, x in enumerate([1.0, 0.0, 1.0])]
+    [g] = R.suite_metrics(recs)
+    assert g.failed == ["std"]
+    page = R.render_markdown(R.summary(recs, [g], "r", None), recs, [g])
+    assert "| std 0.471 < 0.5 ✗, count ≥ 3 | ❌ failed |" in page, page
+
+
 def test_non_dataset_and_disabled_criteria_have_no_gates():
     recs = [record("v", "single", criteria=[
         crit("c0", "skill_triggered", 1.0, kind="classification",

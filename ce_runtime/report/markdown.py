@@ -232,7 +232,8 @@ def render_markdown(summary: dict[str, Any], records: Records,
             for g in score_gates:
                 about = descriptions.get((g.variant, g.suite_id, g.criterion), g.description)
                 n = f"{g.n} (+{g.missing} missing)" if g.missing else str(g.n)
-                limits = ", ".join(f"{m} ≥ {t:g}" for m, t in g.thresholds.items()) or "—"
+                limits = ", ".join(_limit_text(g, m, t) for m, t in g.thresholds.items()) \
+                    or "—"
                 w(f"| {_code(g.variant)} | {_code(g.suite_id)} | "
                   f"{_code(g.criterion)} {_cell(g.criterion_type or '')}: "
                   f"{_cell(about or '', 120)} | {n} | "
@@ -299,6 +300,14 @@ def _row_descriptions(records: Sequence[TrialRecord]) -> dict[tuple, str]:
             shown = "; ".join(texts[:3]) + ("; …" if len(texts) > 3 else "")
             out[key] = f"per row ({len(texts)} descriptions): {shown}"
     return out
+
+
+def _limit_text(g: SuiteGate, metric: str, minimum: float) -> str:
+    """A score gate's threshold; a failed one with its value, as the table's columns
+    show only pass rate and mean score ("std 0.471 < 0.5 ✗")."""
+    if metric not in g.failed:
+        return f"{metric} ≥ {minimum:g}"
+    return f"{metric} {fmt_metric(g.metrics.get(metric))} < {minimum:g} ✗"
 
 
 def _gate_word(g: SuiteGate) -> str:
