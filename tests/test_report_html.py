@@ -455,3 +455,32 @@ def test_a_number_is_rounded_as_report_md_rounds_it(browser, tmp_path):
         assert page.errors == []
     finally:
         page.close()
+
+
+def test_a_failed_score_gate_threshold_shows_its_value(browser, tmp_path):
+    """The score gates' table shows pass rate and mean score only: a failed `std`
+    threshold is shown with its value, as report.md shows it ("std 0.471 < 0.5 ✗")."""
+    from ce_runtime.report import suite_metrics
+    from ce_runtime.report.html_page import render_html
+    from tests.test_report import crit, record
+
+    recs = [record("v", "s", row=f"r{i}", criteria=[
+        crit("c0", "file_exists", x, kind="binary", suite_thresholds={"std": 0.5, "count": 3})])
+        for i, x in enumerate([1.0, 0.0, 1.0])]
+    [g] = suite_metrics(recs)
+    summary = {"exit_code": 1, "exit_reasons": [], "trials": 3, "by_status": {},
+               "graded": 3, "passed": 2, "pass_rate": 2 / 3, "pass_rate_ci95": None,
+               "mean_score": 2 / 3, "tokens": {}, "cost_usd": 0, "duration_s": 0,
+               "within_expected_turns": {"budgeted": 0}, "pass_at_k": {}}
+    data = {"run_id": "gate", "summary": summary, "variants": [], "comparison": [],
+            "paired": [], "paired_note": None, "gates": [g.to_dict()], "columns": [],
+            "trials": [], "details": None}
+    path = tmp_path / "gate.html"
+    path.write_text(render_html(data), encoding="utf-8")
+    page = Page(browser, f"file://{path}")
+    try:
+        cells = page.page.locator("#gates tbody tr").first.locator("td").all_inner_texts()
+        assert cells[-2:] == ["std 0.471 < 0.5 ✗, count ≥ 3", "✗ failed"], cells
+        assert page.errors == []
+    finally:
+        page.close()

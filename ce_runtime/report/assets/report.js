@@ -235,7 +235,7 @@
       sec.append(el("h3", {}, "Criteria over dataset rows"), el("table", {}, el("thead", {}, el("tr", {}, ["Variant", "Suite", "Criterion", "Results", "Pass rate", "Mean score", "Thresholds", "Gate"].map((h) => el("th", {}, h)))),
         el("tbody", {}, score.map((g) => el("tr", {}, el("td", {}, el("code", {}, g.variant)), el("td", {}, el("code", {}, g.suite_id)), el("td", {}, `${g.criterion} ${g.criterion_type || ""}`),
           el("td", { class: "num" }, g.n), el("td", { class: "num" }, pct(g.metrics.pass_rate)), el("td", { class: "num" }, num(g.metrics.mean_score, 2)),
-          el("td", {}, Object.entries(g.thresholds || {}).map(([m, t]) => `${m} ≥ ${t}`).join(", ") || "—"), el("td", {}, word(g)))))));
+          el("td", {}, Object.entries(g.thresholds || {}).map(([m, t]) => (g.failed || []).includes(m) ? `${m} ${num(g.metrics[m], 3)} < ${t} ✗` : `${m} ≥ ${t}`).join(", ") || "—"), el("td", {}, word(g)))))));
     }
   }
 
