@@ -77,7 +77,9 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
         rid = value.get(id_field)
         if isinstance(rid, bool) or not isinstance(rid, str | int):
             what = ("has no" if rid is None else "has a boolean" if isinstance(rid, bool)
-                    else "has a non-scalar" if isinstance(rid, list | dict) else "has a non-text")
+                    else "has a non-scalar" if isinstance(rid, list | dict)
+                    else "has a non-integer number as" if isinstance(rid, float)
+                    else "has a non-text")
             diags.emit("CE0302", f"dataset row {label} {what} id field `{id_field}`", span)
             continue
         rid = str(rid)
