@@ -68,4 +68,4 @@ def test_a_run_a_bug_stops_says_failed_in_its_run_json(tmp_path):
         "failed", "internal error (RuntimeError: a bug at the end)")
     listed = ce("runs", ".", cwd=str(tmp_path))  # it listed the run as running
     [line] = [x for x in listed.stdout.splitlines() if x.startswith("out ")]
-    assert line.split()[-1] == "failed", listed.stdout
+    assert line.split()[-2:] == ["failed", "fail"], listed.stdout  # status, verdict

@@ -50,7 +50,7 @@ def runs_cmd(directory, fmt):
         return
     head = ("RUN", "STARTED", "TASKS", "TRIALS", "PASS RATE", "STATUS", "VERDICT")
     table = [head] + [(r["run_id"], _short_time(r["time"]), _n(r["tasks"]), _n(r["trials"]),
-                       _rate(r), r["status"] or "?", _verdict(r["exit_code"]))
+                       _rate(r), r["status"] or "?", _verdict(r["exit_code"], r["status"]))
                       for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
@@ -108,10 +108,13 @@ def _n(v: int | None) -> str:
     return "?" if v is None else str(v)
 
 
-def _verdict(exit_code: int | None) -> str:
+def _verdict(exit_code: int | None, status: str | None) -> str:
     """What `ce run` exited with for it (its gates, --min-pass-rate, an interruption):
-    what a CI job saw; `-` before the run ended."""
-    return "-" if exit_code is None else ("pass" if exit_code == 0 else f"fail ({exit_code})")
+    what a CI job saw; `fail` for a run a bug or a write failure stopped before its
+    summary; `-` before the run ended."""
+    if exit_code is None:
+        return "fail" if status == "failed" else "-"
+    return "pass" if exit_code == 0 else f"fail ({exit_code})"
 
 
 def _rate(r: dict[str, Any]) -> str:
