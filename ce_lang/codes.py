@@ -245,6 +245,11 @@ _TABLE = [
      "Text that looks like a row reference but is not one (`{row.key}`, `$row.key`, "
      "`${rows.key}`, `${ row.key }`) is not substituted: every row gets it as written. "
      "Write `${row.key}` exactly."),
+    ("CE0306", "warning", "stratify_field in no row",
+     "`sample_per_stratum: N` keeps N rows per value of `stratify_field` (default "
+     "`expected_skill`). A field no row has puts every row in one stratum, so the sample "
+     "keeps N rows in all, whatever the labels: set `stratify_field` to the rows' label "
+     "key."),
     # -- experiments and overrides ------------------------------------------------------
     ("CE0402", "error", "wrong kind of file",
      "A task file was given where an experiment is expected, or the other way round."),

@@ -385,6 +385,8 @@ class _Compiler:
             if rows is None:
                 self.check_dropped(doc, value, every=True)
                 return
+            ds.check_strata(rows, dataset, self.opt.sample,
+                            lambda p, o=original: doc.span(o(p)), self.diags)
             rows = ds.sample_rows(rows, dataset, self.opt.sample)
         self.check_dropped(doc, value)
         check_task_refs(value, doc, self.original_path, rows, self.diags)

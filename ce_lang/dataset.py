@@ -126,6 +126,26 @@ def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any
             diags.emit("CE0301", "invalid JSON line: a number too long to read", line_span)
 
 
+def check_strata(rows: list[Row], dataset: dict[str, Any], flat_sample: int | None,
+                 span_of: Callable[[Path], Span], diags: Diagnostics) -> None:
+    """A `stratify_field` no row has puts every row in one stratum: `sample_per_stratum`
+    then keeps N rows in all, silently (a misspelt field, or the `expected_skill` default
+    on a dataset labelled otherwise)."""
+    per = dataset.get("sample_per_stratum")
+    if per is None or flat_sample is not None:  # --sample ignores the strata
+        return
+    field = dataset.get("stratify_field", "expected_skill")
+    if any(field in r.values for r in rows):
+        return
+    keys = sorted({k for r in rows for k in r.values})
+    where = ("stratify_field",) if "stratify_field" in dataset else ("sample_per_stratum",)
+    diags.emit("CE0306", f"`sample_per_stratum` stratifies on `{field}`, a key no row "
+               f"has: every row is in one stratum, and the sample keeps {per} row(s) in all",
+               span_of(("dataset", *where)),
+               help=did_you_mean(field, keys) or "set `stratify_field` to a key of the rows: "
+               + ", ".join(f"`{k}`" for k in keys[:10]))
+
+
 def sample_rows(rows: list[Row], dataset: dict[str, Any], flat_sample: int | None) -> list[Row]:
     """A reproducible sample: seed 0 unless `sample_seed` says otherwise."""
     seed = dataset.get("sample_seed")
