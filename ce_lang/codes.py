@@ -228,8 +228,8 @@ _TABLE = [
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "
      "per line."),
     ("CE0302", "error", "invalid row id",
-     "Every row needs its `id_field`, a scalar matching [A-Za-z0-9_][A-Za-z0-9_.-]*, unique in "
-     "the dataset."),
+     "Every row needs its `id_field`, a scalar matching [A-Za-z0-9_][A-Za-z0-9_.-]*, at most "
+     "255 characters long (it names its trials' directory), unique in the dataset."),
     ("CE0303", "error", "bad ${row.key} substitution",
      "`${row.key}` must name a key present in every row with a scalar value (string, number, "
      "boolean); the message names the rows that fail. Outside a dataset task `${row...}` is an error."),
