@@ -117,6 +117,8 @@ def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any
         diags.emit("CE0301", f"dataset file {file!r} is not UTF-8", span)
         return
     offset = 0
+    if text.startswith("\ufeff"):  # a byte order mark (Windows tools write one): not a row
+        text, offset = text[1:], 1
     for n, line in enumerate(text.split("\n"), start=1):
         line_span = Span(file, n, 1, n, len(line) + 1, offset, offset + len(line))
         offset += len(line) + 1
