@@ -91,6 +91,21 @@ def _modes(root):
             ("workspace", ["fine.yaml", "--workspace", ws])]
 
 
+def test_a_directory_of_a_runs_trials_names_them(run):
+    """VARIANT/TASK (or a dataset's VARIANT/TASK/ROW) is where a run's trials sit: one
+    trial is explained, several are named with --trial picking among them; it said "not
+    a run directory (no run.json) nor a directory of runs"."""
+    one = explain("run/default/fine", cwd=run)
+    assert one.returncode == 1 and "trial default/fine/00" in one.stdout, one.stderr
+    many = explain("run/default", cwd=run)
+    assert many.returncode == 2
+    assert "run/default holds 3 trials of the run " in many.stderr
+    assert "name one with --trial (a unique prefix): crashed/00, fine/00, unseeded/00" \
+        in many.stderr, many.stderr
+    picked = explain("run/default", "--trial", "fi", cwd=run)
+    assert "trial default/fine/00" in picked.stdout, picked.stderr
+
+
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_criterion_selects_one_in_every_mode(run, fmt):
     for mode, args in _modes(run):

@@ -80,6 +80,21 @@ def trial_of_run(path: str, trial_id: str | None, command: str, hint: str) -> st
             raise click.UsageError(f"--trial picks a trial of a run; {hint} is a trial "
                                    "already")
         return path
+    inside = _run_above(path)
+    if inside is not None:  # VARIANT/TASK/ROW of a run: its trials, not a run
+        prefix = os.path.relpath(os.path.realpath(path), inside) + os.sep
+        under = [i for i in (os.path.relpath(d, inside) for d in trial_dirs(inside))
+                 if i.startswith(prefix)]
+        if len(under) == 1 and trial_id is None:
+            return os.path.join(inside, under[0])
+        if under and trial_id:
+            rel = [i[len(prefix):] for i in under]
+            return os.path.join(inside, prefix + by_prefix(trial_id, rel, "trial", "--trial"))
+        if under:
+            rel = [i[len(prefix):] for i in under]
+            shown = ", ".join(rel[:8]) + (f" and {len(rel) - 8} more" if len(rel) > 8 else "")
+            raise click.UsageError(f"{path} holds {len(rel)} trials of the run {inside}: "
+                                   f"name one with --trial (a unique prefix): {shown}")
     run = latest_run(path, command, hint)
     ids = [os.path.relpath(d, run) for d in trial_dirs(run)]
     if not ids:
@@ -91,6 +106,16 @@ def trial_of_run(path: str, trial_id: str | None, command: str, hint: str) -> st
         raise click.UsageError(f"{run} is a run of {len(ids)} trials: name one with --trial "
                                f"(its id or a unique prefix): {shown}")
     return os.path.join(run, by_prefix(trial_id, ids, "trial", "--trial"))
+
+
+def _run_above(path: str) -> str | None:
+    """The run directory `path` lies inside (below it, not the run itself), or None."""
+    here = os.path.realpath(path)
+    while (parent := os.path.dirname(here)) != here:
+        here = parent
+        if os.path.isfile(os.path.join(here, "run.json")):
+            return here
+    return None
 
 
 def say_if_latest(path: str, command: str) -> None:
