@@ -57,13 +57,16 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
         records = [(r, f"rows[{original((*here, 'rows', i))[-1]}]", span_of((*here, "rows", i)))
                    for i, r in enumerate(rows_raw)]
     else:
-        if not paths:
-            diags.emit("CE0301", "`dataset.paths` lists no file", span_of((*here, "paths")))
+        if not paths:  # (or every entry was dropped, a special file: reported there)
+            if not _error_within(diags, span_of((*here, "paths"))):
+                diags.emit("CE0301", "`dataset.paths` lists no file", span_of((*here, "paths")))
             return None
         before = len(diags)
+        unread = [f for f in paths if not hostfs.isfile(f)]  # reported where checked
         for i, file in enumerate(paths):
-            records.extend(_read_jsonl(file, span_of((*here, "paths", i)), diags))
-        if len(diags) > before:
+            if file not in unread:
+                records.extend(_read_jsonl(file, span_of((*here, "paths", i)), diags))
+        if unread or len(diags) > before:  # no follow-on "the dataset has no rows"
             return None
     if not records:
         diags.emit("CE0301", "the dataset has no rows", span_of(here))
@@ -102,9 +105,13 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
     return rows
 
 
+def _error_within(diags: Diagnostics, span: Span) -> bool:
+    """An error already reported inside `span` (an entry the validator checked)."""
+    return any(d.is_error and d.span is not None and d.span.file == span.file
+               and span.offset <= d.span.offset < span.end_offset for d in diags)
+
+
 def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any, str, Span]]:
-    if not hostfs.exists(file):
-        return  # reported where the path was checked
     try:
         text = read_regular_text(file)
     except NotRegularFile as exc:
