@@ -105,7 +105,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
                        "trials must succeed")
     # "graded" read as "reached grading": an ERROR trial counts here as a trial that did
     # not succeed; only NOT_GRADED ones are left out, and said
-    ungraded = (summary.get("by_status") or {}).get("NOT_GRADED", 0)
+    ungraded = (summary.get("by_status") or {}).get(Status.NOT_GRADED, 0)
     left_out = f"; {ungraded} not graded, left out" if ungraded else ""
     w(f"{verdict} — {summary['passed']}/{summary['graded']} trials succeeded "
       f"({fmt_pct(summary['pass_rate'])}){left_out}{gates_line}.")
