@@ -168,6 +168,33 @@ def test_a_rescore_of_some_tasks_lists_only_the_gates_it_regraded(tmp_path):
     assert "default/other" not in res.stdout
 
 
+def test_a_row_of_tasks_the_run_has_no_trial_of_is_named(tmp_path):
+    """A row added to the dataset since the run: the re-score grades the run's trials,
+    and says the new row has none (its gate counts the rows the run has); it was not
+    said, as if the gate covered the dataset TASKS hold."""
+    (tmp_path / "words.yaml").write_text(DATASET_TASK.replace("THIRD", "alpha"))
+    run = ce("run", "words.yaml", "-q", "--run-dir", "run", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    (tmp_path / "words.yaml").write_text(DATASET_TASK.replace("THIRD", "alpha").replace(
+        "    - {id: r4, word: gamma}\n", "    - {id: r4, word: gamma}\n    - {id: r5, word: "
+        "alpha}\n"))
+    res = ce("rescore", "run", "words.yaml", "-q", "--out", "out", cwd=tmp_path)
+    assert "ce rescore: 1 dataset row(s) of TASKS have no trial in the run, not graded " \
+        "(suite gates leave them out): default/words/r5" in res.stderr, res.stderr
+    assert "4 trial(s) re-scored, 0 changed; 1 row(s) of TASKS not in the run;" in res.stdout
+    same = ce("rescore", "run", "-q", "--out", "out2", cwd=tmp_path)  # the run's own plans
+    assert "not in the run" not in same.stdout + same.stderr
+    other = tmp_path / "other.yaml"  # a task the run never ran: not one of its suites
+    other.write_text(DATASET_TASK.replace("task_id: words", "task_id: other"))
+    more = ce("rescore", "run", "words.yaml", "other.yaml", "-q", "--out", "out3",
+              cwd=tmp_path)
+    assert "default/other" not in more.stderr and "1 row(s) of TASKS" in more.stdout
+    sampled = ce("run", "words.yaml", "-q", "--sample", "2", "--run-dir", "s", cwd=tmp_path)
+    assert sampled.returncode in (0, 1), sampled.stderr
+    res = ce("rescore", "s", "words.yaml", "-q", "--out", "out4", cwd=tmp_path)
+    assert "not in the run" not in res.stdout + res.stderr  # the rows it did not sample
+
+
 # -- resume -----------------------------------------------------------------------------------
 def test_a_resume_runs_again_a_trial_with_task_json_but_not_its_other_files(tmp_path):
     (tmp_path / "agentless.yaml").write_text(AGENTLESS)

@@ -311,6 +311,11 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
         for line in gates:
             _say(line)
     note = f"; {no_task} trial(s) have no task in TASKS" if no_task else ""
+    unrun = _tasks_not_run(plans, dirs, run_dir, lost) if tasks and whole else []
+    if unrun:  # a row added to a dataset: its gates count only the rows the run has
+        _err(f"ce rescore: {len(unrun)} dataset row(s) of TASKS have no trial in the run, "
+             f"not graded (suite gates leave them out): {RR.shown(unrun)}")
+        note += f"; {len(unrun)} row(s) of TASKS not in the run"
     if damaged:
         code = max(code, 1)
         note += f"; {len(damaged)} trial(s) not re-scored (damaged archive)"
@@ -328,6 +333,22 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
         for reason in summary.get("exit_reasons") or ():
             click.echo(f"not passed: {reason}")
     sys.exit(code)
+
+
+def _tasks_not_run(plans: dict, dirs: list[str], run_dir: str, lost: list[str]) -> list[str]:
+    """VARIANT/TASK/ROW of the TASKS rows the run has no trial of (nor a lost one), in
+    the dataset suites it ran; none for a sampled run (its other rows never ran)."""
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            if (json.load(fh).get("args") or {}).get("sample"):
+                return []
+    except (OSError, ValueError, AttributeError):
+        return []
+    ran = {os.path.dirname(os.path.relpath(d, run_dir)).replace(os.sep, "/") for d in dirs}
+    ran |= {i.rsplit("/", 1)[0] for i in lost}
+    suites = {r.rsplit("/", 1)[0] for r in ran if r.count("/") >= 2}
+    return sorted(f"{v}/{t}" for v, t in plans if "/" in t and f"{v}/{t}" not in ran
+                  and f"{v}/{t.rsplit('/', 1)[0]}" in suites)
 
 
 def _moved(rec) -> bool:
