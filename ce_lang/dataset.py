@@ -69,7 +69,10 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
         if unread or len(diags) > before:  # no follow-on "the dataset has no rows"
             return None
     if not records:
-        diags.emit("CE0301", "the dataset has no rows", span_of(here))
+        files = ", ".join(repr(os.path.basename(f)) for f in paths or ())
+        diags.emit("CE0301", "the dataset has no rows"
+                   + (f": {files} hold{'s' if len(paths) == 1 else ''} no JSON line"
+                      if files else ""), span_of(here))
         return None
     id_field = dataset.get("id_field", "id")
     rows: list[Row] = []
