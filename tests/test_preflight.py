@@ -295,3 +295,14 @@ def test_agents_install_of_an_unknown_name_is_a_usage_error():
     assert res.exit_code == 2, res.output
     assert "codx: not an npm agent ce installs" in res.output
     assert "did you mean `codex`?" in res.output
+
+
+def test_sample_without_a_dataset_says_it_keeps_every_trial(tmp_path):
+    """--sample N keeps N dataset rows per task: on tasks without a dataset it was ignored
+    silently, as if the run had been cut to N trials."""
+    t = task(tmp_path, SOLVABLE)
+    res = ce("run", t, "--agent", "oracle", "--sample", "2", "--repeats", "3", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "ce run: --sample 2 keeps dataset rows, and no task here has a dataset: every " \
+        "trial runs" in res.stderr
+    assert "3 trial(s)" in res.stderr

@@ -264,6 +264,9 @@ def _run_with(state, worker, a):
     if result.warnings and not a.quiet:  # what `ce compile` says, `ce run` says
         click.echo(render_human(result.diagnostics, result.sources, color=color), err=True,
                    nl=False)
+    if a.sample and not a.quiet and not any(t.plan.row_id for t in result.trials):
+        click.echo(f"ce run: --sample {a.sample} keeps dataset rows, and no task here has a "
+                   "dataset: every trial runs", err=True)
     trials = select(result.trials, a.tags, a.exclude_tags)
     skipped = _skipped_tasks(result.trials)
     if skipped and not a.quiet:
