@@ -154,24 +154,23 @@ class _Compiler:
         self.experiment = self.load_experiment(usage)
         self.cli = self.cli_layer(list(self.command_line.overrides))
         compiled = 0
-        unused = {d: 0 for _, d in files if d is not None}  # a directory -> YAML skipped
+        unused: dict = {d: 0 for _, d in files if d is not None}  # dir -> YAML skipped
         for file, under in files:
             errors_before = self.diags.count("error")
             doc = self.load(file)
             kind = "task" if doc is None else document_kind(doc.value)
-            if kind is None and under is not None:
-                if under in unused:  # no task found under it yet
+            if kind is None and under is not None:  # not a task file (a template's YAML)
+                if unused[under] is not None:
                     unused[under] += 1
-                continue  # not a task file (a template's YAML, a fixture ...)
-            unused.pop(under, None)
-            if doc is None:  # unreadable or not YAML (said): a task file that failed
-                compiled += 1
-            elif kind == "experiment":
+                continue
+            unused[under] = None  # a task or experiment found there
+            if kind == "experiment":
                 self.check_experiment_doc(doc, under is None)
-            else:
-                compiled += 1
+                continue
+            compiled += 1  # a doc that failed to load (said) is a task file that failed
+            if doc is not None:
                 self.compile_task(doc, errors_before)
-        for under, skipped in unused.items():  # `0 task files`, exit 0: a CI check passed
+        for under, skipped in ((d, n) for d, n in unused.items() if d and n):  # a CI check
             usage.emit("CE0006", f"no task file under {under!r}: its {skipped} YAML file(s) "
                        "have no task_id or success_criteria", None)
         self.report_misfits(compiled)

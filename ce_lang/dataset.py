@@ -24,7 +24,6 @@ from ce_lang.spans import Path, Span, format_path, offset_to_line_col
 ROW_REF = re.compile(r"\$\{row\.([^}]*)\}")
 ROW_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
-ROW_ID_MAX = 255  # a row id names its trials' directory: a file name's limit (NAME_MAX)
 
 
 @attrs.frozen
@@ -94,11 +93,11 @@ def load_rows(dataset: dict[str, Any], span_of: Callable[[Path], Span], diags: D
             diags.emit("CE0302", f"dataset row {label}: id {rid!r} must match "
                        "[A-Za-z0-9_][A-Za-z0-9_.-]*", span)
             continue
-        if len(rid) > ROW_ID_MAX:
+        if len(rid) > hostfs.NAME_MAX:
             diags.emit("CE0302", f"dataset row {label}: id {rid[:20]!r}... is {len(rid)} "
-                       f"characters long, more than {ROW_ID_MAX}", span,
+                       f"characters long, more than {hostfs.NAME_MAX}", span,
                        notes=("a row id names its trials' directory, and a file name has at "
-                              f"most {ROW_ID_MAX} characters",))
+                              f"most {hostfs.NAME_MAX} characters",))
             continue
         if rid in seen:
             diags.emit("CE0213", f"dataset row {label}: id {rid!r} repeats row {seen[rid]}", span)

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+NAME_MAX = 255  # a file name's limit: an identifier or row id names a trial's directory
 _CHUNK = 1 << 20
 
 

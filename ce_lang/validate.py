@@ -27,8 +27,6 @@ from ce_lang.schema.fields import REMOVED_FIELDS_ATTR, UNKNOWN_HELP_ATTR, Rule, 
 from ce_lang.spans import Path, Span, format_path
 from ce_lang.value_words import describe, looks_numeric, num, shape_help, snippet, yaml_kind
 
-NAME_MAX = 255  # an identifier (task_id, variant_id ...) names a file: a file name's limit
-
 _NoneType = type(None)
 
 
@@ -149,12 +147,12 @@ class Walker:
             if rule.non_empty and not value.strip():
                 self.diags.emit("CE0110", f"`{self.name(path)}` must not be empty",
                                 self.ctx.span_of(path))
-            elif rule.pattern and len(value) > NAME_MAX:  # ce run failed: File name too long
+            elif rule.pattern and len(value) > hostfs.NAME_MAX:  # ce run failed: File name too long
                 self.diags.emit(
                     "CE0111", f"`{self.name(path)}` {value[:20]!r}... is {len(value)} "
-                    f"characters long, more than {NAME_MAX}", self.ctx.span_of(path),
+                    f"characters long, more than {hostfs.NAME_MAX}", self.ctx.span_of(path),
                     notes=("an identifier names a file or directory (a trial's directory, "
-                           f"a mock's file), and a file name has at most {NAME_MAX} "
+                           f"a mock's file), and a file name has at most {hostfs.NAME_MAX} "
                            "characters",))
             elif rule.pattern and not re.fullmatch(rule.pattern, value):
                 self.diags.emit(
