@@ -238,3 +238,13 @@ def test_resume_help_says_which_trials_run_again():
     text = " ".join(ce("run", "--help").stdout.split())
     assert "only trials without a task.json are run" not in text
     assert "missing or damaged" in text and "changed plan" in text
+
+
+def test_a_misspelt_command_gets_a_did_you_mean():
+    """The top-level group loads its commands lazily; click's suggestion needs their
+    names, so `ce compil` said only "No such command" while `ce criteria lst` suggested."""
+    res = ce("explian")
+    assert res.returncode == 2
+    assert "No such command 'explian'. Did you mean 'explain'?" in res.stderr
+    assert "'compile'" in ce("compil").stderr
+    assert "Did you mean" not in ce("zzz").stderr

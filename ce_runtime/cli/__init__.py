@@ -89,6 +89,15 @@ class LazyGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())  # the final flush at exit writes nowhere
             sys.exit(1)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """click draws its did-you-mean from `self.commands`, which a lazy group leaves
+        empty: `ce compil` said only "No such command" where `ce criteria lst` suggests."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
+
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = _COMMANDS.get(name)
         if target is None:
