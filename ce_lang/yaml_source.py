@@ -221,9 +221,9 @@ def parse_yaml(text: str, file: str, diags: Diagnostics) -> LocatedDoc | None:
                 Span.point(file, mark.line + 1, mark.column + 1) if mark else Span.point(file),
             )
             return None
-        return _syntax_error(exc, file, diags)
+        return _syntax_error(exc, file, diags, text)
     except yaml.MarkedYAMLError as exc:
-        return _syntax_error(exc, file, diags)
+        return _syntax_error(exc, file, diags, text)
     except yaml.reader.ReaderError as exc:  # control characters, bad encoding
         line, col = offset_to_line_col(text, exc.position)
         char = exc.character
@@ -253,7 +253,8 @@ def parse_yaml(text: str, file: str, diags: Diagnostics) -> LocatedDoc | None:
     return LocatedDoc(file, text, value, builder.spans, builder.key_spans)
 
 
-def _syntax_error(exc: yaml.MarkedYAMLError, file: str, diags: Diagnostics) -> None:
+def _syntax_error(exc: yaml.MarkedYAMLError, file: str, diags: Diagnostics,
+                  text: str) -> None:
     mark = exc.problem_mark or exc.context_mark
     problem = exc.problem or "invalid YAML"
     context = f" ({exc.context})" if exc.context else ""
@@ -267,7 +268,14 @@ def _syntax_error(exc: yaml.MarkedYAMLError, file: str, diags: Diagnostics) -> N
         cm = exc.context_mark
         notes = (f"{exc.context} at {file}:{cm.line + 1}:{cm.column + 1}",)
         context = ""
-    diags.emit("CE0002", f"{problem}{context}", span, notes=notes)
+    help = None
+    if mark and text[mark.index:mark.index + 1] == "\t":
+        # PyYAML's words for a tab-indented line ("found character that cannot start
+        # any token while scanning for the next token") do not say it is a tab, and the
+        # echoed source line shows the tab as a space.
+        problem, context, notes = "a tab character here: YAML indents with spaces only", "", ()
+        help = "replace the tab with spaces"
+    diags.emit("CE0002", f"{problem}{context}", span, help=help, notes=notes)
     return None
 
 
