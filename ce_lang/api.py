@@ -58,6 +58,7 @@ _EXPORTS: dict[str, str] = {
     "argv_match": "ce_lang.argv_match",
     "SECRET_NAME": "ce_lang.secret_names",
     "looks_secret": "ce_lang.secret_names",
+    "TOOL_NAMES": "ce_lang.tool_names",
     # the criteria language
     "ast": "ce_lang.lang.ast",
     "BUILTINS": "ce_lang.lang.builtins",

@@ -19,6 +19,7 @@ from ce_lang.rules_cli import cli_match_rules
 from ce_lang.rules_paths import criterion_host_paths, emit_for_rows
 from ce_lang.schema import criteria as C
 from ce_lang.spans import Path
+from ce_lang.tool_names import canonical_spelling
 from ce_lang.validate import check_workspace_path
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ def criterion_rules(ctx: RuleContext, i: int, c: C.CriterionBase,
         for f in ("command_pattern", "exclude_pattern"):
             if reads(f):
                 check_regex(getattr(c, f), 0, (*here, f), ctx)
+        if c.tool_name is not None and reads("tool_name"):
+            _tool_name_rule(c.tool_name, (*here, "tool_name"), ctx)
     if isinstance(c, C.CliCalled) and reads(*_CLI_MATCH_FIELDS):
         cli_match_rules(c, here, ctx, rule=False)
     if isinstance(c, C.RunCommand) and c.stdout_match == "regex" \
@@ -248,6 +251,16 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
         if a.operator == "type" and a.expected not in types:
             emit_for_rows(ctx, "CE0105", f"operator `type` expects one of {', '.join(types)}",
                           (*at, "expected"), did_you_mean(str(a.expected), types))
+
+
+def _tool_name_rule(name: str, at: Path, ctx: RuleContext) -> None:
+    """A trace holds Claude Code's tool names (`tool_names`): another spelling matches no
+    call, so the criterion would fail every run, said nowhere."""
+    canon = canonical_spelling(name)
+    if canon is not None:
+        emit_for_rows(ctx, "CE0229", f"`tool_name: {name}` matches no tool call: traces "
+                      f"name this tool `{canon}`, whichever agent ran", at,
+                      f"did you mean `{canon}`?")
 
 
 def _ordering_expected(operator: str, expected: Any, at: Path, ctx: RuleContext) -> None:

@@ -313,3 +313,29 @@ def test_criteria_naming_claude_codes_tools_grade_every_agent(agent, plan, tmp_p
     host = Host(workspace=str(tmp_path), trace=build_view(TRACES[agent]()))
     graded = Grader(plan).grade(host)
     assert [r.score for r in graded.criteria] == EXPECTED[agent]
+
+
+def test_a_tool_name_in_an_agents_own_spelling_is_warned_and_matches_nothing(tmp_path):
+    """`tool_name: write` (OpenCode's own name) matches no call of a trace, which holds
+    `Write` for OpenCode too: compiled silently, the criterion failed every run. CE0229
+    says so at compile time, and the name it suggests is the one that matches."""
+    (tmp_path / "t.yaml").write_text(
+        "task_id: t\ndescription: d\ninitial_prompt: p\nsuccess_criteria:\n"
+        "  - {type: command_executed, tool_name: write, description: as OpenCode names it}\n"
+        "  - {type: command_executed, tool_name: SKILL, description: shouted}\n"
+        "  - {type: command_executed, tool_name: Write, description: the trace's name}\n")
+    result = compile_paths([str(tmp_path / "t.yaml")])
+    warned = [(d.code, d.span.line, d.help) for d in result.diagnostics]
+    assert warned == [("CE0229", 5, "did you mean `Write`?"),
+                      ("CE0229", 6, "did you mean `Skill`?")]
+    host = Host(workspace=str(tmp_path), trace=build_view(opencode_trace()))
+    assert [r.score for r in Grader(result.trials[0].plan).grade(host).criteria] == \
+        [0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("raw", sorted(T.TOOL_NAMES))
+def test_the_compiler_suggests_the_name_the_trace_records(raw):
+    from ce_lang.tool_names import canonical_spelling
+
+    tool, _ = T.normalize_tool(raw, {})
+    assert canonical_spelling(raw) == tool and canonical_spelling(tool) is None

@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from ce_lang.api import TOOL_NAMES
+
 SCHEMA_VERSION = 1
 
 
@@ -95,35 +97,7 @@ Event = (RunHeader | AgentStart | TurnStart | TurnEnd | Message | ToolCall | Too
          | Usage | Decision | AgentEnd | RunEnd)
 STATUSES = ("ok", "error", "denied", "unresolved")
 
-# -- tool names ---------------------------------------------------------------------------
-# A ToolCall's `tool` is Claude Code's name for what the call does, whichever agent made it,
-# so that a criterion's `tool_name: Write` or `c.tool == "Skill"` means the same for every
-# agent; `raw_tool` keeps the agent's own name. Looked up in any case: Claude Code's own
-# names map to themselves (`Read` -> `read` -> `Read`), unknown names (MCP tools, Codex's
-# write_stdin, view_image ...) stay as the agent named them. Only the names the agents ce
-# drives or imports emit (OpenCode 1.18, Pi 0.73, Codex 0.171, ce's `openai` loop,
-# coder_eval's Codex records):
-TOOL_NAMES: dict[str, str] = {
-    "bash": "Bash",  # OpenCode, Pi
-    "shell": "Bash",  # ce's openai loop; Codex's former shell tool
-    "exec_command": "Bash",  # Codex
-    "local_shell": "Bash",  # Codex's local_shell_call
-    "command_execution": "Bash",  # `codex exec --json`; coder_eval's Codex records
-    "read": "Read",  # OpenCode, Pi, openai loop
-    "write": "Write",  # OpenCode, Pi, openai loop
-    "edit": "Edit",  # OpenCode, Pi, openai loop
-    "apply_patch": "Edit",  # Codex, OpenCode (see normalize_tool)
-    "glob": "Glob",  # OpenCode
-    "find": "Glob",  # Pi: files by a glob pattern
-    "grep": "Grep",  # OpenCode, Pi
-    "ls": "LS",  # Pi
-    "skill": "Skill",  # OpenCode
-    "webfetch": "WebFetch",  # OpenCode
-    "websearch": "WebSearch",  # OpenCode
-    "todowrite": "TodoWrite",  # OpenCode
-    "update_plan": "TodoWrite",  # Codex's plan: its to-do list
-    "task": "Task",  # OpenCode: a sub-agent
-}
+# -- tool names: ce_lang.tool_names.TOOL_NAMES (the compiler checks `tool_name` with it) --
 # parameters criteria read by name, renamed to Claude Code's: (tool, agent's name) -> name
 # (skill_triggered reads a Skill call's `skill`; OpenCode's skill tool calls it `name`)
 PARAM_NAMES: dict[tuple[str, str], str] = {("Skill", "name"): "skill"}
