@@ -6,24 +6,23 @@ from __future__ import annotations
 
 import random
 
-from ce_runtime.grade.rescore import _verdict, criterion_changes
+from ce_runtime.grade.rescore import _pairs, _verdict, criterion_changes
 
 
 def _reference(old, new):
     """The lines as they were made: both verdicts spelled out for every criterion."""
-    before = {c["id"]: c for c in old or []}
+    pairs, gone = _pairs(old or [], new)
     out = []
-    for c in new:
-        was = before.get(c["id"])
+    for c, was in pairs:
         if was is None:
             out.append(f"{c['id']} {c['type']}: new criterion, {_verdict(c)}")
             continue
         if _verdict(was) != _verdict(c) or was.get("error") != c.get("error"):
             why = f" ({c['error']})" if c.get("error") else ""
-            out.append(f"{c['id']} {c['type']}: recorded {_verdict(was)}, now "
+            moved = f" (recorded as {was['id']})" if was["id"] != c["id"] else ""
+            out.append(f"{c['id']} {c['type']}{moved}: recorded {_verdict(was)}, now "
                        f"{_verdict(c)}{why}")
-    out += [f"{i} {c['type']}: no longer a criterion" for i, c in before.items()
-            if i not in {c["id"] for c in new}]
+    out += [f"{c['id']} {c['type']}: no longer a criterion" for c in gone]
     return out
 
 
@@ -56,6 +55,31 @@ def test_the_printed_changes_are_both_verdicts_compared():
         printed += bool(got)
     assert 500 < printed < 5000  # both kinds of trial were seen
     assert criterion_changes(None, []) == []
+
+
+def _c(i, kind, description, score, passed=None):
+    return {"id": f"c{i}", "type": kind, "description": description, "score": score,
+            "passed": score >= 0.5 if passed is None else passed, "error": None}
+
+
+def test_a_criterion_removed_before_others_is_not_compared_with_its_successor():
+    """Removing c1 makes the recorded c2 the new c1: each is set against itself, not
+    against whatever held its index in the run."""
+    old = [_c(0, "file_exists", "out exists", 1), _c(1, "file_matches_regex", "coin", 0),
+           _c(2, "json_check", "json", 0.5), _c(3, "run_command", "runs", 0)]
+    new = [_c(0, "file_exists", "out exists", 1), _c(1, "json_check", "json", 0.5),
+           _c(2, "run_command", "runs", 1), _c(3, "file_contains", "has name", 0)]
+    assert criterion_changes(old, new) == [
+        "c2 run_command (recorded as c3): recorded 0 fail, now 1 pass",
+        "c3 file_contains: new criterion, 0 fail",
+        "c1 file_matches_regex: no longer a criterion",
+    ]
+
+
+def test_a_criterion_whose_description_was_edited_in_place_is_still_itself():
+    old = [_c(0, "file_exists", "out exists", 1), _c(1, "json_check", "json", 1)]
+    new = [_c(0, "file_exists", "out.txt exists", 0), _c(1, "json_check", "json", 1)]
+    assert criterion_changes(old, new) == ["c0 file_exists: recorded 1 pass, now 0 fail"]
 
 
 def test_a_trials_relative_name_is_relpaths():
