@@ -124,6 +124,22 @@ def test_gate_changes_mark_a_flip_and_show_moved_metrics_only():
         "* suite gate default/words/c0: new, failed"]
 
 
+def test_gate_changes_name_macro_f1_once():
+    """`f1.macro` is the metrics' alias of macro_f1 (a threshold may name either): a
+    moved macro F1 is one metric, listed twice only when a threshold names the alias."""
+    from ce_runtime.report.gates import gate_changes
+
+    old = [_gate("c0", True, accuracy=1.0, macro_f1=1.0, **{"f1.macro": 1.0})]
+    new = [_gate("c0", True, accuracy=0.875, macro_f1=0.873, **{"f1.macro": 0.873})]
+    assert gate_changes(old, new) == [
+        "  suite gate default/words/c0: passed (accuracy 1.000 -> 0.875, "
+        "macro_f1 1.000 -> 0.873)"]
+    new[0]["thresholds"] = {"f1.macro": 0.5}
+    assert gate_changes(old, new) == [
+        "  suite gate default/words/c0: passed (accuracy 1.000 -> 0.875, "
+        "macro_f1 1.000 -> 0.873, f1.macro 1.000 -> 0.873)"]
+
+
 DATASET_TASK = """\
 task_id: words
 description: pre_run writes a word; each row expects one

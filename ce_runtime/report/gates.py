@@ -283,8 +283,10 @@ def gate_changes(old: list[Any], new: list[Any]) -> list[str]:
             continue
         old_m = was.get("metrics") if isinstance(was.get("metrics"), dict) else {}
         new_m = g.get("metrics") or {}
+        alias = () if "f1.macro" in (g.get("thresholds") or {}) else ("f1.macro",)
         moved = [f"{m} {fmt_metric(old_m.get(m))} -> {fmt_metric(v)}"
-                 for m, v in new_m.items() if fmt_metric(old_m.get(m)) != fmt_metric(v)]
+                 for m, v in new_m.items()
+                 if m not in alias and fmt_metric(old_m.get(m)) != fmt_metric(v)]
         flipped = bool(was.get("passed")) != bool(g.get("passed"))
         if flipped or moved:
             verdict = f"{word(was)} -> {word(g)}" if flipped else word(g)
