@@ -223,14 +223,17 @@ _TABLE = [
      "applies to it. An A/B meant to run every task with one agent or model then runs "
      "some tasks with another. Set the agent in each variant (variants sit over the "
      "tasks), or remove it from the tasks."),
-    ("CE0229", "warning", "tool name no trace holds",
+    ("CE0229", "warning", "tool name in a spelling that matches nothing",
      "A trace names every agent's tool calls as Claude Code does (`Bash`, `Read`, `Write`, "
      "`Edit`, `Glob`, `Grep`, `Skill` ...): OpenCode's `bash`, Codex's `exec_command` and "
      "`apply_patch`, Pi's `write` are recorded as `Bash`, `Bash`, `Edit`, `Write` (the "
      "agent's own name is kept as `raw_tool`). `command_executed` compares `tool_name` "
      "exactly, so another spelling (`bash`, `BASH`, `exec_command`) matches no call and "
      "the criterion fails on every run (or, with `max_count`, never catches the call). "
-     "Write the name the help line gives."),
+     "Likewise Claude Code's permission rules, `agent.allowed_tools` and "
+     "`disallowed_tools` (of the task's agent or an agent_judge's): tool names are "
+     "case-sensitive, so `write` or `bash(git *)` approves or denies nothing. Write the "
+     "name the help line gives."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

@@ -24,6 +24,7 @@ from ce_lang.rules_paths import (
     repo_rules,
 )
 from ce_lang.rules_preflight import preflight_rules
+from ce_lang.rules_tools import permission_tool_rules
 from ce_lang.schema import criteria as C
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES, PRICED_BY_CE
 from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
@@ -583,4 +584,4 @@ READS: dict[Callable[[RuleContext], None], tuple[str | Path, ...]] = {
 RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
          early_stop_rules, nested_limit_rules, command_timeout_rules, simulation_rules,
          suite_rules, host_path_rules,
-         repo_rules, preflight_rules, compat_rules, passthrough_rules)
+         repo_rules, preflight_rules, compat_rules, passthrough_rules, permission_tool_rules)
