@@ -156,17 +156,27 @@ def test_run_page_is_the_report_page(run_dir, tmp_path):
     assert out.read_bytes() == Path(run_dir, "report.html").read_bytes()
 
 
-def test_rescored_results(run_dir, tmp_path):
-    """The re-scored results are a run directory of their own: reported the same way."""
+@pytest.mark.parametrize("worker", ["1", "0"])
+def test_rescored_results(run_dir, tmp_path, worker):
+    """The re-scored results are a run directory of their own: reported the same way,
+    and written with report.html beside report.md as `ce run` writes them (a re-score
+    wrote report.md only), by the report worker or without one: the page `ce report -f
+    html` makes of the results, byte for byte (made while they were staged, under
+    another name)."""
     out = tmp_path / "rescored"
     res = subprocess.run([*CE, "rescore", run_dir, "--out", str(out)], capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=300,
+                         env={**os.environ, "CE_REPORT_WORKER": worker})
     assert res.returncode in (0, 1), res.stderr
+    assert "report.html" not in res.stderr  # no warning that it was not written
     md = ce_report(str(out))
     assert md.returncode == 0, md.stderr
     assert md.stdout == (out / "report.md").read_text(encoding="utf-8")
     html = ce_report(str(out), "-f", "html", "-o", str(tmp_path / "r.html"))
     assert html.returncode == 0, html.stderr
+    assert (out / "report.html").read_bytes() == (tmp_path / "r.html").read_bytes()
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert len(re.findall(r'<script type="application/json" id="ce-d\d+">', page)) == 16
 
 
 def _one_line_error(res, code: int, path: str) -> None:

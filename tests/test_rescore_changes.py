@@ -101,9 +101,10 @@ def test_a_trials_relative_name_is_relpaths():
             assert outcome(_relative, path, start) == outcome(os.path.relpath, path, start)
 
 
-def _gate(criterion, passed, **metrics):
+def _gate(criterion, passed, thresholds=None, **metrics):
     return {"variant": "default", "suite_id": "words", "criterion": criterion,
-            "passed": passed, "metrics": metrics, "thresholds": {}, "failed": []}
+            "passed": passed, "metrics": metrics, "failed": [],
+            "thresholds": {"pass_rate": 0.3} if thresholds is None else thresholds}
 
 
 def test_gate_changes_mark_a_flip_and_show_moved_metrics_only():
@@ -138,6 +139,22 @@ def test_gate_changes_name_macro_f1_once():
     assert gate_changes(old, new) == [
         "  suite gate default/words/c0: passed (accuracy 1.000 -> 0.875, "
         "macro_f1 1.000 -> 0.873, f1.macro 1.000 -> 0.873)"]
+
+
+def test_a_dataset_criterion_without_thresholds_is_no_gate_that_flips():
+    """Its metrics are kept as a gate's are (passed, with nothing to check): added,
+    removed or moved, it is listed unmarked and says `no thresholds`, not `passed`; only
+    thresholds given to it later can flip it."""
+    from ce_runtime.report.gates import gate_changes
+
+    plain = _gate("c5", True, thresholds={}, pass_rate=1.0)
+    assert gate_changes([], [plain]) == ["  suite gate default/words/c5: new, no thresholds"]
+    assert gate_changes([plain], []) == ["  suite gate default/words/c5: no longer there"]
+    assert gate_changes([plain], [dict(plain, metrics={"pass_rate": 0.5})]) == [
+        "  suite gate default/words/c5: no thresholds (pass_rate 1.000 -> 0.500)"]
+    gated = _gate("c5", False, thresholds={"pass_rate": 0.6}, pass_rate=0.5)
+    assert gate_changes([plain], [gated]) == [
+        "* suite gate default/words/c5: no thresholds -> failed (pass_rate 1.000 -> 0.500)"]
 
 
 DATASET_TASK = """\

@@ -75,7 +75,8 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     each dataset suite gate that moved, of the suites re-graded whole, marked `*` when
     its verdict flipped (on stdout, with the summary line; damaged and missing trials
     and notes on stderr). The results (RUN_DIR/rescored/<time>) are a run directory of
-    their own: `ce explain` works on its trials; a re-score that left trials out (missing
+    their own, with report.md and report.html as `ce run` writes them: `ce explain`
+    works on its trials; a re-score that left trials out (missing
     or damaged) says so in them (status incomplete, as an interrupted run's).
 
     Exit status, as `ce run`'s for the re-scored trials: 0 every one succeeded (or, with

@@ -258,7 +258,9 @@ def _classification_gate(g: dict, limits: dict[str, float], per_label: list[dict
 def gate_changes(old: list[Any], new: list[Any]) -> list[str]:
     """Where the re-scored run's suite gates differ from the run's own (run.json's
     `suite_gates`), one line each, `*` first when a gate's verdict flipped, came or went
-    ('* suite gate default/sentiment/c0: passed -> failed (accuracy 0.9 -> 0.6)')."""
+    ('* suite gate default/sentiment/c0: passed -> failed (accuracy 0.9 -> 0.6)'). A
+    dataset criterion without suite_thresholds has its metrics but no verdict: it is
+    never marked, and says `no thresholds` where a gate says passed or failed."""
     from ce_runtime.report.text import fmt_metric
 
     def key(g: Any) -> tuple[str, str, str] | None:
@@ -267,7 +269,9 @@ def gate_changes(old: list[Any], new: list[Any]) -> list[str]:
         names = (g.get("variant"), g.get("suite_id"), g.get("criterion"))
         return names if all(isinstance(n, str) for n in names) else None  # type: ignore
 
-    def word(g: dict[str, Any]) -> str:
+    def word(g: dict[str, Any]) -> str:  # a criterion without thresholds is no gate
+        if not g.get("thresholds"):
+            return "no thresholds"
         return "passed" if g.get("passed") else "failed"
 
     before = {k: g for g in old or [] if (k := key(g)) is not None}
@@ -278,8 +282,9 @@ def gate_changes(old: list[Any], new: list[Any]) -> list[str]:
             continue
         name = "/".join(k)
         was = before.pop(k, None)
-        if was is None:
-            out.append(f"* suite gate {name}: new, {word(g)}")
+        if was is None:  # marked when it decides (has thresholds)
+            out.append(f"{'*' if g.get('thresholds') else ' '} suite gate {name}: new, "
+                       f"{word(g)}")
             continue
         old_m = was.get("metrics") if isinstance(was.get("metrics"), dict) else {}
         new_m = g.get("metrics") or {}
@@ -288,10 +293,11 @@ def gate_changes(old: list[Any], new: list[Any]) -> list[str]:
                  for m, v in new_m.items()
                  if m not in alias and fmt_metric(old_m.get(m)) != fmt_metric(v)]
         flipped = bool(was.get("passed")) != bool(g.get("passed"))
-        if flipped or moved:
-            verdict = f"{word(was)} -> {word(g)}" if flipped else word(g)
+        if flipped or moved or word(was) != word(g):
+            verdict = f"{word(was)} -> {word(g)}" if word(was) != word(g) else word(g)
             out.append(f"{'*' if flipped else ' '} suite gate {name}: {verdict}"
                        + (f" ({', '.join(moved)})" if moved else ""))
     out += [f"* suite gate {'/'.join(k)}: no longer a gate (was {word(g)})"
+            if g.get("thresholds") else f"  suite gate {'/'.join(k)}: no longer there"
             for k, g in before.items()]
     return out

@@ -1,6 +1,6 @@
 """The run's end: run.json's summary, trials.parquet and results.parquet, report.md,
-report.html and JUnit, written from the trial records (and a re-score's: run.json, the
-parquet files and report.md).
+report.html and JUnit, written from the trial records (and a re-score's: the same but
+JUnit).
 
 `ce run` has a report worker (ce_runtime/cli/report_worker.py) do this: a process started
 with the run, which imports Polars while the trials run. Without one (it could not start,
@@ -123,7 +123,9 @@ def write_rescore_reports(out: str, records: list, run_id: str, rescored_from: s
                           status: str = "complete", planned: int | None = None,
                           min_pass_rate: float | None = None, error: str | None = None
                           ) -> dict[str, Any]:
-    """A re-score's run.json, parquet files and report.md; run.json's summary. `status`,
+    """A re-score's run.json, parquet files, report.md and report.html (as `ce run`
+    writes them: one that could not be made is said, the re-score goes on); run.json's
+    summary. `status`,
     `planned` and `min_pass_rate`: the re-scored run's own (interrupted or incomplete: not
     a pass; its `--min-pass-rate` gate). `error`: why trials of it were not re-scored."""
     from ce_runtime import report
@@ -141,6 +143,8 @@ def write_rescore_reports(out: str, records: list, run_id: str, rescored_from: s
         report.write_parquet(out, records)
     write_bytes_atomic(os.path.join(out, "report.md"),
                        report.render_markdown(summary, records, gates).encode())
+    if records:
+        write_html(out, (records, gates, summary))
     return summary
 
 
