@@ -85,6 +85,28 @@ def test_ce_run_sarif_points_at_the_failed_criteria(tmp_path):
         (tmp_path / "out" / "ce.sarif").read_bytes()
 
 
+def test_a_report_made_in_another_directory_points_at_the_task_file_ran(tmp_path):
+    """The trial records its task file as `ce run` was given it (`tasks/demo.yaml`,
+    relative to where it ran): `ce report -f sarif` run from another directory pointed
+    at a `tasks/demo.yaml` there (none: line 1), not at the file the run graded."""
+    (tmp_path / "proj" / "tasks").mkdir(parents=True)
+    (tmp_path / "proj" / "tasks" / "demo.yaml").write_text(TASK)
+    (tmp_path / "elsewhere" / "sub").mkdir(parents=True)
+    res = subprocess.run([*CE, "run", "tasks", "-q", "--run-dir", "../elsewhere/run"],
+                         cwd=tmp_path / "proj", capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stderr
+    line = TASK.splitlines().index("  - type: run_command") + 1
+    for cwd, uri in ((tmp_path / "elsewhere", (tmp_path / "proj/tasks/demo.yaml").as_uri()),
+                     (tmp_path, "proj/tasks/demo.yaml")):
+        again = subprocess.run([*CE, "report", str(tmp_path / "elsewhere" / "run"), "-f",
+                                "sarif"], cwd=cwd, capture_output=True, text=True,
+                               timeout=300)
+        assert again.returncode == 0, again.stderr
+        [r] = check_essentials(json.loads(again.stdout))
+        phys = r["locations"][0]["physicalLocation"]
+        assert (phys["artifactLocation"]["uri"], phys["region"]["startLine"]) == (uri, line)
+
+
 def test_render_sarif_trial_errors_and_run_limits(tmp_path):
     base = {"variant_id": "v", "task_file": str(tmp_path / "t.yaml"), "weighted_score": None}
     records = [

@@ -68,6 +68,24 @@ def _uri(path: str | None, base: str) -> str:
     return quote(rel.replace(os.sep, "/"), safe="/")
 
 
+def _task_path(rec: TrialRecord, run_dir: str | None) -> str | None:
+    """The trial's task file. Recorded as given to `ce run` (relative to the directory it
+    ran in), so `ce report` run elsewhere found no line and wrote a URI to another file:
+    with the run directory, it is the task directory the trial's task.json records
+    joined with the file's name (as the compiler made it)."""
+    task_file = rec.task_file
+    if not task_file or os.path.isabs(task_file) or not run_dir:
+        return task_file
+    try:
+        with open(os.path.join(run_dir, rec.trial_id, "task.json"), "rb") as fh:
+            task_dir = json.loads(fh.read()).get("task_dir")
+    except (OSError, ValueError, AttributeError):
+        return task_file
+    if not isinstance(task_dir, str) or not os.path.isabs(task_dir):
+        return task_file
+    return os.path.join(task_dir, os.path.basename(task_file))
+
+
 def _index(criterion_id: Any) -> int | None:
     if isinstance(criterion_id, str) and criterion_id[:1] == "c" and criterion_id[1:].isdigit():
         return int(criterion_id[1:])
@@ -75,14 +93,17 @@ def _index(criterion_id: Any) -> int | None:
 
 
 def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: str,
-                 base: str | None = None, gates: Sequence[SuiteGate] | None = None) -> str:
+                 base: str | None = None, gates: Sequence[SuiteGate] | None = None,
+                 run_dir: str | None = None) -> str:
     """The SARIF document for `records` (task.json-shaped, as `ce run` and `ce report`
     hold them). `base`: the directory URIs are relative to (default: the current one).
-    `gates`: the suite gates (default: computed from `records`)."""
+    `gates`: the suite gates (default: computed from `records`). `run_dir`: the run they
+    are read from, where each task file's directory is recorded (`_task_path`)."""
     base = os.path.abspath(base or os.getcwd())
     rules: dict[str, dict[str, Any]] = {}
     results: list[dict[str, Any]] = []
     lines_cache: dict[str, dict[int, int]] = {}
+    paths: dict[str | None, str | None] = {}
 
     def rule(rule_id: str, text: str) -> int:
         if rule_id not in rules:
@@ -92,7 +113,9 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
     def add(rec: TrialRecord, rule_id: str, rule_text: str, level: str, message: str,
             key: str, criterion_id: Any = None,
             properties: dict[str, Any] | None = None) -> None:
-        task_file = rec.task_file
+        if rec.task_file not in paths:
+            paths[rec.task_file] = _task_path(rec, run_dir)
+        task_file = paths[rec.task_file]
         if task_file not in lines_cache:
             lines_cache[task_file] = _criterion_lines(task_file)
         idx = _index(criterion_id)
@@ -168,8 +191,8 @@ def write_run_sarif(run_dir: str, path: str) -> int:
     from ce_runtime.report.rundir import load_run
     from ce_runtime.store.atomic import write_bytes_atomic
 
-    records = load_run(run_dir).records
-    text = render_sarif(records, __version__)
+    data = load_run(run_dir)
+    text = render_sarif(data.records, __version__, run_dir=data.run_dir)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     write_bytes_atomic(path, text.encode())
     return len(json.loads(text)["runs"][0]["results"])
