@@ -234,6 +234,15 @@ _TABLE = [
      "`disallowed_tools` (of the task's agent or an agent_judge's): tool names are "
      "case-sensitive, so `write` or `bash(git *)` approves or denies nothing. Write the "
      "name the help line gives."),
+    ("CE0230", "warning", "a task's file named as a workspace path",
+     "A json_check's `json_schema` and a judge's `files` entries are read in the "
+     "workspace (the sandbox root), as the task format says; `$TASK_DIR/...` reads a file "
+     "relative to the task file instead. A plain path naming a file that sits beside the "
+     "task file, which no template source (template_dir, starter_files) writes into the "
+     "workspace, is not found when the trial is graded: the json_check is an ERROR, the "
+     "judge is shown `<file not found>`. Write `$TASK_DIR/PATH`, or copy the file in with "
+     "a template source. Not said when a `repo` source or a pre_run command may put it "
+     "there."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

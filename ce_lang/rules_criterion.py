@@ -17,6 +17,7 @@ from ce_lang import hostfs
 from ce_lang.diagnostics import did_you_mean
 from ce_lang.rules_cli import cli_match_rules
 from ce_lang.rules_paths import criterion_host_paths, emit_for_rows
+from ce_lang.rules_task_files import task_file_as_workspace_path
 from ce_lang.schema import criteria as C
 from ce_lang.spans import Path
 from ce_lang.tool_names import canonical_spelling
@@ -174,6 +175,7 @@ def _check_mixed_path(value: str, path: Path, ctx: RuleContext, missing: str = "
         return
     if "${row." not in value:
         check_workspace_path(value, span, ctx.name(path), ctx.diags)
+        task_file_as_workspace_path(value, path, ctx)
 
 
 def _check_task_schema(value: str, path: Path, ctx: RuleContext) -> None:

@@ -147,18 +147,29 @@ def check_requires(requires: tuple[A.Require, ...], params: dict[str, Any]) -> l
 
         message = fill(req.message)
         help_ = fill(req.help) if req.help is not None else None
-        if req.kind == "choice":
-            test = next((n for n in A.walk(req.cond) if isinstance(n, A.Binary)
-                         and n.op == "in" and isinstance(n.left, A.Name)), None)
-            if test is not None and isinstance(params.get(test.left.name), str):
-                try:
-                    allowed = Evaluator().eval(test.right, params)
-                except Exception:  # no list to suggest from
-                    allowed = None
-                if isinstance(allowed, list) and help_ is None:
-                    help_ = did_you_mean(params[test.left.name], [str(a) for a in allowed])
+        test = _membership(req.cond) if help_ is None else None
+        if test is not None and isinstance(params.get(test.left.name), str):
+            try:
+                allowed = Evaluator().eval(test.right, params)
+            except Exception:  # no list to suggest from
+                allowed = None
+            if isinstance(allowed, list):
+                help_ = did_you_mean(params[test.left.name], [str(a) for a in allowed])
         out.append(Violation(REQUIRE_KINDS.get(req.kind, "CE0111"), message, names, help_))
     return out
+
+
+def _membership(cond: A.Node) -> A.Binary | None:
+    """The `NAME in LIST` test a constraint asks to hold (the condition itself, or one
+    of its `or`s: `expected_label in allowed_labels or ...`), whose failure is a value
+    not in a list: a `help:` then suggests the closest entry. Not one under `not` or
+    `and`, where the value need not be in the list."""
+    if isinstance(cond, A.Binary):
+        if cond.op == "in" and isinstance(cond.left, A.Name):
+            return cond
+        if cond.op == "or":
+            return _membership(cond.left) or _membership(cond.right)
+    return None
 
 
 def _param_names(node: A.Node, params: dict[str, Any], bound: frozenset[str] = frozenset()):
