@@ -62,6 +62,8 @@ def shape_help(value: Any, tp: Any, path: Path) -> str | None:
     "Hello"`, `patterns: ["def main"]`, `- file_exists`)."""
     if isinstance(value, dict | list) or value is None or "`" in str(value):
         return None
+    if path and path[-1] == "flags" and isinstance(value, str):
+        return _flags_help(value)
     shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
         if isinstance(value, bool) else str(value)
     options = [a for a in typing.get_args(tp) if a is not _NoneType] \
@@ -78,6 +80,22 @@ def shape_help(value: Any, tp: Any, path: Path) -> str | None:
         return f"a criterion is a mapping: `- type: {value}`, then its fields on the " \
                "lines below (`ce criteria show TYPE` lists them)"
     return None
+
+
+def _flags_help(text: str) -> str:
+    """Regex `flags` is Python's number: `re.MULTILINE` or `re.I | re.M` written as
+    names, as in Python code, is said as the number it means."""
+    import re
+
+    names = [n for n in re.split(r"[|+,\s]+", text) if n]
+    flags = list(dict.fromkeys(re.RegexFlag.__members__.get(n.upper().removeprefix("RE."))
+                               for n in names))
+    if names and all(f is not None for f in flags):
+        total = sum(int(f) for f in flags)
+        parts = " + ".join(f"re.{f.name}={int(f)}" for f in flags)
+        return f"flags is a number: write `flags: {total}` ({parts})"
+    return "flags is a number, the sum of Python's re flags: re.IGNORECASE=2, " \
+           "re.MULTILINE=8, re.DOTALL=16 (`flags: 10` for IGNORECASE and MULTILINE)"
 
 
 def _holds(tp: Any, value: Any) -> bool:
