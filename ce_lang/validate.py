@@ -194,10 +194,12 @@ class Walker:
         bounds = [f"{op} {num(b)}" for b, _, op in checks if b is not None]
         for bound, ok, _op in checks:
             if bound is not None and not ok(bound):
+                percent = rule.ge == 0 and rule.le == 1 and 5 <= value <= 100  # 90 for 0.9
                 self.diags.emit(
                     "CE0104",
                     f"`{self.name(path)}` must be {' and '.join(bounds)}, found {num(value)}",
-                    self.ctx.span_of(path))
+                    self.ctx.span_of(path), help=f"a fraction: write {num(value / 100)} for "
+                    f"{num(value)}%" if percent else None)
                 return False
         return True
 
