@@ -65,7 +65,7 @@ class TaskSpec:
     }
     task_id: str = spec(
         non_empty=True, pattern=r"[A-Za-z0-9_][A-Za-z0-9_.\-]*",
-        pattern_hint="letters, digits, `_`, `.` and `-`, not starting with `.` or `-`",
+        pattern_hint="ASCII letters, digits, `_`, `.` and `-`, not starting with `.` or `-`",
         doc="the task's id; its trials are VARIANT/TASK_ID/NN (TASK_ID/ROW_ID for dataset rows)",
     )
     description: str = spec(non_empty=True, doc="what the task is about, shown in reports")
