@@ -96,6 +96,50 @@ def test_runs_lists_newest_first(made, tmp_path):
     assert first["exit_code"] == 1
 
 
+SLOW_TASK = """\
+task_id: slow
+description: a pre_run that outlasts the test
+agent: {type: none}
+sandbox: {driver: tempdir, python: null}
+pre_run:
+  - {command: "sleep 60", timeout: 120}
+success_criteria:
+  - {type: file_exists, path: x, description: never reached}
+"""
+
+
+def test_runs_tells_a_killed_run_from_a_running_one(tmp_path):
+    """A `ce run` killed with SIGKILL leaves run.json saying `running` forever; `ce runs`
+    listed it as running. The run's flock, which the kernel drops with its holder, tells
+    the two apart. `ce runs RUN` (a run, not a directory of runs) lists that run."""
+    import signal
+    import time
+
+    (tmp_path / "slow.yaml").write_text(SLOW_TASK)
+    run = tmp_path / "r"
+    proc = subprocess.Popen([*CE, "run", "slow.yaml", "--run-dir", str(run)], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "run.lock").exists() or not (run / "run.json").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        live = json.loads(ce("runs", str(run), "-f", "json", cwd=tmp_path).stdout)
+        assert [r["status"] for r in live] == ["running"]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    dead = ce("runs", str(run), cwd=tmp_path)
+    assert dead.returncode == 0, dead.stderr
+    row = dead.stdout.splitlines()[1].split()
+    assert row[0] == "r" and row[-2:] == ["killed", "-"]
+    assert dead.stderr.strip() == (f"{run}: killed before it ended; `ce run --resume {run}` "
+                                   "runs the trials it lacks")
+    listed = json.loads(ce("runs", str(tmp_path), "-f", "json", cwd=tmp_path).stdout)
+    assert [(r["run_id"], r["status"]) for r in listed] == [("r", "killed")]
+
+
 def test_new_run_ids_sort_as_they_were_made():
     """The id's suffix was random: runs of the same second listed (and picked as the
     latest) in a random order. It is now the milliseconds and one random digit."""

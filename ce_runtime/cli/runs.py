@@ -10,7 +10,14 @@ from typing import Any
 
 import click
 
-from ce_runtime.store.runs_root import is_run, read_run_json, run_id_of, runs_in, started_at
+from ce_runtime.store.runs_root import (
+    LOCK_FILE,
+    is_run,
+    read_run_json,
+    run_id_of,
+    runs_in,
+    started_at,
+)
 
 
 @click.command("runs")
@@ -19,14 +26,16 @@ from ce_runtime.store.runs_root import is_run, read_run_json, run_id_of, runs_in
 @click.option("-f", "--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True, help="text: a table; json: a list of objects.")
 def runs_cmd(directory, fmt):
-    """List the runs under DIR (default ./runs), newest first.
+    """List the runs under DIR (default ./runs), newest first; DIR a run itself: that run.
 
     A run is a subdirectory with a run.json (what `ce run` writes); `latest` and other
     links are skipped. For each: its id, the time it started (run.json's created_at,
-    else the time in its id, else the file's time; UTC in JSON, local in the table), tasks (distinct variant/task/row,
-    from trials.parquet), trials, pass rate (passed/graded), and status: complete,
-    interrupted, incomplete (trials lost), failed or running (as run.json says: a run
-    still running or killed says `running`), and the verdict: `pass` when `ce run`
+    else the time in its id, else the file's time; UTC in JSON, local in the table),
+    tasks (distinct variant/task/row, from trials.parquet), trials, pass rate
+    (passed/graded), and status: complete, interrupted, incomplete (trials lost),
+    failed, running (its `ce run` still holds the run's lock) or killed (run.json says
+    running but no process holds the lock: its `ce run` was killed or the machine went
+    down; `ce run --resume RUN` continues it), and the verdict: `pass` when `ce run`
     exited 0 for it (every trial, gate and --min-pass-rate passed), else `fail (CODE)`.
 
     Exit status: 0 (also when DIR holds no run); 2 when DIR does not exist or is not
@@ -41,7 +50,8 @@ def runs_cmd(directory, fmt):
         what = "not a directory" if os.path.exists(directory) else "no such directory"
         click.echo(f"ce runs: {directory}: {what}", err=True)
         sys.exit(2)
-    rows = [r for r in map(_describe, runs_in(directory)) if r is not None]
+    runs = [directory] if is_run(directory) else runs_in(directory)
+    rows = [r for r in map(_describe, runs) if r is not None]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -52,11 +62,15 @@ def runs_cmd(directory, fmt):
     table = [head] + [(r["run_id"], _short_time(r["time"]), _n(r["tasks"]), _n(r["trials"]),
                        _rate(r), r["status"] or "?", _verdict(r["exit_code"], r["status"]))
                       for r in rows]
+    killed = [r["path"] for r in rows if r["status"] == KILLED]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
         click.echo("  ".join(c.ljust(w) if i in (0, 1, 5, 6) else c.rjust(w)
                              for i, (c, w) in enumerate(zip(row, widths, strict=True)))
                    .rstrip())
+    for path in killed:
+        click.echo(f"{path}: killed before it ended; `ce run --resume {path}` runs the "
+                   "trials it lacks", err=True)
 
 
 def _describe(path: str) -> dict[str, Any] | None:
@@ -73,9 +87,39 @@ def _describe(path: str) -> dict[str, Any] | None:
         "graded": _int(doc.get("graded")), "passed": _int(doc.get("passed")),
         "pass_rate": doc.get("pass_rate") if isinstance(doc.get("pass_rate"), int | float)
         else None,
-        "status": doc.get("status") if isinstance(doc.get("status"), str) else None,
+        "status": _status(path, doc.get("status")),
         "exit_code": _int(doc.get("exit_code")),
     }
+
+
+KILLED = "killed"
+
+
+def _status(path: str, status: Any) -> str | None:
+    """run.json's status, except that a `running` run whose lock no process holds was
+    killed (the kernel drops an flock when its holder dies, however it dies). A lock
+    taken on another host, or none at all, leaves `running`: flock says nothing there."""
+    if not isinstance(status, str):
+        return None
+    if status != "running":
+        return status
+    import fcntl
+    import socket
+
+    try:
+        fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return status
+    try:
+        holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        if not isinstance(holder, dict) or holder.get("host") != socket.gethostname():
+            return status
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except (OSError, ValueError):
+        return status  # held (BlockingIOError), or unreadable: say what run.json says
+    finally:
+        os.close(fd)
+    return KILLED
 
 
 def _tasks(path: str) -> int | None:

@@ -26,6 +26,7 @@ from ce_runtime.execute.trial import trial_dir_of
 from ce_runtime.store.archive import load_json  # noqa: F401 - `ce run` reads run.json with it
 from ce_runtime.store.record import TrialRecord
 from ce_runtime.store.run_json import write_run_json  # noqa: F401 - `ce run` writes run.json
+from ce_runtime.store.runs_root import LOCK_FILE
 
 
 @attrs.frozen
@@ -61,9 +62,6 @@ def new_run_dir(root: str) -> str:
     except OSError:
         pass  # no symlinks on this filesystem: runs/latest is a convenience
     return run_dir
-
-
-LOCK_FILE = "run.lock"
 
 
 class RunDirBusy(Exception):

@@ -15,6 +15,7 @@ import re
 import secrets
 
 LATEST = "latest"
+LOCK_FILE = "run.lock"  # flock'd by the `ce run` writing the run (execute.suite.lock_run_dir)
 _RUN_ID_TIME = re.compile(r"(\d{8})-(\d{6})")
 
 
