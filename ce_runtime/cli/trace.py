@@ -24,6 +24,7 @@ def trace_cmd() -> None:
                                                      stream-json --verbose` output
       ce trace import ~/.claude/projects/x/SESSION.jsonl -o t.msgpack   a session file
       ce trace import results/x/task.json -o t.msgpack --task-id hello  coder_eval result
+      ce trace import ~/.codex/sessions/2026/12/01/rollout-X.jsonl -o t.msgpack  Codex
     """
 
 
@@ -105,7 +106,8 @@ def no_event_read(path: str, result) -> str | None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The trace file to write (replaced atomically).")
 @click.option("--format", "fmt", default="auto", show_default=True,
-              type=click.Choice(["auto", "claude-stream", "claude-session", "coder-eval"]),
+              type=click.Choice(["auto", "claude-stream", "claude-session", "coder-eval",
+                                 "codex-session"]),
               help="The transcript's format; auto tells them apart by content.")
 @click.option("--task-id", help="Task id for the header (default: the coder_eval task_id, "
                                 "else the file name).")
@@ -121,9 +123,12 @@ def import_cmd(source: str, output: str, fmt: str, task_id: str | None,
       claude-stream   `claude -p --output-format stream-json --verbose` output
       claude-session  Claude Code's own transcript, $CLAUDE_CONFIG_DIR/projects/*/*.jsonl
       coder-eval      a coder_eval task.json (EvaluationResult with its iterations)
+      codex-session   Codex's session log, $CODEX_HOME/sessions/*/*/*/rollout-*.jsonl
+                      (as ce's codex agent reads it: a turn per model answer, usage
+                      per answer priced by the session's model)
 
     One turn per assistant API message; tool uses become tool calls (Codex shell tools
-    are normalized to Bash), tool results keep their error status, and a call with no
+    are normalized to Bash, apply_patch to Edit), tool results keep their error status, and a call with no
     result is left unresolved. Malformed lines are reported as warnings and skipped.
     Prints one summary line; exit status 1 when the format cannot be recognized.
 

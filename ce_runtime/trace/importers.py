@@ -7,6 +7,9 @@ Formats (`detect_format` tells them apart by content):
   claude-session  the transcript Claude Code itself writes under
                   $CLAUDE_CONFIG_DIR/projects/<dir>/<session>.jsonl
   coder-eval      a coder_eval `task.json` (an EvaluationResult)
+  codex-session   the session log Codex writes under
+                  $CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl (its own mapping, that
+                  of ce's codex agent: `ce_runtime.trace.import_codex`)
 
 The mapping, the same for every format:
 
@@ -65,6 +68,7 @@ from ce_runtime.trace.events import normalize_tool
 from ce_runtime.trace.import_builder import ImportResult, json_lines
 from ce_runtime.trace.import_claude import import_claude_session, import_claude_stream
 from ce_runtime.trace.import_coder_eval import import_coder_eval
+from ce_runtime.trace.import_codex import import_codex_session
 
 __all__ = [
     "FORMATS",
@@ -74,11 +78,14 @@ __all__ = [
     "import_claude_session",
     "import_claude_stream",
     "import_coder_eval",
+    "import_codex_session",
     "import_file",
     "normalize_tool",
 ]
 
-FORMATS = ("claude-stream", "claude-session", "coder-eval")
+FORMATS = ("claude-stream", "claude-session", "coder-eval", "codex-session")
+CODEX_RECORDS = ("session_meta", "response_item", "event_msg", "turn_context",
+                 "token_usage_record")
 
 
 def detect_format(data: bytes) -> str | None:
@@ -96,6 +103,8 @@ def detect_format(data: bytes) -> str | None:
         return "coder-eval"  # (ce's run.json has a `turns` count, not a list)
     for _, rec in json_lines(b"\n".join(text.split(b"\n", 50)[:50]), []):
         kind = rec.get("type")
+        if kind in CODEX_RECORDS and isinstance(rec.get("payload"), dict):
+            return "codex-session"
         if "parentUuid" in rec or "sessionId" in rec or kind in ("summary",
                                                                   "file-history-snapshot"):
             return "claude-session"
@@ -109,6 +118,7 @@ _IMPORTERS = {
     "claude-stream": import_claude_stream,
     "claude-session": import_claude_session,
     "coder-eval": import_coder_eval,
+    "codex-session": import_codex_session,
 }
 
 
@@ -124,8 +134,9 @@ def import_file(path: str, fmt: str = "auto", *, task_id: str | None = None,
     if fmt == "auto":
         detected = detect_format(data)
         if detected is None:
-            raise UnknownFormat(f"{path}: not a Claude Code stream-json, session transcript "
-                                "or coder_eval task.json (pass --format to force one)"
+            raise UnknownFormat(f"{path}: not a Claude Code stream-json or session "
+                                "transcript, a Codex session log or a coder_eval task.json "
+                                "(pass --format to force one)"
                                 + _own_record_hint(path))
         fmt = detected
     if fmt not in _IMPORTERS:
