@@ -270,6 +270,16 @@ _TABLE = [
      "`expected_skill`). A field no row has puts every row in one stratum, so the sample "
      "keeps N rows in all, whatever the labels: set `stratify_field` to the rows' label "
      "key."),
+    ("CE0307", "error", "allowed label spelt like a label ce reserves",
+     "classification_match labels an answer that is none of `allowed_labels` itself: "
+     "`(none)` for an empty or missing file, `(other)` for anything else. Listed in "
+     "`allowed_labels`, such a label merges with ce's: an agent that writes `(none)` and "
+     "one that writes nothing count as one label in the suite's accuracy, per-label "
+     "metrics and confusion matrix, silently; spelt in another case (`(None)`), both "
+     "labels show, and rows expecting the listed one never match an agent that answers "
+     "nothing. Name the label without parentheses (`none`, `other`). `(none)` and "
+     "`(other)` are labels of every classification_match as they are: the matrix shows "
+     "them and `recall.(none)` gates them without listing them."),
     # -- experiments and overrides ------------------------------------------------------
     ("CE0402", "error", "wrong kind of file",
      "A task file was given where an experiment is expected, or the other way round."),

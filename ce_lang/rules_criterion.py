@@ -103,6 +103,8 @@ def criterion_rules(ctx: RuleContext, i: int, c: C.CriterionBase,
         if c.json_schema is not None and reads("json_schema"):
             _check_mixed_path(c.json_schema, (*here, "json_schema"), ctx)
             _check_task_schema(c.json_schema, (*here, "json_schema"), ctx)
+    if isinstance(c, C.ClassificationMatch) and reads("allowed_labels"):
+        _reserved_labels(c.allowed_labels, (*here, "allowed_labels"), ctx)
     if isinstance(c, C.LlmJudge | C.AgentJudge) and reads("files"):
         for j, f in enumerate(c.files):  # a missing file is shown as missing (the guide)
             _check_mixed_path(f, (*here, "files", j), ctx, missing="CE0225")
@@ -253,6 +255,35 @@ def _json_rules(c: C.JsonCheck, here: Path, ctx: RuleContext) -> None:
         if a.operator == "type" and a.expected not in types:
             emit_for_rows(ctx, "CE0105", f"operator `type` expects one of {', '.join(types)}",
                           (*at, "expected"), did_you_mean(str(a.expected), types))
+
+
+# the labels classification_match gives an answer that is none of allowed_labels
+# (stdlib_criteria/classification.ce, label_of): what each stands for, and the answers
+# a listed one would be counted with
+RESERVED_LABELS = {"(none)": ("an empty or missing file", "one that answers nothing"),
+                   "(other)": ("an answer not in allowed_labels",
+                               "one that answers anything else")}
+
+
+def _reserved_labels(labels: list[str], path: Path, ctx: RuleContext) -> None:
+    """CE0307: an allowed label spelt like one ce reserves. Listed as is, an agent that
+    writes `(none)` and one that writes nothing count as one label in the suite's
+    metrics and confusion matrix; in another case (`(None)`), both show, and a row
+    expecting the listed one never matches an agent that answers nothing."""
+    for j, label in enumerate(labels):
+        if not isinstance(label, str) or label.strip().lower() not in RESERVED_LABELS:
+            continue
+        reserved = label.strip().lower()
+        what, others = RESERVED_LABELS[reserved]
+        if label == reserved:
+            why = (f"`{label}` is the label ce gives {what}: an agent that answers "
+                   f"`{label}` and {others} would count as one label")
+        else:
+            why = (f"`{label}` is spelt like `{reserved}`, the label ce gives {what}: "
+                   "the suite's metrics and confusion matrix would show both")
+        emit_for_rows(ctx, "CE0307", f"allowed label {why}", (*path, j),
+                      f"name the label without parentheses (`{reserved[1:-1]}`); "
+                      f"`{reserved}` is a label of every classification_match as it is")
 
 
 def _tool_name_rule(name: str, at: Path, ctx: RuleContext) -> None:
