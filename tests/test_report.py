@@ -253,6 +253,20 @@ def test_empty_run_frames_and_summary():
     ET.fromstring(R.render_junit([], []))
 
 
+def test_a_rescores_report_md_says_which_run_it_re_scored(records):
+    """report.html's headline says `re-scored from RUN`; report.md, the one pasted into
+    a review, read as a run of its own with nothing to say its trials ran elsewhere."""
+    gates = R.suite_metrics(records)
+    plain = R.render_markdown(R.summary(records, gates, "r", None), records, gates)
+    again = R.render_markdown(R.summary(records, gates, "20261203-1200", {
+        "rescored_from": "/archive/runs/20261101-0900-ab12"}), records, gates)
+    assert "Re-scored from" not in plain
+    assert again.splitlines()[:3] == [
+        "# ce run `20261203-1200`", "",
+        "Re-scored from `/archive/runs/20261101-0900-ab12`: its archived trials graded "
+        "again, no agent run."]
+
+
 def test_parquet_round_trip(tmp_path, records):
     import polars as pl
 

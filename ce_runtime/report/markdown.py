@@ -89,6 +89,11 @@ def render_markdown(summary: dict[str, Any], records: Records,
     ok = summary["exit_code"] == 0
     w(f"# ce run {_code(summary.get('run_id'))}")
     w("")
+    args = summary.get("args")
+    source = args.get("rescored_from") if isinstance(args, dict) else None
+    if isinstance(source, str) and source:  # as report.html's headline says it
+        w(f"Re-scored from {_code(source)}: its archived trials graded again, no agent run.")
+        w("")
     if summary.get("experiment_ids"):
         w("Experiment " + ", ".join(_code(e) for e in summary["experiment_ids"]) + ".")
         w("")
