@@ -250,6 +250,9 @@ def test_empty_run_frames_and_summary():
     assert s["exit_code"] == 1 and s["exit_reasons"] == ["no trial ran"]
     assert s["pass_rate"] is None and s["trials"] == 0
     assert "# ce run" in R.render_markdown(s, [], [])
+    # a re-score of which nothing could be graded again (every trial damaged) ran nothing
+    rescored = R.summary([], [], "empty", {"rescored_from": "/runs/r1"})
+    assert rescored["exit_reasons"] == ["no trial was re-scored"]
     ET.fromstring(R.render_junit([], []))
 
 

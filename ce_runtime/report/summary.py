@@ -223,8 +223,9 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
     failed_gates = [g for g in gates if not g.passed]
     not_success = total["trials"] - total[f"status.{Status.SUCCESS.value}"]
     reasons = []
-    if not records:
-        reasons.append("no trial ran")
+    if not records:  # a re-score's trials ran in its run: none of them was re-graded
+        reasons.append("no trial was re-scored" if (config or {}).get("rescored_from")
+                       else "no trial ran")
     min_rate = (config or {}).get("min_pass_rate")
     if not_success and min_rate is None:
         reasons.append(f"{not_success} of {total['trials']} trial(s) did not succeed")
@@ -270,14 +271,16 @@ def _judges(judged: list[tuple[Any, Any]], variant: Any = ...) -> dict[str, Any]
 
 def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
                    lost: Sequence[dict[str, Any]] = (), error: str | None = None,
-                   created_at: str | None = None) -> dict[str, Any]:
+                   created_at: str | None = None, unrun: Sequence[str] = ()
+                   ) -> dict[str, Any]:
     """`summary` of a run that `status` says may not have finished: trials_planned, the
     lost trials, and a run that did not run every planned trial is not a pass (exit 1,
     the reason first), so report.md, report.html and run.json never say PASSED for the
     trials a Ctrl-C left unrun. `error`: what left them unrun, when not a signal (an
     executor that did not start), recorded and said in place of "the run was ...".
     `created_at`: when the run began (`ce run` writes it at its start; `ce runs` lists
-    it)."""
+    it). `unrun`: the ids of the planned trials that never ran (nor were lost), kept as
+    `unrun_trials` for the JUnit file's skipped testcases (`ce report` reads them back)."""
     summary["status"] = status
     if created_at is not None:
         summary["created_at"] = created_at
@@ -290,6 +293,8 @@ def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
     if status in ("interrupted", "incomplete"):
         if error:
             summary["error"] = error
+        if unrun:
+            summary["unrun_trials"] = list(unrun)
         missing = planned - summary["trials"]
         args = summary.get("args")
         source = args.get("rescored_from") if isinstance(args, dict) else None
