@@ -222,6 +222,27 @@ def test_a_differing_regrade_of_an_agent_error_says_it_stays_error(tmp_path):
     assert res.returncode == 1
 
 
+def test_a_differing_regrade_shows_the_command_result_the_run_recorded(tmp_path):
+    """A criterion's command that answers otherwise today: the NOTE said `recorded 1
+    pass, now 0 fail` and the evidence showed only today's result; what the command gave
+    in the run (evidence.json) was nowhere, and with it why the scores differ."""
+    flag = tmp_path / "flag"
+    flag.write_text("up\n")
+    (tmp_path / "t.yaml").write_text(TASK.format(
+        task_id="flaky", how="says so", last="{say: done}", extra="").replace(
+        "cat a.txt, expected_stdout: hi", f"cat {flag}, expected_stdout: up"))
+    assert ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 1
+    flag.unlink()
+    res = explain(TRIAL.format("flaky"), cwd=tmp_path)
+    lines = res.stdout.splitlines()
+    note = lines.index("  c2 run_command: recorded 1 pass, now 0 fail")
+    assert lines[note + 1].startswith(f"  c2 $ cat {flag}: the run's exit 0; stdout: 'up'; "
+                                      f"now exit 1; stderr: 'cat: ")  # (its first 60)
+    flag.write_text("up\n")  # the same result again: no difference, nothing said
+    same = explain(TRIAL.format("flaky"), cwd=tmp_path)
+    assert "NOTE" not in same.stdout and "the run's" not in same.stdout, same.stdout
+
+
 def test_rescore_keeps_an_agent_error_as_explain_does(run, tmp_path):
     """The run ranks the agent's own error above the grade (ERROR, its criteria graded
     what it left); rescore turned it into FAILURE (or SUCCESS): it stays ERROR, with its

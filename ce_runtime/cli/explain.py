@@ -242,6 +242,8 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
                            f"{_score(graded.weighted_score)}):")
                 for line in differences:
                     click.echo(f"  {line}")
+                for line in _commands_that_differ(trial_dir, host.evidence):
+                    click.echo(f"  {line}")
             if not_graded:
                 click.echo(f"NOTE: the trial never reached grading ({error or kept}):"
                            f" it stays {kept}; the criteria below grade its archived "
@@ -258,6 +260,42 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
                                      "the agent ended in an error" if agent_failed
                                      else None), nl=False)
     sys.exit(0 if graded.success and kept is None else 1)
+
+
+def _commands_that_differ(trial_dir: str, now: dict) -> list[str]:
+    """A command a criterion ran again whose result is not the one the run recorded
+    (evidence.json), both results: why a re-grade differs from the record is usually
+    there (a flaky test, a clock, the network), and the evidence below shows only the
+    new one."""
+    try:
+        with open(os.path.join(trial_dir, "evidence.json"), "rb") as fh:
+            then = json.loads(fh.read()).get("criteria")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(then, dict):
+        return []
+
+    def commands(entries) -> list[dict]:
+        return [e for e in entries or () if isinstance(e, dict) and e.get("kind") == "command"]
+
+    def said(e: dict) -> str:
+        out = " ".join(str(e.get("stdout") or "").split())[:60]
+        err = " ".join(str(e.get("stderr") or "").split())[:60]
+        return (f"exit {e.get('exit_code')}" + (", timed out" if e.get("timed_out") else "")
+                + (f"; stdout: {out!r}" if out else "") + (f"; stderr: {err!r}" if err else ""))
+
+    keys = ("exit_code", "stdout", "stderr", "timed_out")
+    lines = []
+    for cid, entries in now.items():
+        recorded = commands(then.get(cid))
+        for i, e in enumerate(commands(entries)):
+            was = recorded[i] if i < len(recorded) else None
+            if was is None or was.get("command") != e.get("command") or \
+                    all(was.get(k) == e.get(k) for k in keys):
+                continue
+            lines.append(f"{cid} $ {e.get('command')}: the run's {said(was)}; "
+                         f"now {said(e)}")
+    return lines
 
 
 def _not_regraded(task, plan, why: str, as_json: bool) -> None:
