@@ -388,8 +388,8 @@ class _Compiler:
                             lambda p, o=original: doc.span(o(p)), self.diags)
             rows = ds.sample_rows(rows, dataset, self.opt.sample)
         self.check_dropped(doc, value)
-        check_task_refs(value, doc, self.original_path, rows, self.diags)
-        check_layer_refs(self.experiment, self.cli, rows, value["task_id"], self.diags)
+        broken = check_task_refs(value, doc, self.original_path, rows, self.diags)
+        broken |= check_layer_refs(self.experiment, self.cli, rows, value["task_id"], self.diags)
         base_id = value["task_id"]
         self.row_problems: list = []
         for row in rows if rows is not None else [None]:
@@ -418,7 +418,7 @@ class _Compiler:
                              exp.experiment_id, has_dataset=rows is not None,
                              emit=self.diags.count("error") == errors_before and exp.ok
                              and self.command_line.ok)
-        report_row_problems(self.row_problems, len(rows) if rows else 0, self.diags)
+        report_row_problems(self.row_problems, len(rows) if rows else 0, self.diags, broken)
 
     def check_dropped(self, doc: LocatedDoc, value: dict[str, Any], every: bool = False
                       ) -> None:

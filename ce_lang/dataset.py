@@ -228,7 +228,10 @@ def warn_near_misses(sources: list[TextSource], diags: Diagnostics) -> None:
 
 
 def check_refs(refs: list[tuple[TextSource, str, Span]], rows: list[Row] | None,
-               diags: Diagnostics) -> bool:
+               diags: Diagnostics, broken: set[tuple[str, Span]] | None = None) -> bool:
+    """CE0303 for each reference some row cannot fill; `broken` collects (row id, span of
+    the reference) for each, so the rules' problems with what those rows substituted
+    there (an empty string) are not reported on top."""
     ok = True
     for _src, key, span in refs:
         if rows is None:
@@ -246,6 +249,8 @@ def check_refs(refs: list[tuple[TextSource, str, Span]], rows: list[Row] | None,
                             (bad, ("has a non-scalar value for", "have non-scalar values for"))):
             if group:
                 ok = False
+                if broken is not None:
+                    broken.update((r.id, span) for r in group)
                 names = ", ".join(f"{r.id!r} ({r.label})" for r in group[:5])
                 more = f" and {len(group) - 5} more" if len(group) > 5 else ""
                 row_word = "row" if len(group) == 1 else "rows"

@@ -13,6 +13,7 @@ import attrs
 from ce_lang import dataset as ds
 from ce_lang.diagnostics import Diagnostics
 from ce_lang.layers import Layer
+from ce_lang.spans import Span
 from ce_lang.yaml_source import LocatedDoc
 
 # the task's own settings rows are substituted in
@@ -27,24 +28,27 @@ def _task_sources(value: dict[str, Any], span_of: Callable, text: str) -> list:
 
 
 def check_task_refs(value: dict[str, Any], doc: LocatedDoc, original_path: Callable,
-                    rows: list[ds.Row] | None, diags: Diagnostics) -> None:
+                    rows: list[ds.Row] | None, diags: Diagnostics) -> set[tuple[str, Span]]:
     """The task file's references: each names a key every row has (errors stop the plan's
-    emission), none sits where rows are not substituted, near misses (`{row.q}`) warn."""
+    emission), none sits where rows are not substituted, near misses (`{row.q}`) warn.
+    Returns (row id, reference span) of each reference a row cannot fill."""
+    broken: set[tuple[str, Span]] = set()
     if "${row." not in doc.text and rows is None:  # most tasks have no rows at all
-        return
+        return broken
     span_of = lambda p: doc.span(original_path(p))  # noqa: E731
     sources = _task_sources(value, span_of, doc.text)
     if "${row." in doc.text:
-        ds.check_refs(ds.find_refs(sources), rows, diags)
+        ds.check_refs(ds.find_refs(sources), rows, diags, broken)
         _warn_in_keys(value, lambda p: doc.key_span(original_path(p)), diags)
         ds.warn_unsubstituted(ds.find_refs(list(ds.unsubstituted_sources(
             value, span_of, doc.text))), diags)
     if rows is not None:
         ds.warn_near_misses(sources, diags)
+    return broken
 
 
 def check_layer_refs(experiment: Any, cli: Layer | None, rows: list[ds.Row] | None,
-                     task_id: str, diags: Diagnostics) -> None:
+                     task_id: str, diags: Diagnostics) -> set[tuple[str, Span]]:
     """`${row.key}` an experiment or `-D` writes where rows substitute (a variant's
     prompt, its prompt mutations, `agent.script`): a key every row has, as in the task
     itself; in a task without a dataset it stays as written (a warning)."""
@@ -53,15 +57,17 @@ def check_layer_refs(experiment: Any, cli: Layer | None, rows: list[ds.Row] | No
                for s in ds.row_key_sources(layer.value, layer.span_of)]
     sources += [s for v in experiment.variants for s in v.mutation_sources]
     refs = ds.find_refs(sources)
+    broken: set[tuple[str, Span]] = set()
     if rows is not None:
-        ds.check_refs(refs, rows, diags)
-        return
+        ds.check_refs(refs, rows, diags, broken)
+        return broken
     for _src, key, span in refs:
         if ds.KEY.fullmatch(key):
             diags.emit("CE0304", f"`${{row.{key}}}` stays as written in task "
                        f"{task_id!r}: it has no dataset", span,
                        help="rows are substituted only in the trials of a task with a "
                        "`dataset`")
+    return broken
 
 
 def layer_with_row(layer: Layer | None, row: ds.Row | None) -> Layer | None:
@@ -80,10 +86,15 @@ def mutation_with_row(mutation: Any, row: ds.Row) -> Any:
         for f in attrs.fields(type(mutation)) if f.name != "type"})
 
 
-def report_row_problems(problems: list, n_rows: int, diags: Diagnostics) -> None:
-    """One diagnostic per problem, naming the dataset rows it occurs on."""
+def report_row_problems(problems: list, n_rows: int, diags: Diagnostics,
+                        broken: set[tuple[str, Span]] = frozenset()) -> None:
+    """One diagnostic per problem, naming the dataset rows it occurs on; none for a row
+    at a value holding a reference that row cannot fill (`broken`: CE0303 said so, and
+    the rest is what the empty substitute did)."""
     grouped: dict[tuple, list[str]] = {}
     for p in problems:
+        if any(row == p.row_id and _within(span, p.span) for row, span in broken):
+            continue
         rows = grouped.setdefault((p.code, p.message, p.span, p.help), [])
         if p.row_id not in rows:
             rows.append(p.row_id)
@@ -93,6 +104,11 @@ def report_row_problems(problems: list, n_rows: int, diags: Diagnostics) -> None
         word = "row" if len(rows) == 1 else "rows"
         diags.emit(code, f"{message} (dataset {word} {names}; {len(rows)} of {n_rows})",
                    span, help=help_)
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    return inner.file == outer.file and (outer.line, outer.col) <= (inner.line, inner.col) \
+        and (inner.end_line, inner.end_col) <= (outer.end_line, outer.end_col)
 
 
 def _agent_script(value: dict[str, Any]) -> Any:
