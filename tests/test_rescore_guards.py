@@ -195,6 +195,27 @@ def test_a_row_of_tasks_the_run_has_no_trial_of_is_named(tmp_path):
     assert "not in the run" not in res.stdout + res.stderr  # the rows it did not sample
 
 
+def test_trials_of_a_variant_tasks_do_not_define_are_said_to_be_so(tmp_path):
+    """A rescore under an experiment whose variant was renamed since the run: its trials
+    were counted as having 'no task in TASKS', of a task TASKS plainly have."""
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    exp = "experiment_id: ab\nvariants:\n  - variant_id: {a}\n  - variant_id: b\n"
+    (tmp_path / "ab.yaml").write_text(exp.format(a="a"))
+    run = ce("run", "agentless.yaml", "-e", "ab.yaml", "-q", "--run-dir", "run", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (tmp_path / "renamed.yaml").write_text(exp.format(a="base"))
+    res = ce("rescore", "run", "agentless.yaml", "-e", "renamed.yaml", "-q", "--out", "out",
+             cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "1 trial(s) re-scored, 0 changed; 1 trial(s) have no task in TASKS (1 of them of " \
+        "a task TASKS have, under variant(s) TASKS do not define: a);" in res.stdout, res.stdout
+    (tmp_path / "other.yaml").write_text(AGENTLESS.replace("task_id: agentless",
+                                                           "task_id: other"))
+    gone = ce("rescore", "run", "other.yaml", "-e", "ab.yaml", "-q", "--out", "out2",
+              cwd=tmp_path)  # another task altogether: no task, nothing more to say
+    assert "; 2 trial(s) have no task in TASKS; results" in gone.stdout, gone.stdout
+
+
 # -- resume -----------------------------------------------------------------------------------
 def test_a_resume_runs_again_a_trial_with_task_json_but_not_its_other_files(tmp_path):
     (tmp_path / "agentless.yaml").write_text(AGENTLESS)

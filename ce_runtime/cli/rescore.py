@@ -219,6 +219,7 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                             allow_paths)
         plans = {k: plan for k, (plan, _) in compiled.items()}
         task_dirs = {k: task_dir for k, (_, task_dir) in compiled.items()}
+    planned_tasks = {task_id for _, task_id in plans}
     dirs = [only_trial] if only_trial else trial_dirs(run_dir)
     if trial_ids:
         ids = [os.path.relpath(d, run_dir) for d in dirs]
@@ -255,9 +256,10 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
                 old = load_task_record(d, files.task)
                 plan = plans.get((old["variant_id"], old["task_id"]))
                 task_dir = task_dirs.get((old["variant_id"], old["task_id"]))
-                if plan is None:
+                if plan is None:  # a variant TASKS do not define (-e) is not a task gone
+                    other = old["variant_id"] if old["task_id"] in planned_tasks else None
                     return _Outcome(None, (), no_task=True,
-                                    suite=_suite_of(old))
+                                    suite=_suite_of(old), other_variant=other)
             loaded = verified_trial_data(d, files)
             old = loaded[0]
             rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
@@ -312,6 +314,10 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
         for line in gates:
             _say(line)
     note = f"; {no_task} trial(s) have no task in TASKS" if no_task else ""
+    if tally.other_variants:
+        shown = ", ".join(sorted(tally.other_variants))
+        note += (f" ({sum(tally.other_variants.values())} of them of a task TASKS have, "
+                 f"under variant(s) TASKS do not define: {shown})")
     unrun = _tasks_not_run(plans, dirs, run_dir, lost) if tasks and whole else []
     if unrun:  # a row added to a dataset: its gates count only the rows the run has
         _err(f"ce rescore: {len(unrun)} dataset row(s) of TASKS have no trial in the run, "
@@ -367,6 +373,7 @@ class _Outcome(NamedTuple):
     damaged: str | None = None
     no_task: bool = False
     suite: tuple[str, str] | None = None  # a dataset trial left out: its (variant, suite)
+    other_variant: str | None = None  # no task: its task is in TASKS, not its variant
 
 
 class _Tally:
@@ -378,6 +385,7 @@ class _Tally:
         self.damaged: list[str] = []
         self.suites: set[tuple[str, str]] = set()  # (variant, suite) of re-graded trials
         self.partial: set[tuple[str, str]] = set()  # ... with a trial left out (TASKS)
+        self.other_variants: dict[str, int] = {}  # no task: variants TASKS do not define
 
     def add(self, outcome: _Outcome) -> None:
         for stream, line in outcome.lines:
@@ -385,6 +393,9 @@ class _Tally:
         if outcome.damaged is not None:
             self.damaged.append(outcome.damaged)
         self.no_task += outcome.no_task
+        if outcome.other_variant is not None:
+            self.other_variants[outcome.other_variant] = \
+                self.other_variants.get(outcome.other_variant, 0) + 1
         if outcome.suite is not None:
             self.partial.add(outcome.suite)
         if outcome.record is not None:
