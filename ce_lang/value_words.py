@@ -64,6 +64,10 @@ def shape_help(value: Any, tp: Any, path: Path) -> str | None:
         return None
     if path and path[-1] == "flags" and isinstance(value, str):
         return _flags_help(value)
+    if path and "timeout" in str(path[-1]) and isinstance(value, str):
+        seconds = _duration_seconds(value)
+        if seconds is not None:
+            return f"a number of seconds: write `{path[-1]}: {seconds}` for {value.strip()}"
     shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
         if isinstance(value, bool) else str(value)
     options = [a for a in typing.get_args(tp) if a is not _NoneType] \
@@ -80,6 +84,20 @@ def shape_help(value: Any, tp: Any, path: Path) -> str | None:
         return f"a criterion is a mapping: `- type: {value}`, then its fields on the " \
                "lines below (`ce criteria show TYPE` lists them)"
     return None
+
+
+def _duration_seconds(text: str) -> int | None:
+    """`10m`, `1h30m`, `90s`, `2.5 min` as whole seconds (timeouts are numbers of
+    seconds; a duration written as in other tools is said as the number it means)."""
+    import re
+
+    m = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)\s*h(?:ours?|rs?)?)?\s*"
+                     r"(?:(\d+(?:\.\d+)?)\s*m(?:in(?:utes?|s)?)?)?\s*"
+                     r"(?:(\d+(?:\.\d+)?)\s*s(?:ec(?:onds?|s)?)?)?\s*", text, re.IGNORECASE)
+    if m is None or not any(m.groups()):
+        return None
+    h, mins, s = (float(g) if g else 0.0 for g in m.groups())
+    return round(h * 3600 + mins * 60 + s)
 
 
 def _flags_help(text: str) -> str:
