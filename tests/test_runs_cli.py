@@ -95,6 +95,12 @@ def test_runs_lists_newest_first(made, tmp_path):
     assert lines[2].startswith(old.name) and lines[2].split()[-2:] == ["complete", "pass"]
     assert first["exit_code"] == 1
 
+    # a copy under another name (an archive) is listed by its directory, with its run id
+    shutil.copytree(run, runs / "archived", symlinks=True)
+    text = ce("runs", cwd=tmp_path)
+    names = [line.split("  ")[0] for line in text.stdout.splitlines()[1:]]
+    assert sorted(names) == sorted([f"archived (run {run.name})", run.name, old.name])
+
 
 SLOW_TASK = """\
 task_id: slow

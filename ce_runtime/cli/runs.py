@@ -29,7 +29,8 @@ def runs_cmd(directory, fmt):
     """List the runs under DIR (default ./runs), newest first; DIR a run itself: that run.
 
     A run is a subdirectory with a run.json (what `ce run` writes); `latest` and other
-    links are skipped. For each: its id, the time it started (run.json's created_at,
+    links are skipped. For each: its directory (and its run id, when it was copied or
+    moved under another name), the time it started (run.json's created_at,
     else the time in its id, else the file's time; UTC in JSON, local in the table),
     tasks (distinct variant/task/row, from trials.parquet), trials, pass rate
     (passed/graded), and status: complete, interrupted, incomplete (trials lost),
@@ -59,7 +60,7 @@ def runs_cmd(directory, fmt):
         click.echo(f"no run under {directory}", err=True)
         return
     head = ("RUN", "STARTED", "TASKS", "TRIALS", "PASS RATE", "STATUS", "VERDICT")
-    table = [head] + [(r["run_id"], _short_time(r["time"]), _n(r["tasks"]), _n(r["trials"]),
+    table = [head] + [(_name(r), _short_time(r["time"]), _n(r["tasks"]), _n(r["trials"]),
                        _rate(r), r["status"] or "?", _verdict(r["exit_code"], r["status"]))
                       for r in rows]
     killed = [r["path"] for r in rows if r["status"] == KILLED]
@@ -71,6 +72,14 @@ def runs_cmd(directory, fmt):
     for path in killed:
         click.echo(f"{path}: killed before it ended; `ce run --resume {path}` runs the "
                    "trials it lacks", err=True)
+
+
+def _name(row: dict[str, Any]) -> str:
+    """The run's directory (what the other commands take), and its run id when the run
+    was copied or moved under another name: by id alone, two copies of one run were
+    two lines alike, neither saying which directory it is."""
+    name = os.path.basename(os.path.abspath(row["path"]))
+    return name if name == row["run_id"] else f"{name} (run {row['run_id']})"
 
 
 def _describe(path: str) -> dict[str, Any] | None:
