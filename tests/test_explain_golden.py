@@ -237,3 +237,30 @@ def test_json_carries_each_criterions_evidence_and_tree_as_the_text_shows_them(t
         walk(c["tree"])
     assert kinds == {"value", "let", "ref", "if", "else if", "then", "else"}
     assert data["criteria"][3]["evidence"][0].startswith("2 of 5 calls match: call#1 Bash")
+
+
+def test_a_matched_call_that_is_no_command_is_named_by_its_file(tmp_path, monkeypatch):
+    """An Edit's evidence was its parameters' first 50 characters, `{'replace_all':
+    False, 'file_path': '/tmp/ce-run-1`: no file. It names the file now, by its end."""
+    (tmp_path / "task.yaml").write_text("""\
+task_id: call_evidence
+description: which calls matched
+initial_prompt: edit greet.py
+success_criteria:
+  - {type: command_executed, tool_name: Edit, description: edited}
+  - {type: command_executed, tool_name: Skill, description: used a skill}
+""")
+    (tmp_path / "ws").mkdir()
+    long = "/tmp/ce-run-16811-7rf9dk5w/ce-trial-n207arl4/ws/src/pkg/greet.py"
+    events: list[T.Event] = [T.RunHeader(0.0, 1, "t", "call_evidence", "h", "claude-code"),
+                             T.ToolCall(1.0, "k0", "Edit", "Edit", {
+                                 "replace_all": False, "file_path": long, "old_string": "a",
+                                 "new_string": "b"}),
+                             T.ToolCall(2.0, "k1", "Skill", "Skill", {"skill": "date-teller"})]
+    T.write_trace(str(tmp_path / "run.trace"), events)
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(main, ["explain", "task.yaml", "--workspace", "ws", "--trace",
+                                    "run.trace"]).stdout
+    assert "evidence: 1 of 2 calls match: call#0 Edit file_path='..." + long[-47:] + \
+        "' (event 1, unresolved)" in out, out
+    assert "call#1 Skill skill='date-teller' (event 2, unresolved)" in out, out

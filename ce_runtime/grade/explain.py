@@ -230,10 +230,13 @@ class _Tree:
             shown = []
             for i in hits[:5]:
                 call = items[i]
-                what = call.command or str(call.params)
-                unwrapped = unwrap_shell(call.command) if call.command else what
-                also = f" -> {unwrapped[:50]!r}" if unwrapped != what else ""
-                shown.append(f"call#{call.index} {call.tool} {what[:50]!r}{also} (event "
+                if call.command:
+                    unwrapped = unwrap_shell(call.command)
+                    also = f" -> {unwrapped[:50]!r}" if unwrapped != call.command else ""
+                    what = f"{call.command[:50]!r}{also}"
+                else:
+                    what = _call_params(call.params)
+                shown.append(f"call#{call.index} {call.tool} {what} (event "
                              f"{call.event_index}, {call.status})")
             more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
             return f"  [{len(hits)} of {len(items)} calls match: " + "; ".join(shown) + more \
@@ -265,6 +268,23 @@ class _Tree:
             more = f"; and {left} more, all yes" if left else ""
             return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
         return f"  [{len(hits)} match]"
+
+
+PATH_PARAMS = ("file_path", "path", "notebook_path", "skill", "pattern", "url")
+
+
+def _call_params(params: Any) -> str:
+    """A call that is no shell command, by what names its target: `file_path=.../a.py`
+    (its end: a sandbox's path starts with the same long scratch directory), else its
+    parameters' first 50 characters, which for an Edit were `{'replace_all': False,
+    'file_path': '/tmp/ce-run-1` and named no file."""
+    if isinstance(params, dict):
+        for key in PATH_PARAMS:
+            value = params.get(key)
+            if isinstance(value, str) and value:
+                shown = value if len(value) <= 50 else "..." + value[-47:]
+                return f"{key}={shown!r}"
+    return repr(str(params)[:50])
 
 
 def _similarity_detail(host: Host, method: str, agent_file: str,
