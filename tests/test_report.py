@@ -700,6 +700,33 @@ def test_junit_of_an_interrupted_run_says_trials_did_not_run():
     assert ET.fromstring(R.render_junit(recs, [], complete)).get("errors") == "0"
 
 
+def test_junit_has_a_skipped_testcase_per_trial_not_run():
+    # an executor that did not start after 1 of 4 trials: the 3 planned trials that never
+    # ran were in no testcase, a CI dashboard counted 2 tests (the trial and the run's
+    # error) where 4 trials were planned
+    from ce_runtime.report.summary import with_run_state
+
+    recs = [record("v", "t1", criteria=[crit("c0", "file_exists", 1.0)])]
+    unrun = ["v/t1/01", "w/suite/row-2/00", "w/t2/00"]
+    summary = with_run_state(R.summary(recs, [], "r", None), "incomplete", 4,
+                             error="the ray executor did not start", unrun=unrun)
+    assert summary["unrun_trials"] == unrun
+    root = ET.fromstring(R.render_junit(recs, [], summary))
+    assert (root.get("tests"), root.get("skipped"), root.get("errors")) == ("5", "3", "1")
+    cases = {c.get("name"): (s.get("name"), c.get("classname"), c.find("skipped"))
+             for s in root.iter("testsuite") for c in s.iter("testcase")}
+    assert {n: c[:2] for n, c in cases.items() if c[2] is not None} == {
+        "v/t1/01": ("v", "t1"), "w/suite/row-2/00": ("w", "suite/row-2"),
+        "w/t2/00": ("w", "t2")}  # as their records would say: variant, task (and row)
+    assert cases["w/t2/00"][2].get("message") == (
+        "not run: the ray executor did not start (`ce run --resume RUN` runs it)")
+    assert root.find("testsuite[@name='w']").get("skipped") == "2"
+    # a finished run has none, whatever it is given
+    done = with_run_state(R.summary(recs, [], "r", None), "complete", 1, unrun=unrun)
+    assert "unrun_trials" not in done
+    assert ET.fromstring(R.render_junit(recs, [], done)).get("tests") == "1"
+
+
 def test_junit_has_the_min_pass_rate_gate_of_each_variant():
     # `ce run --min-pass-rate 0.5`: variant b below it fails the run (exit 1), but the
     # JUnit file had only the trials, so a CI test report could not say why the job

@@ -424,16 +424,17 @@ SLOWISH = _task("slowish", "    - sleep: 0.4\n    - write: done.txt\n      conte
 REPEATS = 12
 
 
-def _start_and_stop(tmp_path, sig: int, sigint_ignored: bool = False
+def _start_and_stop(tmp_path, sig: int, sigint_ignored: bool = False, extra=()
                     ) -> tuple[subprocess.Popen, str, str, str]:
     """Start 12 trials at -j 2, send `sig` once a few have finished; (proc, run dir, err,
     out).
-    `sigint_ignored`: ce starts with SIGINT ignored, as a script's background job does."""
+    `sigint_ignored`: ce starts with SIGINT ignored, as a script's background job does.
+    `extra`: more arguments of `ce run`."""
     (tmp_path / "slowish.yaml").write_text(SLOWISH)
     runs = tmp_path / "runs"
     proc = subprocess.Popen(  # a relative task path: --resume runs from elsewhere
         [CE, "run", "slowish.yaml", "--repeats", str(REPEATS), "-j", "2",
-         "--runs-root", str(runs)], cwd=str(tmp_path), env=env_for(str(tmp_path)),
+         "--runs-root", str(runs), *extra], cwd=str(tmp_path), env=env_for(str(tmp_path)),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -526,6 +527,44 @@ def check_interrupted_then_resumed(tmp_path, proc, run_dir: str, err: str, out: 
     with open(os.path.join(out, "report.md"), encoding="utf-8") as fh:
         assert "**INTERRUPTED**" in fh.read()
     _resume_and_check(tmp_path, run_dir, done_before)
+
+
+def test_a_stopped_runs_junit_has_each_trial_not_run_as_skipped(tmp_path):
+    """SIGTERM (a CI job cancelled) after a few of 12 trials, `--junit-xml`: the file had
+    the trials that ran and one run-level error, so a CI dashboard counted 4 tests where
+    12 were planned. Each trial that did not run is now a skipped testcase of its
+    variant's testsuite (the run-level error stays: the run is no pass); run.json keeps
+    their ids, so `ce report -f junit` writes the same file; the resume's has none."""
+    junit = tmp_path / "junit.xml"
+    proc, run_dir, err, _ = _start_and_stop(tmp_path, signal.SIGTERM,
+                                            extra=("--junit-xml", str(junit)))
+    assert proc.returncode == 1, err
+    ran = set(task_jsons(run_dir))
+    planned = [f"default/slowish/{i:02d}" for i in range(REPEATS)]
+    root = ET.parse(junit).getroot()
+    suite = root.find("testsuite[@name='default']")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert sorted(cases) == planned  # every planned trial, run or not
+    skipped = [n for n in planned if cases[n].find("skipped") is not None]
+    assert skipped == [n for n in planned if n not in ran] and skipped
+    for name in skipped:
+        assert cases[name].get("classname") == "slowish"
+        assert cases[name].find("skipped").get("message") == (
+            "not run: the run was interrupted (`ce run --resume RUN` runs it)")
+    assert (suite.get("tests"), suite.get("skipped")) == (str(REPEATS), str(len(skipped)))
+    assert (root.get("tests"), root.get("skipped"), root.get("errors")) == (
+        str(REPEATS + 1), str(len(skipped)), "1")  # + the run-level error
+    assert f"JUnit XML: {junit} ({REPEATS + 1} test(s), 1 error(s), {len(skipped)} " \
+        "skipped)" in err
+    assert load_run_json(run_dir)["unrun_trials"] == skipped
+    again = ce("report", run_dir, "-f", "junit", cwd=str(tmp_path))
+    assert again.returncode == 0 and again.stdout == junit.read_text(encoding="utf-8")
+    resumed = ce("run", "--resume", run_dir, cwd=str(tmp_path))  # writes the run's JUnit
+    assert resumed.returncode == 0, resumed.stderr
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("skipped"), root.get("errors")) == (
+        str(REPEATS), "0", "0")
+    assert "unrun_trials" not in load_run_json(run_dir)
 
 
 def test_ctrl_c_during_grading_does_not_wait_for_a_slow_criterion(tmp_path):

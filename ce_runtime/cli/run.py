@@ -340,7 +340,7 @@ def _run_with(state, worker, a):
                    f"(kept); `ce run --resume {run_dir}` runs the other {missing} once it "
                    "can start (or with another --executor)", err=True)
     code = _finish(run_dir, run_id, config, records, len(trials), interrupted, a.junit_xml,
-                   progress.lost, worker, failed)
+                   progress.lost, worker, failed, _unrun(trials, records, progress.lost))
     if a.sarif:  # still under the lock: a resume waiting for it reads a finished run
         from ce_runtime.report.sarif import sarif_after_run
 
@@ -510,12 +510,20 @@ def _load_summary_table() -> None:
     import ce_runtime.report.text  # noqa: F401
 
 
+def _unrun(trials, records, lost) -> list[str]:
+    """The ids of the planned trials with no record that were not lost either: those a
+    Ctrl-C (or an executor that did not start) left unrun, in the run's order."""
+    have = {r.trial_id for r in records} | {r["trial_id"] for r in lost}
+    return [t.trial_id for t in trials if t.trial_id not in have]
+
+
 def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
-            lost=(), worker=None, error=None) -> int:
+            lost=(), worker=None, error=None, unrun=()) -> int:
     """run.json, parquet, report.md and .html, JUnit (by the report worker, or here
     without one) and the summary table; the exit code. A lost trial (its directory
     deleted while it ran) is listed and makes the exit 1. `error`: what stopped the run
-    short other than a signal (an executor that did not start)."""
+    short other than a signal (an executor that did not start); `unrun`: the planned
+    trials that did not run (`_unrun`: JUnit's skipped testcases)."""
     from ce_runtime.cli.run_output import error_lines, summary_table
 
     lost = [dict(r) for r in lost]
@@ -525,12 +533,13 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
 
         summary = worker.write_reports(RunReports(
             run_dir, run_id, config, [worker.reference(r) for r in records], total,
-            interrupted, junit_xml, lost, error), meanwhile=_load_summary_table)
+            interrupted, junit_xml, lost, error, list(unrun)),
+            meanwhile=_load_summary_table)
     if summary is None:
         from ce_runtime.report.run_end import write_run_reports
 
         summary = write_run_reports(run_dir, run_id, config, records, total, interrupted,
-                                    junit_xml, lost, error)
+                                    junit_xml, lost, error, unrun)
     summary_table(records)
     from ce_runtime.store.record import STATUSES
 

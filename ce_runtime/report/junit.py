@@ -36,8 +36,9 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
     gate with thresholds (classname `suite.<suite_id>`). With the run's `summary`, one per
     variant for `--min-pass-rate` (classname `gate`), and a run
     that did not run every planned trial (Ctrl-C, a lost executor) adds a testcase in
-    error in a testsuite `(run)`: without it the file listed the trials that ran, all
-    green, and nothing of the others."""
+    error in a testsuite `(run)`, and a skipped testcase for each trial that did not run
+    (its `unrun_trials`), in its variant's testsuite: without them the file listed the
+    trials that ran, all green, and nothing of the others."""
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name="ce")
@@ -91,6 +92,19 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         notes.append(f"status {status}, weighted score {fmt_score(rec.weighted_score)}")
         ET.SubElement(tc, "system-out").text = _x("\n".join(notes))
 
+    state = (summary or {}).get("status")
+    if state in ("interrupted", "incomplete"):
+        why = summary.get("error") or f"the run was {state}"
+        for trial_id in summary.get("unrun_trials") or ():
+            variant, task = _variant_and_task(trial_id)
+            ts = suite(variant)
+            counts[variant]["tests"] += 1
+            counts[variant]["skipped"] += 1
+            tc = ET.SubElement(ts, "testcase", classname=_x(task), name=_x(trial_id),
+                               time="0.000")
+            ET.SubElement(tc, "skipped", message=_x(
+                f"not run: {why} (`ce run --resume RUN` runs it)"))
+
     for g in gates:
         if not g.thresholds:
             continue  # metrics only, nothing to pass or fail
@@ -126,7 +140,6 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         else:
             ET.SubElement(tc, "system-out").text = share
 
-    state = (summary or {}).get("status")
     if state in ("interrupted", "incomplete"):
         run = "(run)"  # no variant id has parentheses
         suite(run)
@@ -151,6 +164,14 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") \
         + "\n"
+
+
+def _variant_and_task(trial_id: str) -> tuple[str, str]:
+    """A trial id's variant and task (`VARIANT/TASK[/ROW]/NN`, ce_lang's Trial), as its
+    record would have them."""
+    variant, _, rest = trial_id.partition("/")
+    task = rest.rpartition("/")[0] or rest
+    return (variant, task) if rest else ("default", trial_id)
 
 
 def junit_counts(path: str) -> str:

@@ -19,11 +19,13 @@ def render(run: str, fmt: str) -> str:
     if "status" in data.run_json:  # a re-score's run.json has no trials_planned
         from ce_runtime.report.summary import with_run_state
 
-        error = data.run_json.get("error")
+        error, unrun = data.run_json.get("error"), data.run_json.get("unrun_trials")
         with_run_state(summary, data.run_json["status"], data.run_json.get("trials_planned"),
                        data.run_json.get("lost_trials", ()),
                        error if isinstance(error, str) else None,
-                       data.run_json.get("created_at"))
+                       data.run_json.get("created_at"),
+                       [i for i in unrun if isinstance(i, str)]
+                       if isinstance(unrun, list) else ())
     return render_loaded(data, fmt, summary, gates)
 
 

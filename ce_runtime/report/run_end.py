@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 
@@ -20,7 +21,8 @@ class PreparedReports(NamedTuple):
     makes them as the last trial finishes, while `ce run` ends its pool, and writes them
     once `ce run` sends the end it expected (`inputs`)."""
 
-    inputs: tuple  # (run_dir, run_id, config, total, interrupted, junit_xml, lost, error)
+    # (run_dir, run_id, config, total, interrupted, junit_xml, lost, error, unrun)
+    inputs: tuple
     records: list
     summary: dict[str, Any]
     run_json: bytes
@@ -36,18 +38,20 @@ class PreparedReports(NamedTuple):
 
 def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
                       total: int, interrupted: bool, junit_xml: str | None,
-                      lost: list[dict[str, Any]], error: str | None = None
-                      ) -> dict[str, Any]:
+                      lost: list[dict[str, Any]], error: str | None = None,
+                      unrun: Sequence[str] = ()) -> dict[str, Any]:
     """Every report file of the run; run.json's summary (what `ce run` prints from).
-    `error`: what left trials unrun besides a signal (an executor that did not start)."""
+    `error`: what left trials unrun besides a signal (an executor that did not start);
+    `unrun`: the ids of the planned trials that did not run (summary.with_run_state)."""
     return write_prepared(prepare_run_reports(run_dir, run_id, config, records, total,
-                                              interrupted, junit_xml, lost, error))
+                                              interrupted, junit_xml, lost, error,
+                                              unrun=unrun))
 
 
 def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
                         total: int, interrupted: bool, junit_xml: str | None,
                         lost: list[dict[str, Any]], error: str | None = None,
-                        reads: Any = None) -> PreparedReports:
+                        reads: Any = None, unrun: Sequence[str] = ()) -> PreparedReports:
     """`write_run_reports`' files, made in memory: report.html from run.json as it will
     be read back once written (`reads`: its trials' files read ahead, an
     html_trial.TrialReads)."""
@@ -59,7 +63,7 @@ def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], recor
     summary = report.summary(records, gates, run_id, config)
     status = "interrupted" if interrupted else \
         "incomplete" if lost or len(records) < total else "complete"
-    with_run_state(summary, status, total, lost, error, _created_at(run_dir))
+    with_run_state(summary, status, total, lost, error, _created_at(run_dir), unrun)
     run_json = run_json_bytes(summary)
     parquet = markdown = html = junit = failure = None
     try:
@@ -76,7 +80,7 @@ def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], recor
     except Exception as exc:
         failure = exc
     return PreparedReports((run_dir, run_id, config, total, interrupted, junit_xml, lost,
-                            error), records, summary, run_json, parquet, markdown, html,
+                            error, tuple(unrun)), records, summary, run_json, parquet, markdown, html,
                            junit, failure)
 
 

@@ -56,6 +56,7 @@ class RunReports(msgspec.Struct, frozen=True, tag="run"):
     junit_xml: str | None
     lost: list[dict[str, Any]]
     error: str | None = None  # what cut the run short besides a signal (no executor)
+    unrun: list[str] = []  # the planned trials' ids that did not run (a cut-short run)
 
 
 class RescoreReports(msgspec.Struct, frozen=True, tag="rescore"):
