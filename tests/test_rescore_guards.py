@@ -150,6 +150,15 @@ def test_a_deleted_trial_is_named_and_counted_by_rescore_and_compare(tmp_path):
     one = ce("rescore", "run", "--trial", "default/agentless/00", "--out", "one", cwd=tmp_path)
     assert one.returncode == 0 and "missing" not in one.stdout + one.stderr, one.stderr
 
+    # a run whose `ce run` was killed (run.json still says running) did not lose the
+    # trials it lacks: it never finished them, which is what the re-score says
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    (tmp_path / "run" / "run.json").write_text(json.dumps({**doc, "status": "running"}))
+    killed = ce("rescore", "run", "--out", "killed", cwd=tmp_path)
+    assert ("ce rescore: 1 trial(s) of the run never finished (its `ce run` was killed "
+            "before them; run.json counts them), not re-scored: default/agentless/01") \
+        in killed.stderr, killed.stderr
+
 
 # -- suite gates of a partial rescore ---------------------------------------------------------
 def test_a_rescore_of_some_tasks_lists_only_the_gates_it_regraded(tmp_path):

@@ -234,8 +234,7 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     whole = only_trial is None and not trial_ids
     lost, lost_count = RR.lost_trials(run_dir, dirs) if whole else ([], 0)
     if lost_count:
-        _err(f"ce rescore: {lost_count} trial(s) of the run are missing (their directory or "
-             "its task.json is gone; run.json and trials.parquet count them), not "
+        _err(f"ce rescore: {lost_count} trial(s) of the run {RR.why_lost(run_dir)}, not "
              "re-scored" + (f": {RR.shown(lost)}" if lost else ""))
     out = out_dir or reserve(os.path.join(run_dir, "rescored"),
                              dt.datetime.now().strftime("%Y%m%d-%H%M%S"))

@@ -60,6 +60,20 @@ def lost_trials(run_dir: str, dirs: list[str]) -> tuple[list[str], int]:
     return lost, len(lost)
 
 
+def why_lost(run_dir: str) -> str:
+    """Why trials the run counts have no task.json: a run whose `ce run` never ended
+    (run.json still says running: killed; interrupted) did not finish them, else they
+    were lost since (a directory deleted)."""
+    from ce_runtime.store.runs_root import read_run_json
+
+    status = (read_run_json(run_dir) or {}).get("status")
+    if status in ("running", "interrupted"):
+        how = "was killed" if status == "running" else "was interrupted"
+        return f"never finished (its `ce run` {how} before them; run.json counts them)"
+    return "are missing (their directory or its task.json is gone; run.json and " \
+        "trials.parquet count them)"
+
+
 def shown(ids: list[str]) -> str:
     return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
 
