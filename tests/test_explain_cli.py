@@ -250,6 +250,9 @@ def test_rescore_keeps_an_agent_error_as_explain_does(run, tmp_path):
     out = tmp_path / "re"
     res = ce("rescore", "run", "--out", out, cwd=run)
     assert res.returncode == 1, res.stdout + res.stderr
+    # and says why, as `ce run` does (it said only `N of M trial(s) did not succeed`)
+    assert "ERROR in 1 trial(s) (default/crashed/00): the agent ended in an error: the " \
+        "model API went away" in res.stdout.splitlines(), res.stdout
     rescored = json.loads((out / "default" / "crashed" / "00" / "task.json").read_text())
     assert rescored["status"] == "ERROR" and rescored["criteria"]
     assert rescored["weighted_score"] is not None

@@ -15,6 +15,7 @@ import click
 from ce_runtime.cli import rescore_pool, rescore_preflight
 from ce_runtime.cli import rescore_results as RR
 from ce_runtime.cli.options import MAX_JOBS, count, experiment_option
+from ce_runtime.safe_text import terminal
 
 
 @click.command("rescore")
@@ -338,6 +339,10 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     if summary.get("exit_code"):  # why it is not a pass, as `ce run` says it
         for reason in summary.get("exit_reasons") or ():
             click.echo(f"not passed: {reason}")
+    from ce_runtime.cli.run_output import error_lines
+
+    for line in error_lines(records):  # and why the ERROR trials are ones, as it does
+        click.echo(line)
     sys.exit(code)
 
 
@@ -440,10 +445,10 @@ def _say(line: str) -> None:
     merged stream keeps its order; and at the end (the summary line, or the exit)."""
     if _PIPED[0] is None:
         _PIPED[0] = sys.stdout is not None and not sys.stdout.isatty()
-    if _PIPED[0] and line.isascii() and "\x1b" not in line:
+    if _PIPED[0] and line.isascii() and line.isprintable():
         sys.stdout.write(line + "\n")
-    else:
-        click.echo(line)
+    else:  # errors name the agent's files: none of its escape sequences is written
+        click.echo(terminal(line))
 
 
 _PIPED: list[bool | None] = [None]
@@ -451,7 +456,7 @@ _PIPED: list[bool | None] = [None]
 
 def _err(line: str) -> None:
     sys.stdout.flush()
-    click.echo(line, err=True)
+    click.echo(terminal(line), err=True)
 def _compile(tasks, experiment, overrides, allow_paths=()) -> dict:
     from ce_lang.api import CompileOptions, compile_paths, render_human
 
