@@ -26,7 +26,7 @@ from ce_lang.rules_paths import (
 from ce_lang.rules_preflight import preflight_rules
 from ce_lang.rules_tools import permission_tool_rules
 from ce_lang.schema import criteria as C
-from ce_lang.schema.agent import BUILTIN_AGENT_TYPES, PRICED_BY_CE
+from ce_lang.schema.agent import BUILTIN_AGENT_TYPES, MODEL_FREE, PRICED_BY_CE
 from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
 from ce_lang.schema.task import TAG_PATTERN, RepoSource, TaskSpec
 from ce_lang.spans import Path, Span, format_path
@@ -191,6 +191,16 @@ def agent_rules(ctx: RuleContext) -> None:
         d.emit("CE0214", f"`agent.pricing` has no effect on the `{runs}` agent: {why}",
                ctx.key_at(("agent", "pricing")),
                help="ce prices the tokens of " + ", ".join(PRICED_BY_CE) + " only")
+    chosen_here = not ctx.run_agent and not ctx.key_at(("agent", "type")).file.startswith("<-")
+    if a.model and kind in MODEL_FREE and kind != "none" and chosen_here \
+            and ctx.written(("agent", "model")):
+        # an A/B of models over a task whose agent calls none compares nothing (`--agent
+        # oracle` / `-D agent.type=...` over model tasks is deliberate; agentless tasks
+        # sit in any suite)
+        d.emit("CE0214", f"`agent.model: {a.model}` has no effect on the `{kind}` agent: it "
+               "calls no model", ctx.key_at(("agent", "model")),
+               help="set `agent.type` to an agent that calls a model (claude-code, codex, "
+               "...), or remove `agent.model`")
 
 
 def _managed_help(key: str) -> str:

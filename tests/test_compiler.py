@@ -224,6 +224,7 @@ success_criteria:""", 1)
     missing = compile_paths([write("ds2.yaml", bad)])
     model_line = line - 3
     assert [(d.code, d.span.line) for d in missing.diagnostics] == [
+        ("CE0214", model_line),  # the script agent calls no model
         ("CE0304", model_line), ("CE0303", line)]  # the model's stays as written: a warning
 
 

@@ -16,6 +16,7 @@ BUILTIN_AGENT_TYPES = ("claude-code", "codex", "opencode", "pi", "openai", "none
 # no cost, or $0 for the model ce configures; the adapters say `priced_by_ce`, and a test
 # holds the two equal)
 PRICED_BY_CE = ("codex", "opencode", "pi", "openai")
+MODEL_FREE = ("none", "oracle", "script")  # those that call no model
 
 
 @attrs.frozen(kw_only=True)
