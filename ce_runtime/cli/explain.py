@@ -12,6 +12,7 @@ import tempfile
 import click
 
 from ce_runtime.cli.options import experiment_option
+from ce_runtime.safe_text import terminal
 
 
 @click.command("explain")
@@ -143,7 +144,7 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
         click.echo(json.dumps(explain_json(trial.plan, graded, grader.instances, host, only),
                               indent=2))
     else:
-        click.echo(explain_trial(trial.plan, grader.instances, graded, host, only), nl=False)
+        _say(explain_trial(trial.plan, grader.instances, graded, host, only), nl=False)
     sys.exit(0 if graded.success else 1)
 
 
@@ -228,34 +229,34 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
                                "differences": differences, "status_kept": kept is not None}
             click.echo(json.dumps(out, indent=2))
         else:
-            click.echo(f"trial {task.trial_id} (recorded status "
+            _say(f"trial {task.trial_id} (recorded status "
                        f"{task.status or '?'}, weighted score "
                        f"{_score(task.weighted_score)}); re-graded from the archive")
             if stdlib is None:
-                click.echo("note: the run kept no standard criteria: re-graded with today's")
+                _say("note: the run kept no standard criteria: re-graded with today's")
             for note in task_notes:
-                click.echo(f"note: {note}")
+                _say(f"note: {note}")
             if differences:
-                click.echo("NOTE: this re-grade differs from the recorded grade (recorded "
+                _say("NOTE: this re-grade differs from the recorded grade (recorded "
                            f"{task.status} {_score(task.weighted_score)}, now "
                            f"{kept or (Status.SUCCESS if graded.success else Status.FAILURE)} "
                            f"{_score(graded.weighted_score)}):")
                 for line in differences:
-                    click.echo(f"  {line}")
+                    _say(f"  {line}")
                 for line in _commands_that_differ(trial_dir, host.evidence):
-                    click.echo(f"  {line}")
+                    _say(f"  {line}")
             if not_graded:
-                click.echo(f"NOTE: the trial never reached grading ({error or kept}):"
+                _say(f"NOTE: the trial never reached grading ({error or kept}):"
                            f" it stays {kept}; the criteria below grade its archived "
                            "workspace for information only")
             elif agent_failed:
                 said = error or "the trial ended in an error (no reason was recorded)"
-                click.echo(f"NOTE: {said}: the trial stays {kept}, whatever the criteria "
+                _say(f"NOTE: {said}: the trial stays {kept}, whatever the criteria "
                            "below score")
             elif kept is not None:
-                click.echo(f"NOTE: a run limit stopped the agent: the trial stays {kept}, "
+                _say(f"NOTE: a run limit stopped the agent: the trial stays {kept}, "
                            "whatever the criteria below score")
-            click.echo(explain_trial(plan, grader.instances, graded, host, only,
+            _say(explain_trial(plan, grader.instances, graded, host, only,
                                      None if kept is None else str(kept),
                                      "the agent ended in an error" if agent_failed
                                      else None), nl=False)
@@ -298,6 +299,12 @@ def _commands_that_differ(trial_dir: str, now: dict) -> list[str]:
     return lines
 
 
+def _say(text: str, **kwargs) -> None:
+    """A line of the human explanation: file names, messages and outputs in it are the
+    agent's, and no escape sequence of theirs reaches the terminal."""
+    click.echo(terminal(text), **kwargs)
+
+
 def _not_regraded(task, plan, why: str, as_json: bool) -> None:
     """An archived trial whose criteria cannot be graded again here (its sandbox or
     environment cannot be rebuilt): what the run recorded, the reason of an ERROR, and
@@ -311,10 +318,10 @@ def _not_regraded(task, plan, why: str, as_json: bool) -> None:
             "recorded": {"status": str(task.status), "weighted_score": task.weighted_score,
                          "differences": [], "status_kept": True}}, indent=2))
     else:
-        click.echo(f"trial {task.trial_id} (recorded status {task.status or '?'}, weighted "
+        _say(f"trial {task.trial_id} (recorded status {task.status or '?'}, weighted "
                    f"score {_score(task.weighted_score)}); not re-graded")
         if error:
-            click.echo(f"error: {error}")
+            _say(f"error: {error}")
     click.echo(f"ce: cannot grade the archived trial again here: {why}", err=True)
     sys.exit(1)
 

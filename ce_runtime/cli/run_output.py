@@ -8,6 +8,8 @@ import sys
 
 import click
 
+from ce_runtime.safe_text import one_line, terminal
+
 HEARTBEAT_S = 60.0  # plain output: a `running` line after this long without a line
 
 
@@ -105,8 +107,13 @@ class Progress:
         if self.quiet:
             return
         try:
+            # an agent's error ends the line: its text is neither rich markup (`[/x]`
+            # raised MarkupError and ended the run) nor escape sequences
+            line = terminal(line)
             if self.live is not None:
-                self.live.console.print(line, highlight=False)
+                from rich.text import Text  # not markup=False: the live table's is kept
+
+                self.live.console.print(Text(line), highlight=False)
                 self.live.refresh()
             else:
                 click.echo(line, err=True)
@@ -162,7 +169,7 @@ def error_lines(records, most: int = 5) -> list[str]:
         if reason is None and r.status == Status.ERROR:
             reason = "no reason recorded"
         if reason is not None:
-            groups.setdefault(" ".join(reason.split())[:200], []).append(r.trial_id)
+            groups.setdefault(one_line(" ".join(reason.split())[:200]), []).append(r.trial_id)
     ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
     lines = [f"ERROR in {len(ids)} trial(s) ({ids[0]}{', ...' if len(ids) > 1 else ''}): "
              f"{reason}" for reason, ids in ranked[:most]]

@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from ce_runtime.safe_text import one_line
+
 
 @click.group("trial")
 def trial_cmd():
@@ -99,10 +101,12 @@ def files_cmd(trial_dir, trial_id, extract, fmt):
     width = max((len(str(e["size"] or "")) for e in entries), default=1)
     for e in entries:
         if e["link"] is not None:
-            click.echo(f"{'link':>{width}}  {'':12}  {e['path']} -> {e['link']}")
+            click.echo(f"{'link':>{width}}  {'':12}  {one_line(e['path'])} -> "
+                       f"{one_line(e['link'])}")
         else:
             digest = e["sha256"][:12] if e["sha256"] else "(not kept)"
-            click.echo(f"{e['size']:>{width}}  {digest:12}  {e['path']}")
+            # the agent named its files: one line each, no escape sequence reaches the terminal
+            click.echo(f"{e['size']:>{width}}  {digest:12}  {one_line(e['path'])}")
     total = sum(e["size"] or 0 for e in entries)
     click.echo(f"{len(entries)} file(s), {total} bytes", err=True)
 

@@ -20,6 +20,7 @@ from ce_runtime.report.text import (
     fmt_tokens,
     run_limit_text,
 )
+from ce_runtime.safe_text import md_inline, one_line
 from ce_runtime.store.record import (
     NOT_FAILED_STATUSES,
     CriterionRecord,
@@ -30,10 +31,12 @@ from ce_runtime.store.record import (
 
 
 def _cell(text: Any, limit: int = 160) -> str:
+    """One line of text an agent may have written (errors name its files): no HTML,
+    no control character reaches the page (report.md is a CI job's summary)."""
     s = " ".join(str(text).split())
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    return s.replace("|", "\\|")
+    return md_inline(s)
 
 
 def _cost(block: dict[str, Any], why: bool = False) -> str:
@@ -47,7 +50,7 @@ def _cost(block: dict[str, Any], why: bool = False) -> str:
 
 
 def _code(text: Any) -> str:
-    s = str(text).replace("`", "'")
+    s = one_line(str(text)).replace("`", "'")
     return f"`{s}`"
 
 
