@@ -519,3 +519,131 @@ def test_a_criterion_is_matched_only_with_the_same_one_not_its_index():
                        side, trials_frame([b2]), results_frame([b2]))
     assert [(x.criterion.criterion_id, x.broken) for x in c.criterion_changes] == \
         [("c0", True)]
+
+
+# ---------------------------------------------------------------------------- suite gates
+
+LABELS = """\
+task_id: labels
+description: compare fixture, a classification suite whose answers the run sets
+initial_prompt: "Label: ${{row.text}}"
+dataset:
+  rows:
+    - {{id: r1, text: crash, label: bug, answer: bug}}
+    - {{id: r2, text: dark mode, label: feature, answer: {r2}}}
+    - {{id: r3, text: how to install, label: question, answer: {r3}}}
+    - {{id: r4, text: segfault, label: bug, answer: bug}}
+agent: {{type: claude-code}}
+reference:
+  solve:
+    - {{write: label.txt, content: "${{row.answer}}"}}
+sandbox: {{driver: tempdir, python: null}}
+success_criteria:
+  - type: classification_match
+    path: label.txt
+    expected_label: "${{row.label}}"
+    allowed_labels: [bug, feature, question]
+    description: the issue is labelled
+    pass_threshold: 0
+    suite_thresholds: {{accuracy: 0.75}}
+"""
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """(root, A, B): the oracle answers each row's `answer`: A all four right (accuracy
+    1.0), B two wrong (0.5, below the gate's 0.75). `pass_threshold: 0`: every trial
+    succeeds in both, so the gate is the only thing that moved."""
+    root = tmp_path_factory.mktemp("gates")
+    for name, (r2, r3) in (("a", ("feature", "question")), ("b", ("bug", "bug"))):
+        suite = root / f"suite-{name}"
+        suite.mkdir()
+        (suite / "labels.yaml").write_text(LABELS.format(r2=r2, r3=r3))
+        res = ce("run", str(suite), "--agent", "oracle", "-q", "--run-dir", f"run-{name}",
+                 cwd=root)
+        assert res.returncode == (0 if name == "a" else 1), res.stderr
+    return root, root / "run-a", root / "run-b"
+
+
+GATE_FAILED = ("1 suite gate(s) passed in A and fail in B: default/labels/c0 "
+               "(accuracy 0.500 < 0.75)")
+
+
+@pytest.mark.slow
+def test_a_suite_gate_that_fails_in_b_is_a_regression_in_every_format(labelled):
+    """A dataset's gate (accuracy >= 0.75) passed in A and fails in B, every trial a
+    success in both: `ce compare` said "no regression", exit 0, with no accuracy or F1
+    anywhere and no gate."""
+    root, a, b = labelled
+    res = ce("compare", str(a), str(b), cwd=root)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.splitlines()[-1] == f"ce compare: REGRESSED: {GATE_FAILED}"
+    assert f"| Verdict | ❌ REGRESSED: {GATE_FAILED} |" in res.stdout
+    assert "| Flips | 0 trial(s) pass → fail, 0 fail → pass; 0 other criterion flip(s) |" \
+        in res.stdout
+    assert "| Suite gates | 1 in both runs: 1 passed → failed, 0 failed → passed |" \
+        in res.stdout
+    section = res.stdout.split("## Suite gates", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    assert rows == [
+        "| default/labels/c0 classification_match | passed → failed ✗ | accuracy | 1.000 | "
+        "0.500 | -0.500 | 0.75 ✗ |",
+        "|  |  | macro_f1 | 1.000 | 0.222 | -0.778 | — |",
+        "|  |  | weighted_f1 | 1.000 | 0.333 | -0.667 | — |",
+        "|  |  | micro_f1 | 1.000 | 0.500 | -0.500 | — |"]
+    doc = json.loads(ce("compare", str(a), str(b), "-f", "json", cwd=root).stdout)
+    assert doc["regressed"] is True and doc["reasons"] == [GATE_FAILED]
+    [gate] = doc["gates"]
+    assert (gate["variant"], gate["suite_id"], gate["criterion"], gate["verdict_a"],
+            gate["verdict_b"], gate["regressed"]) == (
+        "default", "labels", "c0", "passed", "failed", True)
+    assert gate["metrics"][0] == {"metric": "accuracy", "a": 1.0, "b": 0.5, "diff": -0.5,
+                                  "minimum": 0.75, "failed_b": True}
+    page = ce("compare", str(a), str(b), "-f", "html", cwd=root).stdout
+    assert "<h2>Suite gates (dataset suite_thresholds" in page
+    assert "<td>passed → failed ✗</td><td>accuracy</td><td>1.000</td><td>0.500</td>" \
+        "<td>-0.500</td><td>0.75 ✗</td>" in page
+    # the gate is the suite's own minimum: a regression under `significant` too ...
+    sig = ce("compare", str(a), str(b), "--fail-on", "significant", cwd=root)
+    assert sig.returncode == 1 and GATE_FAILED in sig.stderr
+    # ... not under `never`, which still says it
+    never = ce("compare", str(a), str(b), "--fail-on", "never", cwd=root)
+    assert never.returncode == 0, never.stderr
+    assert "1 suite gate(s) passed in A and fail in B (not gated: --fail-on never)" \
+        in never.stderr
+    # the other way round, the gate is fixed: no regression
+    back = ce("compare", str(b), str(a), cwd=root)
+    assert back.returncode == 0, back.stderr
+    assert back.stderr.splitlines()[-1] == "ce compare: no regression: 1 suite gate(s) fixed"
+
+
+def test_suite_gates_are_matched_by_variant_suite_and_criterion():
+    """Only a gate both runs have can regress: one only in A (a suite B did not run) or
+    only in B is listed; a dataset criterion without thresholds shows its metrics and
+    decides nothing."""
+    from ce_runtime.report.gates import compare_gates
+
+    def gate(suite, passed, thresholds, **metrics):
+        return {"variant": "v", "suite_id": suite, "criterion": "c0", "kind": "score",
+                "criterion_type": "run_command", "metrics": metrics, "passed": passed,
+                "thresholds": thresholds, "failed": [] if passed else list(thresholds)}
+
+    a = [gate("kept", True, {"pass_rate": 0.8}, pass_rate=0.9, mean_score=0.9),
+         gate("gone", True, {"pass_rate": 0.8}, pass_rate=1.0, mean_score=1.0),
+         gate("free", True, {}, pass_rate=1.0, mean_score=1.0)]
+    b = [gate("new", False, {"mean": 0.5}, pass_rate=0.0, mean_score=0.0, mean=0.0),
+         gate("free", True, {}, pass_rate=0.0, mean_score=0.0),
+         gate("kept", False, {"pass_rate": 0.95}, pass_rate=0.9, mean_score=0.9)]
+    by = {g.suite_id: g for g in compare_gates(a, b)}
+    assert list(by) == ["new", "free", "kept", "gone"]  # B's order, then A's own
+    assert [(s, g.verdict_a, g.verdict_b, g.regressed) for s, g in by.items()] == [
+        ("new", None, "failed", False), ("free", "no thresholds", "no thresholds", False),
+        ("kept", "passed", "failed", True), ("gone", "passed", None, False)]
+    # B raised the minimum: the same pass rate fails it, B's minimum shown
+    kept = {m.metric: m for m in by["kept"].metrics}
+    assert list(kept) == ["pass_rate", "mean_score"]
+    assert (kept["pass_rate"].diff, kept["pass_rate"].minimum, kept["pass_rate"].failed_b) \
+        == (0.0, 0.95, True)
+    assert [m.metric for m in by["new"].metrics] == ["pass_rate", "mean_score", "mean"]
+    assert by["gone"].metrics[0].minimum == 0.8 and by["gone"].metrics[0].b is None
+    assert compare_gates([{"variant": 1}, "junk"], None) == []  # a damaged run.json

@@ -41,17 +41,24 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
     differences over the tasks both runs graded (per task: pass rate and mean score
     over its repeats; mean Δ with a 95% paired bootstrap interval and a two-sided
     sign-flip permutation test's p-value), per-task changes (Δ pass rate with
-    Newcombe's 95% interval), and the tasks present in only one run (never compared).
+    Newcombe's 95% interval), the tasks present in only one run (never compared), and
+    each dataset suite gate (suite_thresholds, as each run's run.json records it) with
+    its verdict in A and in B and its metrics side by side (accuracy and F1s, or pass
+    rate and mean score, and those its thresholds name).
 
     \b
     Regression (exit 1), by --fail-on:
       flips        any matched trial that passed (SUCCESS) in A and does not in B,
-                   or a significant drop (the default)
-      significant  a significant drop only: the paired mean per-task pass-rate
-                   difference B − A is negative and its sign-flip p < --alpha
+                   a suite gate that passed in A and fails in B, or a significant
+                   drop (the default)
+      significant  a significant drop: the paired mean per-task pass-rate
+                   difference B − A is negative and its sign-flip p < --alpha; or
+                   a suite gate that passed in A and fails in B (the suite's own
+                   minimum, which `ce run` exits 1 on: never one trial's noise)
       never        never (report only)
 
-    A task missing from B is listed, not counted as a regression. Two runs with no task
+    A task missing from B is listed, not counted as a regression; so is a suite gate
+    only one run has (a suite added, removed or renamed). Two runs with no task
     in common (another experiment's variants, another suite) compare nothing, which
     fails the gate too (NOT COMPARED); and so does a B that is not a whole run
     (INCOMPLETE): its run.json status is not `complete` (interrupted, incomplete,

@@ -17,10 +17,16 @@ What is measured (B against A, differences are B - A):
   p-value (`ce_runtime/report/stats.py`), overall and per variant;
 - per task: pass rate of each run with the difference's Newcombe 95% interval (the
   hybrid Wilson score interval for two independent proportions, his method 10) and the
-  mean scores.
+  mean scores;
+- the dataset suite gates (run.json's `suite_gates` of each run, matched by variant,
+  suite and criterion): each run's verdict and the metrics side by side (accuracy and
+  F1s, or pass rate and mean score, and those the thresholds name;
+  `gates.compare_gates`).
 
-Regression rule (`regressed`): `flips` (the default) -> any regression flip or a
-significant drop; `significant` -> a significant drop only; `never` -> never. A drop is
+Regression rule (`regressed`): `flips` (the default) -> any regression flip, a suite
+gate that passed in A and fails in B, or a significant drop; `significant` -> a
+significant drop or such a gate (a gate is the suite's own minimum, which `ce run`
+exits 1 on, never one trial's noise); `never` -> never. A drop is
 significant when the paired mean pass-rate difference is negative and its two-sided
 sign-flip p-value is below `alpha` (0.05). Two runs with no trial and no task in common
 fail the gate too (`nothing_compared`), and so does a B (the candidate) that is not a whole
@@ -37,8 +43,10 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import msgspec
 
 from ce_runtime.report.frames import EPSILON
+from ce_runtime.report.gates import GateChange, compare_gates
 from ce_runtime.report.stats import PairedComparison, paired_stats
 
 if TYPE_CHECKING:
@@ -166,6 +174,12 @@ class RunComparison:
     # directory lost before a re-score): not compared, named (`ce compare` says so)
     unmatched_a: tuple[str, ...] = ()
     unmatched_b: tuple[str, ...] = ()
+    gates: tuple[GateChange, ...] = ()  # the suite gates of both runs, matched
+
+    @property
+    def gate_regressions(self) -> tuple[GateChange, ...]:
+        """The suite gates that passed in A and fail in B."""
+        return tuple(g for g in self.gates if g.regressed)
 
     @property
     def significant_drop(self) -> bool:
@@ -194,8 +208,8 @@ class RunComparison:
         if fail_on == "never":
             return False
         if fail_on == "significant":
-            return self.significant_drop
-        return bool(self.regressions) or self.significant_drop
+            return self.significant_drop or bool(self.gate_regressions)
+        return bool(self.regressions) or bool(self.gate_regressions) or self.significant_drop
 
     def regressed(self, fail_on: str = "flips") -> bool:
         """The gate fails (`ce compare` exits 1): a regression by `fail_on`, or, unless
@@ -223,6 +237,9 @@ class RunComparison:
                        "nothing was compared")
         if fail_on == "flips" and self.regressions:
             out.append(f"{len(self.regressions)} trial(s) passed in A and fail in B")
+        if fail_on in ("flips", "significant") and self.gate_regressions:
+            out.append(f"{len(self.gate_regressions)} suite gate(s) passed in A and fail "
+                       "in B: " + ", ".join(gate_failure(g) for g in self.gate_regressions))
         if fail_on in ("flips", "significant") and self.significant_drop:
             p = self.pass_rate
             out.append(f"pass rate dropped {100 * -p.mean_diff:.1f} pp over {p.n_tasks} "
@@ -237,12 +254,24 @@ class RunComparison:
         d["score"] = self.score.to_dict()
         d["by_variant"] = [{"variant": v, "pass_rate": r.to_dict(), "score": s.to_dict()}
                            for v, r, s in self.by_variant]
+        d["gates"] = [{**msgspec.to_builtins(g), "regressed": g.regressed, "fixed": g.fixed}
+                      for g in self.gates]
         d["significant_drop"] = self.significant_drop
         d["incomplete"] = self.incomplete
         d["fail_on"] = fail_on
         d["regressed"] = self.regressed(fail_on)
         d["reasons"] = self.reasons(fail_on)
         return d
+
+
+def gate_failure(g: GateChange) -> str:
+    """A gate that fails in B, with each metric below its minimum ('default/labels/c0
+    (accuracy 0.500 < 0.75)')."""
+    from ce_runtime.report.text import fmt_metric
+
+    below = [f"{m.metric} {fmt_metric(m.b)} < {m.minimum:g}" for m in g.metrics
+             if m.failed_b and m.minimum is not None]
+    return g.name + (f" ({', '.join(below)})" if below else "")
 
 
 def _serialize(_inst, _field, value):
@@ -252,10 +281,11 @@ def _serialize(_inst, _field, value):
 # ---------------------------------------------------------------------------- loading
 
 
-def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
-    """(the run's side summary, trials.parquet, results.parquet). A path that is not a
-    run directory (nor a directory of runs with a `latest`) raises NotARun naming it
-    (`usage`); so does a run whose files are missing or damaged (not `usage`)."""
+def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame, list[Any]]:
+    """(the run's side summary, trials.parquet, results.parquet, run.json's suite gates).
+    A path that is not a run directory (nor a directory of runs with a `latest`) raises
+    NotARun naming it (`usage`); so does a run whose files are missing or damaged (not
+    `usage`)."""
 
     from ce_runtime.report.rundir import RunDirError, resolve_run_dir
 
@@ -286,7 +316,9 @@ def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame]:
                       + ")", usage=False)
     if not os.path.isfile(results_path):  # as `ce report`: no criterion would compare
         raise NotARun(results_path, "missing (the run's criterion results)", usage=False)
-    return _side(path, run_json, trials), trials, _read_parquet(results_path)
+    gates = run_json.get("suite_gates")
+    return _side(path, run_json, trials), trials, _read_parquet(results_path), \
+        gates if isinstance(gates, list) else []
 
 
 def _read_parquet(path: str) -> pl.DataFrame:
@@ -363,16 +395,19 @@ def newcombe(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float] | No
 def compare_runs(path_a: str, path_b: str, *, seed: int = 0, resamples: int | None = None,
                  alpha: float = ALPHA) -> RunComparison:
     """Load both runs and compare them (see the module docstring)."""
-    side_a, trials_a, results_a = load_frames(path_a)
-    side_b, trials_b, results_b = load_frames(path_b)
+    side_a, trials_a, results_a, gates_a = load_frames(path_a)
+    side_b, trials_b, results_b, gates_b = load_frames(path_b)
     return compare_frames(side_a, trials_a, results_a, side_b, trials_b, results_b,
-                          seed=seed, resamples=resamples, alpha=alpha)
+                          seed=seed, resamples=resamples, alpha=alpha, gates_a=gates_a,
+                          gates_b=gates_b)
 
 
 def compare_frames(side_a: RunSide, trials_a: pl.DataFrame, results_a: pl.DataFrame,
                    side_b: RunSide, trials_b: pl.DataFrame, results_b: pl.DataFrame, *,
                    seed: int = 0, resamples: int | None = None,
-                   alpha: float = ALPHA) -> RunComparison:
+                   alpha: float = ALPHA, gates_a: list[Any] = (),
+                   gates_b: list[Any] = ()) -> RunComparison:
+    """`gates_a`, `gates_b`: each run's suite gates as its run.json records them."""
     import polars as pl
 
     from ce_runtime.report.stats import RESAMPLES
@@ -429,7 +464,8 @@ def compare_frames(side_a: RunSide, trials_a: pl.DataFrame, results_a: pl.DataFr
         only_a=tuple(_task_label(k, True) for k in sorted(tasks_a - tasks_b, key=_sort_key)),
         only_b=tuple(_task_label(k, True) for k in sorted(tasks_b - tasks_a, key=_sort_key)),
         alpha=alpha, unmatched_a=_unmatched(ta, tb, tasks_a & tasks_b),
-        unmatched_b=_unmatched(tb, ta, tasks_a & tasks_b))
+        unmatched_b=_unmatched(tb, ta, tasks_a & tasks_b),
+        gates=tuple(compare_gates(list(gates_a), list(gates_b))))
 
 
 def _unmatched(mine: pl.DataFrame, theirs: pl.DataFrame, shared: set) -> tuple[str, ...]:

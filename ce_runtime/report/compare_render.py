@@ -9,8 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ce_runtime.report.compare import RunComparison, RunSide, TrialFlip
+from ce_runtime.report.frames import EPSILON
 from ce_runtime.report.stats import PairedComparison
-from ce_runtime.report.text import fmt_pct, fmt_score, fmt_signed
+from ce_runtime.report.text import fmt_metric, fmt_pct, fmt_score, fmt_signed
 
 COMPARE_SCHEMA_VERSION = 1
 
@@ -57,8 +58,14 @@ def verdict(c: RunComparison, fail_on: str) -> tuple[bool, str]:
     if c.regressions:
         notes.append(f"{len(c.regressions)} trial(s) flipped to failure (not gated: "
                      f"--fail-on {fail_on})")
+    if c.gate_regressions:  # under --fail-on never
+        notes.append(f"{len(c.gate_regressions)} suite gate(s) passed in A and fail in B "
+                     f"(not gated: --fail-on {fail_on})")
     if c.improvements:
         notes.append(f"{len(c.improvements)} trial(s) fixed")
+    fixed = [g for g in c.gates if g.fixed]
+    if fixed:
+        notes.append(f"{len(fixed)} suite gate(s) fixed")
     if c.incomplete:  # said, never silently passed
         notes.append(f"INCOMPLETE, not gated (--fail-on {fail_on}): "
                      + ", and ".join(c.incomplete_reasons()))
@@ -107,6 +114,7 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
         ("Δ mean score (B − A)", _delta(c.score, False)),
         ("Flips", f"{len(c.regressions)} trial(s) pass → fail, {len(c.improvements)} fail "
                   f"→ pass; {len(c.criterion_changes)} other criterion flip(s)"),
+        *([("Suite gates", _gates_line(c))] if c.gates else []),
     ]
     head = ["Trial", "Status A → B", "Score A → B", "Criteria"]
     out: list[Table] = [
@@ -121,6 +129,10 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
            f"{fmt_score(ch.criterion.score_a)} → {fmt_score(ch.criterion.score_b)}"]
           for ch in c.criterion_changes]),
     ]
+    if c.gates:  # a run of no dataset suite has none: no section
+        out.append(("Suite gates (dataset suite_thresholds; passed in A and failing in B: a "
+                    "regression)", ["Gate", "Verdict A → B", "Metric", "A", "B", "Δ",
+                                    "Minimum"], _gate_rows(c)))
     if c.by_variant:
         out.append(("By variant", ["Variant", "Δ pass rate", "Δ mean score"],
                     [[v, _delta(r, True), _delta(s, False)] for v, r, s in c.by_variant]))
@@ -149,11 +161,46 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
     return summary, out
 
 
+def _gates_line(c: RunComparison) -> str:
+    both = [g for g in c.gates if g.verdict_a is not None and g.verdict_b is not None]
+    text = (f"{len(both)} in both runs: {len(c.gate_regressions)} passed → failed, "
+            f"{sum(g.fixed for g in c.gates)} failed → passed")
+    for side, n in (("A", sum(g.verdict_b is None for g in c.gates)),
+                    ("B", sum(g.verdict_a is None for g in c.gates))):
+        text += f"; {n} only in {side}" if n else ""
+    return text
+
+
+def _gate_rows(c: RunComparison) -> list[list[str]]:
+    """A row per metric of each gate; the gate and its verdicts on its first."""
+    rows = []
+    for g in c.gates:
+        was, now = (v or f"not in {side}" for v, side in ((g.verdict_a, "A"),
+                                                           (g.verdict_b, "B")))
+        verdict = f"{was} → {now}" + (" ✗" if g.regressed else " ✓" if g.fixed else "")
+        name = g.name + (f" {g.criterion_type}" if g.criterion_type else "")
+        for i, m in enumerate(g.metrics):
+            minimum = "—" if m.minimum is None else f"{m.minimum:g}" + (
+                " ✗" if m.failed_b else " ✓" if g.verdict_b is not None else "")
+            rows.append([name if i == 0 else "", verdict if i == 0 else "", m.metric,
+                         fmt_metric(m.a), fmt_metric(m.b), _signed(m.diff), minimum])
+    return rows
+
+
+def _signed(v: float | None) -> str:
+    """B - A of a metric, as fmt_metric shows each (3 decimals)."""
+    if v is None:
+        return "—"
+    return "±0.000" if abs(v) < EPSILON else f"{v:+.3f}"
+
+
 def _rule(fail_on: str, alpha: float) -> str:
     sig = (f"a significant pass-rate drop (paired over shared tasks, sign-flip p < "
            f"{alpha:g})")
-    return {"flips": f"--fail-on flips: any trial that passed in A and fails in B, or {sig}",
-            "significant": f"--fail-on significant: {sig}",
+    gate = "a suite gate that passed in A and fails in B"
+    return {"flips": f"--fail-on flips: any trial that passed in A and fails in B, {gate}, "
+                     f"or {sig}",
+            "significant": f"--fail-on significant: {sig}, or {gate}",
             "never": "--fail-on never: report only"}[fail_on]
 
 

@@ -255,6 +255,23 @@ def _classification_gate(g: dict, limits: dict[str, float], per_label: list[dict
         confusion=confusion)
 
 
+def gate_key(g: Any) -> tuple[str, str, str] | None:
+    """(variant, suite id, criterion id) of a gate as run.json records it (`suite_gates`,
+    a SuiteGate's to_dict): the same gate in another run, or its re-score."""
+    if not isinstance(g, dict):
+        return None
+    names = (g.get("variant"), g.get("suite_id"), g.get("criterion"))
+    return names if all(isinstance(n, str) for n in names) else None  # type: ignore
+
+
+def gate_verdict(g: dict[str, Any]) -> str:
+    """passed, failed, or `no thresholds`: a dataset criterion without suite_thresholds
+    has its metrics but decides nothing."""
+    if not g.get("thresholds"):
+        return "no thresholds"
+    return "passed" if g.get("passed") else "failed"
+
+
 def gate_changes(old: list[Any], new: list[Any]) -> list[str]:
     """Where the re-scored run's suite gates differ from the run's own (run.json's
     `suite_gates`), one line each, `*` first when a gate's verdict flipped, came or went
@@ -263,21 +280,11 @@ def gate_changes(old: list[Any], new: list[Any]) -> list[str]:
     never marked, and says `no thresholds` where a gate says passed or failed."""
     from ce_runtime.report.text import fmt_metric
 
-    def key(g: Any) -> tuple[str, str, str] | None:
-        if not isinstance(g, dict):
-            return None
-        names = (g.get("variant"), g.get("suite_id"), g.get("criterion"))
-        return names if all(isinstance(n, str) for n in names) else None  # type: ignore
-
-    def word(g: dict[str, Any]) -> str:  # a criterion without thresholds is no gate
-        if not g.get("thresholds"):
-            return "no thresholds"
-        return "passed" if g.get("passed") else "failed"
-
-    before = {k: g for g in old or [] if (k := key(g)) is not None}
+    word = gate_verdict
+    before = {k: g for g in old or [] if (k := gate_key(g)) is not None}
     out = []
     for g in new:
-        k = key(g)
+        k = gate_key(g)
         if k is None:
             continue
         name = "/".join(k)
@@ -300,4 +307,89 @@ def gate_changes(old: list[Any], new: list[Any]) -> list[str]:
     out += [f"* suite gate {'/'.join(k)}: no longer a gate (was {word(g)})"
             if g.get("thresholds") else f"  suite gate {'/'.join(k)}: no longer there"
             for k, g in before.items()]
+    return out
+
+
+# the metrics a comparison of two runs shows of every gate, besides those its thresholds
+# name: a classification's accuracy and F1s, another criterion's pass rate and score
+HEADLINE_METRICS = {CLASSIFICATION: ("accuracy", "macro_f1", "weighted_f1", "micro_f1"),
+                    "score": ("pass_rate", "mean_score")}
+
+
+class MetricChange(msgspec.Struct, frozen=True):
+    """One metric of a gate in two runs: A's value, B's, B - A, and the minimum B's
+    suite_thresholds set for it (A's when B has none; None: not thresholded)."""
+
+    metric: str
+    a: float | None
+    b: float | None
+    diff: float | None
+    minimum: float | None
+    failed_b: bool  # below B's minimum
+
+
+class GateChange(msgspec.Struct, frozen=True, kw_only=True):
+    """A suite gate (variant, dataset suite, criterion) in run A and run B (`ce compare`):
+    each run's verdict (passed, failed, `no thresholds`; None: the run has no such gate)
+    and its metrics side by side."""
+
+    variant: str
+    suite_id: str
+    criterion: str
+    criterion_type: str | None
+    verdict_a: str | None
+    verdict_b: str | None
+    metrics: list[MetricChange]
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant}/{self.suite_id}/{self.criterion}"
+
+    @property
+    def regressed(self) -> bool:
+        """Passed in A, fails in B: the suite fell below a minimum it met."""
+        return self.verdict_a == "passed" and self.verdict_b == "failed"
+
+    @property
+    def fixed(self) -> bool:
+        return self.verdict_a == "failed" and self.verdict_b == "passed"
+
+
+def compare_gates(gates_a: list[Any], gates_b: list[Any]) -> list[GateChange]:
+    """The suite gates of two runs (run.json's `suite_gates` of each), matched by
+    variant, suite and criterion: B's order, then those only in A. Each shows its
+    headline metrics (HEADLINE_METRICS) and those either run's thresholds name."""
+    def number(v: Any) -> float | None:
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    def field(g: dict[str, Any] | None, name: str) -> dict[str, Any]:
+        value = (g or {}).get(name)
+        return value if isinstance(value, dict) else {}
+
+    def dicts(gates: list[Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+        return {k: g for g in gates or [] if (k := gate_key(g)) is not None}
+
+    a, b = dicts(gates_a), dicts(gates_b)
+    out = []
+    for k in [*b, *(k for k in a if k not in b)]:
+        ga, gb = a.get(k), b.get(k)
+        either = gb if gb is not None else ga
+        # the minimums B gates with; A's for a gate B does not have
+        limits = field(gb, "thresholds") if gb is not None else field(ga, "thresholds")
+        names = [*HEADLINE_METRICS.get(either.get("kind"), ()), *field(gb, "thresholds"),
+                 *field(ga, "thresholds")]
+        failed = (gb or {}).get("failed")
+        failed_b = {m for m in failed if isinstance(m, str)} if isinstance(failed, list) \
+            else set()
+        metrics = []
+        for m in dict.fromkeys(names):
+            va, vb = number(field(ga, "metrics").get(m)), number(field(gb, "metrics").get(m))
+            metrics.append(MetricChange(m, va, vb,
+                                        None if va is None or vb is None else vb - va,
+                                        number(limits.get(m)), m in failed_b))
+        out.append(GateChange(
+            variant=k[0], suite_id=k[1], criterion=k[2],
+            criterion_type=either.get("criterion_type"),
+            verdict_a=gate_verdict(ga) if ga is not None else None,
+            verdict_b=gate_verdict(gb) if gb is not None else None, metrics=metrics))
     return out
