@@ -270,6 +270,21 @@ def restore_workspace(manifest: dict[str, Any], objects: str, dest: str,
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             os.fchmod(out.fileno(), mode & 0o777)
+    if not outward_links:
+        _links_stay_inside(files, root, where)
+
+
+def _links_stay_inside(files: dict[str, Any], root: str, where: str) -> None:
+    """Each restored link, resolved by the disk: its target's text can stay inside
+    while the links it goes through lead out (`sub/l1 -> ..`, `sub/c -> l1/..` is the
+    root's parent), and a link made later can redirect one made before."""
+    for rel, entry in files.items():
+        if "link" not in entry:
+            continue
+        real = os.path.realpath(os.path.join(root, *rel.split("/")))
+        if not (real == root or real.startswith(root + os.sep)):
+            raise OutwardLink(where, f"{rel!r}: a link pointing out of the workspace "
+                                     f"(through another link: {entry['link']!r})")
 
 
 def unshare_objects(manifest: dict[str, Any], dest: str) -> None:
