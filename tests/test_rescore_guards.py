@@ -160,6 +160,31 @@ def test_a_deleted_trial_is_named_and_counted_by_rescore_and_compare(tmp_path):
         in killed.stderr, killed.stderr
 
 
+def test_results_written_elsewhere_outlive_the_run_being_moved(tmp_path):
+    """`--out` outside the run linked the results' objects/ into the run (../run/objects):
+    the run moved or deleted, `ce explain` of a re-scored trial said it was no trial of a
+    run, and a re-score of the results called every trial damaged. They have objects of
+    their own now; inside the run (RUN/rescored/<time>) the link moves with the run."""
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    assert ce("run", "agentless.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    assert ce("rescore", "run", "-q", "--out", "out", cwd=tmp_path).returncode == 0
+    assert ce("rescore", "run", "-q", cwd=tmp_path).returncode == 0
+    [inside] = (tmp_path / "run" / "rescored").iterdir()
+    assert os.readlink(inside / "objects") == os.path.join("..", "..", "objects")
+    (tmp_path / "run").rename(tmp_path / "moved")
+    trial = os.path.join("out", "default", "agentless", "00")
+    explained = ce("explain", trial, cwd=tmp_path)
+    assert explained.returncode == 0, explained.stdout + explained.stderr
+    assert "c0 file_exists: a.txt is there" in explained.stdout
+    files = ce("trial", "files", trial, cwd=tmp_path)
+    assert files.returncode == 0 and "a.txt" in files.stdout, files.stderr
+    again = ce("rescore", "out", "-q", "--out", "again", cwd=tmp_path)
+    assert again.returncode == 0 and "damaged" not in again.stderr, again.stderr
+    inside = tmp_path / "moved" / "rescored" / inside.name
+    assert ce("explain", str(inside / "default" / "agentless" / "00"),
+              cwd=tmp_path).returncode == 0
+
+
 # -- suite gates of a partial rescore ---------------------------------------------------------
 def test_a_rescore_of_some_tasks_lists_only_the_gates_it_regraded(tmp_path):
     (tmp_path / "words.yaml").write_text(DATASET_TASK.replace("THIRD", "alpha"))

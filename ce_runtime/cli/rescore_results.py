@@ -148,9 +148,14 @@ def link_run_parts(out: str, run_dir: str, plans: dict) -> None:
     from ce_runtime.store.atomic import write_json_atomic
 
     objects = os.path.join(out, "objects")
-    if not os.path.lexists(objects):
-        os.symlink(os.path.relpath(os.path.realpath(os.path.join(run_dir, "objects")),
-                                   os.path.realpath(out)), objects)
+    source = os.path.realpath(os.path.join(run_dir, "objects"))
+    here, run = os.path.realpath(out), os.path.realpath(run_dir)
+    if os.path.lexists(objects):
+        pass
+    elif here.startswith(run + os.sep):  # RUN/rescored/<time>: moves with the run
+        os.symlink(os.path.relpath(source, here), objects)
+    else:  # --out elsewhere: objects of its own (hard links where it can), since a link
+        link_tree(source, objects)  # into the run broke when the run was moved or deleted
     os.makedirs(os.path.join(out, "plans"), exist_ok=True)
     for name in os.listdir(os.path.join(run_dir, "plans")):
         link_or_copy(os.path.join(run_dir, "plans", name), os.path.join(out, "plans", name))
@@ -169,6 +174,15 @@ def link_run_parts(out: str, run_dir: str, plans: dict) -> None:
     if os.path.isdir(defs):
         shutil.copytree(defs, os.path.join(out, "definitions"), dirs_exist_ok=True)
     write_definitions(out, stdlib_digest(), stdlib_texts())  # for --today and new plans
+
+
+def link_tree(src: str, dst: str) -> None:
+    """Every file under `src` at the same place under `dst`, by `link_or_copy`."""
+    for folder, _, names in os.walk(src):
+        into = os.path.join(dst, os.path.relpath(folder, src))
+        os.makedirs(into, exist_ok=True)
+        for name in names:
+            link_or_copy(os.path.join(folder, name), os.path.join(into, name))
 
 
 def link_or_copy(src: str, dst: str) -> None:
