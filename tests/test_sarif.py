@@ -115,6 +115,9 @@ def test_render_sarif_trial_errors_and_run_limits(tmp_path):
          "criteria": []},
         {**base, "trial_id": "v/err/00", "task_id": "err", "status": "ERROR",
          "error": "sandbox lost", "criteria": []},
+        {**base, "trial_id": "v/crash/00", "task_id": "crash", "status": "ERROR",
+         "agent_outcome": {"reason": "error", "detail": "the model API went away"},
+         "criteria": []},
         {**base, "trial_id": "v/slow/00", "task_id": "slow", "status": "TIMEOUT",
          "agent_outcome": {"reason": "timeout", "detail": "task_timeout 600s"},
          "criteria": []},
@@ -126,16 +129,20 @@ def test_render_sarif_trial_errors_and_run_limits(tmp_path):
     results = check_essentials(doc)
     got = [(r["ruleId"], r["level"], r["properties"]["trial_id"]) for r in results]
     assert got == [("ce/trial-error", "error", "v/err/00"),
+                   ("ce/trial-error", "error", "v/crash/00"),
                    ("ce/trial-status", "warning", "v/slow/00"),
                    ("ce/llm_judge", "warning", "v/adv/00")]
     assert results[0]["message"]["text"] == "v/err/00: ERROR: sandbox lost"
-    assert results[1]["message"]["text"] == "v/slow/00: TIMEOUT (task_timeout 600s)"
+    # the agent's own error, as report.md and JUnit say it (it said only `ERROR`)
+    assert results[1]["message"]["text"] == \
+        "v/crash/00: ERROR: the agent ended in an error: the model API went away"
+    assert results[2]["message"]["text"] == "v/slow/00: TIMEOUT (task_timeout 600s)"
     # the task file is gone: the location is still the file, line 1
     assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
             for r in results} == {"t.yaml"}
     assert {r["locations"][0]["physicalLocation"]["region"]["startLine"]
             for r in results} == {1}
-    assert len({json.dumps(r["partialFingerprints"]) for r in results}) == 3
+    assert len({json.dumps(r["partialFingerprints"]) for r in results}) == 4
 
 
 def test_a_failed_suite_gate_is_a_result_on_its_criterion(tmp_path):

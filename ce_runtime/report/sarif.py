@@ -150,10 +150,10 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
                 if c.gating else "warning", text, f"{trial}#{c.id}", c.id)
         if failures or status in NOT_FAILED_STATUSES:
             continue
-        if status == Status.ERROR:
+        if status == Status.ERROR:  # why, as report.md and JUnit say it (the agent's end)
+            why = rec.error_reason
             add(rec, "ce/trial-error", "A trial ended in an error", "error",
-                f"{trial}: {Status.ERROR}" + (f": {rec.error}" if rec.error else ""),
-                f"{trial}#error")
+                f"{trial}: {Status.ERROR}" + (f": {why}" if why else ""), f"{trial}#error")
         else:
             outcome = rec.agent_outcome
             detail = (outcome.detail or outcome.reason) if outcome is not None else ""
