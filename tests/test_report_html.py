@@ -484,3 +484,38 @@ def test_a_failed_score_gate_threshold_shows_its_value(browser, tmp_path):
         assert page.errors == []
     finally:
         page.close()
+
+
+def test_an_error_trial_says_its_error_in_the_table(browser, tmp_path):
+    """A trial's own error (a pre_run that failed, a sandbox lost) was the bare word
+    `error` in the table, its text only in a tooltip, while an agent's error and
+    report.md spelled theirs out: it is spelled out too (its first 80 characters)."""
+    from ce_runtime.report.html import COLUMNS, _row
+    from ce_runtime.report.html_page import render_html
+    from ce_runtime.store.record import as_record
+    from tests.test_report import record
+
+    long = "pre_run command failed: 'make seed' (exit 2): " + "x" * 80
+    rows = [_row(as_record(record("v", task, status="ERROR", error=error, outcome=None)))
+            for task, error in (("pre", "pre_run command failed: 'exit 3' (exit 3)"),
+                                ("long", long))]
+    summary = {"exit_code": 1, "exit_reasons": [], "trials": 2, "by_status": {"ERROR": 2},
+               "graded": 2, "passed": 0, "pass_rate": 0.0, "pass_rate_ci95": [0.0, 0.66],
+               "mean_score": None, "tokens": {}, "cost_usd": 0.0, "duration_s": 1.0,
+               "within_expected_turns": {"budgeted": 0}, "pass_at_k": {}}
+    data = {"run_id": "errors", "summary": summary, "variants": [], "comparison": [],
+            "paired": [], "paired_note": None, "gates": [], "columns": list(COLUMNS),
+            "trials": rows, "details": None}
+    path = tmp_path / "errors.html"
+    path.write_text(render_html(data), encoding="utf-8")
+    page = Page(browser, f"file://{path}")
+    try:
+        def cell(task):
+            return page.page.locator("#trial-table tbody tr", has_text=f"v/{task}/00") \
+                .locator("td").all_inner_texts()[-1]
+
+        assert cell("pre") == "error: pre_run command failed: 'exit 3' (exit 3)"
+        assert cell("long") == "error: " + long[:79] + "…"
+        assert page.errors == []
+    finally:
+        page.close()

@@ -376,7 +376,7 @@
         el("td", { class: "num" }, num(r[COL.score], 2)), el("td", { class: "num" }, r[COL.turns]), el("td", { class: "num" }, r[COL.tool_calls]),
         el("td", { class: "num" }, (r[COL.tokens] || 0).toLocaleString("en")), el("td", { class: "num" }, r[COL.cost_unknown] ? el("span", { title: r[COL.cost_unknown] }, "unknown") : cost(r[COL.cost])),
         el("td", { class: "num" }, dur(r[COL.duration])),
-        el("td", {}, failed.join(", "), r[COL.error] ? el("span", { class: "bad", title: r[COL.error] }, (failed.length ? " · " : "") + "error") : null,
+        el("td", {}, failed.join(", "), r[COL.error] ? el("span", { class: "bad", title: r[COL.error] }, (failed.length ? " · " : "") + "error: " + (r[COL.error].length > 80 ? r[COL.error].slice(0, 79) + "…" : r[COL.error])) : null,
           !failed.length && r[COL.limit] ? el("span", { class: "muted", title: r[COL.limit] }, r[COL.limit]) : null));
     });
     body.replaceChildren(...rows);
