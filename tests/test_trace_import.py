@@ -457,6 +457,23 @@ def test_cli_import_options_and_warnings(tmp_path):
     assert (header.task_id, header.trial_id, header.plan_hash) == ("hello", "r1", "abc")
 
 
+def test_cli_import_of_which_nothing_could_be_read_fails_and_writes_nothing(tmp_path):
+    """A coder_eval task.json cut short (a copy interrupted), forced with --format: a
+    warning, then a trace of its header alone written, exit 0, as if the trial had done
+    nothing; a script importing a folder of them could not tell."""
+    src = tmp_path / "task.json"
+    with open(CODER_EVAL, "rb") as fh:
+        src.write_bytes(fh.read()[:700])
+    out = tmp_path / "t.msgpack"
+    res = _run("import", str(src), "-o", str(out), "--format", "coder-eval")
+    assert res.exit_code == 1, res.output
+    assert res.stderr.splitlines() == [
+        f"{src}: warning: not JSON: Input data was truncated",
+        f"ce trace import: {src}: nothing could be imported (the warnings above); {out} "
+        "not written"]
+    assert not out.exists() and res.stdout == ""
+
+
 def test_cli_import_to_a_place_it_cannot_write_says_so(tmp_path):
     """-o under a file (or a read-only or missing directory): it was an internal error."""
     (tmp_path / "afile").write_text("x")

@@ -130,7 +130,9 @@ def import_cmd(source: str, output: str, fmt: str, task_id: str | None,
     One turn per assistant API message; tool uses become tool calls (Codex shell tools
     are normalized to Bash, apply_patch to Edit), tool results keep their error status, and a call with no
     result is left unresolved. Malformed lines are reported as warnings and skipped.
-    Prints one summary line; exit status 1 when the format cannot be recognized.
+    Prints one summary line; exit status 1 when the format cannot be recognized, or
+    when nothing of it could be read (a truncated file: a trace of no events is not
+    written).
 
     \b
     Examples:
@@ -149,6 +151,10 @@ def import_cmd(source: str, output: str, fmt: str, task_id: str | None,
     for line, message in result.warnings:
         where = f"{source}:{line}" if line else source
         click.echo(f"{where}: warning: {message}", err=True)
+    if len(result.events) <= 1 and result.warnings:  # a header and nothing of the agent's
+        click.echo(f"ce trace import: {source}: nothing could be imported (the warnings "
+                   f"above); {output} not written", err=True)
+        sys.exit(1)
     try:
         write_trace(output, result.events)
     except OSError as exc:
