@@ -33,7 +33,8 @@ def _compile(cache: Path) -> subprocess.CompletedProcess:
 
 def _cache_files(cache: Path) -> dict[str, Path]:
     files = sorted((cache / "ce").iterdir())
-    return {("lark" if p.name.startswith("criteria-lark-") else "stdlib"): p for p in files
+    return {("lark" if p.name.startswith("criteria-lark-") else "records"
+             if p.name.startswith("stdlib-records-") else "stdlib"): p for p in files
             if not p.name.startswith(".")}
 
 
@@ -41,7 +42,7 @@ def test_cache_files_are_private_data(tmp_path):
     res = _compile(tmp_path)
     assert res.returncode == 0, res.stderr
     files = _cache_files(tmp_path)
-    assert set(files) == {"lark", "stdlib"}
+    assert set(files) == {"lark", "stdlib", "records"}
     assert stat.S_IMODE((tmp_path / "ce").stat().st_mode) == 0o700
     for path in files.values():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -54,7 +55,7 @@ def test_cache_files_are_private_data(tmp_path):
 
 def test_a_planted_pickle_is_never_run(tmp_path):
     assert _compile(tmp_path).returncode == 0
-    for kind in ("stdlib", "lark"):
+    for kind in ("records", "stdlib", "lark"):
         files = _cache_files(tmp_path)
         path = files[kind]
         marker = tmp_path / f"pwned-{kind}"

@@ -71,16 +71,16 @@ def add_fields(docs: dict[str, str], types: dict[str, Any], defaults: dict[str, 
 
 
 def _generate_record(name: str, class_name: str) -> type:
-    from ce_lang.lang.stdlib import stdlib_registry
+    from ce_lang.lang.stdlib import stdlib_records
 
-    registry = stdlib_registry()
-    record = registry.records[name]
+    records, defaults = stdlib_records(tuple(GENERATED_RECORDS))
+    record = records[name]
     annotations: dict[str, Any] = {}
     namespace: dict[str, Any] = {"__module__": __name__, "__qualname__": class_name,
                                  "__doc__": record.doc, "__ce_record__": record}
     add_fields({n: f.doc for n, f in record.fields.items()},
                {n: f.type for n, f in record.fields.items()},
-               registry.record_defaults.get(name, {}), annotations, namespace)
+               defaults[name], annotations, namespace)
     namespace["__annotations__"] = annotations
     cls = frozen(type(class_name, (), namespace))
     _record_classes[name] = cls
