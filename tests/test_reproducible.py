@@ -98,10 +98,15 @@ def test_rescore_after_the_readme_main_command_changes_nothing_and_is_bit_identi
     second = ce("rescore", "runs/latest", "--out", "b", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     # bit-identical: every trial record, the parquet tables, the plans, definitions and
-    # verdicts; run.json and report.md differ only in the run's name (the directory),
-    # evidence.json only in what the commands printed
+    # verdicts; run.json, report.md and report.html differ only in the run's name (the
+    # directory), evidence.json only in what the commands printed
     assert same_tree(str(tmp_path / "a"), str(tmp_path / "b"),
-                     ignore=["run.json", "report.md", "evidence.json"]) == []
+                     ignore=["run.json", "report.md", "report.html", "evidence.json"]) == []
+    html_a, html_b = ((tmp_path / d / "report.html").read_text() for d in "ab")
+    # each trial's details too (the page was made while the trials were still being
+    # written: 'the trial directory is missing', at random)
+    assert '"notes":["the trial directory is missing' not in html_a + html_b
+    assert html_a.count('"dir":"default/') == html_b.count('"dir":"default/') == len(recorded)
     for trial_id in recorded:
         assert outcome(evidence_of(tmp_path / "a", trial_id)) == \
             outcome(evidence_of(tmp_path / "b", trial_id))

@@ -304,6 +304,7 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
             state = ("incomplete", max(state[1] or 0, len(records) + lost_count
                                        + len(damaged)), state[2],
                      RR.left_out(lost_count, len(damaged), os.path.abspath(run_dir)))
+        staged.flush()  # every trial on disk: report.html reads their directories
         summary = RR.write_results(staged.path, records, run_dir, used, out, worker, state)
         code = int(summary.get("exit_code", 1))
         staged.commit()
