@@ -153,6 +153,31 @@ def test_results_that_cannot_be_written_are_an_error_not_a_bug(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "run", "t.yaml"]
 
 
+@pytest.mark.parametrize("how", ["file", "read-only"])
+def test_results_that_cannot_go_under_the_run_say_out_writes_them_elsewhere(tmp_path, how):
+    """Without --out the results go to RUN/rescored: an archive on a read-only file
+    system (or a file in their place) said only why the write failed; it says that
+    --out DIR puts them elsewhere. Root writes through chmod: there the file stands in."""
+    (tmp_path / "t.yaml").write_text(AGENTLESS)
+    assert ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    if how == "file":
+        (tmp_path / "run" / "rescored").write_text("x")
+    elif os.geteuid() == 0:
+        pytest.skip("root writes into a read-only directory; the 'file' case covers it")
+    else:
+        os.chmod(tmp_path / "run", 0o555)
+    try:
+        res = ce("rescore", "run", cwd=tmp_path)
+    finally:
+        os.chmod(tmp_path / "run", 0o755)
+    assert res.returncode == 1, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("ce rescore: run/rescored: "), last
+    assert last.endswith("; no results written (`--out DIR` writes them elsewhere: a new "
+                         "directory outside the run)"), last
+    assert "Traceback" not in res.stderr
+
+
 def test_a_failed_criterion_keeps_why_in_its_evidence_and_rescore_agrees(tmp_path):
     """evidence.json says why each criterion did not pass (the lines `ce explain` prints
     first: report.html shows them); a rescore writes the same, a passing one has none."""

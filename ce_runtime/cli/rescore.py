@@ -99,8 +99,9 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
 
     worker = ReportWorker.start()  # imports Polars on another CPU while trials are graded
     before = _stop_on_signals()
+    state: dict = {}  # where the results go by default (RUN/rescored), once known
     try:
-        _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
+        _rescore(state, worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
                  refresh_judges, offline, judge_replies, trial_ids, quiet, jobs)
     except _Stopped as exc:  # what was staged is removed (StagedRun's exit): said, exit 1
         click.echo(f"ce rescore: {exc} received: stopped; a re-score stopped before its "
@@ -109,7 +110,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     except BrokenPipeError:
         raise
     except OSError as exc:  # the results could not be written: said, exit 1
-        _write_failed(exc)
+        _write_failed(exc, state.get("default_out"))
     except rescore_pool.PoolFailed as exc:
         click.echo(f"ce rescore: {exc}; no results written", err=True)
         sys.exit(1)
@@ -163,9 +164,11 @@ def _check_out(out_dir: str, run_dir: str) -> None:
                                  param_hint="--out")
 
 
-def _write_failed(exc: OSError) -> None:
+def _write_failed(exc: OSError, default_out: str | None = None) -> None:
     """A write that failed ends the rescore with exit 1, naming the path. Nothing is
-    left of the results (they were staged: see store/staged_run.py)."""
+    left of the results (they were staged: see store/staged_run.py). One that failed
+    under `default_out` (RUN/rescored, no --out given: a read-only archive, a file in
+    its place) says that --out puts the results elsewhere."""
     import errno
 
     if exc.filename:
@@ -178,11 +181,19 @@ def _write_failed(exc: OSError) -> None:
         what = f"a disk is full (the results' or the scratch's: {exc.strerror or exc})"
     else:
         what = f"operating system error: {exc.strerror or exc}"
-    click.echo(f"ce rescore: {what}; no results written", err=True)
+    hint = ""
+    if default_out and exc.filename and _under(str(exc.filename), default_out):
+        hint = " (`--out DIR` writes them elsewhere: a new directory outside the run)"
+    click.echo(f"ce rescore: {what}; no results written{hint}", err=True)
     sys.exit(1)
 
 
-def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
+def _under(path: str, folder: str) -> bool:
+    path, folder = os.path.abspath(path), os.path.abspath(folder)
+    return path == folder or path.startswith(folder + os.sep)
+
+
+def _rescore(state, worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
              refresh_judges, offline, judge_replies, trial_ids, quiet, jobs=None):
     from ce_runtime.cli.pick import by_prefix, latest_run
     from ce_runtime.grade.rescore import rescore_trial, trial_dirs
@@ -237,6 +248,8 @@ def _rescore(worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir
     if lost_count:
         _err(f"ce rescore: {lost_count} trial(s) of the run {RR.why_lost(run_dir)}, not "
              "re-scored" + (f": {RR.shown(lost)}" if lost else ""))
+    if not out_dir:
+        state["default_out"] = os.path.join(run_dir, "rescored")
     out = out_dir or reserve(os.path.join(run_dir, "rescored"),
                              dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     # the results are staged and renamed into place at the end: interrupted, nothing
