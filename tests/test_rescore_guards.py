@@ -160,6 +160,36 @@ def test_a_deleted_trial_is_named_and_counted_by_rescore_and_compare(tmp_path):
         in killed.stderr, killed.stderr
 
 
+def test_a_rescore_of_a_rescore_names_the_run_its_trials_ran_in(tmp_path):
+    """Re-scoring the results of a re-score of a run cut short said `ce run --resume
+    RUN/rescored/<time>`, which fails (a re-score is no `ce run` directory): the advice
+    names the run the trials ran in (run.json's rescored_from, followed back), and a
+    trial missing from the re-score is re-scored from that run, not resumed."""
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    assert ce("run", "agentless.yaml", "--repeats", "2", "--run-dir", "run",
+              cwd=tmp_path).returncode == 0
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())  # 2 of 5 ran
+    (tmp_path / "run" / "run.json").write_text(
+        json.dumps({**doc, "status": "interrupted", "trials_planned": 5}))
+    source = os.path.realpath(tmp_path / "run")
+    resume = (f"the run was interrupted: 2 of 5 planned trial(s) re-scored; `ce run "
+              f"--resume {source}` runs the other 3")
+    first = ce("rescore", "run", "-q", cwd=tmp_path)
+    assert f"not passed: {resume}" in first.stdout, first.stdout + first.stderr
+    [inside] = (tmp_path / "run" / "rescored").iterdir()
+    for again, of in (("again", inside), ("third", tmp_path / "again")):
+        res = ce("rescore", str(of), "-q", "--out", again, cwd=tmp_path)
+        assert res.returncode == 1 and f"not passed: {resume}" in res.stdout, \
+            res.stdout + res.stderr
+        report = ce("report", again, cwd=tmp_path)  # made again from run.json: the same
+        assert f"- {resume}" in report.stdout, report.stdout
+    shutil.rmtree(tmp_path / "again" / "default" / "agentless" / "01")
+    res = ce("rescore", "again", "-q", "--out", "fourth", cwd=tmp_path)
+    assert (f"not passed: 1 trial(s) of the run are missing, not re-scored (`ce rescore "
+            f"{source}` re-scores them from the run they ran in): 1 of 5 planned trial(s) "
+            "re-scored") in res.stdout, res.stdout + res.stderr
+
+
 def test_results_written_elsewhere_outlive_the_run_being_moved(tmp_path):
     """`--out` outside the run linked the results' objects/ into the run (../run/objects):
     the run moved or deleted, `ce explain` of a re-scored trial said it was no trial of a

@@ -99,9 +99,9 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
 
     worker = ReportWorker.start()  # imports Polars on another CPU while trials are graded
     before = _stop_on_signals()
-    state: dict = {}  # where the results go by default (RUN/rescored), once known
+    where: dict = {}  # where the results go by default (RUN/rescored), once known
     try:
-        _rescore(state, worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
+        _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
                  refresh_judges, offline, judge_replies, trial_ids, quiet, jobs)
     except _Stopped as exc:  # what was staged is removed (StagedRun's exit): said, exit 1
         click.echo(f"ce rescore: {exc} received: stopped; a re-score stopped before its "
@@ -110,7 +110,7 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     except BrokenPipeError:
         raise
     except OSError as exc:  # the results could not be written: said, exit 1
-        _write_failed(exc, state.get("default_out"))
+        _write_failed(exc, where.get("default_out"))
     except rescore_pool.PoolFailed as exc:
         click.echo(f"ce rescore: {exc}; no results written", err=True)
         sys.exit(1)
@@ -193,7 +193,7 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder + os.sep)
 
 
-def _rescore(state, worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
+def _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, out_dir, today,
              refresh_judges, offline, judge_replies, trial_ids, quiet, jobs=None):
     from ce_runtime.cli.pick import by_prefix, latest_run
     from ce_runtime.grade.rescore import rescore_trial, trial_dirs
@@ -249,7 +249,7 @@ def _rescore(state, worker, run_dir, tasks, experiment, overrides, allow_paths, 
         _err(f"ce rescore: {lost_count} trial(s) of the run {RR.why_lost(run_dir)}, not "
              "re-scored" + (f": {RR.shown(lost)}" if lost else ""))
     if not out_dir:
-        state["default_out"] = os.path.join(run_dir, "rescored")
+        where["default_out"] = os.path.join(run_dir, "rescored")
     out = out_dir or reserve(os.path.join(run_dir, "rescored"),
                              dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     # the results are staged and renamed into place at the end: interrupted, nothing
@@ -313,12 +313,15 @@ def _rescore(state, worker, run_dir, tasks, experiment, overrides, allow_paths, 
         records, changed, no_task, damaged = \
             tally.records, tally.changed, tally.no_task, tally.damaged
         state = RR.run_state(run_dir) if whole else ("complete", None, None)
+        ran = RR.ran_in(run_dir)  # a re-score's: the run to resume, not the re-score
         if whole and (lost_count or damaged):  # not the whole run: its results say so
             state = ("incomplete", max(state[1] or 0, len(records) + lost_count
                                        + len(damaged)), state[2],
-                     RR.left_out(lost_count, len(damaged), os.path.abspath(run_dir)))
+                     RR.left_out(lost_count, len(damaged), ran,
+                                 ran != os.path.abspath(run_dir)))
         staged.flush()  # every trial on disk: report.html reads their directories
-        summary = RR.write_results(staged.path, records, run_dir, used, out, worker, state)
+        summary = RR.write_results(staged.path, records, run_dir, used, out, worker, state,
+                                   ran)
         code = int(summary.get("exit_code", 1))
         staged.commit()
     if whole:  # a part of the run has gates of its own, not comparable with the run's:

@@ -74,14 +74,35 @@ def why_lost(run_dir: str) -> str:
         "trials.parquet count them)"
 
 
+def ran_in(run_dir: str) -> str:
+    """The run the trials of `run_dir` ran in, the one `ce run --resume` continues: the
+    run itself, or for a re-score (run.json's `rescored_from`) the run it re-scored,
+    followed back through re-scores of re-scores. A run.json that cannot be read ends
+    the walk where it is."""
+    from ce_runtime.store.runs_root import read_run_json
+
+    here, seen = os.path.abspath(run_dir), set()
+    while here not in seen:
+        seen.add(here)
+        args = (read_run_json(here) or {}).get("args")
+        source = args.get("rescored_from") if isinstance(args, dict) else None
+        if not isinstance(source, str) or not source:
+            break
+        here = os.path.abspath(os.path.join(here, source))
+    return here
+
+
 def shown(ids: list[str]) -> str:
     return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
 
 
-def left_out(lost: int, damaged: int, source: str) -> str:
+def left_out(lost: int, damaged: int, source: str, rescore: bool = False) -> str:
     """Why a re-score is not the whole run: its trials missing (a resume of the run runs
-    them again) and damaged (a resume takes them for done: not said of them)."""
-    again = f" (`ce run --resume {source}` runs them again)"
+    them again) and damaged (a resume takes them for done: not said of them). `rescore`:
+    the run re-scored is a re-score of `source`, which still has them (no resume runs a
+    trial it has: a re-score of it grades them)."""
+    again = f" (`ce rescore {source}` re-scores them from the run they ran in)" \
+        if rescore else f" (`ce run --resume {source}` runs them again)"
     if lost and damaged:
         return f"{lost} trial(s) of the run are missing{again} and {damaged} damaged, " \
             "not re-scored"
@@ -115,15 +136,15 @@ def run_state(run_dir: str) -> tuple[str, int | None, float | None]:
 
 
 def write_results(out: str, records, run_dir: str, plans: dict, name: str, worker=None,
-           state: RunState = ("complete", None, None)
-           ) -> dict:
+                  state: RunState = ("complete", None, None), ran: str | None = None
+                  ) -> dict:
     """The rest of the results' run directory (the trials are written as they are
     graded): the plans graded with, the definitions, the objects (a link to the run's),
     run.json and the reports (by the report worker, or here without one). `ce explain`
     and `ce rescore` work on it. `name`: where the directory ends up (its run id);
     `state`: the re-scored run's status, planned trials and gate (`run_state`), and
-    why trials of it were not re-scored when some were not (missing or damaged).
-    Returns the run summary (its `exit_code` and `exit_reasons`)."""
+    why trials of it were not re-scored when some were not (missing or damaged);
+    `ran`: the run its trials ran in (`ran_in`). Returns the run summary (its `exit_code` and `exit_reasons`)."""
     from ce_runtime.store.record import as_records
 
     link_run_parts(out, run_dir, plans)
@@ -134,11 +155,11 @@ def write_results(out: str, records, run_dir: str, plans: dict, name: str, worke
         from ce_runtime.store.report_job import RescoreReports
 
         summary = worker.write_reports(RescoreReports(out, run_id, source, records,
-                                                      *state))
+                                                      *state, ran_in=ran))
     if summary is None:
         from ce_runtime.report.run_end import write_rescore_reports
 
-        summary = write_rescore_reports(out, records, run_id, source, *state)
+        summary = write_rescore_reports(out, records, run_id, source, *state, ran_in=ran)
     return summary
 
 

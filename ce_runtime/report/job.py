@@ -132,7 +132,7 @@ def run_job(job: Job, stream: RunStream | None) -> dict[str, Any]:
     if isinstance(job, RescoreReports):
         return run_end.write_rescore_reports(job.out, job.records, job.run_id,
                                              job.rescored_from, job.status, job.planned,
-                                             job.min_pass_rate, job.error)
+                                             job.min_pass_rate, job.error, job.ran_in)
     if stream is None:
         if any(not isinstance(r, TrialRecord) for r in job.records):
             raise UnknownRecord("a reference without a Begin")

@@ -125,19 +125,23 @@ def _created_at(run_dir: str) -> str | None:
 
 def write_rescore_reports(out: str, records: list, run_id: str, rescored_from: str,
                           status: str = "complete", planned: int | None = None,
-                          min_pass_rate: float | None = None, error: str | None = None
-                          ) -> dict[str, Any]:
+                          min_pass_rate: float | None = None, error: str | None = None,
+                          ran_in: str | None = None) -> dict[str, Any]:
     """A re-score's run.json, parquet files, report.md and report.html (as `ce run`
     writes them: one that could not be made is said, the re-score goes on); run.json's
     summary. `status`,
     `planned` and `min_pass_rate`: the re-scored run's own (interrupted or incomplete: not
-    a pass; its `--min-pass-rate` gate). `error`: why trials of it were not re-scored."""
+    a pass; its `--min-pass-rate` gate). `error`: why trials of it were not re-scored.
+    `ran_in`: the run the trials ran in, when `rescored_from` is a re-score of it (the
+    run a resume continues: a re-score is no `ce run` directory)."""
     from ce_runtime import report
     from ce_runtime.report.summary import with_run_state
     from ce_runtime.store.atomic import write_bytes_atomic, write_json_atomic
 
     gates = report.suite_metrics(records)
     config: dict[str, Any] = {"rescored_from": rescored_from}
+    if ran_in is not None and ran_in != rescored_from:
+        config["ran_in"] = ran_in
     if min_pass_rate is not None:
         config["min_pass_rate"] = min_pass_rate
     summary = report.summary(records, gates, run_id, config)

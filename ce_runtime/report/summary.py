@@ -297,8 +297,10 @@ def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
             summary["unrun_trials"] = list(unrun)
         missing = planned - summary["trials"]
         args = summary.get("args")
-        source = args.get("rescored_from") if isinstance(args, dict) else None
-        # a re-score's trials ran in the run it re-scored: that run is the one to resume
+        source = (args.get("ran_in") or args.get("rescored_from")) \
+            if isinstance(args, dict) else None
+        # a re-score's trials ran in the run it re-scored (or, re-scoring a re-score, in
+        # the run that one re-scored: `ran_in`): that run is the one to resume
         reason = (f"{error}: " if error else f"the run was {status}: ") + \
             f"{summary['trials']} of {planned} planned trial(s) " + \
             ("re-scored" if source else "ran")

@@ -73,6 +73,7 @@ class RescoreReports(msgspec.Struct, frozen=True, tag="rescore"):
     planned: int | None = None
     min_pass_rate: float | None = None  # the run's `--min-pass-rate` gate, kept
     error: str | None = None  # why trials of the run were not re-scored (missing, damaged)
+    ran_in: str | None = None  # the run the trials ran in, when `rescored_from` is a re-score
 
 
 Job = RunReports | RescoreReports
