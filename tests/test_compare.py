@@ -521,6 +521,45 @@ def test_a_criterion_is_matched_only_with_the_same_one_not_its_index():
         [("c0", True)]
 
 
+def test_a_criterion_that_moved_or_was_reworded_still_flips_as_rescore_pairs_it():
+    # t: c0 removed from B's task, so A's c1 is B's c0 (it moved); u: c1's description
+    # edited. Paired by id, type and description, each was "removed" and "added": t's
+    # regression named no criterion, u's flip was not reported at all
+    from ce_runtime.report.compare import RunSide, compare_frames
+    from ce_runtime.report.compare_render import render_md
+    from ce_runtime.report.frames import results_frame, trials_frame
+
+    def crit(cid, ctype, desc, ok, weight=1.0):
+        return {"id": cid, "type": ctype, "description": desc, "score": float(ok),
+                "pass_threshold": 0.9, "passed": ok, "weight": weight, "gating": weight > 0}
+
+    def rec(trial, ok, criteria):
+        return {"trial_id": f"v/{trial}/00", "variant_id": "v", "task_id": trial,
+                "row_id": None, "repeat": 0, "status": "SUCCESS" if ok else "FAILURE",
+                "weighted_score": float(ok), "criteria": criteria}
+
+    a = [rec("t", True, [crit("c0", "file_exists", "a exists", True),
+                         crit("c1", "file_contains", "says bye", True)]),
+         rec("u", True, [crit("c0", "file_exists", "a exists", True),
+                         crit("c1", "run_command", "runs", False, 0.0)])]
+    b = [rec("t", False, [crit("c0", "file_contains", "says bye", False)]),
+         rec("u", True, [crit("c0", "file_exists", "a exists", True),
+                         crit("c1", "run_command", "runs at all", True, 0.0)])]
+    side = RunSide("p", "r", None, 2, 0, 0, None, None, None)
+    c = compare_frames(side, trials_frame(a), results_frame(a),
+                       side, trials_frame(b), results_frame(b))
+    [flip] = c.regressions
+    assert [(x.criterion_id, x.criterion_id_a, x.type) for x in flip.criteria] == \
+        [("c0", "c1", "file_contains")]
+    assert [(ch.trial_id, ch.criterion.criterion_id, ch.criterion.criterion_id_a,
+             ch.criterion.description, ch.broken) for ch in c.criterion_changes] == \
+        [("v/u/00", "c1", None, "runs at all", False)]
+    md = render_md(c, "flips")
+    assert "| v/t/00 | SUCCESS → FAILURE | 1.00 → 0.00 | c0 file_contains (c1 in A) |" in md
+    assert "| v/u/00 | c1 run_command: runs at all | no | no → yes | 0.00 → 1.00 |" in md
+    assert c.to_dict()["regressions"][0]["criteria"][0]["criterion_id_a"] == "c1"
+
+
 # ---------------------------------------------------------------------------- suite gates
 
 LABELS = """\

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import random
 
-from ce_runtime.grade.rescore import _pairs, _verdict, criterion_changes
+from ce_runtime.grade.criterion_match import pair_criteria
+from ce_runtime.grade.rescore import _verdict, criterion_changes
 
 
 def _reference(old, new):
     """The lines as they were made: both verdicts spelled out for every criterion."""
-    pairs, gone = _pairs(old or [], new)
+    pairs, gone = pair_criteria(old or [], new)
     out = []
     for c, was in pairs:
         if was is None:

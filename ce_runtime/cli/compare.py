@@ -33,8 +33,10 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
 
     RUN_A and RUN_B are run directories (`runs/<id>`, `runs/latest`, a directory of
     runs meaning its latest, `<run>/rescored/<time>`). Trials are matched by variant, task id, dataset row and repeat;
-    criterion results additionally by criterion id, type and description (a criterion
-    added or removed in B's task shifts the ids). The report lists the trials that
+    criterion results as `ce rescore` matches them: the same id, type and description;
+    else the same type and description (it moved: a criterion added or removed in B's
+    task shifts the ids; A's id is shown); else the same id and type (its description
+    edited). The report lists the trials that
     flipped (passed in A and fail in B: regressions; the reverse: improvements) with
     the criteria that flipped with them, criteria that flipped in trials whose outcome
     did not, each run's pass rate (Wilson 95% interval) and mean score, the paired

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from ce_lang.api import SEMANTICS_VERSION, Plan, stdlib_digest
+from ce_runtime.grade.criterion_match import pair_criteria
 from ce_runtime.store.archive import (
     HEX64,
     DamagedArchive,
@@ -365,8 +366,9 @@ def _strict_trace(path: str, data: bytes) -> Any:
 def criterion_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
     """Where a re-grade differs from the recorded grade, criterion by criterion, with
     both results ('c1 run_command: recorded 1 pass, now 0 fail (exit 127: ...)'). Each new
-    criterion is set against the recorded one it is (`_pairs`), not the one at its index."""
-    pairs, gone = _pairs(old or [], new)
+    criterion is set against the recorded one it is (`pair_criteria`), not the one at its
+    index."""
+    pairs, gone = pair_criteria(old or [], new)
     out = []
     for c, was in pairs:
         if was is None:
@@ -383,34 +385,6 @@ def criterion_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> l
                        f"{_verdict(c)}{why}")
     out += [f"{c['id']} {c['type']}: no longer a criterion" for c in gone]
     return out
-
-
-def _pairs(old: list[dict[str, Any]], new: list[dict[str, Any]]
-           ) -> tuple[list[tuple[dict[str, Any], dict[str, Any] | None]], list[dict[str, Any]]]:
-    """Each new criterion with the recorded one it is (None: it is new), and the recorded
-    ones no longer there. An id is an index unless the task names it: with a criterion
-    removed or inserted before it, the same id is another criterion. So: the same id,
-    type and description; else the same type and description at another id (it moved);
-    else the same id and type (its description edited)."""
-    def key(c: dict[str, Any]) -> tuple[Any, Any]:
-        return c.get("type"), c.get("description")
-
-    left = {c["id"]: c for c in old}
-    match: dict[int, dict[str, Any]] = {}
-    for i, c in enumerate(new):
-        was = left.get(c["id"])
-        if was is not None and key(was) == key(c):
-            match[i] = left.pop(c["id"])
-    for i, c in enumerate(new):
-        if i not in match:
-            was = next((w for w in left.values() if key(w) == key(c)), None)
-            if was is not None:
-                match[i] = left.pop(was["id"])
-    for i, c in enumerate(new):
-        was = left.get(c["id"])
-        if i not in match and was is not None and was.get("type") == c.get("type"):
-            match[i] = left.pop(c["id"])
-    return [(c, match.get(i)) for i, c in enumerate(new)], list(left.values())
 
 
 def _verdict(c: dict[str, Any]) -> str:

@@ -2,7 +2,9 @@
 `ce_runtime/report/compare_render.py` renders it, `ce compare` is the command).
 
 Matching: a trial of run A and one of run B are the same trial when they have the same
-variant, task id, dataset row and repeat; a criterion result additionally by criterion id.
+variant, task id, dataset row and repeat; a criterion result of matched trials as `ce
+rescore` matches a re-graded one (grade/criterion_match.py: the same id, type and
+description; else moved, the same type and description; else the same id and type).
 A task (variant, task id, row) present in one run only is listed, never compared.
 
 What is measured (B against A, differences are B - A):
@@ -45,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import msgspec
 
+from ce_runtime.grade.criterion_match import pair_criteria
 from ce_runtime.report.frames import EPSILON
 from ce_runtime.report.gates import GateChange, compare_gates
 from ce_runtime.report.stats import PairedComparison, paired_stats
@@ -104,12 +107,19 @@ class RunSide:
 
 @attrs.frozen
 class CriterionFlip:
-    criterion_id: str
+    criterion_id: str  # B's
     type: str | None
     description: str | None
     gating: bool
     score_a: float | None
     score_b: float | None
+    criterion_id_a: str | None = None  # A's id, when it moved (one removed before it)
+
+    @property
+    def label(self) -> str:
+        """'c1 file_exists', and A's id when it moved ('c1 file_exists (c2 in A)')."""
+        text = f"{self.criterion_id} {self.type or ''}".strip()
+        return text + (f" ({self.criterion_id_a} in A)" if self.criterion_id_a else "")
 
 
 @attrs.frozen
@@ -513,6 +523,15 @@ def _per_task(trials: pl.DataFrame) -> dict[tuple, dict[str, Any]]:
     return res
 
 
+def _by_trial(results: pl.DataFrame) -> dict[tuple, list[dict[str, Any]]]:
+    """Each trial's criterion results, in order, as `pair_criteria` takes them."""
+    out: dict[tuple, list[dict[str, Any]]] = {}
+    for r in results.iter_rows(named=True):
+        r["id"] = r["criterion_id"]
+        out.setdefault(tuple(r[k] for k in _KEY), []).append(r)
+    return out
+
+
 def _task_delta(key: tuple, a: dict[str, Any], b: dict[str, Any]) -> TaskDelta:
     def diff(name: str) -> float | None:
         return None if a[name] is None or b[name] is None else b[name] - a[name]
@@ -528,9 +547,11 @@ def _task_delta(key: tuple, a: dict[str, Any], b: dict[str, Any]) -> TaskDelta:
 def _criterion_flips(results_a: pl.DataFrame, results_b: pl.DataFrame,
                      ) -> dict[tuple, list[tuple[CriterionFlip, bool]]]:
     """{trial key: [(criterion flip, broken?)]} for matched criterion results whose
-    `passed` changed (disabled results left out). Matched by id, type and description:
-    an id is the criterion's index, so one inserted or removed in B's task would pair
-    each later id with another criterion and report flips that never happened."""
+    `passed` changed (disabled results left out). Matched as `pair_criteria` matches
+    them: an id is the criterion's index, so by id alone one inserted or removed in B's
+    task paired each later id with another criterion (flips that never happened), and
+    by id, type and description a criterion that moved was removed and added (its flips
+    not reported)."""
     import polars as pl
 
     cols = [*_KEY, "criterion_id", "type", "description", "passed", "score", "gating",
@@ -548,15 +569,17 @@ def _criterion_flips(results_a: pl.DataFrame, results_b: pl.DataFrame,
     a, b = prep(results_a), prep(results_b)
     if not a.height or not b.height:
         return {}
-    joined = a.join(b, on=[*_KEY, "criterion_id", "type", "description"], suffix="_b",
-                    nulls_equal=True).filter(
-        ~pl.col("disabled") & ~pl.col("disabled_b")
-        & (pl.col("passed").fill_null(False) != pl.col("passed_b").fill_null(False)))
+    rows_a, rows_b = _by_trial(a), _by_trial(b)
     out: dict[tuple, list[tuple[CriterionFlip, bool]]] = {}
-    for r in joined.sort([*_KEY, "criterion_id"]).iter_rows(named=True):
-        key = tuple(r[k] for k in _KEY)
-        flip = CriterionFlip(r["criterion_id"], r["type"], r["description"],
-                             bool(r["gating_b"] if r["gating_b"] is not None else r["gating"]),
-                             r["score"], r["score_b"])
-        out.setdefault(key, []).append((flip, bool(r["passed"])))
+    for key in sorted(rows_a.keys() & rows_b.keys(), key=_sort_key):
+        pairs, _ = pair_criteria(rows_a[key], rows_b[key])
+        for now, was in pairs:
+            if was is None or was["disabled"] or now["disabled"] \
+                    or bool(was["passed"]) == bool(now["passed"]):
+                continue
+            flip = CriterionFlip(now["id"], now["type"], now["description"],
+                                 bool(now["gating"] if now["gating"] is not None
+                                      else was["gating"]), was["score"], now["score"],
+                                 was["id"] if was["id"] != now["id"] else None)
+            out.setdefault(key, []).append((flip, bool(was["passed"])))
     return out

@@ -93,7 +93,7 @@ def _trials(c: RunComparison) -> str:
 def _flip_rows(flips: tuple[TrialFlip, ...]) -> list[list[str]]:
     return [[f.trial_id, f"{f.status_a} → {f.status_b}",
              f"{fmt_score(f.score_a)} → {fmt_score(f.score_b)}",
-             ", ".join(f"{x.criterion_id} {x.type or ''}".strip() for x in f.criteria) or "—"]
+             ", ".join(x.label for x in f.criteria) or "—"]
             for f in flips]
 
 
@@ -122,7 +122,7 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
         ("Improvements: failed in A, pass in B", head, _flip_rows(c.improvements)),
         ("Criteria that flipped in trials whose outcome did not",
          ["Trial", "Criterion", "Gating", "Passed A → B", "Score A → B"],
-         [[ch.trial_id, f"{ch.criterion.criterion_id} {ch.criterion.type or ''}".strip()
+         [[ch.trial_id, ch.criterion.label
            + (f": {ch.criterion.description}" if ch.criterion.description else ""),
            "yes" if ch.criterion.gating else "no",
            "yes → no" if ch.broken else "no → yes",
