@@ -560,6 +560,32 @@ def test_a_criterion_that_moved_or_was_reworded_still_flips_as_rescore_pairs_it(
     assert c.to_dict()["regressions"][0]["criteria"][0]["criterion_id_a"] == "c1"
 
 
+def test_markdown_cells_show_the_runs_text_escaped_as_report_md_does():
+    # a description with a tag, a link and an escape sequence went into the markdown as
+    # written: rendered on a CI job's summary page, acted on by a terminal
+    from ce_runtime.report.compare import RunSide, compare_frames
+    from ce_runtime.report.compare_render import render_md
+    from ce_runtime.report.frames import results_frame, trials_frame
+
+    desc = "<img src=x onerror=alert(1)> see [here](https://evil.example) \x1b[2J\u202e|"
+
+    def rec(ok):
+        return {"trial_id": "v/t/00", "variant_id": "v", "task_id": "t", "row_id": None,
+                "repeat": 0, "status": "SUCCESS", "weighted_score": 1.0,
+                "criteria": [{"id": "c0", "type": "run_command", "description": desc,
+                              "score": float(ok), "pass_threshold": 0.9, "passed": ok,
+                              "weight": 0.0, "gating": False}]}
+
+    side = RunSide("p", "r", None, 1, 0, 0, None, None, None)
+    c = compare_frames(side, trials_frame([rec(True)]), results_frame([rec(True)]),
+                       side, trials_frame([rec(False)]), results_frame([rec(False)]))
+    md = render_md(c, "flips")
+    assert ("| v/t/00 | c0 run_command: &lt;img src=x onerror=alert(1)> see "
+            "[here]\\(https://evil.example) \\x1b[2J\\u202e\\| | no | yes → no |") in md
+    assert "<img" not in md and "](" not in md and "\x1b" not in md
+    assert "sign-flip p < 0.05" in md  # a `<` that opens no tag stays as it is
+
+
 # ---------------------------------------------------------------------------- suite gates
 
 LABELS = """\

@@ -12,6 +12,7 @@ from ce_runtime.report.compare import RunComparison, RunSide, TrialFlip
 from ce_runtime.report.frames import EPSILON
 from ce_runtime.report.stats import PairedComparison
 from ce_runtime.report.text import fmt_metric, fmt_pct, fmt_score, fmt_signed
+from ce_runtime.safe_text import md_inline
 
 COMPARE_SCHEMA_VERSION = 1
 
@@ -208,7 +209,11 @@ def _rule(fail_on: str, alpha: float) -> str:
 
 
 def _md_cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """A cell as report.md writes one (safe_text.md_inline): what the runs hold (trial
+    ids, criterion descriptions, paths) is shown as written, never rendered (a `<img
+    ...>`, a `[x](url)`) nor acted on (an escape sequence), on a CI job's summary page
+    as on a terminal."""
+    return md_inline(text)
 
 
 def render_md(c: RunComparison, fail_on: str) -> str:
