@@ -257,11 +257,12 @@ def test_resume_of_a_non_run_directory_is_a_usage_error(tmp_path):
 # stages below it. `model_server` and `pricing` (the rate card) are leaves every stage may
 # use (judges, agents, tests; the agents that report no price, the pre-flight), and so is
 # `worker_process` (the report worker's process, started by boot or by the command),
-# `zygote_process` (the tempdir zygote, started by boot before the run names its socket)
-# and `startup_gc` (the collector during start-up).
+# `zygote_process` (the tempdir zygote, started by boot before the run names its socket),
+# `startup_gc` (the collector during start-up) and `safe_text` (agent-written text made
+# safe to print or render: the terminal's commands and the reports both need it).
 STAGES = ("boot", "cli", "report", "execute", "grade", "trace", "store")
 LEAVES = ("ce_runtime.model_server", "ce_runtime.pricing", "ce_runtime.worker_process",
-          "ce_runtime.zygote_process", "ce_runtime.startup_gc")
+          "ce_runtime.zygote_process", "ce_runtime.startup_gc", "ce_runtime.safe_text")
 AGENT_API = ("ce_runtime.execute.agent_protocol", "ce_runtime.trace.events",
              "ce_runtime.model_server", "ce_runtime.pricing")
 
