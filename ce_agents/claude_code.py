@@ -23,7 +23,11 @@ inputs, results with their status (`denied` when a permission was refused, `unre
 for a tool the stop cut off while it ran: the CLI says "rejected" for it), token usage
 per model call (from the stream's own message_start/message_delta, which the CLI's
 per-block snapshots undercount), the cost the CLI computes, the session id and the
-number of turns. A stop request (early stop, a budget) interrupts the CLI; the runner
+number of turns. The CLI says what the session cost only in its result, at the end: so
+that `run_limits.max_usd` stops it in the call that spends it (as it stops the agents ce
+prices), each call is priced as its usage streams in, from ce's rate card (the list
+prices the CLI uses too); the result then adds what the CLI counted beyond that (its
+side requests, a model off the card). A stop request (early stop, a budget) interrupts the CLI; the runner
 kills it (and everything it started) if it does not end within its grace period.
 """
 
@@ -36,6 +40,7 @@ import re
 from typing import Any
 
 from ce_agents.cli_agent import TurnEvents
+from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentOutcome, AgentRequest, EventSink
 from ce_runtime.trace import events as T
 
@@ -215,7 +220,10 @@ class _Session(TurnEvents):
         self.calls: set[str] = set()
         self.usage: dict[str, dict[str, int]] = {}  # message id -> its usage so far
         self.last_text = ""  # the agent's last words (what a simulated user answers)
-        self.cost = 0.0  # the session's cost reported so far (results are cumulative)
+        self.cost = 0.0  # the session's cost recorded so far (results are cumulative)
+        self.model = model_name(request.agent.get("model"))
+        self.rates: dict[str, pricing.Rates | None] = {}  # model -> its card rates
+        self.priced: dict[str, pricing.Rates | None] = {}  # message id -> its rates
         self.turn_calls = 0  # model calls answered in the open turn (one turn each)
         self.current: dict[str | None, str] = {}  # thread -> the message it streams
 
@@ -265,9 +273,22 @@ class _Session(TurnEvents):
             self.result = message
             self.session_id = message.session_id or self.session_id
             total = float(message.total_cost_usd or 0.0)
-            if total > self.cost:  # each result reports the session's cost so far
+            if total > self.cost + 1e-9:  # each result reports the session's cost so far
                 self.emit(T.Usage, cost_usd=total - self.cost)
                 self.cost = total
+
+    def _rates(self, model: str | None) -> pricing.Rates | None:
+        model = model or self.model
+        if model not in self.rates:
+            self.rates[model] = pricing.lookup(model)
+        return self.rates[model]
+
+    def _usage(self, rates: pricing.Rates | None, **tokens: int) -> None:
+        cost = rates.cost(tokens.get("input_tokens", 0), tokens.get("output_tokens", 0),
+                          tokens.get("cache_read_tokens", 0),
+                          tokens.get("cache_creation_tokens", 0)) if rates else 0.0
+        self.cost += cost
+        self.emit(T.Usage, cost_usd=cost, **tokens)
 
     def _stream(self, event: dict[str, Any], thread: str | None = None) -> None:
         """Usage per model call (a sub-agent's included), from the raw stream events;
@@ -277,24 +298,26 @@ class _Session(TurnEvents):
             msg = event.get("message") or {}
             u = msg.get("usage") or {}
             self.usage[msg.get("id", "")] = u
+            self.priced[msg.get("id", "")] = rates = self._rates(msg.get("model"))
             self.current[thread] = msg.get("id", "")
             if thread is None:
                 if self.turn_calls:  # a second model call in the open turn: a new one
                     self._next_turn()
                 self.turn_start()
                 self.turn_calls += 1
-            self.emit(T.Usage, input_tokens=int(u.get("input_tokens") or 0),
-                      cache_read_tokens=int(u.get("cache_read_input_tokens") or 0),
-                      cache_creation_tokens=int(u.get("cache_creation_input_tokens") or 0),
-                      output_tokens=int(u.get("output_tokens") or 0))
+            self._usage(rates, input_tokens=int(u.get("input_tokens") or 0),
+                        cache_read_tokens=int(u.get("cache_read_input_tokens") or 0),
+                        cache_creation_tokens=int(u.get("cache_creation_input_tokens") or 0),
+                        output_tokens=int(u.get("output_tokens") or 0))
         elif kind == "message_delta":
             u = event.get("usage") or {}
-            seen = self.usage.get(self.current.get(thread, ""), {})
+            current = self.current.get(thread, "")
+            seen = self.usage.get(current, {})
             total = int(u.get("output_tokens") or 0)  # cumulative for the message
             extra = total - int(seen.get("output_tokens") or 0)
             if extra > 0:
                 seen["output_tokens"] = total
-                self.emit(T.Usage, output_tokens=extra)
+                self._usage(self.priced.get(current), output_tokens=extra)
 
     def outcome(self, stop: asyncio.Event) -> AgentOutcome:
         r = self.result

@@ -190,3 +190,33 @@ def test_a_timed_out_claude_code_trial_keeps_its_tool_call_tokens_and_cost(tmp_p
     # Claude Code's own price of the one call (claude-sonnet-4-6: $3 in, $15 out)
     assert usage["cost_usd"] == pytest.approx((1_000 * 3 + 40 * 15) / 1e6, rel=1e-6)
     assert processes_marked(mark) == {}
+
+
+def test_max_usd_stops_claude_code_in_the_call_that_spends_it(tmp_path):
+    """Claude Code says what its session cost only in its last message, so `max_usd`
+    never stopped it mid-run: with a budget the first call alone spent, all of the
+    session's calls and commands ran and the trial ended COST_BUDGET_EXCEEDED only
+    afterwards. Now each call is priced as its usage streams in (ce's rate card, the
+    CLI's own list prices), so the budget stops it in that call's command, as it stops
+    the agents ce prices."""
+    need(missing("claude-code"))
+    mark = f"{int(time.time() * 1000) % 100000}.375"
+    sleep = f"python3 -c 'import time; time.sleep({mark})'"
+    steps = [{**shell("claude-code", f"echo first > first.txt; {sleep}"),
+              "usage": {"input_tokens": 1_000, "cache_read_input_tokens": 2_000,
+                        "output_tokens": 40}},
+             {**shell("claude-code", "echo second > second.txt"),
+              "usage": {"input_tokens": 1_100, "output_tokens": 20}},
+             {"text": "done", "usage": {"input_tokens": 1_200, "output_tokens": 10}}]
+    # claude-sonnet-4-6: $3 in, $15 out, $0.30 cache read per million
+    first = (1_000 * 3 + 40 * 15 + 2_000 * 0.3) / 1e6
+    task(tmp_path, "tiny", "claude-code", steps, "{max_usd: 0.003, task_timeout: 120}",
+         mark, ONE_FILE)
+    res = ce_run(tmp_path)
+    record, events, _ = trial(tmp_path, "tiny")
+    assert record["status"] == "COST_BUDGET_EXCEEDED", (record["agent_outcome"],
+                                                        res.stderr[-2000:])
+    assert record["model_server"]["calls"] == 1, record["model_server"]
+    assert [e.tool for e in events if type(e).__name__ == "ToolCall"] == ["Bash"]
+    assert record["usage"]["cost_usd"] == pytest.approx(first, rel=1e-6)
+    assert processes_marked(mark) == {}
