@@ -163,8 +163,11 @@ def test_stream_json_malformed_and_unknown_lines_are_warnings():
         _tool_result("nope", "orphan"),
     )
     res = import_claude_stream(data)
-    lines = [line for line, _ in res.warnings]
+    lines = [w.line for w in res.warnings]
     assert lines == [2, 3, 8, 8]
+    # a line cut short is said at its end, the others' at no column
+    assert [w.col for w in res.warnings] == [len(b'{"type": "assistant", "message": {') + 1,
+                                             0, 0, 0]
     assert "not JSON" in res.warnings[0][1] and "JSON object" in res.warnings[1][1]
     assert "unknown tool call nope" in res.warnings[2][1]
     assert "no result record" in res.warnings[3][1]
@@ -242,8 +245,8 @@ def test_session_without_end_turn_has_no_agent_end():
     res = import_claude_session(_lines(entry, {**entry, "uuid": "u2", "timestamp": "junk"}))
     assert not any(isinstance(e, T.AgentEnd) for e in res.events)
     assert res.unresolved == 1
-    assert res.warnings == [(2, "unreadable timestamp 'junk'"),
-                            (2, "tool call t repeated; the repeat is skipped")]
+    assert res.warnings == [(2, "unreadable timestamp 'junk'", 0),
+                            (2, "tool call t repeated; the repeat is skipped", 0)]
 
 
 def test_session_cost_comes_from_its_cost_state_record():
@@ -452,9 +455,26 @@ def test_cli_import_options_and_warnings(tmp_path):
                "--trial-id", "r1", "--plan-hash", "abc")
     assert res.exit_code == 0, res.output
     assert res.stdout == f"{out}: 5 events, 1 tool call (1 unresolved), 2 warnings [claude-stream]\n"
-    assert f"{src}:2: warning: not JSON" in res.stderr
+    # at its line and column, as diagnostics are (FILE:LINE:COL), not '(byte 0)'
+    assert f"{src}:2:1: warning: not JSON: JSON is malformed: invalid character\n" \
+        in res.stderr, res.stderr
     header = T.read_trace(out).events[0]
     assert (header.task_id, header.trial_id, header.plan_hash) == ("hello", "r1", "abc")
+
+
+def test_a_malformed_line_is_said_at_its_column_not_its_byte_offset(tmp_path):
+    """`bad.jsonl:2: warning: ... (byte 4)`: the offset counted bytes from 0 in the line
+    with its indentation stripped. Now `bad.jsonl:2:COL:`, COL in characters from 1,
+    as every diagnostic of ce's says a place."""
+    src = tmp_path / "bad.jsonl"
+    src.write_bytes(_lines({"type": "system", "subtype": "init", "model": MODEL},
+                           '  {"é": é}'.encode(), b'{"a" 1}'))
+    res = _run("import", str(src), "-o", str(tmp_path / "t.msgpack"), "--format",
+               "claude-stream")
+    assert res.stderr.splitlines()[:2] == [
+        f"{src}:2:9: warning: not JSON: JSON is malformed: invalid character",
+        f"{src}:3:6: warning: not JSON: JSON is malformed: expected ':'"], res.stderr
+    assert "byte" not in res.stderr
 
 
 def test_cli_import_of_which_nothing_could_be_read_fails_and_writes_nothing(tmp_path):
@@ -464,11 +484,13 @@ def test_cli_import_of_which_nothing_could_be_read_fails_and_writes_nothing(tmp_
     src = tmp_path / "task.json"
     with open(CODER_EVAL, "rb") as fh:
         src.write_bytes(fh.read()[:700])
+    kept = src.read_text().rstrip().split("\n")  # said where the input ends
     out = tmp_path / "t.msgpack"
     res = _run("import", str(src), "-o", str(out), "--format", "coder-eval")
     assert res.exit_code == 1, res.output
     assert res.stderr.splitlines() == [
-        f"{src}: warning: not JSON: Input data was truncated",
+        f"{src}:{len(kept)}:{len(kept[-1]) + 1}: warning: not JSON: Input data was "
+        "truncated",
         f"ce trace import: {src}: nothing could be imported (the warnings above); {out} "
         "not written"]
     assert not out.exists() and res.stdout == ""

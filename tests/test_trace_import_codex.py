@@ -91,10 +91,10 @@ def test_a_damaged_codex_log_imports_what_it_can_with_warnings_by_line():
     lines.insert(3, b'{"timestamp": "x", "type": "response_item", "payload": 3}')
     res = import_file_bytes(b"\n".join(lines))
     assert res.warnings == [
-        (4, "unreadable timestamp 'x'"),
-        (4, "response_item record without a payload object; skipped"),
-        (11, "not JSON: Input data was truncated"),
-        (16, "output of an unknown tool call call_0001_1; skipped")]
+        (4, "unreadable timestamp 'x'", 0),
+        (4, "response_item record without a payload object; skipped", 0),
+        (11, "not JSON: Input data was truncated", len(lines[10].decode()) + 1),
+        (16, "output of an unknown tool call call_0001_1; skipped", 0)]
     calls = [e.call_id for e in res.events if isinstance(e, T.ToolCall)]
     assert calls == ["call_0001_0", "call_0002_0", "call_0003_0", "call_0004_0"]
 

@@ -148,8 +148,8 @@ def import_cmd(source: str, output: str, fmt: str, task_id: str | None,
     except UnknownFormat as exc:
         click.echo(f"ce trace import: {exc}", err=True)
         sys.exit(1)
-    for line, message in result.warnings:
-        where = f"{source}:{line}" if line else source
+    for line, message, col in result.warnings:  # FILE:LINE:COL, as diagnostics are
+        where = source + (f":{line}" if line else "") + (f":{col}" if line and col else "")
         click.echo(f"{where}: warning: {message}", err=True)
     if len(result.events) <= 1 and result.warnings:  # a header and nothing of the agent's
         click.echo(f"ce trace import: {source}: nothing could be imported (the warnings "

@@ -10,16 +10,47 @@ enforced here, once, so every format maps the same way.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from ce_runtime.trace import events as T
 from ce_runtime.trace.events import normalize_tool
 
-Problem = tuple[int, str]
+
+class Problem(NamedTuple):
+    """A warning, said as `FILE:LINE:COL: warning: MESSAGE` (1-based; 0: none applies)."""
+
+    line: int
+    message: str
+    col: int = 0
+
+
+_AT_BYTE = re.compile(r" \(byte (\d+)\)$")
+
+
+def json_problem(exc: msgspec.DecodeError, text: bytes | str, start: int = 0,
+                 line: int = 1) -> Problem:
+    """`exc`, msgspec's error decoding `text[start:]` (which begins on line `line`), at
+    the line and column (in characters) its byte offset falls on, without the offset
+    ('expected ':' (byte 4)'); an input cut short ('Input data was truncated'), at its
+    end."""
+    data = text.encode() if isinstance(text, str) else text
+    message = str(exc)
+    found = _AT_BYTE.search(message)
+    if found:
+        message = message[:found.start()]
+        pos = start + int(found.group(1))
+    else:
+        pos = len(data.rstrip())
+    pos = min(pos, len(data))
+    before = data[:pos]
+    line += before.count(b"\n", start)
+    col = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+    return Problem(line, f"not JSON: {message}", col)
 
 
 @dataclass
@@ -61,7 +92,7 @@ class Builder:
         self.synthetic = 0
 
     def warn(self, line: int, message: str) -> None:
-        self.warnings.append((line, message))
+        self.warnings.append(Problem(line, message))
 
     def at(self, t: float | None) -> None:
         if t is not None and t > self.t:
@@ -214,11 +245,12 @@ def json_lines(data: bytes, warnings: list[Problem]):
             continue
         try:
             value = msgspec.json.decode(line)
-        except msgspec.DecodeError as exc:
-            warnings.append((lineno, f"not JSON: {exc}"))
+        except msgspec.DecodeError as exc:  # at its column: FILE:LINE:COL
+            warnings.append(json_problem(exc, raw, len(raw) - len(raw.lstrip()), lineno))
             continue
         if not isinstance(value, dict):
-            warnings.append((lineno, f"expected a JSON object, got {type(value).__name__}"))
+            warnings.append(Problem(lineno,
+                                    f"expected a JSON object, got {type(value).__name__}"))
             continue
         yield lineno, value
 

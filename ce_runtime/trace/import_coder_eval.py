@@ -39,6 +39,7 @@ from ce_runtime.trace.import_builder import (
     Problem,
     as_float,
     as_int,
+    json_problem,
     parse_datetime,
     stem_id,
 )
@@ -216,10 +217,10 @@ def import_coder_eval(data: bytes | str | dict[str, Any], *, task_id: str | None
         try:
             doc = msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
-            warnings.append((0, f"not JSON: {exc}"))
+            warnings.append(json_problem(exc, data))
             doc = {}
     if not isinstance(doc, dict):
-        warnings.append((0, f"expected a JSON object, got {type(doc).__name__}"))
+        warnings.append(Problem(0, f"expected a JSON object, got {type(doc).__name__}"))
         doc = {}
     agent = doc.get("agent_type") if isinstance(doc.get("agent_type"), str) else "coder-eval"
     b = Builder(agent, timed=True)

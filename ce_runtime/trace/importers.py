@@ -49,7 +49,8 @@ The mapping, the same for every format:
 - `RunEnd` is never emitted: an import is not a run of ce's; the source's own verdict,
   when it has one, goes into the `AgentEnd` detail.
 - Unknown record types and content blocks are skipped; malformed lines and records
-  become warnings `(line, message)` (line 0 when no line applies), never errors.
+  become warnings `Problem(line, message, col)` (0 when no line or column applies;
+  JSON that does not parse: where it stops parsing), never errors.
 
 The code: `import_builder` (the shared `Builder`, `ImportResult`),
 `import_claude` (claude-stream, claude-session), `import_coder_eval`; this module tells
