@@ -8,7 +8,8 @@ Four tools, each run in the trial's sandbox as the agent:
   edit {path, old, new}              the first `old` replaced by `new`
 The trace records them as Bash, Read, Write and Edit (`T.normalize_tool`; raw_tool
 keeps shell, read, ...). Paths are relative to the workspace (or absolute). The loop ends when the model answers
-without a tool call, at `run_limits.max_turns` model calls, or on a stop request.
+without a tool call, at `run_limits.max_turns` model calls, or on a stop request (the
+calls of the answer it cut off are in the trace, unresolved, as other agents' are).
 Endpoint: the task's `agent.base_url` / `agent.api_key_env`, else OPENAI_BASE_URL /
 OPENAI_API_KEY, else the scripted model server (`--scripted-model`). The loop itself
 runs in ce, so the endpoint is called from the host; only the tools run in the sandbox.
@@ -107,8 +108,9 @@ class OpenAIAgent:
                 calls = message.tool_calls or []
                 messages.append(message.model_dump(exclude_none=True))
                 for call in calls:
-                    if stop.is_set():
-                        break
+                    if stop.is_set():  # asked for, never run: in the trace, unresolved
+                        events.call(call.id, call.function.name, _args(call))
+                        continue
                     output = await self._tool(request, events, call)
                     messages.append({"role": "tool", "tool_call_id": call.id,
                                      "content": output})
@@ -132,11 +134,8 @@ class OpenAIAgent:
 
     async def _tool(self, request: AgentRequest, events: Events, call: Any) -> str:
         name = call.function.name
-        try:
-            args = json.loads(call.function.arguments or "{}")
-        except json.JSONDecodeError:
-            args = {}
-        events.call(call.id, name, args if isinstance(args, dict) else {})
+        args = _args(call)
+        events.call(call.id, name, args)
         box = request.sandbox
         try:
             if name == "shell":
@@ -174,6 +173,14 @@ class OpenAIAgent:
         except (SandboxFileError, SandboxError, UnicodeDecodeError) as exc:
             events.result(call.id, False, str(exc))
             return f"error: {exc}"
+
+
+def _args(call: Any) -> dict[str, Any]:
+    try:
+        args = json.loads(call.function.arguments or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return args if isinstance(args, dict) else {}
 
 
 def _usage(u: Any, rates: pricing.Rates | None) -> dict[str, Any]:

@@ -220,3 +220,27 @@ def test_max_usd_stops_claude_code_in_the_call_that_spends_it(tmp_path):
     assert [e.tool for e in events if type(e).__name__ == "ToolCall"] == ["Bash"]
     assert record["usage"]["cost_usd"] == pytest.approx(first, rel=1e-6)
     assert processes_marked(mark) == {}
+
+
+@pytest.mark.parametrize("agent", ["codex", "pi", "openai"])
+def test_the_tool_calls_of_the_answer_that_spent_the_budget_are_counted(agent, tmp_path):
+    """The answer that spends `max_usd` asks for two commands; the budget stops the agent
+    before they run. Codex and Pi recorded both calls (unresolved, in usage.tool_calls);
+    ce's own `openai` loop dropped them (0 tool calls for the same answer), so the agents'
+    tool-call counts meant different things. Now every agent records them, unresolved."""
+    need(missing(agent))
+    steps = [{"text": "two at once", "usage": usage(*STEPS[0]),
+              "tools": [shell(agent, "echo one > one.txt"),
+                        shell(agent, "echo two > two.txt")]},
+             {"text": "done", "usage": usage(*STEPS[2])}]
+    task(tmp_path, "tiny", agent, steps, "{max_usd: 0.001, task_timeout: 120}",
+         criteria=ONE_FILE, tools=None, agent_extra=MODEL.get(agent, ""))
+    res = ce_run(tmp_path)
+    record, events, _ = trial(tmp_path, "tiny")
+    assert record["status"] == "COST_BUDGET_EXCEEDED", (record["agent_outcome"],
+                                                        res.stderr[-2000:])
+    assert [(e.tool, e.params.get("command") or e.params.get("cmd")) for e in events
+            if type(e).__name__ == "ToolCall"] == [("Bash", "echo one > one.txt"),
+                                                   ("Bash", "echo two > two.txt")]
+    assert [e for e in events if type(e).__name__ == "ToolResult"] == []
+    assert (record["usage"]["turns"], record["usage"]["tool_calls"]) == (1, 2)
