@@ -114,10 +114,9 @@ success_criteria:
 """
 
 
-def test_runs_tells_a_killed_run_from_a_running_one(tmp_path):
-    """A `ce run` killed with SIGKILL leaves run.json saying `running` forever; `ce runs`
-    listed it as running. The run's flock, which the kernel drops with its holder, tells
-    the two apart. `ce runs RUN` (a run, not a directory of runs) lists that run."""
+def _killed_run(tmp_path, while_running):
+    """A `ce run` of SLOW_TASK killed with SIGKILL once its run.json and lock are there,
+    `while_running(run)` called before; its run directory."""
     import signal
     import time
 
@@ -131,11 +130,22 @@ def test_runs_tells_a_killed_run_from_a_running_one(tmp_path):
         while not (run / "run.lock").exists() or not (run / "run.json").exists():
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        live = json.loads(ce("runs", str(run), "-f", "json", cwd=tmp_path).stdout)
-        assert [r["status"] for r in live] == ["running"]
+        while_running(run)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    return run
+
+
+def test_runs_tells_a_killed_run_from_a_running_one(tmp_path):
+    """A `ce run` killed with SIGKILL leaves run.json saying `running` forever; `ce runs`
+    listed it as running. The run's flock, which the kernel drops with its holder, tells
+    the two apart. `ce runs RUN` (a run, not a directory of runs) lists that run."""
+    def live(run):
+        listed = json.loads(ce("runs", str(run), "-f", "json", cwd=tmp_path).stdout)
+        assert [r["status"] for r in listed] == ["running"]
+
+    run = _killed_run(tmp_path, live)
     dead = ce("runs", str(run), cwd=tmp_path)
     assert dead.returncode == 0, dead.stderr
     row = dead.stdout.splitlines()[1].split()
@@ -144,6 +154,26 @@ def test_runs_tells_a_killed_run_from_a_running_one(tmp_path):
                                    "runs the trials it lacks")
     listed = json.loads(ce("runs", str(tmp_path), "-f", "json", cwd=tmp_path).stdout)
     assert [(r["run_id"], r["status"]) for r in listed] == [("r", "killed")]
+
+
+def test_report_of_a_killed_run_says_it_did_not_finish_and_how_to_continue_it(tmp_path):
+    """`ce report` of a run whose `ce run` was killed said 'trials.parquet: missing (the
+    run wrote no results yet?)'. It says the run did not finish and that `ce run
+    --resume RUN` continues it, told by the run's lock as `ce runs` tells it; a run
+    still going is said to be one."""
+    def live(run):
+        going = ce("report", str(run), cwd=tmp_path)
+        assert going.returncode == 1 and going.stderr.strip() == (
+            f"ce report: {run}: the run has not finished (run.json says running): its "
+            "results are written at its end"), going.stderr
+
+    run = _killed_run(tmp_path, live)
+    res = ce("report", str(run), cwd=tmp_path)
+    assert res.returncode == 1 and res.stdout == "", res.stdout
+    assert res.stderr.strip() == (
+        f"ce report: {run}: the run did not finish: its `ce run` was killed before its end "
+        "(run.json says running, no process holds its lock), so it wrote no results; "
+        f"`ce run --resume {run}` continues it"), res.stderr
 
 
 def test_new_run_ids_sort_as_they_were_made():

@@ -11,10 +11,11 @@ from typing import Any
 import click
 
 from ce_runtime.store.runs_root import (
-    LOCK_FILE,
+    KILLED,
     is_run,
     read_run_json,
     run_id_of,
+    run_status,
     runs_in,
     started_at,
 )
@@ -96,39 +97,9 @@ def _describe(path: str) -> dict[str, Any] | None:
         "graded": _int(doc.get("graded")), "passed": _int(doc.get("passed")),
         "pass_rate": doc.get("pass_rate") if isinstance(doc.get("pass_rate"), int | float)
         else None,
-        "status": _status(path, doc.get("status")),
+        "status": run_status(path, doc.get("status")),
         "exit_code": _int(doc.get("exit_code")),
     }
-
-
-KILLED = "killed"
-
-
-def _status(path: str, status: Any) -> str | None:
-    """run.json's status, except that a `running` run whose lock no process holds was
-    killed (the kernel drops an flock when its holder dies, however it dies). A lock
-    taken on another host, or none at all, leaves `running`: flock says nothing there."""
-    if not isinstance(status, str):
-        return None
-    if status != "running":
-        return status
-    import fcntl
-    import socket
-
-    try:
-        fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return status
-    try:
-        holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
-        if not isinstance(holder, dict) or holder.get("host") != socket.gethostname():
-            return status
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except (OSError, ValueError):
-        return status  # held (BlockingIOError), or unreadable: say what run.json says
-    finally:
-        os.close(fd)
-    return KILLED
 
 
 def _tasks(path: str) -> int | None:

@@ -99,13 +99,30 @@ def load_run(path: str) -> RunData:
         if run_json and not run_json.get("trials"):
             empty = pl.DataFrame()
             return RunData(run_dir, run_json, empty, empty, [])
-        raise RunDirError(trials_path, "missing (the run wrote no results yet?)")
+        raise _no_results(run_dir, trials_path, run_json)
     trials = _read_parquet(trials_path, _TRIAL_COLUMNS)
     results_path = os.path.join(run_dir, RESULTS)
     if not os.path.isfile(results_path):
         raise RunDirError(results_path, "missing")
     results = _read_parquet(results_path, _RESULT_COLUMNS)
     return run_data(run_dir, trials, results, run_json)
+
+
+def _no_results(run_dir: str, trials_path: str, run_json: dict[str, Any]) -> RunDirError:
+    """Why a run has no trials.parquet (`ce run` writes it at its end): a run whose `ce
+    run` was killed (store.runs_root.run_status: run.json says running, no process holds
+    its lock) did not finish, and a resume continues it; one still going has none yet."""
+    from ce_runtime.store.runs_root import KILLED, run_status
+
+    status = run_status(run_dir, run_json.get("status"))
+    if status == KILLED:
+        return RunDirError(run_dir, "the run did not finish: its `ce run` was killed before "
+                           "its end (run.json says running, no process holds its lock), so "
+                           f"it wrote no results; `ce run --resume {run_dir}` continues it")
+    if status == "running":
+        return RunDirError(run_dir, "the run has not finished (run.json says running): its "
+                           "results are written at its end")
+    return RunDirError(trials_path, "missing (the run wrote no results yet?)")
 
 
 def run_data(run_dir: str, trials: pl.DataFrame, results: pl.DataFrame,

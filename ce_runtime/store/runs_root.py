@@ -4,7 +4,8 @@ Every command that takes a directory of runs for "its latest run" (report, compa
 explain, rescore, run --resume) and `ce runs`' listing agree through this module: the
 `latest` link when it names a run (ce run keeps it), else the run that began last, by
 run.json's created_at, then by id. A new run's id sorts by when it was made, to the
-millisecond (`new_run_id`), so runs of the same second are ordered too."""
+millisecond (`new_run_id`), so runs of the same second are ordered too. A run whose
+`ce run` was killed is told from one still going by its lock (`run_status`)."""
 
 from __future__ import annotations
 
@@ -105,3 +106,34 @@ def _file_time(path: str) -> str | None:
             .isoformat(timespec="seconds")
     except OSError:
         return None
+
+
+KILLED = "killed"
+
+
+def run_status(path: str, status: object) -> str | None:
+    """run.json's status, except that a `running` run whose lock no process holds was
+    killed (the kernel drops an flock when its holder dies, however it dies). A lock
+    taken on another host, or none at all, leaves `running`: flock says nothing there.
+    `ce runs` lists it; `ce report` of a killed run says how to continue it."""
+    if not isinstance(status, str):
+        return None
+    if status != "running":
+        return status
+    import fcntl
+    import socket
+
+    try:
+        fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return status
+    try:
+        holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        if not isinstance(holder, dict) or holder.get("host") != socket.gethostname():
+            return status
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except (OSError, ValueError):
+        return status  # held (BlockingIOError), or unreadable: say what run.json says
+    finally:
+        os.close(fd)
+    return KILLED
