@@ -231,7 +231,7 @@ class CodexAgent(CliAgent):
             state.answered = True  # the model sees it in its next call
             if call_id in state.results or call_id not in events.calls:
                 return
-            output = _text(p.get("output"))
+            output = T.tool_output_text(p.get("output"))
             if events.calls[call_id] == "apply_patch":  # Codex's name (the trace's: Edit)
                 ok = state.patches.get(call_id) == "completed" or bool(PATCH_OK.match(output))
             else:
@@ -251,7 +251,8 @@ class CodexAgent(CliAgent):
                 and item_id not in state.results:
             state.results.add(item_id)
             code = item.get("exit_code")
-            events.result(item_id, code == 0, _with_exit(item.get("aggregated_output"), code))
+            events.result(item_id, code == 0,
+                          T.output_with_exit(item.get("aggregated_output"), code))
 
     @staticmethod
     def _usage(u: dict[str, Any], events: Events) -> None:
@@ -320,7 +321,7 @@ class CodexAgent(CliAgent):
             if done:
                 code = item.get("exit_code")
                 events.result(item_id, code == 0,
-                              _with_exit(item.get("aggregated_output"), code))
+                              T.output_with_exit(item.get("aggregated_output"), code))
         elif kind == "file_change" and done:
             changes = item.get("changes") or []
             events.call(item_id, "apply_patch", {"changes": changes})
@@ -328,21 +329,3 @@ class CodexAgent(CliAgent):
                           "\n".join(f"{c.get('kind')} {c.get('path')}" for c in changes))
         elif kind == "agent_message" and done:
             events.emit(T.Message, "assistant", str(item.get("text") or ""))
-
-
-def _with_exit(output: Any, code: Any) -> str:
-    output = str(output or "")
-    if code not in (0, None):
-        output += ("" if output.endswith("\n") or not output else "\n") + \
-            f"[exit code {code}]"
-    return output
-
-
-def _text(output: Any) -> str:
-    """A tool output as the model got it: a string, or content items."""
-    if isinstance(output, dict):
-        output = output.get("content") or output.get("text") or json.dumps(output)
-    if isinstance(output, list):
-        return "\n".join(str(c.get("text") or "") if isinstance(c, dict) else str(c)
-                         for c in output)
-    return str(output or "")

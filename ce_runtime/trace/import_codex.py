@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from ce_runtime import pricing
+from ce_runtime.trace.events import output_with_exit, tool_output_text
 from ce_runtime.trace.import_builder import (
     Builder,
     ImportResult,
@@ -98,7 +99,7 @@ class _Codex(Builder):
                 if call_id not in self.calls:
                     self.warn(line, f"output of an unknown tool call {call_id}; skipped")
                 return
-            output = _text(p.get("output"))
+            output = tool_output_text(p.get("output"))
             if self.raw.get(call_id) == "apply_patch":
                 ok = self.patches.get(call_id) == "completed" or bool(PATCH_OK.match(output))
             else:
@@ -122,7 +123,7 @@ class _Codex(Builder):
                 and item_id not in self.results:
             code = item.get("exit_code")
             self.result(line, item_id, "ok" if code == 0 else "error",
-                        _with_exit(item.get("aggregated_output"), code))
+                        output_with_exit(item.get("aggregated_output"), code))
 
     def spend(self, u: dict[str, Any]) -> None:
         cached = as_int(u.get("cached_input_tokens"))
@@ -187,21 +188,3 @@ def import_codex_session(data: bytes, *, task_id: str | None = None,
     return b.finish("codex-session", trial_id or stem_id(name) or session_id or "imported",
                     task_id or stem_id(name) or "imported", plan_hash,
                     t0.timestamp() if t0 else 0.0)
-
-
-def _with_exit(output: Any, code: Any) -> str:
-    output = str(output or "")
-    if code not in (0, None):
-        output += ("" if output.endswith("\n") or not output else "\n") + \
-            f"[exit code {code}]"
-    return output
-
-
-def _text(output: Any) -> str:
-    """A tool output as the model got it: a string, or content items."""
-    if isinstance(output, dict):
-        output = output.get("content") or output.get("text") or json.dumps(output)
-    if isinstance(output, list):
-        return "\n".join(str(c.get("text") or "") if isinstance(c, dict) else str(c)
-                         for c in output)
-    return str(output or "")
