@@ -17,7 +17,10 @@ which prints on the same stdout a `ce_tool_start` line as each tool of the run's
 starts, and holds the session's model call past `run_limits.max_turns` (its count of the
 session's steps, the turns ce counts): it prints `ce_max_turns` and never makes the call,
 and ce ends the CLI once that turn's last events are read: outcome `max_turns`, as Claude
-Code's own cap. The plugin's lines come straight from the tool's start, OpenCode's own
+Code's own cap. It prints `ce_model_call` as each other model call of the session is
+made, and that opens its turn: OpenCode's `step_start` shows only once the model has
+answered, and a model slow to answer (or never answering) was in no turn, out of
+`run_limits.turn_timeout`'s reach. The plugin's lines come straight from the tool's start, OpenCode's own
 through its event stream, a little later: a tool of the next step may start before the
 last step's `step_finish` is printed. So the turns are OpenCode's lines alone: a started
 call is recorded when its step's `step_start` is read (the plugin says its step), or with
@@ -68,6 +71,7 @@ export const CePlugin = async () => {
         held = true;
         await new Promise(() => {});
       }
+      if (input.sessionID === root && agent !== "title") say({type: "ce_model_call"});
     },
     "tool.execute.before": async (input, output) => {
       if (input.sessionID === root) say({type: "ce_tool_start", callID: input.callID,
@@ -85,6 +89,8 @@ class _State:
         self.plugin = False  # ce's plugin said it is loaded
         self.held: int | None = None  # the plugin holds the model call after this turn
         self.step: str | None = None  # the message of the open turn's step
+        self.early = False  # the open turn is a model call's whose step has not shown
+        self.next = False  # a model call was made before the open turn's step_finish
         # calls started (the plugin's lines) and not recorded yet: id -> (step, tool, args)
         self.started: dict[str, tuple[str | None, str, dict[str, Any]]] = {}
 
@@ -152,6 +158,13 @@ class OpenCodeAgent(CliAgent):
         if kind == "ce_max_turns":
             state.held = int(obj.get("turns") or 0)
             return
+        if kind == "ce_model_call":  # (a retry's is the same call: its turn is open)
+            if not events.open:
+                events.turn_start()
+                state.early = True
+            elif not state.early:
+                state.next = True  # the last step's step_finish is still on its way
+            return
         events.session = events.session or (f"session {obj['sessionID']}"
                                              if obj.get("sessionID") else None)
         if kind == "step_start":
@@ -159,7 +172,10 @@ class OpenCodeAgent(CliAgent):
                 events.emit(T.Message, "system", "ce: opencode did not load ce's plugin: a "
                             "tool call shows only once it completes, and max_turns is held "
                             "only by ce's stop")
-            events.turn_start()
+            if state.early:  # its turn opened with its model call
+                state.early = False
+            else:
+                events.turn_start()
             state.step = part.get("messageID")
             if state.step is not None:
                 self._record_started(events, state.step)
@@ -175,6 +191,10 @@ class OpenCodeAgent(CliAgent):
             events.usage(int(tokens.get("input") or 0), int(tokens.get("output") or 0),
                          int(cache.get("read") or 0), int(cache.get("write") or 0))
             events.turn_end()
+            if state.next:  # the next model call is already under way
+                state.next = False
+                events.turn_start()
+                state.early = True
         elif kind == "tool_use":
             tool = part.get("state") or {}
             call_id = str(part.get("callID") or part.get("id"))

@@ -273,3 +273,32 @@ def test_a_cli_stopped_past_max_turns_ends_as_max_turns():
     assert outcome.reason == "max_turns" and "past max_turns 2" in outcome.detail
     events.max_turns = 3
     assert CliAgent().finish(events, -15, True, "").reason == "stopped"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", [*AGENTS, "openai"])
+def test_a_model_call_slower_than_turn_timeout_times_out(agent, tmp_path):
+    """The model takes 60 s to answer, the first call or a later one: turn_timeout (5 s)
+    ends the trial TIMEOUT, for every agent. OpenCode prints a step only once its tools
+    start, so its turns began after the model had answered: a model that never answered
+    was in no turn, and OpenCode ran into task_timeout (or finished) instead."""
+    need(missing(agent))
+    slow = {"text": "late", "delay": 60}
+    model = "model: gpt-4.1, " if agent in ("opencode", "pi") else ""
+    task(tmp_path, "first", agent, [{**shell(agent, "echo first"), **slow},
+                                    {"text": "done"}],
+         "{turn_timeout: 5, task_timeout: 50}", agent_extra=model)
+    task(tmp_path, "later", agent, [shell(agent, "echo first"),
+                                    {**shell(agent, "echo second"), **slow},
+                                    {"text": "done"}],
+         "{turn_timeout: 5, task_timeout: 50}", agent_extra=model)
+    res = ce_run(tmp_path)
+    assert "Traceback" not in res.stderr, res.stderr
+    for name, done in (("first", []), ("later", [("echo first", "ok")])):
+        record, events, _ = trial(tmp_path, name)
+        assert record["status"] == "TIMEOUT", (name, record["agent_outcome"])
+        assert "turn_timeout (5s" in record["agent_outcome"]["detail"] or any(
+            "turn_timeout (5s" in e.text for e in of(events, "Message")), (name, record)
+        assert record["duration_s"] < 40, (name, record["duration_s"])
+        calls = build_view(events).tool_calls
+        assert [(c.params["command"], c.status) for c in calls] == done, (name, calls)
