@@ -179,6 +179,34 @@ def test_rescored_results(run_dir, tmp_path, worker):
     assert len(re.findall(r'<script type="application/json" id="ce-d\d+">', page)) == 16
 
 
+def test_a_big_rescore_page_leaves_the_trials_detail_out(run_dir, tmp_path, monkeypatch):
+    """Past RESCORE_DETAIL_TRIALS trials a re-score's page holds the tables and summaries
+    but no trial's detail (reading every trial's files for it cost as much as re-grading
+    them: ce rescore's 1,000 trials/s halved at 10,000), and says where to get it."""
+    import glob
+
+    from ce_runtime.report import run_end
+    from ce_runtime.store.record import read_record
+
+    out = tmp_path / "out"
+    shutil.copytree(run_dir, out, symlinks=True)
+    records = [read_record(os.path.dirname(p))
+               for p in sorted(glob.glob(str(out / "**" / "task.json"), recursive=True))]
+    assert len(records) == 16
+    monkeypatch.setattr(run_end, "RESCORE_DETAIL_TRIALS", 15)
+    run_end.write_rescore_reports(str(out), records, "out", str(run_dir))
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert not re.findall(r'<script type="application/json" id="ce-d\d+">', page)
+    assert f'"detail_note":"A re-score of 16 trials: its page leaves each trial\'s detail ' \
+           f'out' in page and f"`ce report {out} -f html` makes the page with it" in page
+    assert all(f'["{r.trial_id}",' in page for r in records)  # every trial's row
+    monkeypatch.setattr(run_end, "RESCORE_DETAIL_TRIALS", 16)
+    run_end.write_rescore_reports(str(out), records, "out", str(run_dir))
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert len(re.findall(r'<script type="application/json" id="ce-d\d+">', page)) == 16
+    assert '"detail_note":null' in page
+
+
 def _one_line_error(res, code: int, path: str) -> None:
     assert res.returncode == code, (res.returncode, res.stderr)
     assert res.stdout == ""

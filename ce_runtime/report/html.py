@@ -42,9 +42,11 @@ def detail_budget(n_trials: int) -> int:
 
 
 def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate],
-              *, details: bool = True, reads: TrialReads | None = None) -> dict[str, Any]:
+              *, details: bool = True, reads: TrialReads | None = None,
+              detail_note: str | None = None) -> dict[str, Any]:
     """Everything the page shows. `details` False leaves the per-trial detail out (the
-    table and the summaries only). `reads`: the trials' files read ahead."""
+    table and the summaries only), and so does a `detail_note`, which the page shows
+    where a trial's detail would be. `reads`: the trials' files read ahead."""
     from ce_lang.api import __version__
 
     records = data.records
@@ -68,8 +70,9 @@ def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate]
         "trials": [_row(rec) for rec in records],
         "detail_budget": budget,
         "details": None,
+        "detail_note": detail_note,
     }
-    if details:
+    if details and detail_note is None:
         if reads is None or reads.run_dir != data.run_dir:
             reads = TrialReads(data.run_dir)
         out["details"] = [_detail(data.run_dir, rec, budget, reads) for rec in records]

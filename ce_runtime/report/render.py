@@ -29,11 +29,13 @@ def render(run: str, fmt: str) -> str:
     return render_loaded(data, fmt, summary, gates)
 
 
-def render_loaded(data, fmt: str, summary: dict, gates: list, reads=None) -> str:
+def render_loaded(data, fmt: str, summary: dict, gates: list, reads=None,
+                  detail_note: str | None = None) -> str:
     """`render` of a run already read (`data`: a rundir.RunData) whose summary and suite
     gates are computed: `ce run`'s end has them, and recomputing them from the parquet
     just written doubled its report time. `reads`: the HTML's trial files read ahead
-    (html_trial.TrialReads)."""
+    (html_trial.TrialReads). `detail_note`: the page is made without per-trial detail,
+    and says this instead."""
     from ce_runtime import report
 
     if fmt == "md":
@@ -50,4 +52,4 @@ def render_loaded(data, fmt: str, summary: dict, gates: list, reads=None) -> str
     from ce_runtime.report.html import page_data
     from ce_runtime.report.html_page import render_html
 
-    return render_html(page_data(data, summary, gates, reads=reads))
+    return render_html(page_data(data, summary, gates, reads=reads, detail_note=detail_note))

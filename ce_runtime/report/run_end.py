@@ -15,6 +15,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+# a re-score's report.html holds each trial's detail up to this many trials: reading the
+# trials' files for it costs ~0.8 ms a trial, about what re-grading one costs (bench/README,
+# rescore's ninth pass), and `ce rescore`'s 1,000 trials/s would halve at 10,000 trials
+RESCORE_DETAIL_TRIALS = 1_000
 
 class PreparedReports(NamedTuple):
     """Every report file of a run's end, made but not yet written: the report worker
@@ -152,16 +156,23 @@ def write_rescore_reports(out: str, records: list, run_id: str, rescored_from: s
     write_bytes_atomic(os.path.join(out, "report.md"),
                        report.render_markdown(summary, records, gates).encode())
     if records:
-        write_html(out, (records, gates, summary))
+        note = None if len(records) <= RESCORE_DETAIL_TRIALS else (
+            f"A re-score of {len(records):,} trials: its page leaves each trial's detail "
+            f"out (reading {len(records):,} trials' files would take about as long as "
+            f"re-grading them). `ce report {out} -f html` makes the page with it; "
+            f"`ce explain {out}/TRIAL` explains one trial.")
+        write_html(out, (records, gates, summary), detail_note=note)
     return summary
 
 
-def write_html(run_dir: str, computed: tuple | None = None) -> None:
+def write_html(run_dir: str, computed: tuple | None = None,
+               detail_note: str | None = None) -> None:
     """report.html beside report.md, made as `ce report RUN -f html` makes it: from the
     run's files, or from `computed` (records, gates, summary) just written, reshaped as
-    `ce report` reads them back (the same page, tested). A failure is said and the run
-    goes on: the results are all written by now."""
-    _write_page(run_dir, _html(run_dir, computed))
+    `ce report` reads them back (the same page, tested; `detail_note`: without the
+    trials' detail, saying this). A failure is said and the run goes on: the results are
+    all written by now."""
+    _write_page(run_dir, _html(run_dir, computed, detail_note=detail_note))
 
 
 def _write_page(run_dir: str, page: bytes | str) -> None:
@@ -179,7 +190,7 @@ def _write_page(run_dir: str, page: bytes | str) -> None:
 
 
 def _html(run_dir: str, computed: tuple | None = None, run_json: bytes | None = None,
-          reads: Any = None) -> bytes | str:
+          reads: Any = None, detail_note: str | None = None) -> bytes | str:
     """report.html's bytes (see `write_html`; `run_json`: run.json's bytes, as they are
     or will be written), or the warning to say instead."""
     from ce_runtime.report import frames
@@ -192,7 +203,7 @@ def _html(run_dir: str, computed: tuple | None = None, run_json: bytes | None = 
         records, gates, summary = computed
         read_back = run_data(run_dir, frames.trials_frame(records),
                              frames.results_frame(records), _read_back(run_dir, run_json))
-        return render_loaded(read_back, "html", summary, gates, reads).encode()
+        return render_loaded(read_back, "html", summary, gates, reads, detail_note).encode()
     except (RunDirError, OSError) as exc:
         return f"warning: report.html not written ({exc})"
     except Exception as exc:  # a bug in the HTML report must not cost the run its exit

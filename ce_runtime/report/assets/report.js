@@ -399,7 +399,7 @@
     const node = document.getElementById("ce-d" + i);
     if (!node) {
       const r = D.trials[i];
-      aside.append(el("h2", {}, r[COL.trial_id]), el("p", { class: "note" }, "This report was made without per-trial detail."));
+      aside.append(el("h2", {}, r[COL.trial_id]), el("p", { class: "note" }, D.detail_note || "This report was made without per-trial detail."));
     } else {
       window.CE_TRIAL.render(aside, JSON.parse(node.textContent), { el, status, early, num, pct, cost, dur });
     }
