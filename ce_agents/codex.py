@@ -72,6 +72,8 @@ ANSWER_ITEMS = {"message", "reasoning", "function_call", "custom_tool_call",
                 "tool_search_call"}
 EXIT = re.compile(r"^Process exited with code (-?\d+)", re.MULTILINE)
 PATCH_OK = re.compile(r"^Exit code: 0\b")
+# Codex's answer to a call of a tool it does not have (the model's error, not a result)
+UNSUPPORTED = re.compile(r"^unsupported (?:custom tool )?call: ")
 
 
 class Session:
@@ -236,7 +238,7 @@ class CodexAgent(CliAgent):
                 ok = state.patches.get(call_id) == "completed" or bool(PATCH_OK.match(output))
             else:
                 code = EXIT.search(output)
-                ok = code is None or code.group(1) == "0"
+                ok = (code is None or code.group(1) == "0") and not UNSUPPORTED.match(output)
             state.results.add(call_id)
             events.result(call_id, ok, output)
 

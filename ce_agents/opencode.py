@@ -42,6 +42,7 @@ from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
 from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "scripted"
+INVALID = "invalid"  # OpenCode's stand-in for a call it cannot make (`_called`)
 # ce's OpenCode plugin (see above): the run's session is the one of its first model call
 # (its title's, or its first step's; a sub-agent's session starts later). Its step-start
 # parts are the turns (a failed request opens none); a model call of that session past
@@ -80,6 +81,17 @@ export const CePlugin = async () => {
   };
 };
 """
+
+
+def _called(tool: Any, args: Any) -> tuple[str, dict[str, Any]]:
+    """(the tool the model called, its arguments). A call OpenCode could not make (a tool
+    it lacks, arguments its schema refuses) it runs as its tool `invalid`, `{tool,
+    error}`, which answers the error: it is recorded as a call of the model's tool
+    (its arguments are gone), and fails."""
+    args = args if isinstance(args, dict) else {}
+    if tool == INVALID and isinstance(args.get("tool"), str) and args["tool"]:
+        return args["tool"], {}
+    return str(tool), args
 
 
 class _State:
@@ -147,11 +159,10 @@ class OpenCodeAgent(CliAgent):
             state.plugin = True
             return
         if kind == "ce_tool_start":  # a tool starts (its step_start may come after it)
-            call_id, args = str(obj.get("callID")), obj.get("args")
+            call_id = str(obj.get("callID"))
             if call_id not in events.calls:
                 step = obj.get("messageID")
-                state.started[call_id] = (step, str(obj.get("tool")),
-                                          args if isinstance(args, dict) else {})
+                state.started[call_id] = (step, *_called(obj.get("tool"), obj.get("args")))
                 if step is not None and step == state.step and events.open:
                     self._record_started(events, step)
             return
@@ -200,9 +211,10 @@ class OpenCodeAgent(CliAgent):
             call_id = str(part.get("callID") or part.get("id"))
             state.started.pop(call_id, None)
             if call_id not in events.calls:  # (else recorded once its step had started)
-                events.call(call_id, str(part.get("tool")), tool.get("input") or {})
+                events.call(call_id, *_called(part.get("tool"), tool.get("input")))
             exit_code = (tool.get("metadata") or {}).get("exit")
-            ok = tool.get("status") == "completed" and exit_code in (0, None)
+            ok = tool.get("status") == "completed" and exit_code in (0, None) \
+                and part.get("tool") != INVALID
             events.result(call_id, ok, str(tool.get("output") or tool.get("error") or ""))
         elif kind == "text":
             events.emit(T.Message, "assistant", str(part.get("text") or ""))

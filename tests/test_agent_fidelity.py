@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from ce_runtime.trace.events import read_trace
+from ce_runtime.trace.view import build_view
 from tests.engines import need
 from tests.processes import processes_marked
 
@@ -171,3 +172,24 @@ def test_a_tool_printing_megabytes_in_one_line_neither_hangs_nor_bloats(agent, t
     [result] = of(events, "ToolResult")  # each CLI cuts it its own way; ce at 100,000
     assert result.status == "ok" and 0 < len(result.output) <= 120_000
     assert size < 1_000_000
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_call_of_a_tool_the_agent_lacks_is_that_tool_and_an_error(agent, tmp_path):
+    """The model calls a tool no agent has. Claude Code, Pi and the openai loop recorded
+    `nosuchtool` failing; OpenCode recorded a call of its own repair tool `invalid`
+    (`{tool, error}`) that succeeded, and Codex an `ok` for its "unsupported call"
+    answer: a criterion on the tool, or a count of failed calls, told the agents apart."""
+    need(missing(agent))
+    model = "model: gpt-4.1, " if agent in ("opencode", "pi") else ""
+    steps = [{"tools": [shell(agent, "echo first"), {"tool": "nosuchtool", "input": {"x": 1}}]},
+             {"text": "done"}]
+    task(tmp_path, "unknown", agent, steps, tools=None, agent_extra=model)
+    res = ce_run(tmp_path)
+    assert "Traceback" not in res.stderr, res.stderr
+    record, events, _ = trial(tmp_path, "unknown")
+    assert record["status"] == "SUCCESS", (record["agent_outcome"], res.stderr[-2000:])
+    calls = build_view(events).tool_calls
+    assert sorted((c.tool, c.status) for c in calls) == [("Bash", "ok"),
+                                                         ("nosuchtool", "error")], calls
+    assert record["usage"]["tool_calls"] == 2
