@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import types
+from pathlib import Path
 
 import pytest
 
@@ -339,3 +340,36 @@ def test_the_compiler_suggests_the_name_the_trace_records(raw):
 
     tool, _ = T.normalize_tool(raw, {})
     assert canonical_spelling(raw) == tool and canonical_spelling(tool) is None
+
+
+def test_a_codex_call_of_a_tool_it_lacks_fails_live_and_imported():
+    """Codex answers a call of a tool it does not have "unsupported call: X": that call
+    failed (as Claude Code, OpenCode, Pi and the openai loop record it), not ok."""
+    from ce_runtime.trace.importers import import_codex_session
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "codex" / "rollout.jsonl"
+    head = fixture.read_bytes().splitlines()[:2]  # session_meta, task_started
+
+    def item(payload: dict) -> bytes:
+        return json.dumps({"timestamp": "2026-12-01T21:04:10.000Z", "type": "response_item",
+                           "payload": payload}).encode()
+
+    lines = [*head,
+             item({"type": "function_call", "call_id": "c1", "name": "nosuchtool",
+                   "arguments": "{}"}),
+             item({"type": "function_call_output", "call_id": "c1",
+                   "output": "unsupported call: nosuchtool"}),
+             item({"type": "custom_tool_call", "call_id": "c2", "name": "nosuchcustom",
+                   "input": "x"}),
+             item({"type": "custom_tool_call_output", "call_id": "c2",
+                   "output": "unsupported custom tool call: nosuchcustom"})]
+    sink = Sink()
+    events = Events(sink)
+    events.codex = Session("/home/.codex")
+    agent = CodexAgent()
+    for line in lines:
+        agent.on_log(line, events)
+    imported = import_codex_session(b"\n".join(lines) + b"\n", name="rollout-x.jsonl")
+    for trace in (sink.events, imported.events):
+        assert [(e.call_id, e.status) for e in trace if isinstance(e, T.ToolResult)] == [
+            ("c1", "error"), ("c2", "error")]

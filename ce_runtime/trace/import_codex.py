@@ -41,6 +41,8 @@ ANSWER_ITEMS = {"message", "reasoning", "function_call", "custom_tool_call",
                 "local_shell_call", "web_search_call", "image_generation_call",
                 "tool_search_call"}
 EXIT = re.compile(r"^Process exited with code (-?\d+)", re.MULTILINE)
+# Codex's answer to a call of a tool it does not have (as ce_agents.codex reads it)
+UNSUPPORTED = re.compile(r"^unsupported (?:custom tool )?call: ")
 PATCH_OK = re.compile(r"^Exit code: 0\b")
 HARNESS_TEXT = ("<environment_context>", "<user_instructions>", "<turn_aborted>")
 TOTALS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
@@ -104,7 +106,7 @@ class _Codex(Builder):
                 ok = self.patches.get(call_id) == "completed" or bool(PATCH_OK.match(output))
             else:
                 code = EXIT.search(output)
-                ok = code is None or code.group(1) == "0"
+                ok = (code is None or code.group(1) == "0") and not UNSUPPORTED.match(output)
             self.result(line, call_id, "ok" if ok else "error", output)
 
     def _call(self, line: int, call_id: str | None, name: Any, params: dict[str, Any]) -> None:
