@@ -157,19 +157,27 @@ def test_results_that_cannot_be_written_are_an_error_not_a_bug(tmp_path):
 def test_results_that_cannot_go_under_the_run_say_out_writes_them_elsewhere(tmp_path, how):
     """Without --out the results go to RUN/rescored: an archive on a read-only file
     system (or a file in their place) said only why the write failed; it says that
-    --out DIR puts them elsewhere. Root writes through chmod: there the file stands in."""
+    --out DIR puts them elsewhere. Root writes through chmod: there the run directory is
+    bind-mounted on itself read-only, a read-only file system (EROFS) for real."""
     (tmp_path / "t.yaml").write_text(AGENTLESS)
     assert ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    run, mounted = tmp_path / "run", False
     if how == "file":
-        (tmp_path / "run" / "rescored").write_text("x")
+        (run / "rescored").write_text("x")
     elif os.geteuid() == 0:
-        pytest.skip("root writes into a read-only directory; the 'file' case covers it")
+        subprocess.run(["mount", "--bind", str(run), str(run)], check=True)
+        mounted = True
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(run)], check=True)
     else:
-        os.chmod(tmp_path / "run", 0o555)
+        os.chmod(run, 0o555)
     try:
         res = ce("rescore", "run", cwd=tmp_path)
     finally:
-        os.chmod(tmp_path / "run", 0o755)
+        if mounted:
+            subprocess.run(["umount", str(run)], check=True)
+        os.chmod(run, 0o755)
+    if mounted:
+        assert "Read-only file system" in res.stderr, res.stderr
     assert res.returncode == 1, res.stderr
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("ce rescore: run/rescored: "), last

@@ -100,10 +100,11 @@ def trial_judge_usage(criteria: Mapping[str, Any] | None) -> dict[str, Any] | No
         tokens = {k: _int(usage.get(k)) for k in BUCKETS}
         for k in BUCKETS:
             out[k] += tokens[k]
-        if session:  # the CLI reckoned it, as it does for an agent (never the rate card)
+        if session:  # the claude-code adapter's: each call priced as it streamed (ce's
+            # rate card), and what the CLI's last message counted beyond that
             cost = _float(usage.get("cost_usd"))
             out["cost_usd"] += cost
-            if not cost and any(tokens.values()):  # it ended before the CLI said (timeout)
+            if not cost and any(tokens.values()):  # a model off the card, stopped early
                 why = "an agent_judge session ended before its CLI reckoned its cost"
                 if why not in unknown:
                     unknown.append(why)
