@@ -112,7 +112,8 @@ class CodexAgent(CliAgent):
         # not --ephemeral: the session log is where the trace comes from
         argv = [request.tools["codex"], "exec", "--json", "--skip-git-repo-check",
                 "-C", request.workspace,
-                "--dangerously-bypass-approvals-and-sandbox", request.prompt or ""]
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--", request.prompt or ""]  # a prompt such as `- fix it` is no option
         return argv, {"CODEX_HOME": codex_home, "NO_PROXY": "127.0.0.1,localhost"}, \
             {"CE_CODEX_API_KEY": endpoint.get("api_key") or ""}
 

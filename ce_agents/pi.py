@@ -43,6 +43,13 @@ def _state(events: Events) -> _State:
     return state
 
 
+def _prompt_arg(prompt: str) -> str:
+    """The prompt as Pi's argument. Pi reads an argument that starts with `-` as an
+    option (an unknown one is an error, exit 1) and one with `@` as a file to attach,
+    and knows no `--`: such a prompt goes after a newline, as text."""
+    return "\n" + prompt if prompt.startswith(("-", "@")) else prompt
+
+
 class PiAgent(CliAgent):
     name = "pi"
     default_model = DEFAULT_MODEL
@@ -64,7 +71,7 @@ class PiAgent(CliAgent):
         await box.write_file(f"{agent_dir}/models.json", json.dumps(models).encode())
         await box.write_file(f"{agent_dir}/settings.json", json.dumps(settings).encode())
         argv = [*_node_script(box, request.tools["pi"]), "--mode", "json", "-p", "--no-session", "--provider", "ce",
-                "--model", model, request.prompt or ""]
+                "--model", model, _prompt_arg(request.prompt or "")]
         env = {"PI_CODING_AGENT_DIR": agent_dir, "PI_OFFLINE": "1",
                "NO_PROXY": "127.0.0.1,localhost"}
         return argv, env, {"CE_PI_API_KEY": (request.model_endpoint or {}).get("api_key") or ""}

@@ -199,15 +199,23 @@ def test_a_call_of_a_tool_the_agent_lacks_is_that_tool_and_an_error(agent, tmp_p
 def test_a_prompt_with_words_like_options_reaches_the_agent(agent, tmp_path):
     """tasks/early_stop.yaml says "running `python --version` in the shell": OpenCode,
     given the prompt as words, read `--version`` as an option of its own and exited 1
-    with its usage (every such task was an ERROR, no model call made)."""
+    with its usage (every such task was an ERROR, no model call made). A prompt that
+    starts with `-` (a markdown list) did the same to Codex and Pi, and one with `@`
+    made Pi attach a file of that name instead of sending the words."""
     need(missing(agent))
     model = "model: gpt-4.1, " if agent in ("opencode", "pi") else ""
-    task(tmp_path, "dashes", agent, [shell(agent, "echo first"), {"text": "done"}],
-         agent_extra=model)
-    path = tmp_path / "dashes.yaml"
-    path.write_text(path.read_text().replace(
-        "initial_prompt: go", "initial_prompt: 'Run `python --version` then -h and -- stop'"))
+    prompts = {"dashes": "Run `python --version` then -h and -- stop",
+               "listed": "--help\n- write a.txt\n- run it",
+               "mention": "@notes.md says what to do"}
+    for name, prompt in prompts.items():
+        task(tmp_path, name, agent, [shell(agent, "echo first"), {"text": "done"}],
+             agent_extra=model)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(path.read_text().replace(
+            "initial_prompt: go", f"initial_prompt: {json.dumps(prompt)}"))
     res = ce_run(tmp_path)
-    record, _, _ = trial(tmp_path, "dashes")
-    assert record["status"] == "SUCCESS", (record["agent_outcome"], res.stderr[-2000:])
-    assert record["model_server"]["calls"] == 2
+    for name in prompts:
+        record, _, _ = trial(tmp_path, name)
+        assert record["status"] == "SUCCESS", (name, record["agent_outcome"],
+                                               res.stderr[-2000:])
+        assert record["model_server"]["calls"] == 2, (name, record["model_server"])
