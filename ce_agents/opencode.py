@@ -3,9 +3,10 @@ any OpenAI-compatible endpoint, `opencode run --format json --auto` in the sandb
 
 Its configuration is the JSON in OPENCODE_CONFIG_CONTENT (one provider, the task's model,
 autoupdate and sharing off) and private XDG directories in the sandbox's HOME;
-OPENCODE_DISABLE_MODELS_FETCH and npm's offline mode keep it off the network. The prompt
-goes as separate words (OpenCode quotes an argument with spaces), after `--` (a word
-such as `--version` would be read as an option: a usage error, exit 1). Events: `step_start` /
+OPENCODE_DISABLE_MODELS_FETCH and npm's offline mode keep it off the network. The prompt is
+OpenCode's standard input, read from a file (as an argument, one with spaces is sent
+wrapped in quotes, its own quotes escaped; as words, its lines and indentation were lost
+and a word such as `--version` read as an option). Events: `step_start` /
 `step_finish` are turns (with tokens and cost), `tool_use` a call and its result (its
 tools get Claude Code's names: `bash` is Bash, `write` Write, `skill` Skill ...,
 `T.normalize_tool`), `text` the assistant's words, `error` the run's error.
@@ -140,9 +141,10 @@ class OpenCodeAgent(CliAgent):
                "XDG_CONFIG_HOME": f"{home}/.config", "XDG_DATA_HOME": f"{home}/.local/share",
                "XDG_CACHE_HOME": f"{home}/.cache", "XDG_STATE_HOME": f"{home}/.local/state",
                "NO_PROXY": "127.0.0.1,localhost"}
-        words = (request.prompt or "").split()
-        # after `--`: a word of the prompt such as `--version` is no option of its
-        argv = [request.tools["opencode"], "run", "--format", "json", "--auto", "--", *words]
+        prompt = f"{home}/.ce-opencode/prompt.txt"
+        await request.sandbox.write_file(prompt, (request.prompt or "").encode())
+        argv = ["sh", "-c", 'exec "$0" run --format json --auto < "$1"',
+                request.tools["opencode"], prompt]
         return argv, env, {"CE_OPENCODE_API_KEY":
                            (request.model_endpoint or {}).get("api_key") or ""}
 

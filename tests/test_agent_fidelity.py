@@ -219,3 +219,30 @@ def test_a_prompt_with_words_like_options_reaches_the_agent(agent, tmp_path):
         assert record["status"] == "SUCCESS", (name, record["agent_outcome"],
                                                res.stderr[-2000:])
         assert record["model_server"]["calls"] == 2, (name, record["model_server"])
+
+
+def test_opencode_gets_the_prompt_as_written(tmp_path):
+    """OpenCode had its prompt as words (`opencode run` sends one argument with spaces
+    wrapped in quotes): its lines, blank lines and indentation were lost, every other
+    agent got them. The model's first command copies the prompt OpenCode stored for the
+    session (its database) into the workspace, whose hash the snapshot keeps."""
+    import hashlib
+
+    need(missing("opencode"))
+    prompt = 'Line one.\n\n  indented "quoted" line\n--version\n'
+    copy = ("python3 -c \"import os, sqlite3, json; db = sqlite3.connect(os.environ["
+            "'XDG_DATA_HOME'] + '/opencode/opencode.db'); parts = [json.loads(d) for (d,) in "
+            "db.execute('select data from part order by rowid')]; open('seen.txt', 'w')"
+            ".write([p['text'] for p in parts if p.get('type') == 'text'][0])\"")
+    task(tmp_path, "verbatim", "opencode", [shell("opencode", copy), {"text": "done"}],
+         agent_extra="model: gpt-4.1, ",
+         criteria="  - {type: file_exists, path: seen.txt, description: d}\n")
+    path = tmp_path / "verbatim.yaml"
+    path.write_text(path.read_text().replace("initial_prompt: go",
+                                             f"initial_prompt: {json.dumps(prompt)}"))
+    res = ce_run(tmp_path)
+    record, _, _ = trial(tmp_path, "verbatim")
+    assert record["status"] == "SUCCESS", (record["agent_outcome"], res.stderr[-2000:])
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.name != "latest")
+    snap = json.loads((run_dir / "default" / "verbatim" / "00" / "workspace.json").read_text())
+    assert snap["files"]["seen.txt"]["sha256"] == hashlib.sha256(prompt.encode()).hexdigest()
