@@ -20,6 +20,7 @@ price), its cached prompt tokens apart from the new input.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from typing import Any
@@ -111,7 +112,10 @@ class OpenAIAgent:
                     if stop.is_set():  # asked for, never run: in the trace, unresolved
                         events.call(call.id, call.function.name, _args(call))
                         continue
-                    output = await self._tool(request, events, call)
+                    output = await self._until_stopped(
+                        self._tool(request, events, call), stop)
+                    if output is None:  # stopped while it ran: unresolved
+                        continue
                     messages.append({"role": "tool", "tool_call_id": call.id,
                                      "content": output})
                 events.turn_end()
@@ -126,6 +130,23 @@ class OpenAIAgent:
         except Exception as exc:
             events.turn_end()
             return self._end(events, AgentOutcome("error", f"{type(exc).__name__}: {exc}"))
+
+    @staticmethod
+    async def _until_stopped(work: Any, stop: asyncio.Event) -> str | None:
+        """A tool's output, or None when a stop (a timeout, a budget) came first: the
+        tool is cancelled (its command killed), as a CLI ends its tools when told to
+        stop, rather than run on until the grace period kills the whole agent."""
+        run = asyncio.ensure_future(work)
+        halt = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({run, halt}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            halt.cancel()
+            if not run.done():
+                run.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await run
+        return None if run.cancelled() else run.result()
 
     @staticmethod
     def _end(events: Events, outcome: AgentOutcome) -> AgentOutcome:

@@ -302,3 +302,24 @@ def test_a_model_call_slower_than_turn_timeout_times_out(agent, tmp_path):
         assert record["duration_s"] < 40, (name, record["duration_s"])
         calls = build_view(events).tool_calls
         assert [(c.params["command"], c.status) for c in calls] == done, (name, calls)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", [*AGENTS, "openai"])
+def test_every_agent_stops_at_a_timeout_without_being_killed(agent, tmp_path):
+    """A command runs past task_timeout. The CLI agents end when told to stop (outcome
+    `stopped`); ce's own `openai` loop waited for the command, so every one of its timed
+    out trials was killed after the grace period (outcome `killed`, 2 s more time)."""
+    need(missing(agent))
+    mark = f"{int(time.time() * 1000) % 100000}.625"
+    sleep = f"python3 -c 'import time; time.sleep({mark})'"
+    model = "model: gpt-4.1, " if agent in ("opencode", "pi") else ""
+    task(tmp_path, "slow", agent, [shell(agent, sleep), {"text": "never"}],
+         "{task_timeout: 8}", mark=mark, agent_extra=model)
+    res = ce_run(tmp_path)
+    record, events, _ = trial(tmp_path, "slow")
+    assert record["status"] == "TIMEOUT", (record["agent_outcome"], res.stderr[-2000:])
+    assert record["agent_outcome"]["reason"] == "stopped", record["agent_outcome"]
+    assert [(c.params["command"], c.status) for c in build_view(events).tool_calls] == [
+        (sleep, "unresolved")]
+    assert processes_marked(mark) == {}
