@@ -99,8 +99,11 @@ class OpenAIAgent:
                     return self._end(events, AgentOutcome(
                         "max_turns", f"stopped after {events.turn} model calls"))
                 events.turn_start()
-                reply = await client.chat.completions.create(
-                    model=model, messages=messages, tools=TOOLS)
+                reply = await self._until_stopped(client.chat.completions.create(
+                    model=model, messages=messages, tools=TOOLS), stop)
+                if reply is None:  # stopped while the model was answering
+                    events.turn_end()
+                    return self._end(events, AgentOutcome("stopped"))
                 if reply.usage is not None:
                     events.emit(T.Usage, **_usage(reply.usage, rates))
                 message = reply.choices[0].message
@@ -132,10 +135,10 @@ class OpenAIAgent:
             return self._end(events, AgentOutcome("error", f"{type(exc).__name__}: {exc}"))
 
     @staticmethod
-    async def _until_stopped(work: Any, stop: asyncio.Event) -> str | None:
-        """A tool's output, or None when a stop (a timeout, a budget) came first: the
-        tool is cancelled (its command killed), as a CLI ends its tools when told to
-        stop, rather than run on until the grace period kills the whole agent."""
+    async def _until_stopped(work: Any, stop: asyncio.Event) -> Any:
+        """What a model call or a tool gives, or None when a stop (a timeout, a budget)
+        came first: it is cancelled (a command killed), as a CLI ends when told to stop,
+        rather than run on until the grace period kills the whole agent."""
         run = asyncio.ensure_future(work)
         halt = asyncio.ensure_future(stop.wait())
         try:

@@ -297,6 +297,7 @@ def test_a_model_call_slower_than_turn_timeout_times_out(agent, tmp_path):
     for name, done in (("first", []), ("later", [("echo first", "ok")])):
         record, events, _ = trial(tmp_path, name)
         assert record["status"] == "TIMEOUT", (name, record["agent_outcome"])
+        assert record["agent_outcome"]["reason"] == "stopped", (name, record["agent_outcome"])
         assert "turn_timeout (5s" in record["agent_outcome"]["detail"] or any(
             "turn_timeout (5s" in e.text for e in of(events, "Message")), (name, record)
         assert record["duration_s"] < 40, (name, record["duration_s"])
