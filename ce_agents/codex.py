@@ -34,13 +34,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, lines, model_url
 from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentOutcome, AgentRequest
 from ce_runtime.trace import events as T
+from ce_runtime.trace.codex_log import (
+    ANSWER_ITEMS,
+    EXIT,
+    PATCH_OK,
+    UNSUPPORTED,
+    output_with_exit,
+    tool_output_text,
+)
 
 DEFAULT_MODEL = "gpt-5.5"
 CONFIG = """model = "{model}"
@@ -66,14 +73,6 @@ ROLLOUT = '"$1"/sessions/*/*/*/rollout-*.jsonl'
 FOLLOW = ('while :; do for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n +1 -f "$f"; '
           'done; sleep 0.1; done')
 REST = 'for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n "+$2" "$f"; done'
-# what the model answers (a turn starts at the first of an answer)
-ANSWER_ITEMS = {"message", "reasoning", "function_call", "custom_tool_call",
-                "local_shell_call", "web_search_call", "image_generation_call",
-                "tool_search_call"}
-EXIT = re.compile(r"^Process exited with code (-?\d+)", re.MULTILINE)
-PATCH_OK = re.compile(r"^Exit code: 0\b")
-# Codex's answer to a call of a tool it does not have (the model's error, not a result)
-UNSUPPORTED = re.compile(r"^unsupported (?:custom tool )?call: ")
 
 
 class Session:
@@ -234,7 +233,7 @@ class CodexAgent(CliAgent):
             state.answered = True  # the model sees it in its next call
             if call_id in state.results or call_id not in events.calls:
                 return
-            output = T.tool_output_text(p.get("output"))
+            output = tool_output_text(p.get("output"))
             if events.calls[call_id] == "apply_patch":  # Codex's name (the trace's: Edit)
                 ok = state.patches.get(call_id) == "completed" or bool(PATCH_OK.match(output))
             else:
@@ -255,7 +254,7 @@ class CodexAgent(CliAgent):
             state.results.add(item_id)
             code = item.get("exit_code")
             events.result(item_id, code == 0,
-                          T.output_with_exit(item.get("aggregated_output"), code))
+                          output_with_exit(item.get("aggregated_output"), code))
 
     @staticmethod
     def _usage(u: dict[str, Any], events: Events) -> None:
@@ -324,7 +323,7 @@ class CodexAgent(CliAgent):
             if done:
                 code = item.get("exit_code")
                 events.result(item_id, code == 0,
-                              T.output_with_exit(item.get("aggregated_output"), code))
+                              output_with_exit(item.get("aggregated_output"), code))
         elif kind == "file_change" and done:
             changes = item.get("changes") or []
             events.call(item_id, "apply_patch", {"changes": changes})

@@ -264,6 +264,7 @@ STAGES = ("boot", "cli", "report", "execute", "grade", "trace", "store")
 LEAVES = ("ce_runtime.model_server", "ce_runtime.pricing", "ce_runtime.worker_process",
           "ce_runtime.zygote_process", "ce_runtime.startup_gc", "ce_runtime.safe_text")
 AGENT_API = ("ce_runtime.execute.agent_protocol", "ce_runtime.trace.events",
+             "ce_runtime.trace.codex_log",  # a Codex session log, read live and imported
              "ce_runtime.model_server", "ce_runtime.pricing")
 
 

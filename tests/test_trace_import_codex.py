@@ -25,17 +25,9 @@ def _live(lines: list[bytes]) -> list:
     from ce_agents.codex import DEFAULT_MODEL, CodexAgent, Session
     from ce_runtime.pricing import agent_rates
 
-    class Sink:
-        def __init__(self):
-            self.events: list = []
+    from tests.test_codex_session_log import ListSink
 
-        def clock(self) -> float:
-            return 0.0
-
-        def emit(self, event) -> None:
-            self.events.append(event)
-
-    sink = Sink()
+    sink = ListSink()
     events = Events(sink)
     events.codex = Session("/home/.codex", agent_rates({}, DEFAULT_MODEL)[1])
     agent = CodexAgent()

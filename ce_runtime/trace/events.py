@@ -10,7 +10,6 @@ run was still writing) returns the readable prefix and says how many bytes it ig
 from __future__ import annotations
 
 import gc
-import json
 import os
 import shlex
 import struct
@@ -102,27 +101,6 @@ STATUSES = ("ok", "error", "denied", "unresolved")
 # parameters criteria read by name, renamed to Claude Code's: (tool, agent's name) -> name
 # (skill_triggered reads a Skill call's `skill`; OpenCode's skill tool calls it `name`)
 PARAM_NAMES: dict[tuple[str, str], str] = {("Skill", "name"): "skill"}
-
-
-def tool_output_text(output: Any) -> str:
-    """A tool's output as the model got it, from a string or content items (a Codex
-    function call's output, live and imported alike)."""
-    if isinstance(output, dict):
-        output = output.get("content") or output.get("text") or json.dumps(output)
-    if isinstance(output, list):
-        return "\n".join(str(c.get("text") or "") if isinstance(c, dict) else str(c)
-                         for c in output)
-    return str(output or "")
-
-
-def output_with_exit(output: Any, code: Any) -> str:
-    """A command's output with `[exit code N]` after it when it failed (Codex reports
-    the code apart from the output), live and imported alike."""
-    output = str(output or "")
-    if code not in (0, None):
-        output += ("" if output.endswith("\n") or not output else "\n") + \
-            f"[exit code {code}]"
-    return output
 
 
 def normalize_tool(raw: str, params: Any) -> tuple[str, dict[str, Any]]:

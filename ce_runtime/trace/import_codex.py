@@ -22,12 +22,18 @@ recorded elsewhere maps to the trace a ce run of it would have.
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from typing import Any
 
 from ce_runtime import pricing
-from ce_runtime.trace.events import output_with_exit, tool_output_text
+from ce_runtime.trace.codex_log import (
+    ANSWER_ITEMS,
+    EXIT,
+    PATCH_OK,
+    UNSUPPORTED,
+    output_with_exit,
+    tool_output_text,
+)
 from ce_runtime.trace.import_builder import (
     Builder,
     ImportResult,
@@ -37,13 +43,6 @@ from ce_runtime.trace.import_builder import (
     stem_id,
 )
 
-ANSWER_ITEMS = {"message", "reasoning", "function_call", "custom_tool_call",
-                "local_shell_call", "web_search_call", "image_generation_call",
-                "tool_search_call"}
-EXIT = re.compile(r"^Process exited with code (-?\d+)", re.MULTILINE)
-# Codex's answer to a call of a tool it does not have (as ce_agents.codex reads it)
-UNSUPPORTED = re.compile(r"^unsupported (?:custom tool )?call: ")
-PATCH_OK = re.compile(r"^Exit code: 0\b")
 HARNESS_TEXT = ("<environment_context>", "<user_instructions>", "<turn_aborted>")
 TOTALS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
 
