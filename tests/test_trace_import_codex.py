@@ -24,7 +24,6 @@ def _live(lines: list[bytes]) -> list:
     from ce_agents.cli_agent import Events
     from ce_agents.codex import DEFAULT_MODEL, CodexAgent, Session
     from ce_runtime.pricing import agent_rates
-
     from tests.test_codex_session_log import ListSink
 
     sink = ListSink()
