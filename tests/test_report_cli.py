@@ -197,8 +197,8 @@ def test_a_big_rescore_page_leaves_the_trials_detail_out(run_dir, tmp_path, monk
     run_end.write_rescore_reports(str(out), records, "out", str(run_dir))
     page = (out / "report.html").read_text(encoding="utf-8")
     assert not re.findall(r'<script type="application/json" id="ce-d\d+">', page)
-    assert f'"detail_note":"A re-score of 16 trials: its page leaves each trial\'s detail ' \
-           f'out' in page and f"`ce report {out} -f html` makes the page with it" in page
+    assert '"detail_note":"A re-score of 16 trials: its page leaves each trial\'s detail ' \
+           'out' in page and f"`ce report {out} -f html` makes the page with it" in page
     assert all(f'["{r.trial_id}",' in page for r in records)  # every trial's row
     monkeypatch.setattr(run_end, "RESCORE_DETAIL_TRIALS", 16)
     run_end.write_rescore_reports(str(out), records, "out", str(run_dir))
