@@ -45,6 +45,7 @@ from ce_runtime.trace.codex_log import (
     EXIT,
     PATCH_OK,
     UNSUPPORTED,
+    call_params,
     output_with_exit,
     tool_output_text,
 )
@@ -214,14 +215,7 @@ class CodexAgent(CliAgent):
                            if isinstance(c, dict))
             events.emit(T.Message, "assistant", text)
         elif kind == "function_call":
-            raw = p.get("arguments")
-            try:
-                params = json.loads(raw) if isinstance(raw, str) else raw
-            except json.JSONDecodeError:
-                params = None
-            if not isinstance(params, dict):
-                params = {"arguments": raw}
-            events.call(call_id, str(p.get("name")), params)
+            events.call(call_id, str(p.get("name")), call_params(p.get("arguments")))
         elif kind == "custom_tool_call":
             name = str(p.get("name"))
             events.call(call_id, name, {"patch" if name == "apply_patch" else "input":

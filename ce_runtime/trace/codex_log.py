@@ -19,6 +19,16 @@ PATCH_OK = re.compile(r"^Exit code: 0\b")
 UNSUPPORTED = re.compile(r"^unsupported (?:custom tool )?call: ")
 
 
+def call_params(raw: Any) -> dict[str, Any]:
+    """A function call's arguments (JSON text) as its params; kept whole under
+    `arguments` when they are not a JSON object."""
+    try:
+        params = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        params = None
+    return params if isinstance(params, dict) else {"arguments": raw}
+
+
 def tool_output_text(output: Any) -> str:
     """A tool's output as the model got it, from a string or content items."""
     if isinstance(output, dict):

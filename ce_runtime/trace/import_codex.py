@@ -21,7 +21,6 @@ recorded elsewhere maps to the trace a ce run of it would have.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +30,7 @@ from ce_runtime.trace.codex_log import (
     EXIT,
     PATCH_OK,
     UNSUPPORTED,
+    call_params,
     output_with_exit,
     tool_output_text,
 )
@@ -80,13 +80,7 @@ class _Codex(Builder):
             elif p.get("role") == "user" and not text.lstrip().startswith(HARNESS_TEXT):
                 self.message("user", text)
         elif kind == "function_call":
-            raw = p.get("arguments")
-            try:
-                params = json.loads(raw) if isinstance(raw, str) else raw
-            except json.JSONDecodeError:
-                params = None
-            self._call(line, call_id, p.get("name"),
-                       params if isinstance(params, dict) else {"arguments": raw})
+            self._call(line, call_id, p.get("name"), call_params(p.get("arguments")))
         elif kind == "custom_tool_call":
             name = p.get("name")
             self._call(line, call_id, name, {"patch" if name == "apply_patch" else "input":
