@@ -3,7 +3,11 @@ any OpenAI-compatible endpoint, `opencode run --format json --auto` in the sandb
 
 Its configuration is the JSON in OPENCODE_CONFIG_CONTENT (one provider, the task's model,
 autoupdate and sharing off) and private XDG directories in the sandbox's HOME;
-OPENCODE_DISABLE_MODELS_FETCH and npm's offline mode keep it off the network. The prompt is
+OPENCODE_DISABLE_MODELS_FETCH and npm's offline mode keep it off the network. Its config
+directory is seeded as if its plugin helper package were installed (`DEPS`): OpenCode
+otherwise loads npm's installer at every start to add it (offline, it only fails), and
+waits for that before loading a plugin such as ce's: ~1 s of CPU before the first model
+call, and more on a loaded machine. The prompt is
 OpenCode's standard input, read from a file (as an argument, one with spaces is sent
 wrapped in quotes, its own quotes escaped; as words, its lines and indentation were lost
 and a word such as `--version` read as an option). Events: `step_start` /
@@ -45,6 +49,11 @@ from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "scripted"
 INVALID = "invalid"  # OpenCode's stand-in for a call it cannot make (`_called`)
+# what OpenCode installs into each config directory at start (`@opencode-ai/plugin`, for
+# plugins there to import: ce's imports nothing): it runs npm's installer unless the
+# directory has a node_modules and a package-lock.json listing every dependency of its
+# package.json. Offline the install only failed, so nothing is missing that was there.
+DEPS = {"@opencode-ai/plugin": "*"}
 # ce's OpenCode plugin (see above): the run's session is the one of its first model call
 # (its title's, or its first step's; a sub-agent's session starts later). Its step-start
 # parts are the turns (a failed request opens none); a model call of that session past
@@ -141,6 +150,13 @@ class OpenCodeAgent(CliAgent):
                "XDG_CONFIG_HOME": f"{home}/.config", "XDG_DATA_HOME": f"{home}/.local/share",
                "XDG_CACHE_HOME": f"{home}/.cache", "XDG_STATE_HOME": f"{home}/.local/state",
                "NO_PROXY": "127.0.0.1,localhost"}
+        config_dir = f"{env['XDG_CONFIG_HOME']}/opencode"
+        await request.sandbox.write_file(f"{config_dir}/package.json",
+                                         json.dumps({"dependencies": DEPS}).encode())
+        await request.sandbox.write_file(f"{config_dir}/package-lock.json", json.dumps(
+            {"lockfileVersion": 3, "packages": {"": {"dependencies": DEPS}}}).encode())
+        # node_modules must exist (write_file makes it for a marker file in it)
+        await request.sandbox.write_file(f"{config_dir}/node_modules/.ce-seeded", b"")
         prompt = f"{home}/.ce-opencode/prompt.txt"
         await request.sandbox.write_file(prompt, (request.prompt or "").encode())
         argv = ["sh", "-c", 'exec "$0" run --format json --auto < "$1"',

@@ -84,7 +84,8 @@ _TABLE = [
     # -- task rules ---------------------------------------------------------------------
     ("CE0201", "error", "missing prompt",
      "A task needs `initial_prompt` or `initial_prompt_file`, unless `agent.type` is `none` or "
-     "an enabled `simulation` opens the dialog."),
+     "an enabled `simulation` opens the dialog. The type is the resolved one: a variant's "
+     "`agent: {type: ...}` is over the task's `type: none` (the note names the variant)."),
     ("CE0202", "error", "prompt not allowed",
      "An `agent: {type: none}` task runs no agent, so a prompt would be silently ignored."),
     ("CE0203", "error", "invalid tag",
@@ -125,8 +126,10 @@ _TABLE = [
      "Two tasks, variants or dataset rows share an id; results would overwrite each other."),
     ("CE0214", "warning", "field has no effect",
      "The field is accepted but does nothing in this configuration (for example "
-     "`include_reference: true` on a task without a reference, or a legacy `stop_early` "
-     "block while `run_limits.stop_early: false`)."),
+     "`include_reference: true` on a task without a reference, a legacy `stop_early` "
+     "block while `run_limits.stop_early: false`, or an agent key the task's agent type "
+     "never reads: `agent.script` on any agent but `script`, Claude Code's settings on "
+     "another agent; not when `--agent` or `-D agent.type` chose the type)."),
     ("CE0215", "warning", "not enforced on this host",
      "A sandbox setting this host cannot honour: a limit (`max_memory_mb`, `max_pids`, "
      "`max_cpus`) with no writable control group for its driver, `max_disk_mb` (no driver "

@@ -21,7 +21,6 @@ import attrs
 from ce_lang import dataset as ds
 from ce_lang import hostfs
 from ce_lang import overrides as ov
-from ce_lang.convert import converter
 from ce_lang.diagnostics import Diagnostic, Diagnostics, dedupe
 from ce_lang.experiment import (
     NO_EXPERIMENT,
@@ -48,10 +47,10 @@ from ce_lang.plan import PLACED, Trial, plan_hash
 from ce_lang.row_refs import (
     check_layer_refs,
     check_task_refs,
-    layer_with_row,
     mutation_with_row,
     report_row_problems,
 )
+from ce_lang.row_trials import RowTemplate, RowWalker
 from ce_lang.rules import RuleContext, check_task
 from ce_lang.rules_criterion import check_dropped_entries
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
@@ -138,6 +137,7 @@ class _Compiler:
         self.cli_paths: frozenset[Path] = frozenset()  # the settings the command line makes
         self.misfits: dict[Diagnostic, list[str]] = {}  # -> the tasks it does not fit
         self.instance_cache: dict = {}
+        self.block_memo: dict = {}  # a block's lowered and hashed forms (`lower`, `plan_hash`)
         self.registry_texts: dict[str, str] = {}  # user .ce files: shown name -> text
         self.host_limits = options.host_limits
         if callable(options.host_limits):
@@ -392,32 +392,27 @@ class _Compiler:
         broken |= check_layer_refs(self.experiment, self.cli, rows, value["task_id"], self.diags)
         base_id = value["task_id"]
         self.row_problems: list = []
+        original = self.original_path  # the task's layer, each variant's merged once
+        task_layer = Layer("task", {k: v for k, v in value.items() if k != "dataset" or not rows},
+                           lambda p, o=original: doc.span(o(p)),
+                           lambda p, o=original: doc.key_span(o(p)), original,
+                           lambda p, o=original: o(p) in doc.key_spans)
+        templates = [RowTemplate([x for x in (Layer(
+            "built-in defaults", BUILTIN_DEFAULTS, lambda _p: Span.point("<built-in defaults>"),
+            has_key=lambda _p: False), exp.defaults, task_layer, v.layer, self.cli) if x])
+            for v in exp.variants]  # (no file wrote the built-in defaults)
         for row in rows if rows is not None else [None]:
-            task_value = value
-            if row is not None:  # ce's script agent: as reference.solve
-                task_value = ds.substitute_row_keys(value, row)
-                task_value.pop("dataset", None)
-            original = self.original_path
-            task_layer = Layer("task", task_value, lambda p, o=original: doc.span(o(p)),
-                               lambda p, o=original: doc.key_span(o(p)), original,
-                               lambda p, o=original: o(p) in doc.key_spans)
-            for variant in exp.variants:
-                layers = [Layer("built-in defaults", BUILTIN_DEFAULTS,
-                                lambda _p: Span.point("<built-in defaults>"),
-                                has_key=lambda _p: False)]  # no file wrote them
-                layers += [x for x in (layer_with_row(exp.defaults, row), task_layer,
-                                       layer_with_row(variant.layer, row),
-                                       layer_with_row(self.cli, row)) if x]
+            for variant, template in zip(exp.variants, templates, strict=True):
                 if row is not None and variant.mutation_sources:
                     variant = attrs.evolve(variant, mutations=tuple(
                         mutation_with_row(m, row) for m in variant.mutations))
-                merged = merge_layers(layers, TaskSpec)
+                merged = template.merged if row is None else template.merged_for(row)
                 for d in defaults_overridden(exp.defaults, merged):
                     self.misfit(d, merged, doc)
                 self.resolve(merged, doc, task_dir, row, base_id if row else None, variant,
                              exp.experiment_id, has_dataset=rows is not None,
                              emit=self.diags.count("error") == errors_before and exp.ok
-                             and self.command_line.ok)
+                             and self.command_line.ok, template=template)
         report_row_problems(self.row_problems, len(rows) if rows else 0, self.diags, broken)
 
     def check_dropped(self, doc: LocatedDoc, value: dict[str, Any], every: bool = False
@@ -441,7 +436,7 @@ class _Compiler:
 
     def resolve(self, merged: Merged, doc: LocatedDoc, task_dir: str, row: ds.Row | None,
                 suite_id: str | None, variant: VariantLayers, exp_id: str | None,
-                has_dataset: bool, emit: bool) -> None:
+                has_dataset: bool, emit: bool, template: RowTemplate) -> None:
         held = self.broken | variant.held | self.command_line.held
         for layer_index, path, length in merged.unapplied:
             layer = merged.layers[layer_index]
@@ -450,13 +445,16 @@ class _Compiler:
                                    f"entr{'y' if length == 1 else 'ies'}",
                                    (layer.key_span_of or layer.span_of)(path)), merged, doc)
             emit = False
-        if merged.layers[-1].name == "command line" and not self.cli_fits(merged, doc):
+        if merged.layers[-1].name == "command line" and not self.cli_fits(merged, doc,
+                                                                          template.fits):
             # checked without the command line, what it sets held: no follow-on errors
             merged = merge_layers(list(merged.layers[:-1]), TaskSpec)
+            if row is not None:  # (the template's layers hold no row)
+                merged = attrs.evolve(merged, value=ds.substitute_row_keys(merged.value, row))
             held |= self.cli_paths
             emit = False
         try:
-            task = converter.structure(merged.value, TaskSpec)
+            task = template.structure(merged)
         except Exception:  # only after schema errors, which are already reported
             if emit:
                 raise
@@ -474,7 +472,7 @@ class _Compiler:
                                row.id if row else None, self.row_problems,
                                merged.source_path, instances, merged.written,
                                self.host_limits, self.roots, self.opt.run_agent,
-                               held))
+                               held, merged.layer_of))
         prompt = task.initial_prompt
         if prompt is None and task.initial_prompt_file is not None:
             prompt = self.read_prompt(task.initial_prompt_file, merged, row)
@@ -492,8 +490,8 @@ class _Compiler:
         plan = lower(task, task_dir=task_dir, prompt=prompt, row_id=row.id if row else None,
                      suite_id=suite_id, digest_cache=self.digests,
                      instances=instances if self.opt.check_criteria else None,
-                     criteria_sources=criteria_sources, calls=calls)
-        digest = plan_hash(plan)
+                     criteria_sources=criteria_sources, calls=calls, memo=self.block_memo)
+        digest = plan_hash(plan, self.block_memo)
         lineage = merged.lineage()
         if prompt is not None and variant.mutations:  # the prompt is the mutations' too
             lineage["prompt_mutations"] = ", ".join(getattr(variant, "mutation_layers", ()))
@@ -515,15 +513,14 @@ class _Compiler:
             self.trials.append(Trial(trial_id, variant.variant_id, exp_id, n, doc.file,
                                      task_dir, plan, digest, lineage, places))
 
-    def cli_fits(self, merged: Merged, doc: LocatedDoc) -> bool:
+    def cli_fits(self, merged: Merged, doc: LocatedDoc, memo: dict) -> bool:
         """Whether the task with the command line's settings is still valid (a `-D` may
         change a criterion's type); its errors reported, those at the command line naming
         the task (`-D`s fit one task and not another)."""
         user_types = frozenset(n for n, o in self.registry.origin.items()
                                if not o.startswith("stdlib"))
-        found = Diagnostics()
-        walker = Walker(Context(found, merged.span, merged.key_span, user_types=user_types,
-                                roots=self.roots))
+        walker = RowWalker(Context(found := Diagnostics(), merged.span, merged.key_span,
+                                   user_types=user_types, roots=self.roots), memo)
         # a placeholder standing in for a broken field (reported) is no value to check
         walker.record({k: v for k, v in merged.value.items() if k not in self.placeholders},
                       TaskSpec, (), False, skip=self.placeholders)

@@ -307,12 +307,17 @@ def substitute(value: str, row: Row) -> str:
 
 
 def substitute_tree(value: Any, row: Row) -> Any:
+    """`value` with `row` substituted in its strings; a list or mapping that holds no
+    reference is returned itself, not copied (rows share what they do not change, and
+    `row_trials` reuses the work done on it)."""
     if isinstance(value, str):
         return substitute(value, row) if "${row." in value else value
     if isinstance(value, list):
-        return [substitute_tree(v, row) for v in value]
+        items = [substitute_tree(v, row) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if isinstance(value, dict):
-        return {k: substitute_tree(v, row) for k, v in value.items()}
+        out = {k: substitute_tree(v, row) for k, v in value.items()}
+        return value if all(out[k] is v for k, v in value.items()) else out
     return value
 
 
@@ -328,7 +333,9 @@ def substitute_row_keys(value: dict[str, Any], row: Row) -> dict[str, Any]:
             out[key] = substitute_tree(value[key], row)
     agent = value.get("agent")
     if isinstance(agent, dict) and agent.get("script") is not None:
-        out["agent"] = {**agent, "script": substitute_tree(agent["script"], row)}
+        script = substitute_tree(agent["script"], row)
+        if script is not agent["script"]:
+            out["agent"] = {**agent, "script": script}
     return out
 
 

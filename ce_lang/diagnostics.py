@@ -52,7 +52,20 @@ class Diagnostics(list[Diagnostic]):
         return any(d.is_error for d in self)
 
     def count(self, severity: str) -> int:  # type: ignore[override]
-        return sum(1 for d in self if d.severity == severity)
+        """Counted once per diagnostic: the compiler asks before and after every trial,
+        and a dataset's rows may add thousands (rescanning them all was quadratic)."""
+        counted = self.__dict__.setdefault("_counted", [0, {}])
+        if counted[0] > len(self):  # items were removed: count again
+            counted[:] = [0, {}]
+        tally = counted[1]
+        for d in self[counted[0]:] if counted[0] else self:
+            tally[d.severity] = tally.get(d.severity, 0) + 1
+        counted[0] = len(self)
+        return tally.get(severity, 0)
+
+    def __setitem__(self, index, value) -> None:  # type: ignore[no-untyped-def]
+        super().__setitem__(index, value)
+        self.__dict__.pop("_counted", None)  # a replaced item may change a tally
 
 
 def closest(word: str, candidates: Sequence[str]) -> str | None:

@@ -45,7 +45,7 @@ from ce_lang.yaml_source import LocatedDoc
 # The run directory's own directories, beside its variants' (VARIANT/TASK/NN): a variant
 # named like one would put its trials among the run's files (CE0224).
 RUN_LEVEL_DIRS = frozenset(("plans", "objects", "definitions", "task_files", "templates",
-                            "judges", "rescored"))
+                            "judges", "rescored", "attempts"))
 
 
 @attrs.frozen

@@ -8,6 +8,8 @@ hit) needs the plan's classes, not the criterion classes lowering reads.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -38,8 +40,11 @@ from ce_lang.schema.task import (
 def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | None,
           suite_id: str | None, digest_cache: dict[str, str] | None = None,
           instances: list | None = None, criteria_sources: dict[str, str] | None = None,
-          calls: list[CriterionCall] | None = None
+          calls: list[CriterionCall] | None = None, memo: dict | None = None
           ) -> Plan:
+    """`memo` (per compile) keeps what lowering made of a block by the block itself: a
+    dataset's rows share the template's agent, sandbox ... (`row_trials`)."""
+    memo = {} if memo is None else memo
     criteria = list(calls) if calls is not None else [
         lower_criterion(i, c) for i, c in enumerate(task.success_criteria)]
     for i, c in enumerate(task.success_criteria):  # the task-level default, made explicit
@@ -71,7 +76,7 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
     master = task.run_limits.stop_early
     enabled = master is True or (master is None and legacy)
     armed = tuple(c.id for c in criteria if c.arming is not None) if enabled else ()
-    ignore = effective_ignore_patterns(task.sandbox.ignore_patterns)
+    ignore = list(_once(memo, effective_ignore_patterns, task.sandbox.ignore_patterns))
     return Plan(
         plan_version=PLAN_VERSION,
         task_id=task.task_id if row_id is None else f"{task.task_id}/{row_id}",
@@ -80,15 +85,15 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         description=task.description,
         tags=list(task.tags),
         prompt=prompt,
-        agent=_relative_agent(task.agent, task_dir),
-        sandbox=_relative_sandbox(task.sandbox, task_dir),
+        agent=_once(memo, _relative_agent, task.agent, task_dir),
+        sandbox=_once(memo, _relative_sandbox, task.sandbox, task_dir),
         ignore_patterns=ignore,
         run_limits=task.run_limits,
         early_stop=EarlyStop(enabled and bool(armed), armed,
                              "weighted" if legacy else "polarity",
                              task.run_limits.stop_early_gate_threshold),
         criteria=criteria,
-        reference=_relative_reference(task.reference, task_dir),
+        reference=_once(memo, _relative_reference, task.reference, task_dir),
         pre_run=list(task.pre_run),
         post_run=list(task.post_run),
         simulation=task.simulation,
@@ -102,6 +107,15 @@ def lower(task: TaskSpec, *, task_dir: str, prompt: str | None, row_id: str | No
         stdlib_digest=stdlib_digest(),
         semantics_version=SEMANTICS_VERSION,
     )
+
+
+def _once(memo: dict, fn: Callable[..., Any], block: Any, *args: Any) -> Any:
+    """fn(block, *args), once per block object (kept in the memo, so its id stays its)."""
+    key = (fn.__name__, id(block), *args)
+    hit = memo.get(key)
+    if hit is None or hit[0] is not block:
+        hit = memo[key] = (block, fn(block, *args))
+    return hit[1]
 
 
 def _with_facts(call: CriterionCall, inst, steps) -> CriterionCall:

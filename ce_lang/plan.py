@@ -188,10 +188,35 @@ def stdlib_digest() -> str:
     return h.hexdigest()
 
 
-def plan_hash(plan: Plan) -> str:
+def plan_hash(plan: Plan, memo: dict | None = None) -> str:
     """sha256 of the plan's hashed form (ce_lang.plan_identity): equal plans hash equal
-    on any machine, and a field added to the schema with default None renames no plan."""
-    return plan_json_hash(plan_to_json(plan))
+    on any machine, and a field added to the schema with default None renames no plan.
+    `memo` (per compile) keeps the hashed form of each block (the agent, the sandbox ...)
+    by the block object: a dataset's plans share them (`row_trials`)."""
+    if memo is None:
+        return plan_json_hash(plan_to_json(plan))
+    from ce_lang.plan_identity import hash_of_form, hashed_field
+
+    conv, form = _converter(), {}
+    for name, tp in _plan_types().items():
+        value = getattr(plan, name)
+        if attrs.has(type(value)):
+            key = ("plan field", name, id(value))
+            hit = memo.get(key)
+            if hit is None or hit[0] is not value:
+                hit = memo[key] = (value, hashed_field(name, conv.unstructure(value, tp)))
+            form.update(hit[1])
+        else:
+            form.update(hashed_field(name, conv.unstructure(value, tp)))
+    return hash_of_form(form)
+
+
+@functools.cache
+def _plan_types() -> dict[str, Any]:
+    import typing
+
+    hints = typing.get_type_hints(Plan)
+    return {f.name: hints[f.name] for f in attrs.fields(Plan)}
 
 
 _CONFIG_GROUPS = ("agent", "sandbox", "run_limits", "simulation", "checker_context")

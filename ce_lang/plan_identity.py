@@ -51,6 +51,16 @@ def plan_json_hash(plan_json: Any) -> str:
     return hashlib.sha256(_encoder.encode(hashed_form(plan_json))).hexdigest()
 
 
+def hashed_field(name: str, value_json: Any) -> dict[str, Any]:
+    """The hashed form of one field of a plan, as {name: form}, or {} when it drops out:
+    the plan's form is the union of its fields' (`plan.plan_hash` with a memo)."""
+    return _plan_shape().walk({name: value_json})
+
+
+def hash_of_form(form: Any) -> str:
+    return hashlib.sha256(_encoder.encode(form)).hexdigest()
+
+
 def legacy_plan_json_hash(plan_json: Any) -> str:
     """The hash of the plan's full JSON: how plans were named before the hashed form
     (archives of those versions carry it as their name)."""

@@ -70,15 +70,6 @@ def check_layer_refs(experiment: Any, cli: Layer | None, rows: list[ds.Row] | No
     return broken
 
 
-def layer_with_row(layer: Layer | None, row: ds.Row | None) -> Layer | None:
-    """An experiment's or the command line's layer with the dataset row substituted where
-    the task's own settings get it (a variant's `initial_prompt`, an `agent.script` ...)."""
-    if layer is None or row is None or not any(
-            "${row." in s.value for s in ds.row_key_sources(layer.value, layer.span_of)):
-        return layer
-    return attrs.evolve(layer, value=ds.substitute_row_keys(layer.value, row))
-
-
 def mutation_with_row(mutation: Any, row: ds.Row) -> Any:
     """A prompt mutation with the row substituted in its text (`type` aside)."""
     return attrs.evolve(mutation, **{

@@ -14,6 +14,7 @@ import attrs
 
 from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import SuiteRoots
+from ce_lang.rules_agent_keys import agent_key_rules, type_notes
 from ce_lang.rules_cli import record_cli_rules
 from ce_lang.rules_compat import compat_rules
 from ce_lang.rules_criterion import constraint_rules, criterion_rules
@@ -75,6 +76,7 @@ class RuleContext:
     # caused only by them would be noise. A dropped `success_criteria` entry leaves the
     # others intact (their own rules run) but not the list (a rule counting over it)
     broken: frozenset[Path] = frozenset()
+    layer_of: Callable[[Path], str | None] = lambda p: None  # "variant x", "task", ...
 
     def intact(self, *fields: str | Path) -> bool:
         """No part of these fields (a top-level name, or a path) was dropped."""
@@ -140,7 +142,7 @@ def prompt_rules(ctx: RuleContext) -> None:
         d.emit("CE0201", "the task has no prompt: set `initial_prompt` or `initial_prompt_file`",
                ctx.at(("task_id",)),
                notes=("a prompt may be omitted only with `agent: {type: none}` or an enabled "
-                      "`simulation`",))
+                      "`simulation`", *type_notes(ctx)))
     elif t.initial_prompt is not None and not t.initial_prompt.strip():
         d.emit("CE0110", "`initial_prompt` is blank", ctx.at(("initial_prompt",)))
 
@@ -591,7 +593,8 @@ READS: dict[Callable[[RuleContext], None], tuple[str | Path, ...]] = {
     repo_rules: (("sandbox", "template_sources"),),
 }
 
-RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, sandbox_rules, reference_rules, criteria_rules,
+RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, agent_key_rules, sandbox_rules,
+         reference_rules, criteria_rules,
          early_stop_rules, nested_limit_rules, command_timeout_rules, simulation_rules,
          suite_rules, host_path_rules,
          repo_rules, preflight_rules, compat_rules, passthrough_rules, permission_tool_rules)

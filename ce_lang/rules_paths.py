@@ -8,6 +8,7 @@ substituted, or that come from another layer, are held to the same rule.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import typing
@@ -166,11 +167,9 @@ def emit_for_rows(ctx: Any, code: str, message: str, path: Path,
 
 def _task_paths(obj: Any, path: Path) -> Iterator[tuple[Path, str]]:
     """(path, value) of every host path field (`path="task"` or `"task_dir"`) in `obj`."""
-    from ce_lang.validate import fields_of
-
     if not attrs.has(type(obj)):
         return
-    for name, tp, rule, _ in fields_of(type(obj)):
+    for name, tp, rule in _searched_fields(type(obj)):
         value = getattr(obj, name)
         if value is None:
             continue
@@ -185,6 +184,28 @@ def _task_paths(obj: Any, path: Path) -> Iterator[tuple[Path, str]]:
                 yield from _task_paths(v, (*path, name, i))
         elif attrs.has(type(value)) and typing.get_origin(tp) is not dict:
             yield from _task_paths(value, (*path, name))
+
+
+@functools.cache
+def _searched_fields(cls: type) -> tuple[tuple[str, Any, Any], ...]:
+    """The fields of `cls` `_task_paths` looks in: a host path field, or one whose type
+    may hold a record (a field of strings and numbers holds no path field)."""
+    from ce_lang.validate import fields_of
+
+    return tuple((name, tp, rule) for name, tp, rule, _ in fields_of(cls)
+                 if rule.path in ("task", "task_dir") or _may_hold_record(tp))
+
+
+def _may_hold_record(tp: Any) -> bool:
+    if tp in (str, int, float, bool, type(None)) or typing.get_origin(tp) is typing.Literal:
+        return False
+    if isinstance(tp, type) and typing.get_origin(tp) is None and not attrs.has(tp) \
+            and tp.__module__ == "builtins":
+        return False
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is not None and args:
+        return any(_may_hold_record(a) for a in args if a is not Ellipsis)
+    return True  # a record, a tagged union, Any or an unknown type: looked in
 
 
 def _task_dir_files(c: Any) -> Iterator[tuple[Path, str]]:

@@ -74,8 +74,10 @@ class Context:
 
 
 @cache
+@cache
 def fields_of(cls: type) -> tuple[tuple[str, Any, Rule, bool], ...]:
-    """(name, resolved type, rule, required) for each attrs field of `cls`."""
+    """(name, resolved type, rule, required) for each attrs field of `cls` (once per
+    class: the merge and the path rules ask for every block of every trial)."""
     hints = typing.get_type_hints(cls)
     return tuple(
         (f.name, hints[f.name], rule_of(f), f.default is attrs.NOTHING)

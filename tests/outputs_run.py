@@ -177,6 +177,52 @@ def money(v: float | None) -> str:
     return "—" if v is None else f"${v:.4f}"
 
 
+def known_cost(rec: dict) -> float | None:
+    """A trial's cost, None when unknown: its model has no rate (`cost_unknown`) or it
+    reported none ($0: no agent, the oracle, a script without a `usage` action)."""
+    cost = usage_of(rec)["cost_usd"]
+    return cost if not rec.get("cost_unknown") and cost > 0 else None
+
+
+def known_tokens(rec: dict) -> bool:
+    """Whether a trial's tokens are known: it reported some (new input, output, cache
+    reads or writes); none from no agent, the oracle, a script without `usage`."""
+    use = usage_of(rec)
+    return any(use[k] for k in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                "cache_write_tokens"))
+
+
+def known_turns(rec: dict) -> bool:
+    """Whether a trial's turns and tool calls are known: an agent other than `none` ran
+    to an outcome, or it reported tokens or a cost."""
+    ran = rec.get("agent") not in (None, "none") and rec.get("agent_outcome") is not None
+    return ran or known_tokens(rec) or known_cost(rec) is not None
+
+
+def tokens_total(block: dict, recs: list[dict]) -> str:
+    """A run's tokens as report.md and report.html show them: over the trials that
+    reported some, over how many when not all, "—" when none did."""
+    known = sum(known_tokens(r) for r in recs)
+    if not known:
+        return "—"
+    tok = block["tokens"]
+    text = f"{tok['input']:,} in / {tok['output']:,} out"
+    if tok["cache_read"] or tok["cache_write"]:
+        text += f" / {tok['cache_read']:,} cache read / {tok['cache_write']:,} cache write"
+    return text + (f" over {known} of {len(recs)} trial(s)" if known < len(recs) else "")
+
+
+def cost_total(block: dict, recs: list[dict], none: str = "—") -> str:
+    """A run's or variant's cost as report.md and report.html show it (without why some
+    trials are unpriced): the sum over the trials of known cost, over how many when not
+    all, `none` when none is known."""
+    known = sum(known_cost(r) is not None for r in recs)
+    if not known:
+        return none
+    return money(block["cost_usd"]) + (f" over {known} of {len(recs)} trial(s)"
+                                       if known < len(recs) else "")
+
+
 def two(v: float | None) -> str:
     return "—" if v is None else f"{v:.2f}"
 
@@ -208,6 +254,8 @@ def totals(recs: list[dict]) -> dict:
                    "cache_read": sum(u["cache_read_tokens"] for u in use),
                    "cache_write": sum(u["cache_write_tokens"] for u in use)},
         "cost_usd": sum(u["cost_usd"] for u in use),
+        "cost_known_trials": sum(known_cost(r) is not None for r in recs),
+        "tokens_known_trials": sum(known_tokens(r) for r in recs),
         "duration_s": sum(r.get("duration_s") or 0.0 for r in recs),
         "turns": sum(u["turns"] for u in use), "tool_calls": sum(u["tool_calls"] for u in use),
         "within_expected_turns": {
@@ -238,6 +286,8 @@ def assert_block(block: dict, recs: list[dict]) -> None:
     for key in ("pass_rate", "mean_score"):
         assert block[key] == pytest.approx(want[key], abs=1e-12), key
     assert block["cost_usd"] == pytest.approx(want["cost_usd"], abs=1e-9)
+    assert block["cost_known_trials"] == want["cost_known_trials"]
+    assert block["tokens_known_trials"] == want["tokens_known_trials"]
     assert block["duration_s"] == pytest.approx(want["duration_s"], abs=1e-6)
     wet = block["within_expected_turns"]
     assert {k: wet[k] for k in ("budgeted", "within")} == want["within_expected_turns"]

@@ -123,7 +123,7 @@ def test_max_usd_stops_the_agents_ce_prices_and_their_cost_is_recorded(agent, tm
     assert summary["cost_unknown"]["trials"] == 1
     assert summary["cost_unknown"]["why"] == [unpriced["cost_unknown"]]
     report = (run_dir / "report.md").read_text()
-    assert "+ unknown for 1 trial(s): model 'house-model' has no rate" in report
+    assert "; 1 unpriced: model 'house-model' has no rate" in report
     assert processes_marked(mark) == {}
 
 

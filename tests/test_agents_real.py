@@ -158,3 +158,25 @@ def test_an_experiment_with_a_variant_per_agent_compares_them(tmp_path):
     comparison = report.split("## Variant comparison")[1]
     for agent in ["claude-code", *AGENTS]:
         assert f"| `{agent}` | 1 | 100.0% |" in comparison
+
+
+def test_opencode_starts_without_running_npm_s_installer(tmp_path):
+    """OpenCode installs its plugin helper package into its config directory at start,
+    and waits for that before loading ce's plugin: npm's installer loaded (offline, it
+    only failed) on every trial's path to its first model call. ce seeds the directory as
+    installed: OpenCode's own log, read by its shell tool in the trial, says it started
+    and never tried the install."""
+    command = ('cat "$XDG_DATA_HOME"/opencode/log/*.log | grep -o -e "creating instance" '
+               '-e "dependency install[a-z ]*"')
+    (tmp_path / "t.yaml").write_text(
+        "task_id: t\ndescription: d\ninitial_prompt: go\n"
+        "agent: {type: opencode, model_script: t.model.yaml}\nsandbox: {python: null}\n"
+        "success_criteria:\n  - {type: command_executed, tool_name: Bash, "
+        "command_pattern: opencode/log, description: d}\n")
+    (tmp_path / "t.model.yaml").write_text(yaml.safe_dump({"steps": [
+        shell_step("opencode", command), {"text": "done"}]}))
+    res = ce("run", "t.yaml", "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
+    record, events = trial(tmp_path, "t")
+    assert res.returncode == 0, (record["agent_outcome"], res.stderr)
+    [result] = [e for e in events if type(e).__name__ == "ToolResult"]
+    assert result.output == "creating instance\n"  # (was: ... "dependency install failed")

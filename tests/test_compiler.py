@@ -118,6 +118,32 @@ def test_variant_prompt_replaces_task_prompt_file(write):
     assert result.trials[0].plan.prompt == "hi"
 
 
+def test_a_variant_agent_type_is_over_an_agentless_task_and_its_error_says_so(write):
+    """A variant is over the task (SEMANTICS.md, Experiments): its `agent: {type: ...}`
+    replaces a task's `agent: {type: none}`, and the task then lacks a prompt (CE0201).
+    The error pointed at the task's `task_id` with nothing about the variant; its note
+    now names the variant and where it sets the type. The plain variant stays agentless."""
+    task = write("t.yaml", "task_id: t\ndescription: d\nagent: {type: none}\n"
+                 "success_criteria:\n  - {type: file_exists, path: a, description: a}\n")
+    exp = write("e.yaml", "experiment_id: e\nvariants:\n  - variant_id: plain\n"
+                "  - variant_id: coder\n    agent: {type: claude-code}\n")
+    result = compile_paths([task], CompileOptions(experiment=exp))
+    (d,) = [d for d in result.diagnostics if d.is_error]
+    assert d.code == "CE0201" and d.span.file.endswith("t.yaml")
+    assert d.notes[1] == ("`agent.type: claude-code` comes from the variant `coder` "
+                          f"({exp}:5:13), which is over the task file's own `agent.type`, "
+                          "`none` included (layers: docs/experiments.md)")
+    plain = ok(compile_paths([task], CompileOptions(experiment=write(
+        "p.yaml", "experiment_id: p\nvariants:\n  - variant_id: plain\n"))))
+    assert plain.trials[0].plan.agent.type == "none"
+    # the task's own type chosen in the task file: no such note
+    alone = compile_paths([write("u.yaml", "task_id: u\ndescription: d\n"
+                                 "success_criteria:\n  - {type: file_exists, path: a, "
+                                 "description: a}\n")])
+    (d,) = [d for d in alone.diagnostics if d.is_error]
+    assert d.code == "CE0201" and len(d.notes) == 1
+
+
 @pytest.mark.parametrize("arg, code, col, usage", [
     ("agent.modle=x", "CE0501", 7, False),
     ("run_limits.max_turns=lots", "CE0103", 22, False),

@@ -205,7 +205,8 @@ def test_agent_pricing_is_checked_by_the_schema(tmp_path):
 ])
 def test_pricing_on_an_agent_that_prices_itself_is_a_warning(tmp_path, agent, run_agent,
                                                              warned):
-    path = write(tmp_path, f"{{type: {agent}, script: [], pricing: "
+    script = "script: [], " if agent == "script" else ""  # a key only it reads (CE0214)
+    path = write(tmp_path, f"{{type: {agent}, {script}pricing: "
                            "{m: {input: 1, output: 2}}}")
     found = [d for d in compiled(path, run_agent).diagnostics if d.code == "CE0214"]
     if warned is None:
@@ -309,8 +310,8 @@ def test_run_json_and_report_md_count_the_trials_of_unknown_cost():
     assert summary["cost_unknown"] == {"trials": 2, "why": ["model 'm' has no rate"]}
     assert summary["variants"]["default"]["cost_unknown"]["trials"] == 2
     md = report.render_markdown(summary, recs, [])
-    assert "| Cost | $0.2500 + unknown for 2 trial(s): model 'm' has no rate |" in md
-    assert md.count("| unknown |") == 2  # the two trials' cost cells
+    assert "| Cost | $0.2500 over 1 of 3 trial(s); 2 unpriced: model 'm' has no rate |" in md
+    assert md.count("| — |") == 2  # the two trials' cost cells
     clean = report.summary(records(None), [], "r", {})
     assert "cost_unknown" not in clean and "cost_unknown" not in clean["variants"]["default"]
 

@@ -615,6 +615,14 @@ def test_markdown_content(records, gates, summ):
     assert "Suite gates" not in single and "## Failures" not in single
 
 
+def test_the_summed_time_says_it_includes_set_up_and_grading(records, gates, summ):
+    """run.json's duration_s sums each trial's duration_s, from its sandbox set-up to its
+    grading: "Agent time" overstated what the agent took."""
+    text = R.render_markdown(summ, records, gates)
+    assert "| Trial time | 14m 10s (sum over trials, set-up and grading included) |" in text
+    assert "Agent time" not in text
+
+
 def test_markdown_says_why_a_run_limit_trial_failed_with_every_criterion_passed():
     # a TIMEOUT whose criteria all pass failed the run with nothing said: no Failures
     # entry and an empty Notes cell, where the JUnit and SARIF files named the limit
@@ -631,14 +639,88 @@ def test_markdown_says_why_a_run_limit_trial_failed_with_every_criterion_passed(
     assert junit.find("testsuite/testcase/failure").get("message") == \
         "TIMEOUT: stopped: task_timeout (2s)"
     # and report.html's trial table: its "Failed criteria" cell was empty for it
-    from ce_runtime.report.html import COLUMNS, _row
+    from ce_runtime.report.html import COLUMNS, rows
     from ce_runtime.store.record import as_record
 
-    cells = dict(zip(COLUMNS, _row(as_record(rec)), strict=True))
+    cells = dict(zip(COLUMNS, rows([as_record(rec)])[0], strict=True))
     assert cells["failed"] == [] and cells["limit"] == "stopped: task_timeout (2s)"
     failed = record("v", "t", status="FAILURE", outcome=("stopped", "done"),
                     criteria=[crit("c0", "file_exists", 0.0)])
-    assert dict(zip(COLUMNS, _row(as_record(failed)), strict=True))["limit"] is None
+    assert dict(zip(COLUMNS, rows([as_record(failed)])[0], strict=True))["limit"] is None
+
+
+def test_an_unknown_cost_reads_unknown_never_0_and_a_total_says_over_how_many():
+    """A trial that measured no cost (no agent, the oracle, a script without `usage`: $0
+    reported; or a model with no rate) has an unknown cost, by report/usage.py's rule, as
+    the usage-per-trial table says: report.md's Cost line, the variant's line and its
+    comparison row, and the trial's cell said $0.0000 for it, and a total counted it as
+    $0. Now "—" ("unknown" in the variant's sentence); a total over some trials says over
+    how many; run.json keeps `cost_usd` and adds `cost_known_trials`."""
+    from ce_runtime.report.html import COLUMNS, rows
+    from ce_runtime.store.record import as_record
+
+    oracle = [record(v, "t", cost=0.0, tokens=(0, 0), model=None, score=1.0)
+              for v in ("a", "b")]
+    s = R.summary(oracle, [], "r", None)
+    assert (s["cost_usd"], s["cost_known_trials"]) == (0.0, 0)
+    assert s["variants"]["a"]["cost_known_trials"] == 0
+    text = R.render_markdown(s, oracle, [])
+    assert "| Cost | — |" in text and "$0.0000" not in text
+    assert "mean score 1.00, cost unknown." in text
+    assert text.count("| 1.00 | 3 | — |") == 2  # each trial's cost cell
+    assert "| 1 | 100.0% | 20.7%–100.0% | 1.00 | 1/1 | — |" in text  # the comparison row
+    assert [dict(zip(COLUMNS, r, strict=True))["cost"] for r in
+            rows([as_record(r) for r in oracle])] == [None, None]
+
+    mixed = [record("a", "t", repeat=0, cost=0.02, score=1.0),
+             record("a", "t", repeat=1, cost=0.0, score=1.0),
+             record("b", "t", cost=0.01, score=1.0)]
+    s = R.summary(mixed, [], "r", None)
+    assert (s["cost_usd"], s["cost_known_trials"]) == (0.03, 2)
+    text = R.render_markdown(s, mixed, [])
+    assert "| Cost | $0.0300 over 2 of 3 trial(s) |" in text
+    assert "cost $0.0200 over 1 of 2 trial(s)." in text
+    assert "| `b` | 1 | 100.0% | 20.7%–100.0% | 1.00 | 1/1 | $0.0100 |" in text
+    assert [r for r in text.splitlines() if r.startswith("| `t`")][1].endswith(
+        "| 1.00 | 3 | — |  |")
+
+
+def test_unknown_tokens_and_turns_read_unknown_never_0_and_a_total_says_over_how_many():
+    """Tokens a trial did not report (no agent, the oracle, a script without `usage`)
+    and the turns and tool calls of a trial where no agent ran are unknown, by
+    report/usage.py's rule, as its cost is: report.md's Tokens line said `0 in / 0 out`
+    and an agentless trial's Turns cell 0, report.html's Turns, Tools and Tokens cells 0.
+    Now "—"; a total over some trials says over how many; run.json keeps its sums and
+    adds `tokens_known_trials`."""
+    from ce_runtime.report.html import COLUMNS, rows
+    from ce_runtime.store.record import as_record
+
+    agentless = record("a", "t", tokens=(0, 0), cost=0.0, turns=0, tool_calls=0,
+                       outcome=None, model=None, score=1.0)
+    agentless["agent"] = "none"
+    s = R.summary([agentless], [], "r", None)
+    assert (s["tokens"]["input"], s["tokens_known_trials"]) == (0, 0)
+    assert s["variants"]["a"]["tokens_known_trials"] == 0
+    text = R.render_markdown(s, [agentless], [])
+    assert "| Tokens | — |" in text and "0 in / 0 out" not in text
+    assert "| `t` | 0 | ✅ SUCCESS | 1.00 | — | — |  |" in text  # turns and cost
+    [row] = [dict(zip(COLUMNS, r, strict=True)) for r in rows([as_record(agentless)])]
+    assert (row["turns"], row["tool_calls"], row["tokens"], row["cost"]) == \
+        (None, None, None, None)
+
+    # the oracle ran (its turns are known) but reported no token
+    oracle = record("a", "t", repeat=1, tokens=(0, 0), cost=0.0, turns=2, tool_calls=2,
+                    model=None, score=1.0)
+    oracle["agent"] = "oracle"
+    mixed = [record("a", "t", tokens=(1000, 200), score=1.0), oracle]
+    s = R.summary(mixed, [], "r", None)
+    assert (s["tokens"]["input"], s["tokens_known_trials"]) == (1000, 1)
+    text = R.render_markdown(s, mixed, [])
+    assert "| Tokens | 1,000 in / 200 out over 1 of 2 trial(s) |" in text
+    assert "| `t` | 1 | ✅ SUCCESS | 1.00 | 2 | — |  |" in text
+    cells = [dict(zip(COLUMNS, r, strict=True)) for r in rows([as_record(r) for r in mixed])]
+    assert [(c["turns"], c["tool_calls"], c["tokens"]) for c in cells] == \
+        [(3, 2, 1200), (2, 2, None)]
 
 
 def test_markdown_escapes_table_cells():
@@ -828,7 +910,9 @@ def test_the_run_and_its_variant_print_the_same_cost():
     s = R.summary(recs, [], "r", None)
     assert s["cost_usd"] == s["variants"]["default"]["cost_usd"] == 0.35355
     text = R.render_markdown(s, recs, [])
-    assert "| Cost | $0.3535 |" in text and "cost $0.3535." in text
+    # t0's $0 is no cost reported: unknown (report/usage.py), so over 15 of the 16
+    assert "| Cost | $0.3535 over 15 of 16 trial(s) |" in text
+    assert "cost $0.3535 over 15 of 16 trial(s)." in text
 
 
 @pytest.mark.parametrize("n", [3, 10, 1000])

@@ -45,13 +45,26 @@ def _golden(name: str, text: str) -> None:
 
 def normalise_md(text: str, run_id: str) -> str:
     text = text.replace(run_id, "RUN_ID")
-    return re.sub(r"\| Agent time \| [^|]+ \|", "| Agent time | T (sum over trials) |", text)
+    text = re.sub(r"\| Trial time \| [^|(]+\(", "| Trial time | T (", text)
+    # the usage tables' last column is the trials' wall time: WALL
+    out, in_usage = [], False
+    for line in text.split("\n"):
+        if line.startswith(("| Variant | Turns |", "| Variant | Paired trials |")):
+            in_usage = True
+        elif not line.startswith("|"):
+            in_usage = False
+        elif in_usage and not line.startswith("|---"):
+            line = line[:line.rstrip(" |").rindex("|")] + "| WALL |"
+        out.append(line)
+    return "\n".join(out)
 
 
 def normalise_json(doc, run_dir: str):
     root = os.path.dirname(os.path.dirname(run_dir))  # the tmp dir the tasks are in
 
     def walk(v, key=None):
+        if key == "duration_s" and isinstance(v, dict):  # usage per trial: its means
+            return {k: 0.0 if isinstance(x, float) else x for k, x in v.items()}
         if isinstance(v, dict):
             return {k: walk(x, k) for k, x in v.items()}
         if isinstance(v, list):

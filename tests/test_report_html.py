@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -82,6 +83,13 @@ class Page:
     def rows(self) -> list[str]:
         return self.page.locator("#trial-table tbody tr td:first-child").all_inner_texts()
 
+    def panel_line(self, trial: str) -> str:
+        """The trial panel's first line (status, score, usage) of `trial`, opened from
+        the trials table (a panel already open is closed first)."""
+        self.page.keyboard.press("Escape")
+        self.page.locator("#trial-table tbody tr", has_text=trial).click()
+        return self.page.locator("#detail p").first.inner_text()
+
     def close(self):
         self.page.close()
 
@@ -97,6 +105,19 @@ def _trials(run_dir):
     import polars as pl
 
     return pl.read_parquet(os.path.join(run_dir, "trials.parquet"))
+
+
+def _report_of_edited(browser, run_dir, tmp_path, trials) -> Page:
+    """report.html of a copy of the run whose trials.parquet is `trials` (an edit of
+    the run's), open in a Page."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    trials.write_parquet(copy / "trials.parquet")
+    proc = subprocess.run([*CE, "report", str(copy), "-f", "html", "-o",
+                           str(copy / "report.html")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    return Page(browser, "file://" + str(copy / "report.html"))
 
 
 def test_loads_without_errors(page, run_dir, artifacts):
@@ -123,6 +144,25 @@ def test_loads_without_errors(page, run_dir, artifacts):
     assert page.errors == []
     # nothing but the file itself was requested: no network at view time
     assert all(u.startswith("file://") for u in page.requests), page.requests
+
+
+def test_usage_per_trial_is_drawn_as_report_md_shows_it(page, run_dir):
+    """The variants' usage per trial (report/usage_text.py) reads in the page as in
+    report.md, cell for cell; the oracle agent calls no model: its tokens and cost are
+    unknown ("—"), never $0."""
+    with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as fh:
+        part = fh.read().split("### Usage per trial", 1)[1].split("\n### ", 1)[0]
+    md = [[c.strip().strip("`") for c in line.strip("|").split("|")]
+          for line in part.splitlines() if line.startswith("| `")]
+    p = page.page
+    drawn = [row.locator("td").all_inner_texts() for table in ("usage-table",
+                                                                 "usage-change-table")
+             for row in p.locator(f"#{table} tbody tr").all()]
+    assert drawn == md and len(drawn) == 3  # two variants, one against the baseline
+    for row in drawn[:2]:
+        assert row[3:6] == ["—", "—", "—"]  # input tokens, output tokens, cost
+        assert re.fullmatch(r"\d+\.\d \(\d+\.\d\)", row[1])  # turns
+    assert page.errors == []
 
 
 def test_a_variant_of_two_agents_is_not_read_as_agent_and_model(browser, run_dir, tmp_path):
@@ -171,40 +211,87 @@ def test_trial_opens_on_click(page, artifacts):
 
 
 def test_a_cost_no_rate_prices_is_shown_unknown_not_as_a_sum(browser, run_dir, tmp_path):
-    """A trial whose model has no rate (ce_runtime/pricing.py): its cost cell, the
-    run's and its variant's cost say so (as report.md does), with the reason."""
+    """A trial whose cost is unknown (report/usage.py's rule: its model has no rate, or
+    it reported none, as the oracle's trials here): its cost cell is "—" (the no-rate
+    reason in a tooltip), its panel says "cost unknown", and the run's and its variant's
+    cost are the sum over the trials of known cost, over how many; they said $0.0000."""
     import polars as pl
 
-    copy = tmp_path / "run"
-    shutil.copytree(run_dir, copy, symlinks=True)
-    trials = pl.read_parquet(copy / "trials.parquet")
+    trials = _trials(run_dir)
     why = "model my-local-llm has no rate (add it under agent.pricing)"
-    unknown = trials["trial_id"][0]
-    trials.with_columns(pl.when(pl.col("trial_id") == unknown).then(pl.lit(why))
-                        .otherwise(pl.col("cost_unknown")).alias("cost_unknown")) \
-        .write_parquet(copy / "trials.parquet")
-    proc = subprocess.run([*CE, "report", str(copy), "-f", "html", "-o",
-                           str(copy / "report.html")], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode in (0, 1), proc.stderr
-    p = Page(browser, "file://" + str(copy / "report.html"))
+    variant = trials["variant_id"][0]
+    unknown, priced, oracle = trials.filter(pl.col("variant_id") == variant)["trial_id"][:3]
+    p = _report_of_edited(browser, run_dir, tmp_path, trials.with_columns(
+        pl.when(pl.col("trial_id") == unknown).then(pl.lit(why))
+        .otherwise(pl.col("cost_unknown")).alias("cost_unknown"),
+        pl.when(pl.col("trial_id") == priced).then(pl.lit(0.02))
+        .otherwise(pl.col("cost_usd")).alias("cost_usd")))
     try:
         page = p.page
         row = page.locator("#trial-table tbody tr", has_text=unknown)
         cost_cell = row.locator("td:nth-child(10)")
-        assert cost_cell.inner_text() == "unknown"
+        assert cost_cell.inner_text() == "—"
         assert cost_cell.locator("span").get_attribute("title") == why
         others = page.locator("#trial-table tbody tr td:nth-child(10)").all_inner_texts()
-        assert others.count("unknown") == 1 and len(others) == trials.height
+        assert sorted(others) == sorted(["$0.0200"] + ["—"] * (trials.height - 1))
+        assert "$0.0000" not in page.locator("body").inner_text()
         run_cost = page.locator("#summary tr", has_text="Cost").locator("td")
-        assert run_cost.inner_text().endswith("+ unknown for 1 trial(s)")
+        assert run_cost.inner_text() == f"$0.0200 over 1 of {trials.height} trial(s); " \
+            "1 unpriced"
         assert run_cost.locator("span").get_attribute("title") == why
-        variant = trials.filter(pl.col("trial_id") == unknown)["variant_id"][0]
+        n = trials.filter(pl.col("variant_id") == variant).height
         cells = page.locator("#variant-table tbody tr", has_text=variant) \
             .locator("td:last-child").all_inner_texts()
-        assert cells == [cells[0]] and cells[0].endswith("+ unknown for 1 trial(s)")
+        assert cells == [f"$0.0200 over 1 of {n} trial(s); 1 unpriced"]
         row.click()
         assert f"cost unknown ({why})" in page.locator("#detail").inner_text()
+        assert " · cost unknown · " in p.panel_line(oracle)
+        assert " · $0.0200 · " in p.panel_line(priced)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_unknown_tokens_and_turns_are_shown_unknown_not_as_0(browser, run_dir, tmp_path):
+    """Tokens a trial did not report (the oracle's trials here) and the turns and tool
+    calls of a trial where no agent ran (`agent: none`) are unknown (report/usage.py's
+    rule), as its cost is: the table's Tokens cells said 0 (and an agentless trial's
+    Turns and Tools 0), the run's Tokens row "0 in / 0 out" and the panel "0 in / 0 out
+    tokens". Now "—" and "unknown"; the run's tokens over how many trials knew them."""
+    import polars as pl
+
+    trials = _trials(run_dir)
+    measured, agentless, oracle = trials["trial_id"][:3]
+    p = _report_of_edited(browser, run_dir, tmp_path, trials.with_columns(
+        pl.when(pl.col("trial_id") == measured).then(pl.lit(1000))
+        .otherwise(pl.col("input_tokens")).alias("input_tokens"),
+        pl.when(pl.col("trial_id") == measured).then(pl.lit(200))
+        .otherwise(pl.col("output_tokens")).alias("output_tokens"),
+        pl.when(pl.col("trial_id") == agentless).then(pl.lit("none"))
+        .otherwise(pl.col("agent")).alias("agent"),
+        pl.when(pl.col("trial_id") == agentless).then(pl.lit(None))
+        .otherwise(pl.col("outcome_reason")).alias("outcome_reason")))
+    try:
+        page = p.page
+
+        def cells(trial):  # Turns, Tools, Tokens
+            row = page.locator("#trial-table tbody tr", has_text=trial)
+            return [row.locator(f"td:nth-child({i})").inner_text() for i in (7, 8, 9)]
+
+        assert cells(measured)[2] == "1,200"
+        assert cells(agentless) == ["—", "—", "—"]
+        turns, tools, tokens = cells(oracle)
+        assert tokens == "—" and turns.isdigit() and tools.isdigit()
+        tokens = page.locator("#trial-table tbody tr td:nth-child(9)").all_inner_texts()
+        assert sorted(tokens) == sorted(["1,200"] + ["—"] * (trials.height - 1))
+        run_tokens = page.locator("#summary tr", has_text="Tokens").first.locator("td")
+        assert run_tokens.inner_text() == f"1,000 in / 200 out over 1 of {trials.height} " \
+            "trial(s)"
+        assert " · turns unknown, tool calls unknown · tokens unknown · " in \
+            p.panel_line(agentless)
+        assert f" · {turns} turn(s), {tools} tool call(s) · tokens unknown · " in \
+            p.panel_line(oracle)
+        assert " · 1,000 in / 200 out tokens · " in p.panel_line(measured)
         assert p.errors == []
     finally:
         p.close()
@@ -381,7 +468,8 @@ def test_the_judges_cost_is_shown_next_to_the_agents(browser, tmp_path):
         assert judge_cost.inner_text() == (f"${PRICED:.4f} + unknown for 1 trial(s) "
                                            "(not in the agent's cost)")
         assert judge_cost.locator("span span").get_attribute("title") == UNKNOWN
-        assert rows.filter(has_text="Cost").first.locator("td").inner_text() == "$0.0000"
+        # the agent (none) reported no cost: unknown, not $0 (report/usage.py's rule)
+        assert rows.filter(has_text="Cost").first.locator("td").inner_text() == "—"
         assert p.errors == []
     finally:
         p.close()
@@ -411,11 +499,12 @@ def test_a_number_is_rounded_as_report_md_rounds_it(browser, tmp_path):
     """report.html shows a number as report.md, JUnit and `ce run` do (report/text.py:
     the value itself rounded, a tie to even). JavaScript's toFixed rounds a tie up: 9 of
     16 trials passing was 56.2% in report.md and 56.3% in report.html, a score of 0.625
-    0.62 and 0.63, $0.03125 $0.0312 and $0.0313, and 119.5 s of agent time "1m 60s"
+    0.62 and 0.63, $0.03125 $0.0312 and $0.0313, and 119.5 s of trial time "1m 60s"
     (report.md: 2m 00s). The table carried a score rounded to 4 places and a time to
     3, which a second rounding could move (0.134999 became 0.135, shown 0.14 against
     report.md's 0.13)."""
-    from ce_runtime.report.html import COLUMNS, _row
+    from ce_runtime.report.html import COLUMNS
+    from ce_runtime.report.html import rows as table_rows
     from ce_runtime.report.html_page import render_html
     from ce_runtime.report.text import fmt_cost, fmt_duration, fmt_pct, fmt_score
     from ce_runtime.store.record import as_record
@@ -423,9 +512,9 @@ def test_a_number_is_rounded_as_report_md_rounds_it(browser, tmp_path):
 
     trials = [("tie", 0.625, 0.03125, 2.25), ("near", 0.13499999999999998, 0.00004999999,
                                              2.3499999999)]
-    rows = [_row(as_record(record("v", task, score=score, cost=cost, duration=duration,
-                                  turns=1, tool_calls=0, tokens=(10, 0))))
-            for task, score, cost, duration in trials]
+    rows = table_rows([as_record(record("v", task, score=score, cost=cost, duration=duration,
+                                        turns=1, tool_calls=0, tokens=(10, 0)))
+                       for task, score, cost, duration in trials])
     summary = {"exit_code": 1, "exit_reasons": [], "trials": 16,
                "by_status": {"SUCCESS": 9, "FAILURE": 7}, "graded": 16, "passed": 9,
                "pass_rate": 0.5625, "pass_rate_ci95": [0.0625, 0.9375], "mean_score": 0.625,
@@ -445,8 +534,8 @@ def test_a_number_is_rounded_as_report_md_rounds_it(browser, tmp_path):
             f"{fmt_pct(0.9375)})" == "56.2% (95% CI 6.2%–93.8%)"
         assert shown["Mean score"] == fmt_score(0.625) == "0.62"
         assert shown["Cost"] == fmt_cost(0.03125) == "$0.0312"
-        assert shown["Agent time"] == f"{fmt_duration(119.5)} (sum over trials)" \
-            == "2m 00s (sum over trials)"
+        assert shown["Trial time"] == f"{fmt_duration(119.5)} (sum over trials, set-up " \
+            "and grading included)" == "2m 00s (sum over trials, set-up and grading included)"
         for task, score, cost, duration in trials:
             cells = page.page.locator("#trial-table tbody tr", has_text=f"v/{task}/00") \
                 .locator("td").all_inner_texts()
@@ -490,15 +579,17 @@ def test_an_error_trial_says_its_error_in_the_table(browser, tmp_path):
     """A trial's own error (a pre_run that failed, a sandbox lost) was the bare word
     `error` in the table, its text only in a tooltip, while an agent's error and
     report.md spelled theirs out: it is spelled out too (its first 80 characters)."""
-    from ce_runtime.report.html import COLUMNS, _row
+    from ce_runtime.report.html import COLUMNS
+    from ce_runtime.report.html import rows as table_rows
     from ce_runtime.report.html_page import render_html
     from ce_runtime.store.record import as_record
     from tests.test_report import record
 
     long = "pre_run command failed: 'make seed' (exit 2): " + "x" * 80
-    rows = [_row(as_record(record("v", task, status="ERROR", error=error, outcome=None)))
-            for task, error in (("pre", "pre_run command failed: 'exit 3' (exit 3)"),
-                                ("long", long))]
+    rows = table_rows([as_record(record("v", task, status="ERROR", error=error,
+                                        outcome=None))
+                       for task, error in (("pre", "pre_run command failed: 'exit 3' (exit 3)"),
+                                           ("long", long))])
     summary = {"exit_code": 1, "exit_reasons": [], "trials": 2, "by_status": {"ERROR": 2},
                "graded": 2, "passed": 0, "pass_rate": 0.0, "pass_rate_ci95": [0.0, 0.66],
                "mean_score": None, "tokens": {}, "cost_usd": 0.0, "duration_s": 1.0,
@@ -519,3 +610,28 @@ def test_an_error_trial_says_its_error_in_the_table(browser, tmp_path):
         assert page.errors == []
     finally:
         page.close()
+
+
+def test_an_empty_workspace_says_so_not_an_empty_table(browser, tmp_path):
+    """A trial whose workspace held no file when the agent ended showed the Workspace
+    heading, "(against the template)" and a table of headers with no row."""
+    import subprocess
+    import sys
+
+    (tmp_path / "t.yaml").write_text(
+        "task_id: empty\ndescription: leaves nothing\nagent: {type: none}\n"
+        "sandbox: {python: null}\nsuccess_criteria:\n"
+        "  - {type: run_command, command: 'true', description: runs}\n")
+    res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", "t.yaml",
+                          "--run-dir", "R"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    p = Page(browser, "file://" + str(tmp_path / "R" / "report.html"))
+    try:
+        p.page.locator("#trial-table tbody tr", has_text="default/empty/00").click()
+        detail = p.page.locator("#detail")
+        assert "the workspace was empty when the agent ended" in detail.inner_text()
+        assert detail.locator("table.file-list").count() == 0
+        assert p.errors == []
+    finally:
+        p.close()

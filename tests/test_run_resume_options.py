@@ -132,6 +132,17 @@ def test_the_junit_path_is_printed_as_the_sarif_path_is(tmp_path):
         in resumed.stderr
 
 
+def test_quiet_says_neither_path(tmp_path):
+    """-q: no progress on stderr; the JUnit line was still said (the SARIF one was not)."""
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    res = ce("run", "agentless.yaml", "-q", "--runs-root", "runs", "--junit-xml",
+             "out/junit.xml", "--sarif", "out/ce.sarif", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert "JUnit XML:" not in res.stderr and "SARIF:" not in res.stderr, res.stderr
+    assert (tmp_path / "out" / "junit.xml").is_file() and (tmp_path / "out" / "ce.sarif")\
+        .is_file()
+
+
 def test_a_given_junit_path_wins(tmp_path):
     run_dir = start(tmp_path, "--junit-xml", "first.xml")
     unfinish(run_dir, 0)

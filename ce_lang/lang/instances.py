@@ -100,6 +100,12 @@ def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
         else:
             from ce_lang.convert import converter
 
+            # this very entry seen before (a dataset row that left it as it was)
+            same = ("entry", id(c), id(defn), threshold, task_expected_commands)
+            hit = cache.get(same) if cache is not None else None
+            if hit is not None and hit[0] is c:
+                out.append(_at_index(hit[1], i))
+                continue
             raw = converter.unstructure(c)
             args = {k: v for k, v in raw.items() if k not in C.COMMON_FIELDS}
             strict = False
@@ -109,6 +115,7 @@ def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
                 key = ("args", id(defn), repr(sorted(args.items())), threshold)
                 hit = cache.get(key)
                 if hit is not None:
+                    cache[same] = (c, hit)
                     out.append(_at_index(hit, i))
                     continue
         params = bind(defn, args, registry, diags, at, key_at, base, strict)
@@ -118,6 +125,7 @@ def check_instances(criteria: list[C.CriterionBase], thresholds: list[float],
         inst = _instance(i, defn, params, threshold, cache)
         if cache is not None and not strict:
             cache[("args", id(defn), repr(sorted(args.items())), threshold)] = inst
+            cache[same] = (c, inst)  # (c kept: its id names no other entry meanwhile)
         out.append(inst)
     return out
 
@@ -132,7 +140,13 @@ def check_requires(requires: tuple[A.Require, ...], params: dict[str, Any]) -> l
 
     out = []
     for req in requires:
-        names = tuple(dict.fromkeys(_param_names(req.cond, params)))
+        known = _REQ_NAMES.get(id(req))
+        if known is None or known[0] is not req or known[1] != params.keys():
+            if len(_REQ_NAMES) > 4096:  # (definitions of many compiles in one process)
+                _REQ_NAMES.clear()
+            known = _REQ_NAMES[id(req)] = (req, frozenset(params), tuple(dict.fromkeys(
+                _param_names(req.cond, params))))
+        names = known[2]
         if any(_pending(params[n]) for n in names):
             continue
         try:
@@ -157,6 +171,10 @@ def check_requires(requires: tuple[A.Require, ...], params: dict[str, Any]) -> l
                 help_ = did_you_mean(params[test.left.name], [str(a) for a in allowed])
         out.append(Violation(REQUIRE_KINDS.get(req.kind, "CE0111"), message, names, help_))
     return out
+
+
+# a `require`'s parameter names, for the parameters bound (each dataset row asks again)
+_REQ_NAMES: dict[int, tuple[A.Require, Any, tuple[str, ...]]] = {}
 
 
 def _membership(cond: A.Node) -> A.Binary | None:
@@ -214,12 +232,66 @@ def _at_index(inst: Instance, i: int) -> Instance:
 def _instance(i: int, defn: CheckedDef, params: dict[str, Any], threshold: float,
               cache: dict | None = None) -> Instance:
     if cache is not None:
+        opaque = [n for n in _opaque_params(defn, cache) if isinstance(params.get(n), str)
+                  and params[n] is not _STAND_INS.get(n)]
+        if opaque:  # analyzed once with stand-ins, whatever text a dataset row gives
+            stand_ins = {n: _STAND_INS.setdefault(n, f"\0{n}\0") for n in opaque}
+            shape = _instance(i, defn, {**params, **stand_ins}, threshold, cache)
+            return _with_params(shape, params, {id(v): params[n] for n, v in stand_ins.items()},
+                                defn)
         key = (id(defn), repr(sorted(params.items())), threshold)
         hit = cache.get(key)
         if hit is None:
             hit = cache[key] = _instance(i, defn, params, threshold)
         return _at_index(hit, i)
     return _analyzed_instance(i, defn, params, threshold)[0]
+
+
+_STAND_INS: dict[str, str] = {}  # one string object per parameter name: found by identity
+
+
+def _opaque_params(defn: CheckedDef, cache: dict) -> tuple[str, ...]:
+    """The parameters the analysis never looks into: in the score, lets and outputs each
+    is only ever a whole argument of an effectful call (`llm_judge(prompt, ...)`), never
+    an operand, a condition, or a pure function's argument, and no let or lambda takes
+    its name. The analysis of a text parameter so used is the same for any text, the
+    text itself in the effect calls it names: a dataset row's judge prompt is analyzed
+    once (`require` conditions, which do read it, are checked per row)."""
+    hit = cache.get(("opaque", id(defn)))
+    if hit is not None and hit[0] is defn:
+        return hit[1]
+    d = defn.defn
+    inside: set[str] = set()  # names used anywhere but as a whole effectful argument
+    shadowed = {let.name for let in d.lets}
+
+    def visit(node: A.Node, whole_arg: bool = False) -> None:
+        if isinstance(node, A.Name):
+            if not whole_arg:
+                inside.add(node.name)
+            return
+        if isinstance(node, A.Lambda):
+            shadowed.add(node.param)
+        effectful = isinstance(node, A.Call) and BUILTINS[node.func].effect in (
+            "workspace", "exec", "model")
+        for child in A.children(node):
+            visit(child, effectful and not isinstance(child, A.Lambda))
+
+    for root in (d.score, *(x.expr for x in (*d.lets, *d.outputs))):
+        if root is not None:
+            visit(root)
+    names = tuple(n for n in defn.params if n not in inside and n not in shadowed)
+    cache[("opaque", id(defn))] = (defn, names)
+    return names
+
+
+def _with_params(shape: Instance, params: dict[str, Any], texts: dict[int, str],
+                 defn: CheckedDef) -> Instance:
+    """The instance `shape` (analyzed with stand-ins) for these arguments: each stand-in
+    its text again in the effect calls, and the `require` conditions checked on them."""
+    calls = tuple((func, tuple(texts.get(id(a), a) if isinstance(a, str) else a
+                               for a in args)) for func, args in shape.calls)
+    return attrs.evolve(shape, params=params, calls=calls,
+                        violations=tuple(check_requires(defn.defn.requires, params)))
 
 
 def _analyzed_instance(i: int, defn: CheckedDef, params: dict[str, Any],

@@ -17,6 +17,22 @@ BUILTIN_AGENT_TYPES = ("claude-code", "codex", "opencode", "pi", "openai", "none
 # holds the two equal)
 PRICED_BY_CE = ("codex", "opencode", "pi", "openai")
 MODEL_FREE = ("none", "oracle", "script")  # those that call no model
+# agent keys only some built-in types read (the adapters in ce_agents/, the endpoint in
+# ce_runtime/execute/credentials.py): set where the task's type is another, the key has
+# no effect (CE0214, ce_lang/rules_agent_keys.py). `model` and `pricing` have their own
+# warnings, `sdk_options` its error (CE0112)
+_CLAUDE = ("claude-code",)
+_OPENAI_COMPATIBLE = ("codex", "opencode", "pi", "openai")
+READ_BY: dict[str, tuple[str, ...]] = {
+    "script": ("script",),
+    "model_script": (*_CLAUDE, *_OPENAI_COMPATIBLE),
+    "base_url": _OPENAI_COMPATIBLE,
+    "api_key_env": _OPENAI_COMPATIBLE,
+    **{key: _CLAUDE for key in (
+        "permission_mode", "allowed_tools", "disallowed_tools", "system_prompt",
+        "system_prompt_file", "system_prompt_mode", "context_window", "claude_settings",
+        "setting_sources", "plugins")},
+}
 
 
 @attrs.frozen(kw_only=True)

@@ -46,7 +46,12 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
     Newcombe's 95% interval), the tasks present in only one run (never compared), and
     each dataset suite gate (suite_thresholds, as each run's run.json records it) with
     its verdict in A and in B and its metrics side by side (accuracy and F1s, or pass
-    rate and mean score, and those its thresholds name).
+    rate and mean score, and those its thresholds name). It also shows what a trial
+    cost (informs, never gates): per run, the mean and median turns, tool calls, input
+    and output tokens, USD and wall time over the matched trials both graded, and B ÷ A
+    over the trials that measured each in both. A value a trial did not measure (no
+    agent ran, no tokens or cost reported, a model with no rate) is unknown ("—"),
+    never 0, and moves no mean.
 
     \b
     Regression (exit 1), by --fail-on:

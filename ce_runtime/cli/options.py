@@ -43,6 +43,7 @@ class NumberRange(click.FloatRange):
 # extra zero or ten), and one past 2**64 stopped a run already begun (its arguments are
 # sent to the report worker as msgpack), leaving run.json "running"
 MAX_JOBS = 100_000
+MAX_RETRIES = 10  # --retry-errors: more is an outage, not a transient failure
 MAX_REPEATS = 10_000  # as the task schema's `repeats` (ce_lang/schema/experiment.py)
 MAX_SAMPLE = 1_000_000_000
 

@@ -11,6 +11,7 @@ import click
 from ce_runtime.cli.options import (
     MAX_JOBS,
     MAX_REPEATS,
+    MAX_RETRIES,
     MAX_SAMPLE,
     NumberRange,
     count,
@@ -111,8 +112,16 @@ def _why_no_trial(trials, a) -> str:
                    "the reports are written again. A resume keeps what makes the run "
                    "(PATHS, -e, -D, --agent, --model, --driver, --repeats, --sample, the "
                    "tags and --scripted-model: giving another is a usage error) and takes "
-                   "the run's -j, --executor, --judge-replies, --min-pass-rate, --junit-xml "
-                   "and --sarif unless given again (--allow-path adds to the run's).")
+                   "the run's -j, --executor, --judge-replies, --min-pass-rate, "
+                   "--retry-errors, --junit-xml and --sarif unless given again "
+                   "(--allow-path adds to the run's).")
+@click.option("--retry-errors", type=click.IntRange(0, MAX_RETRIES), metavar="N",
+              help="Run a trial that ended in an ERROR (ce's or the infrastructure's "
+                   "failure: a sandbox, a pre_run command, the agent's CLI or model API; "
+                   "not an integrity violation) again, up to N more times, after the other "
+                   "trials. Earlier attempts are kept in RUN/attempts/; the latest counts. "
+                   "--resume keeps the run's unless given, and runs again its finished "
+                   "ERROR trials that have attempts left.  [default: 0]")
 @click.option("--junit-xml", type=click.Path(dir_okay=False),
               help="Also write JUnit XML here (--resume writes the run's again unless given).")
 @click.option("--sarif", type=click.Path(dir_okay=False),
@@ -202,7 +211,7 @@ def _run(state, args):
 
 def _run_with(state, worker, a):
     from ce_lang.api import render_human
-    from ce_runtime.cli import run_dirs, run_resume
+    from ce_runtime.cli import run_dirs, run_resume, run_retry
     from ce_runtime.cli import run_preflight as P
     from ce_runtime.cli.run_output import Progress
     from ce_runtime.cli.run_signals import Stops
@@ -301,6 +310,9 @@ def _run_with(state, worker, a):
             click.echo(f"ce run: {why}; the trial runs again", err=True)
         run_resume.say_replanned(run_dir, trials, done)
         run_resume.say_unplanned(run_dir, trials, planned_before)
+    retries = run_retry.Retries(run_dir, a.retry_errors or 0, a.quiet)
+    if a.resume_dir:
+        retries.already_errored(trials, done)
     todo = [t for t in trials if t.trial_id not in done]
     if not todo:  # a resume with nothing left: no trial forks from it
         from ce_runtime.execute.sandbox.tempdir import discard_early_zygote
@@ -314,18 +326,24 @@ def _run_with(state, worker, a):
         left = "" if todo else "; nothing left to run: the reports are written again"
         click.echo(f"run {run_dir}: {len(trials)} trial(s), {len(trials) - len(todo)} already "
                    f"done, -j {a.jobs}{jobs_from}{left}", err=True)
+        retries.say_held()
     progress = Progress(len(trials), len(trials) - len(todo), a.quiet)
     on_done = progress.done
     if worker is not None:
         on_done = _follow(worker, run_dir, run_id, config, trials, done, a.junit_xml,
                           progress.done)
+    on_done = retries.on_done(on_done)
     stopped_by = failed = None
     try:
-        if todo:  # no executor is started for nothing
+        while todo:  # no executor is started for nothing; then each retry pass
             stopped_by, failed = _run_trials(stops, todo, run_dir, a, progress.start,
                                              on_done)
+            todo = retries.next_pass() if stopped_by is None and failed is None else []
+            progress.total += len(todo)
     finally:
         progress.close()
+    if (retried := retries.summary()) and not a.quiet:
+        click.echo(retried, err=True)
     records = R.collect(run_dir, trials)
     interrupted = stopped_by is not None and len(records) < len(trials)
     if interrupted:
@@ -340,7 +358,8 @@ def _run_with(state, worker, a):
                    f"(kept); `ce run --resume {run_dir}` runs the other {missing} once it "
                    "can start (or with another --executor)", err=True)
     code = _finish(run_dir, run_id, config, records, len(trials), interrupted, a.junit_xml,
-                   progress.lost, worker, failed, _unrun(trials, records, progress.lost))
+                   progress.lost, worker, failed, _unrun(trials, records, progress.lost),
+                   a.quiet)
     if a.sarif:  # still under the lock: a resume waiting for it reads a finished run
         from ce_runtime.report.sarif import sarif_after_run
 
@@ -518,7 +537,7 @@ def _unrun(trials, records, lost) -> list[str]:
 
 
 def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
-            lost=(), worker=None, error=None, unrun=()) -> int:
+            lost=(), worker=None, error=None, unrun=(), quiet=False) -> int:
     """run.json, parquet, report.md and .html, JUnit (by the report worker, or here
     without one) and the summary table; the exit code. A lost trial (its directory
     deleted while it ran) is listed and makes the exit 1. `error`: what stopped the run
@@ -554,7 +573,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
             click.echo(f"not passed: {reason.replace('--resume RUN`', f'--resume {run_dir}`')}")
     for line in error_lines(records):
         click.echo(line)
-    if junit_xml:  # said as `--sarif` says its file (written by then, or the run failed)
+    if junit_xml and not quiet:  # said as `--sarif` says its file (and as it, not with -q)
         from ce_runtime.report.junit import junit_counts
 
         click.echo(f"JUnit XML: {junit_xml} ({junit_counts(junit_xml)})", err=True)

@@ -33,6 +33,7 @@ class RunArgs:
     min_pass_rate: float | None = None
     scripted_model: bool | None = None  # None: not given (a resume takes the run's)
     judge_replies: str | None = None
+    retry_errors: int | None = None  # None: not given (a resume takes the run's)
     quiet: bool = False
     no_cache: bool = False
 
@@ -54,7 +55,7 @@ class RunArgs:
                 "scripted_model": bool(self.scripted_model), "executor": self.executor,
                 "ray_address": self.ray_address, "jobs": self.jobs,
                 "min_pass_rate": self.min_pass_rate, "junit_xml": _abs(self.junit_xml),
-                "sarif": _abs(self.sarif)}
+                "sarif": _abs(self.sarif), "retry_errors": self.retry_errors}
 
 
 def _abs(path: str | None) -> str | None:

@@ -7,8 +7,8 @@ replies and a real model's do not mix in one run's results). Giving another with
 --resume is a usage error that names it. How the trials run, are graded and reported is
 the run's unless given again: -j, --executor, --ray-address, --judge-replies (grading,
 which `ce rescore --refresh-judges` redoes for every trial), --min-pass-rate,
---junit-xml, --sarif; --allow-path adds to the run's. What is given wins, and run.json
-records it from then on.
+--retry-errors, --junit-xml, --sarif; --allow-path adds to the run's. What is given wins,
+and run.json records it from then on.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import click
 from ce_runtime.cli.run_args import RunArgs
 
 TAKEN = ("-j", "--executor", "--ray-address", "--judge-replies", "--junit-xml", "--sarif",
-         "--min-pass-rate", "--allow-path")
+         "--min-pass-rate", "--retry-errors", "--allow-path")
 
 
 def resumed(given: RunArgs, recorded: dict[str, Any]) -> tuple[RunArgs, str]:
@@ -54,6 +54,8 @@ def resumed(given: RunArgs, recorded: dict[str, Any]) -> tuple[RunArgs, str]:
         executor=executor, ray_address=ray_address, jobs=jobs,
         min_pass_rate=given.min_pass_rate if given.min_pass_rate is not None
         else recorded.get("min_pass_rate"),
+        retry_errors=given.retry_errors if given.retry_errors is not None
+        else recorded_retries(recorded.get("retry_errors")),
         # the run's reports written again where it was asked for them, unless told
         junit_xml=given.junit_xml or recorded_path(recorded.get("junit_xml")),
         sarif=given.sarif or recorded_path(recorded.get("sarif"))), jobs_from
@@ -90,6 +92,12 @@ def recorded_jobs(recorded) -> tuple[int, str]:
     if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1:
         return recorded, " (the run's)"
     return 1, " (the default: run.json records no -j)"
+
+
+def recorded_retries(recorded) -> int | None:
+    """The run's --retry-errors (None: not given, or a run from before it)."""
+    ok = isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 0
+    return recorded if ok else None
 
 
 def recorded_path(recorded) -> str | None:

@@ -39,6 +39,8 @@ def runs_cmd(directory, fmt):
     running but no process holds the lock: its `ce run` was killed or the machine went
     down; `ce run --resume RUN` continues it), and the verdict: `pass` when `ce run`
     exited 0 for it (every trial, gate and --min-pass-rate passed), else `fail (CODE)`.
+    A run whose ERROR trials ran again (`ce run --retry-errors N`) gets a line saying how
+    many, and where their earlier attempts are kept.
 
     Exit status: 0 (also when DIR holds no run); 2 when DIR does not exist or is not
     a directory.
@@ -70,6 +72,11 @@ def runs_cmd(directory, fmt):
         click.echo("  ".join(c.ljust(w) if i in (0, 1, 5, 6) else c.rjust(w)
                              for i, (c, w) in enumerate(zip(row, widths, strict=True)))
                    .rstrip())
+    for r in rows:
+        if r.get("retried_trials"):
+            click.echo(f"{r['path']}: {r['retried_trials']} trial(s) ran again after an ERROR "
+                       f"(--retry-errors); {r['earlier_attempts']} earlier attempt(s) kept in "
+                       f"{os.path.join(r['path'], 'attempts')}")
     for path in killed:
         click.echo(f"{path}: killed before it ended; `ce run --resume {path}` runs the "
                    "trials it lacks", err=True)
@@ -99,7 +106,17 @@ def _describe(path: str) -> dict[str, Any] | None:
         else None,
         "status": run_status(path, doc.get("status")),
         "exit_code": _int(doc.get("exit_code")),
+        **_attempts(doc),
     }
+
+
+def _attempts(doc: dict[str, Any]) -> dict[str, int]:
+    """How many trials of the run ran again after an ERROR, and their earlier attempts:
+    run.json's `retried` (ce_runtime/execute/attempts.retried: the attempts of each
+    trial's own plan), 0 for a run that has none or is still running."""
+    again = doc.get("retried") if isinstance(doc.get("retried"), dict) else {}
+    return {"retried_trials": _int(again.get("trials")) or 0,
+            "earlier_attempts": _int(again.get("earlier_attempts")) or 0}
 
 
 def _tasks(path: str) -> int | None:

@@ -11,6 +11,7 @@ down; the work is done by one module per job:
 - `report_frames`    the two frames and trials.parquet / results.parquet
 - `report_gates`     suite metrics and `suite_thresholds` gates (`SuiteGate`)
 - `report_summary`   the run.json document and the exit code
+- `report_usage`     what a trial cost, per run or variant, and B ÷ A (`usage_text`: as text)
 - `report_text`      number formatting shared by the renderers
 - `report_markdown`  report.md
 - `report_junit`     JUnit XML
@@ -32,6 +33,15 @@ Definitions (the report and run.json use the same ones):
   scikit-learn's definitions (labels = those seen as expected or observed, sorted;
   a 0/0 precision, recall or F1 is 0); other criteria get pass_rate and mean_score.
   A gate passes when every `suite_thresholds` metric is >= its minimum.
+- usage per trial (`report_usage`; each variant's `per_trial`, `ce compare`'s `usage`):
+  mean and median turns, tool calls, input and output tokens, USD and wall time over the
+  graded trials that measured each (unknown, never 0: no agent ran, no token or no cost
+  reported, a model with no rate); a ratio to the baseline (or A) is of the means over
+  the matched trials that measured it in both. The run's and each variant's cost
+  (`cost_usd`) is the sum over its `cost_known_trials` (the same rule): with none it
+  is unknown ("—"), never $0, and a trial's cost cell is "—" when unknown. Likewise
+  its `tokens` (sums) are over its `tokens_known_trials`, and a trial's turns, tool
+  calls and tokens cells are "—" when unknown, never 0.
 - exit code: 0 when every trial is SUCCESS and every suite gate passed, else 1.
 """
 

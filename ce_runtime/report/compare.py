@@ -20,6 +20,8 @@ What is measured (B against A, differences are B - A):
 - per task: pass rate of each run with the difference's Newcombe 95% interval (the
   hybrid Wilson score interval for two independent proportions, his method 10) and the
   mean scores;
+- per run, what a trial cost over the matched trials both graded (mean and median turns,
+  tool calls, tokens, USD, wall time; unknown never 0) and B's ratio (report/usage.py);
 - the dataset suite gates (run.json's `suite_gates` of each run, matched by variant,
   suite and criterion): each run's verdict and the metrics side by side (accuracy and
   F1s, or pass rate and mean score, and those the thresholds name;
@@ -51,6 +53,7 @@ from ce_runtime.grade.criterion_match import pair_criteria
 from ce_runtime.report.frames import EPSILON
 from ce_runtime.report.gates import GateChange, compare_gates
 from ce_runtime.report.stats import PairedComparison, paired_stats
+from ce_runtime.report.usage import UsageComparison, compare_usage
 
 if TYPE_CHECKING:
     import polars as pl
@@ -185,6 +188,7 @@ class RunComparison:
     unmatched_a: tuple[str, ...] = ()
     unmatched_b: tuple[str, ...] = ()
     gates: tuple[GateChange, ...] = ()  # the suite gates of both runs, matched
+    usage: UsageComparison | None = None  # informs; never part of the verdict
 
     @property
     def gate_regressions(self) -> tuple[GateChange, ...]:
@@ -285,6 +289,8 @@ def gate_failure(g: GateChange) -> str:
 
 
 def _serialize(_inst, _field, value):
+    if isinstance(value, msgspec.Struct):  # report/usage.py's (the report worker's kind)
+        return msgspec.to_builtins(value)
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -475,7 +481,8 @@ def compare_frames(side_a: RunSide, trials_a: pl.DataFrame, results_a: pl.DataFr
         only_b=tuple(_task_label(k, True) for k in sorted(tasks_b - tasks_a, key=_sort_key)),
         alpha=alpha, unmatched_a=_unmatched(ta, tb, tasks_a & tasks_b),
         unmatched_b=_unmatched(tb, ta, tasks_a & tasks_b),
-        gates=tuple(compare_gates(list(gates_a), list(gates_b))))
+        gates=tuple(compare_gates(list(gates_a), list(gates_b))),
+        usage=compare_usage(trials_a, trials_b, _KEY))
 
 
 def _unmatched(mine: pl.DataFrame, theirs: pl.DataFrame, shared: set) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from ce_runtime.report.compare import RunComparison, RunSide, TrialFlip
 from ce_runtime.report.frames import EPSILON
 from ce_runtime.report.stats import PairedComparison
 from ce_runtime.report.text import fmt_metric, fmt_pct, fmt_score, fmt_signed
+from ce_runtime.report.usage_text import compare_line, compare_table
 from ce_runtime.safe_text import md_inline
 
 COMPARE_SCHEMA_VERSION = 1
@@ -116,6 +117,8 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
         ("Flips", f"{len(c.regressions)} trial(s) pass → fail, {len(c.improvements)} fail "
                   f"→ pass; {len(c.criterion_changes)} other criterion flip(s)"),
         *([("Suite gates", _gates_line(c))] if c.gates else []),
+        *([("Usage per trial (mean A → B, B ÷ A)", compare_line(c.usage))]
+          if c.usage else []),
     ]
     head = ["Trial", "Status A → B", "Score A → B", "Criteria"]
     out: list[Table] = [
@@ -134,6 +137,8 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
         out.append(("Suite gates (dataset suite_thresholds; passed in A and failing in B: a "
                     "regression)", ["Gate", "Verdict A → B", "Metric", "A", "B", "Δ",
                                     "Minimum"], _gate_rows(c)))
+    if c.usage:
+        out.append(compare_table(c.usage))
     if c.by_variant:
         out.append(("By variant", ["Variant", "Δ pass rate", "Δ mean score"],
                     [[v, _delta(r, True), _delta(s, False)] for v, r, s in c.by_variant]))

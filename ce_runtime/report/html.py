@@ -23,6 +23,7 @@ from ce_runtime.report.gates import SuiteGate
 from ce_runtime.report.html_trial import TrialReads, trial_detail
 from ce_runtime.report.rundir import RunData
 from ce_runtime.report.text import failed_criteria, run_limit_text
+from ce_runtime.report.usage_text import variant_tables
 from ce_runtime.store.record import TrialRecord
 
 DETAIL_TOTAL = 40_000_000  # bytes of per-trial detail in one page
@@ -63,11 +64,13 @@ def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate]
         "summary": _summary(summary),
         "variants": [_variant(v, summary["variants"][v]) for v in variants],
         "comparison": summary.get("comparison") or [],
+        # the variants' usage per trial, as report.md's cells (report/usage_text.py)
+        "usage_tables": variant_tables(summary),
         "paired": paired,
         "paired_note": paired_note,
         "gates": [g.to_dict() for g in gates],
         "columns": list(COLUMNS),
-        "trials": [_row(rec) for rec in records],
+        "trials": rows(records),
         "detail_budget": budget,
         "details": None,
         "detail_note": detail_note,
@@ -97,14 +100,16 @@ def _summary(s: dict[str, Any]) -> dict[str, Any]:
     keys = ("exit_code", "exit_reasons", "experiment_ids", "trials", "by_status", "graded",
             "passed", "pass_rate", "pass_rate_ci95", "mean_score", "unscored",
             "stopped_early", "turns_avoided", "tokens", "cost_usd", "duration_s", "turns", "tool_calls",
-            "within_expected_turns", "pass_at_k", "suite_gates_failed", "min_pass_rate", "cost_unknown", "judges")
+            "within_expected_turns", "pass_at_k", "suite_gates_failed", "min_pass_rate", "cost_unknown", "judges",
+            "cost_known_trials", "tokens_known_trials")
     return {k: s.get(k) for k in keys}
 
 
 def _variant(name: str, v: dict[str, Any]) -> dict[str, Any]:
     keys = ("agents", "models", "trials", "by_status", "graded", "passed", "pass_rate",
             "pass_rate_ci95", "mean_score", "stopped_early", "cost_usd", "tokens",
-            "pass_at_k", "duration_s", "cost_unknown")
+            "pass_at_k", "duration_s", "cost_unknown", "cost_known_trials",
+            "tokens_known_trials")
     return {"id": name, **{k: v.get(k) for k in keys}}
 
 
@@ -125,18 +130,29 @@ def _paired(data: RunData, variants: list[str]) -> tuple[list[dict[str, Any]], s
     return out, None
 
 
-def _row(rec: TrialRecord) -> list[Any]:
+def rows(records: Sequence[TrialRecord]) -> list[list[Any]]:
+    """The trials table's rows, in record order."""
+    from ce_runtime.report.frames import trials_frame
+    from ce_runtime.report.usage import trial_usage
+
+    usages = trial_usage(trials_frame(records)) if records else []
+    return [_row(rec, known) for rec, known in zip(records, usages, strict=True)]
+
+
+def _row(rec: TrialRecord, known: dict[str, Any]) -> list[Any]:
     """The table's row: the record's own numbers, which the page rounds for display as
     report.md does (rounded here first, a second rounding could move them: a score of
-    0.134999 became 0.135, shown 0.14 against report.md's 0.13)."""
-    usage = rec.usage
+    0.134999 became 0.135, shown 0.14 against report.md's 0.13). `known`: the trial's
+    turns, tool calls, tokens and cost, None when unknown (report/usage.py's
+    `trial_usage`; the page and its trial panel show "—" and "unknown", never 0 or $0)."""
+    tokens = None if known["input_tokens"] is None \
+        else known["input_tokens"] + known["output_tokens"]
     failed = [c.id for c in failed_criteria(rec)]
     return [
         rec.trial_id, rec.variant_id, rec.task_id, rec.row_id,
         rec.repeat, rec.status, rec.weighted_score,
-        usage.turns, usage.tool_calls,
-        usage.input_tokens + usage.output_tokens,
-        usage.cost_usd, rec.duration_s,
+        known["turns"], known["tool_calls"], tokens,
+        known["cost_usd"], rec.duration_s,
         rec.stopped_early, rec.early_stop_reason, failed,
         rec.suite_id, _short(rec.error, 300), rec.cost_unknown, run_limit_text(rec),
     ]

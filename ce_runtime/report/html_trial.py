@@ -75,6 +75,8 @@ def _load_record(path: str) -> tuple[TrialRecord | None, str | None]:
 def _read_trial(run_dir: str, rec: TrialRecord, templates: TemplateCache
                 ) -> dict[str, Any]:
     """Everything the detail may show, uncut."""
+    from ce_runtime.execute.attempts import attempt_records
+
     notes: list[str] = []
     tdir = trial_dir(run_dir, rec.trial_id or "")
     if tdir is None:
@@ -100,7 +102,8 @@ def _read_trial(run_dir: str, rec: TrialRecord, templates: TemplateCache
         notes.append("workspace.json is missing or unreadable: no files to show")
     return {"notes": notes, "task": task, "evidence": evidence, "events": events,
             "files": files, "dir": os.path.relpath(tdir, run_dir),
-            "plan": templates.plan_facts(rec.plan_hash)}
+            "plan": templates.plan_facts(rec.plan_hash),
+            "attempts": attempt_records(run_dir, tdir, rec.plan_hash)}
 
 
 # -- the trace ---------------------------------------------------------------------------
@@ -194,7 +197,7 @@ class TrialReads:
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
         self.templates = TemplateCache(run_dir)
-        self._raw: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._raw: dict[tuple[str, str | None, str | None], dict[str, Any]] = {}
         self._kept = 0
 
     def read_ahead(self, rec: TrialRecord) -> None:
@@ -202,13 +205,14 @@ class TrialReads:
             return
         with contextlib.suppress(Exception):  # read again at the end (and said there)
             raw = _read_trial(self.run_dir, rec, self.templates)
-            self._raw[(rec.trial_id, rec.plan_hash)] = raw
+            # the record's digest too: a trial run again (`--retry-errors`) is read again
+            self._raw[(rec.trial_id, rec.plan_hash, rec.record_sha256)] = raw
             self._kept += _size(raw)
 
     def get(self, rec: TrialRecord) -> dict[str, Any] | None:
         """What `_read_trial` read ahead for `rec` (a copy: a detail cuts its timeline
         in place), else None."""
-        raw = self._raw.get((rec.trial_id, rec.plan_hash))
+        raw = self._raw.get((rec.trial_id, rec.plan_hash, rec.record_sha256))
         return None if raw is None else dict(raw)
 
 
@@ -456,6 +460,10 @@ def _shape(rec: TrialRecord, raw: dict[str, Any], cap: int, max_events: int
         "sandbox": {"driver": sandbox.driver, "network": sandbox.network} if sandbox else None,
         "criteria": criteria, "arithmetic": arithmetic(criteria, rec),
         "commands": commands, "timeline": shown, "files": shown_files, "notes": notes,
+        # the attempts before this one (`ce run --retry-errors`), oldest first
+        "attempts": [{"n": n, "dir": where, "status": a.status if a else None,
+                      "error": _cut(a.error_reason, cap // 2) if a and a.error_reason
+                      else None} for n, where, a in raw.get("attempts") or ()],
     }
 
 

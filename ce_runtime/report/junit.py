@@ -3,6 +3,7 @@ suite gate and per variant's `--min-pass-rate` gate."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -29,6 +30,25 @@ def _criterion_text(c: CriterionRecord) -> str:
     return line
 
 
+def _earlier_attempts(tc: Any, status: str, attempts: Sequence[dict[str, Any]]
+                      ) -> list[str]:
+    """A trial run again after an ERROR (`ce run --retry-errors`, run.json's `retried`):
+    each earlier attempt as Maven Surefire's rerun convention has it (`flakyError` when
+    the latest attempt succeeded, else `rerunError`: CI test reports show such a test
+    as flaky), and a line for the testcase's system-out. Without them a trial that
+    ERRORed and then passed looked like any pass."""
+    import xml.etree.ElementTree as ET
+
+    tag = "flakyError" if status == Status.SUCCESS else "rerunError"
+    for a in attempts:
+        ET.SubElement(tc, tag, type=_x(a.get("status") or Status.ERROR.value), message=_x(
+            f"attempt {a.get('n')}: {a.get('error') or a.get('status')}"))
+    if not attempts:
+        return []
+    return [f"ran again after an ERROR: this is attempt {len(attempts) + 1}; the earlier "
+            f"attempts are kept in RUN/{os.path.dirname(str(attempts[0].get('dir') or 'attempts'))}/"]
+
+
 def render_junit(records: Records, gates: Sequence[SuiteGate],
                  summary: dict[str, Any] | None = None) -> str:
     """JUnit XML: a testsuite per variant, a testcase per trial (failure for a failed
@@ -52,6 +72,7 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
                                "time": 0.0}
         return suites[variant]
 
+    retried = ((summary or {}).get("retried") or {}).get("by_trial") or {}
     for rec in as_records(records):
         variant = rec.variant_id or "default"
         ts = suite(variant)
@@ -85,7 +106,7 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
                                             or rec.error or limit or "no criterion failed")
             el = ET.SubElement(tc, "failure", type=_x(status), message=_x(summary_line))
             el.text = _x(body) or None
-        notes = []
+        notes = _earlier_attempts(tc, status, retried.get(rec.trial_id) or ())
         if rec.stopped_early:
             notes.append(f"stopped early ({rec.early_stop_reason or 'decided'}); "
                          "non-armed criteria are advisory, not gated")

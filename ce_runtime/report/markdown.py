@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ce_runtime.report.frames import CLASSIFICATION, TURN_BUDGET_FACTOR, Records
+from ce_runtime.report.frames import CLASSIFICATION, TURN_BUDGET_FACTOR, Records, trials_frame
 from ce_runtime.report.gates import SuiteGate, no_cases_note
 from ce_runtime.report.text import (
     failed_criteria,
@@ -20,6 +20,8 @@ from ce_runtime.report.text import (
     fmt_tokens,
     run_limit_text,
 )
+from ce_runtime.report.usage import trial_usage
+from ce_runtime.report.usage_text import variant_tables
 from ce_runtime.safe_text import md_inline, one_line
 from ce_runtime.store.record import (
     NOT_FAILED_STATUSES,
@@ -39,14 +41,39 @@ def _cell(text: Any, limit: int = 160) -> str:
     return md_inline(s)
 
 
-def _cost(block: dict[str, Any], why: bool = False) -> str:
-    """A summary's cost, and the trials it leaves out (their model has no rate)."""
-    text = fmt_cost(block["cost_usd"])
+def _cost(block: dict[str, Any], why: bool = False, none: str = "—") -> str:
+    """A summary's cost: the sum over the trials whose cost is known (report/usage.py's
+    rule, run.json's `cost_known_trials`), "over K of N trial(s)" when not all, `none`
+    ("—"; "unknown" in a sentence) when none is (never $0); `why`: the trials whose model has no rate, and why. A block without
+    the count (the judges') is the sum and its unpriced trials, as before."""
     unknown = block.get("cost_unknown")
-    if not unknown:
-        return text
-    text += f" + unknown for {unknown['trials']} trial(s)"
-    return text + (": " + _cell("; ".join(unknown["why"]), 400) if why else "")
+    known = block.get("cost_known_trials")
+    if known is None:
+        text = fmt_cost(block["cost_usd"])
+        if not unknown:
+            return text
+        text += f" + unknown for {unknown['trials']} trial(s)"
+        return text + (": " + _cell("; ".join(unknown["why"]), 400) if why else "")
+    text = fmt_cost(block["cost_usd"]) if known else none
+    if known and known < block["trials"]:
+        text += f" over {known} of {block['trials']} trial(s)"
+    if why and unknown:
+        text += f"; {unknown['trials']} unpriced: " + _cell("; ".join(unknown["why"]), 400)
+    return text
+
+
+def _tokens(block: dict[str, Any]) -> str:
+    """A summary's tokens, as `_cost` says its cost: over the trials whose tokens are
+    known (report/usage.py's rule, run.json's `tokens_known_trials`), "over K of N
+    trial(s)" when not all, "—" when none is (never 0 in / 0 out); an older run.json
+    without the count: the sums."""
+    known = block.get("tokens_known_trials")
+    if known == 0:
+        return "—"
+    text = fmt_tokens(block["tokens"])
+    if known is not None and known < block["trials"]:
+        text += f" over {known} of {block['trials']} trial(s)"
+    return text
 
 
 def _code(text: Any) -> str:
@@ -143,8 +170,12 @@ def render_markdown(summary: dict[str, Any], records: Records,
           f"({fmt_pct(wet['share'])}) |")
     if summary["stopped_early"]:
         w(f"| Stopped early | {summary['stopped_early']} trial(s){_turns_avoided(summary)} |")
-    tok = summary["tokens"]
-    w(f"| Tokens | {fmt_tokens(tok)} |")
+    again = summary.get("retried")  # run.json's, from `ce run --retry-errors`
+    if isinstance(again, dict) and again.get("trials"):
+        w(f"| Ran again after an ERROR | {again['trials']} trial(s) (--retry-errors; the "
+          f"latest attempt counts), {again.get('earlier_attempts', 0)} earlier attempt(s) "
+          "kept in `attempts/` |")
+    w(f"| Tokens | {_tokens(summary)} |")
     w(f"| Cost | {_cost(summary, why=True)} |")
     judges = summary.get("judges")
     if judges:
@@ -153,7 +184,9 @@ def render_markdown(summary: dict[str, Any], records: Records,
           f" cache write ({_judge_calls(judges)}, {judges['recorded']} reused from the"
           " cache) |")
         w(f"| Judge cost | {_cost(judges, why=True)} (not in the agent's cost) |")
-    w(f"| Agent time | {fmt_duration(summary['duration_s'])} (sum over trials) |")
+    # each trial's duration_s runs from its set-up to its grading, not the agent's turn
+    w(f"| Trial time | {fmt_duration(summary['duration_s'])} (sum over trials, set-up and "
+      "grading included) |")
     w("")
 
     variants = list(summary["variants"])
@@ -161,6 +194,10 @@ def render_markdown(summary: dict[str, Any], records: Records,
     for rec in records:
         by_variant.setdefault(rec.variant_id, []).append(rec)
     budgeted = any(rec.expected_turns is not None for rec in records)
+    # each trial's turns, tokens and cost, None where unknown (report/usage.py's rule,
+    # as the totals)
+    usages = dict(zip((rec.trial_id for rec in records),
+                      trial_usage(trials_frame(records)) if records else (), strict=True))
     for v in variants:
         vs = summary["variants"][v]
         w(f"## Variant {_code(v)}")
@@ -173,7 +210,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
         lead = ", ".join(who)
         w((lead[:1].upper() + lead[1:] + " — " if lead else "")
           + f"{vs['passed']}/{vs['graded']} succeeded ({fmt_pct(vs['pass_rate'])}), mean score "
-          f"{fmt_score(vs['mean_score'])}, cost {_cost(vs)}"
+          f"{fmt_score(vs['mean_score'])}, cost {_cost(vs, none='unknown')}"
           + (f", judges {_cost(vs['judges'])}" if vs.get("judges") else "") + ".")
         w("")
         head = ["Task", "Repeat", "Status", "Score", "Turns"]
@@ -185,7 +222,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
                          for h in head) + "|")
         notes_after: list[str] = []
         for rec in by_variant.get(v, []):
-            w("| " + " | ".join(_trial_cells(rec, budgeted)) + " |")
+            w("| " + " | ".join(_trial_cells(rec, budgeted, usages[rec.trial_id])) + " |")
             if rec.stopped_early:
                 notes_after.append(_early_note(rec))
         w("")
@@ -281,6 +318,7 @@ def render_markdown(summary: dict[str, Any], records: Records,
               f"{fmt_signed(c['mean_score_diff'], False)} | "
               f"{c['better']} / {c['worse']} / {c['same']} |")
         w("")
+        _render_usage(w, summary)
         _render_paired_stats(w, comparison, records)
         early = sum(c.get("stopped_early_tasks") or 0 for c in comparison)
         if early:
@@ -324,12 +362,15 @@ def _gate_word(g: SuiteGate) -> str:
     return "✅ passed" if g.passed else "❌ failed"
 
 
-def _trial_cells(rec: TrialRecord, budgeted: bool) -> list[str]:
+def _trial_cells(rec: TrialRecord, budgeted: bool, known: dict[str, Any]) -> list[str]:
+    """The trial's row; `known` its turns and cost (report/usage.py's `trial_usage`),
+    None when unknown ("—", never 0 or $0)."""
     usage = rec.usage
     status = rec.status or "?"
     mark = {Status.SUCCESS: "✅", Status.NOT_GRADED: "➖"}.get(status, "❌")
+    turns = known["turns"]
     cells = [_code(rec.task_id), str(rec.repeat), f"{mark} {status}",
-             fmt_score(rec.weighted_score), str(usage.turns)]
+             fmt_score(rec.weighted_score), "—" if turns is None else str(turns)]
     if budgeted:
         expected = rec.expected_turns
         if expected is None:
@@ -338,7 +379,7 @@ def _trial_cells(rec: TrialRecord, budgeted: bool) -> list[str]:
             visible = usage.tool_calls + 1
             within = rec.status == Status.SUCCESS and visible <= TURN_BUDGET_FACTOR * expected
             cells.append(f"{visible}/{expected} {'✓' if within else '✗'}")
-    cells.append("unknown" if rec.cost_unknown else fmt_cost(usage.cost_usd))
+    cells.append(fmt_cost(known["cost_usd"]))
     notes = []
     if rec.stopped_early:
         notes.append(f"stopped early ({_cell(rec.early_stop_reason or 'decided')})")
@@ -426,7 +467,6 @@ def _render_paired_stats(w, comparison: Sequence[dict[str, Any]],
     """Each variant against the baseline (ce_runtime/report/stats.py): the paired mean
     difference with its bootstrap interval, the sign-flip test's p-value, wins / losses
     / ties and the most divergent tasks."""
-    from ce_runtime.report.frames import trials_frame
     from ce_runtime.report.stats import paired_comparison
 
     trials = trials_frame(records)
@@ -469,6 +509,24 @@ def _render_paired_stats(w, comparison: Sequence[dict[str, Any]],
             w(f"- {_code(r.variant_b)}: " + "; ".join(
                 f"{_code(task)} {fmt_score(a)} → {fmt_score(b)} ({fmt_signed(b - a, False)})"
                 for task, a, b in r.most_divergent))
+        w("")
+
+
+def _render_usage(w, summary: dict[str, Any]) -> None:
+    """What a trial of each variant cost, and each against the baseline
+    (report/usage_text.py, whose cells report.html shows too)."""
+    tables = variant_tables(summary)
+    if not tables:
+        return
+    w("### Usage per trial")
+    w("")
+    for title, head, rows in tables:
+        w(title + ":")
+        w("")
+        w("| " + " | ".join(head) + " |")
+        w("|---|" + "---:|" * (len(head) - 1))
+        for r in rows:
+            w("| " + " | ".join([_code(r[0]), *r[1:]]) + " |")
         w("")
 
 

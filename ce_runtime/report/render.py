@@ -26,6 +26,10 @@ def render(run: str, fmt: str) -> str:
                        data.run_json.get("created_at"),
                        [i for i in unrun if isinstance(i, str)]
                        if isinstance(unrun, list) else ())
+    from ce_runtime.execute.attempts import retried
+
+    if (again := retried(data.run_dir, data.records)) is not None:  # --retry-errors
+        summary["retried"] = again
     return render_loaded(data, fmt, summary, gates)
 
 

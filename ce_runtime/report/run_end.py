@@ -68,6 +68,10 @@ def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], recor
     status = "interrupted" if interrupted else \
         "incomplete" if lost or len(records) < total else "complete"
     with_run_state(summary, status, total, lost, error, _created_at(run_dir), unrun)
+    from ce_runtime.execute.attempts import retried
+
+    if (again := retried(run_dir, records)) is not None:  # `ce run --retry-errors`
+        summary["retried"] = again
     run_json = run_json_bytes(summary)
     parquet = markdown = html = junit = failure = None
     try:

@@ -1,5 +1,6 @@
 """The run.json summary: counts by status, pass rate with its Wilson interval, mean score,
-pass@k, turn budgets, cost, the paired comparison of variants, and the exit code.
+pass@k, turn budgets, cost, each variant's usage per trial (`per_trial`: report/usage.py),
+the paired comparison of variants, and the exit code.
 
 Definitions in `ce_runtime.report`.
 """
@@ -12,6 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from ce_runtime.report.frames import EPSILON, Records, ratio, trials_frame
 from ce_runtime.report.gates import SuiteGate, below_text
+from ce_runtime.report.usage import (
+    cost_known,
+    no_pairs,
+    no_usage,
+    tokens_known,
+    variant_usage,
+)
 from ce_runtime.store.record import STATUSES, Status
 
 if TYPE_CHECKING:
@@ -55,8 +63,11 @@ def _stats_exprs() -> tuple[pl.Expr, ...]:
         pl.col("turns_remaining_at_stop").is_not_null().sum().alias("turns_avoided_trials"),
         pl.col("input_tokens").sum(), pl.col("output_tokens").sum(),
         pl.col("total_tokens").sum(), pl.col("cache_read_tokens").sum(),
-        pl.col("cache_write_tokens").sum(), pl.col("cost_usd").sum(),
+        pl.col("cache_write_tokens").sum(),
+        tokens_known().sum().alias("tokens_known_trials"), pl.col("cost_usd").sum(),
         pl.col("cost_unknown").is_not_null().sum().alias("cost_unknown"),
+        cost_known(pl.col("cost_usd"), pl.col("cost_unknown")).sum()
+        .alias("cost_known_trials"),
         pl.col("duration_s").sum(), pl.col("turns").sum(), pl.col("tool_calls").sum(),
         within.is_not_null().sum().alias("budgeted"),
         within.fill_null(False).sum().alias("within"),
@@ -107,6 +118,9 @@ def _breakdown(row: dict[str, Any], pak: dict[str, Any] | None) -> dict[str, Any
         "tokens": {"input": row["input_tokens"], "output": row["output_tokens"],
                    "total": row["total_tokens"], "cache_read": row["cache_read_tokens"],
                    "cache_write": row["cache_write_tokens"]},
+        # the trials whose tokens are known (report/usage.py's rule: some token reported);
+        # with none the tokens are unknown ("—" in the reports), not 0
+        "tokens_known_trials": row["tokens_known_trials"],
         # to the nano-dollar: sums in another order (the run's, a variant's) differ in
         # the last bits, and $0.35355 would print as $0.3535 in one place, $0.3536 in the other
         "cost_usd": None if row["cost_usd"] is None else round(row["cost_usd"], 9),
@@ -114,6 +128,9 @@ def _breakdown(row: dict[str, Any], pak: dict[str, Any] | None) -> dict[str, Any
         # leaves those trials' tokens out
         **({"cost_unknown": {"trials": row["cost_unknown"], "why": row["cost_unknown_why"]}}
            if row["cost_unknown"] else {}),
+        # the trials whose cost is known (report/usage.py's rule: a rate and more than $0
+        # reported); cost_usd is theirs, and with none it is unknown, not $0
+        "cost_known_trials": row["cost_known_trials"],
         "duration_s": row["duration_s"],
         "turns": row["turns"],
         "tool_calls": row["tool_calls"],
@@ -218,6 +235,7 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
         pak_total = None
     paks = {r["variant_id"]: r for r in pak_variant.iter_rows(named=True)}
     variants = [r["variant_id"] for r in per_variant.iter_rows(named=True)]
+    per_trial, usage_changes = variant_usage(trials, variants)
 
     judged = [(_field(r, "variant_id"), _field(r, "judge_usage")) for r in records]
     failed_gates = [g for g in gates if not g.passed]
@@ -244,9 +262,12 @@ def summary(records: Records, gates: Sequence[SuiteGate], run_id: str,
         **_judges(judged),
         "variants": {r["variant_id"]: {"agents": r["agents"], "models": r["models"],
                                        **_breakdown(r, paks.get(r["variant_id"])),
-                                       **_judges(judged, r["variant_id"])}
+                                       **_judges(judged, r["variant_id"]),
+                                       "per_trial": per_trial.get(r["variant_id"])
+                                       or no_usage()}
                      for r in per_variant.iter_rows(named=True)},
-        "comparison": _comparison(trials, variants),
+        "comparison": [{**c, "per_trial": usage_changes.get(c["variant"]) or no_pairs()}
+                       for c in _comparison(trials, variants)],
         "suite_gates": [g.to_dict() for g in gates],
         "suite_gates_failed": len(failed_gates),
     }

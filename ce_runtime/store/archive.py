@@ -160,9 +160,11 @@ def ascii_sorted_json(value: Any) -> bytes | None:
 
 
 def find_run_root(trial_dir: str) -> str | None:
-    """The run directory above a trial directory (it has plans/ and objects/)."""
+    """The run directory above a trial directory (it has plans/ and objects/): up to
+    RUN/attempts/VARIANT/TASK/ROW/NN/<n>, a dataset row's earlier attempt (`ce run
+    --retry-errors`), six levels below it."""
     d = os.path.abspath(trial_dir)
-    for _ in range(6):
+    for _ in range(8):
         if os.path.isdir(os.path.join(d, "plans")) and os.path.isdir(os.path.join(d, "objects")):
             return d
         parent = os.path.dirname(d)

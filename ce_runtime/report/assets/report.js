@@ -42,11 +42,22 @@
   const pct = (v) => (v === null || v === undefined) ? "—" : fixed(100 * v, 1) + "%";
   const num = (v, d) => (v === null || v === undefined) ? "—" : fixed(v, d);
   const cost = (v) => (v === null || v === undefined) ? "—" : "$" + fixed(v, 4);
-  // a summary's cost and the trials it leaves out (their model has no rate: ce_runtime/pricing.py)
-  const costOf = (block) => {
-    const u = block.cost_unknown;
-    if (!u || !u.trials) return cost(block.cost_usd);
-    return el("span", { title: (u.why || []).join("; ") }, `${cost(block.cost_usd)} + unknown for ${u.trials} trial(s)`);
+  // a count the trial may not have measured (turns, tokens: report/usage.py): "—", never 0
+  const known = (v) => (v === null || v === undefined) ? "—" : v.toLocaleString("en");
+  // a summary's cost, as report.md's _cost: the sum over the trials whose cost is known
+  // (cost_known_trials: report/usage.py's rule), over how many when not all, "—" (none:
+  // "unknown" in a sentence) when none is, never $0; the unpriced trials' why (their model
+  // has no rate: ce_runtime/pricing.py) in a tooltip. A block without the count (the
+  // judges') is the sum and its unpriced trials.
+  const costOf = (block, none = "—") => {
+    const u = block.cost_unknown, known = block.cost_known_trials;
+    if (known === undefined || known === null) {
+      if (!u || !u.trials) return cost(block.cost_usd);
+      return el("span", { title: (u.why || []).join("; ") }, `${cost(block.cost_usd)} + unknown for ${u.trials} trial(s)`);
+    }
+    const text = (known ? cost(block.cost_usd) : none) + (known && known < block.trials ? ` over ${known} of ${block.trials} trial(s)` : "");
+    if (!u || !u.trials) return text;
+    return el("span", { title: (u.why || []).join("; ") }, `${text}; ${u.trials} unpriced`);
   };
   const judgeCalls = (j) => {  // each kind of judge that was called (markdown's _judge_calls)
     const sessions = j.agent_sessions || 0, calls = j.calls - sessions;
@@ -99,14 +110,18 @@
     const w = s.within_expected_turns || {};
     if (w.budgeted) rows.push(["Within expected turns", `${w.within}/${w.budgeted} (${pct(w.share)})`]);
     if (s.stopped_early) rows.push(["Stopped early", `${s.stopped_early} trial(s)` + turnsAvoided(s)]);
-    const t = s.tokens || {};
+    // as report.md's _tokens: over the trials whose tokens are known (tokens_known_trials:
+    // report/usage.py's rule), over how many when not all, "—" when none is, never 0
+    const t = s.tokens || {}, tknown = s.tokens_known_trials;
     const cache = t.cache_read || t.cache_write ? ` / ${(t.cache_read || 0).toLocaleString("en")} cache read / ${(t.cache_write || 0).toLocaleString("en")} cache write` : "";
-    rows.push(["Tokens", `${(t.input || 0).toLocaleString("en")} in / ${(t.output || 0).toLocaleString("en")} out${cache}`]);
+    rows.push(["Tokens", tknown === 0 ? "—" : `${(t.input || 0).toLocaleString("en")} in / ${(t.output || 0).toLocaleString("en")} out${cache}` +
+      (tknown !== null && tknown !== undefined && tknown < s.trials ? ` over ${tknown} of ${s.trials} trial(s)` : "")]);
     rows.push(["Cost", costOf(s)]);
     const j = s.judges;
     if (j) rows.push(["Judge tokens", `${j.input_tokens.toLocaleString("en")} in / ${j.output_tokens.toLocaleString("en")} out / ${j.cache_read_tokens.toLocaleString("en")} cache read / ${j.cache_write_tokens.toLocaleString("en")} cache write (${judgeCalls(j)}, ${j.recorded} reused from the cache)`],
       ["Judge cost", el("span", {}, costOf(j), " (not in the agent's cost)")]);
-    rows.push(["Agent time", dur(s.duration_s) + " (sum over trials)"]);
+    // each trial's duration_s runs from its set-up to its grading (report.md says the same)
+    rows.push(["Trial time", dur(s.duration_s) + " (sum over trials, set-up and grading included)"]);
     if (D.trials_planned && D.trials_planned !== s.trials) rows.push(["Planned", `${D.trials_planned} trials (${s.trials} recorded)`]);
     sec.append(el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))))));
   }
@@ -154,6 +169,14 @@
         el("td", { class: "num" }, num(v.mean_score, 2)),
         el("td", { class: "num" }, v.pass_at_k ? `${v.pass_at_k.passed}/${v.pass_at_k.tasks}` : "—"),
         el("td", { class: "num" }, v.stopped_early || 0), el("td", { class: "num" }, costOf(v)))))));
+    // usage per trial: cells formatted as report.md's (report/usage_text.py)
+    if ((D.usage_tables || []).length) sec.append(el("h3", {}, "Usage per trial"));
+    (D.usage_tables || []).forEach(([title, head, rows], i) => {
+      sec.append(el("p", { class: "muted" }, title + ":"),
+        el("table", { id: i ? "usage-change-table" : "usage-table" },
+          el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
+          el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c, j) => j ? el("td", { class: "num" }, c) : el("td", {}, el("code", {}, c))))))));
+    });
     sec.append(el("div", {}, el("h3", {}, "Pass rate with its 95% Wilson interval"),
       intervalChart(D.variants.map((v) => ({ label: v.id, value: v.pass_rate, low: v.pass_rate_ci95 && v.pass_rate_ci95[0], high: v.pass_rate_ci95 && v.pass_rate_ci95[1] })),
         { min: 0, max: 1, fmt: pct, title: "pass rate per variant", cls: "variant-chart" })));
@@ -373,8 +396,8 @@
         el("td", { class: "mono" }, r[COL.trial_id]), el("td", {}, r[COL.variant]), el("td", {}, r[COL.task]),
         el("td", { class: "num" }, r[COL.repeat]),
         el("td", {}, status(r[COL.status]), r[COL.early] ? early() : null),
-        el("td", { class: "num" }, num(r[COL.score], 2)), el("td", { class: "num" }, r[COL.turns]), el("td", { class: "num" }, r[COL.tool_calls]),
-        el("td", { class: "num" }, (r[COL.tokens] || 0).toLocaleString("en")), el("td", { class: "num" }, r[COL.cost_unknown] ? el("span", { title: r[COL.cost_unknown] }, "unknown") : cost(r[COL.cost])),
+        el("td", { class: "num" }, num(r[COL.score], 2)), el("td", { class: "num" }, known(r[COL.turns])), el("td", { class: "num" }, known(r[COL.tool_calls])),
+        el("td", { class: "num" }, known(r[COL.tokens])), el("td", { class: "num" }, r[COL.cost_unknown] ? el("span", { title: r[COL.cost_unknown] }, cost(r[COL.cost])) : cost(r[COL.cost])),
         el("td", { class: "num" }, dur(r[COL.duration])),
         el("td", {}, failed.join(", "), r[COL.error] ? el("span", { class: "bad", title: r[COL.error] }, (failed.length ? " · " : "") + "error: " + (r[COL.error].length > 80 ? r[COL.error].slice(0, 79) + "…" : r[COL.error])) : null,
           !failed.length && r[COL.limit] ? el("span", { class: "muted", title: r[COL.limit] }, r[COL.limit]) : null));
@@ -401,7 +424,11 @@
       const r = D.trials[i];
       aside.append(el("h2", {}, r[COL.trial_id]), el("p", { class: "note" }, D.detail_note || "This report was made without per-trial detail."));
     } else {
-      window.CE_TRIAL.render(aside, JSON.parse(node.textContent), { el, status, early, num, pct, cost, dur });
+      // the row's turns, tool calls, tokens and cost: null when unknown (report/usage.py's
+      // rule), as the table shows them
+      const r = D.trials[i];
+      window.CE_TRIAL.render(aside, JSON.parse(node.textContent), { el, status, early, num, pct, cost, dur, knownCost: r[COL.cost],
+        knownTurns: r[COL.turns], knownToolCalls: r[COL.tool_calls], knownTokens: r[COL.tokens] });
     }
     aside.hidden = false;
     aside.scrollTop = 0;

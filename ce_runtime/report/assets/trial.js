@@ -2,18 +2,31 @@
 "use strict";
 window.CE_TRIAL = (function () {
   function render(root, d, h) {
-    const { el, status, early, num, cost, dur } = h;
+    const { el, status, early, num, cost, dur, knownCost, knownTurns, knownToolCalls, knownTokens } = h;
+    const unknown = (v) => v === null || v === undefined;
+    // unknown (no rate, none reported, no agent): said so, never $0
+    const costText = unknown(knownCost) ? "cost unknown" + (d.cost_unknown ? " (" + d.cost_unknown + ")" : "") : cost(knownCost);
     const u = d.usage || {};
     // the prompt cache's tokens, as the run's Tokens row says them (report.md's fmt_tokens)
     const cached = u.cache_read_tokens || u.cache_write_tokens ? ` / ${(u.cache_read_tokens || 0).toLocaleString("en")} cache read / ${(u.cache_write_tokens || 0).toLocaleString("en")} cache write` : "";
+    // turns, tool calls and tokens the trial did not measure (no agent ran, no token
+    // reported: report/usage.py's rule, as the table's "—"): unknown, never 0
+    const turnsText = unknown(knownTurns) ? "turns unknown" : `${knownTurns} turn(s)`;
+    const toolsText = unknown(knownToolCalls) ? "tool calls unknown" : `${knownToolCalls} tool call(s)`;
+    const tokensText = unknown(knownTokens) ? "tokens unknown" : `${(u.input_tokens || 0).toLocaleString("en")} in / ${(u.output_tokens || 0).toLocaleString("en")} out${cached} tokens`;
     root.append(el("h2", { id: "detail-title" }, d.trial_id),
       el("p", {}, status(d.status), d.stopped_early ? early() : null,
-        ` · score ${num(d.weighted_score, 3)} · ${u.turns ?? "?"} turn(s), ${u.tool_calls ?? "?"} tool call(s) · ` +
-        `${(u.input_tokens || 0).toLocaleString("en")} in / ${(u.output_tokens || 0).toLocaleString("en")} out${cached} tokens · ${d.cost_unknown ? "cost unknown (" + d.cost_unknown + ")" : cost(u.cost_usd)} · ${dur(d.duration_s)}`),
+        ` · score ${num(d.weighted_score, 3)} · ${turnsText}, ${toolsText} · ${tokensText} · ${costText} · ${dur(d.duration_s)}`),
       el("p", { class: "muted" }, `agent ${d.agent || "?"}` + (d.model ? `, model ${d.model}` : "") + (d.started_at ? ` · started ${d.started_at}` : "") +
         (d.dir ? ` · the evaluation tree of every criterion: ce explain RUN/${d.dir}` : "")));
     for (const n of d.notes || []) root.append(el("p", { class: "note" }, n));
     if (d.prompt) root.append(el("details", { class: "prompt" }, el("summary", {}, "Prompt"), el("pre", {}, d.prompt)));
+    if ((d.attempts || []).length) {
+      root.append(el("h3", {}, `Earlier attempts (${d.attempts.length}): the run ran this trial again after an ERROR`));
+      const ul = el("ul", { class: "attempts" });
+      for (const a of d.attempts) ul.append(el("li", {}, `attempt ${a.n}: ${a.status || "record unreadable"}` + (a.error ? ` — ${a.error}` : "") + ` (kept in RUN/${a.dir})`));
+      root.append(ul);
+    }
     if (d.error) root.append(el("h3", {}, "Trial error"), el("pre", {}, d.error));
     const o = d.agent_outcome;
     if (o && o.reason && o.reason !== "finished") root.append(el("p", {}, `agent ended: ${o.reason}` + (o.detail ? `: ${o.detail}` : "")));
@@ -114,6 +127,8 @@ window.CE_TRIAL = (function () {
   }
 
   function files(list, el) {
+    // .venv, node_modules, .git and __pycache__ are left out of the snapshot
+    if (!list.length) return el("p", { class: "muted" }, "no file: the workspace was empty when the agent ended (its .venv, node_modules, .git and __pycache__ are not kept)");
     const counts = {};
     list.forEach((f) => { counts[f.status] = (counts[f.status] || 0) + 1; });
     const wrap = el("div", {}, el("p", { class: "muted" }, Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ") + " (against the template)"));
