@@ -71,3 +71,22 @@ def test_ce_runs_own_log_in_the_task_directory_errs_no_trial(tmp_path):
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert "integrity" not in said, said
     assert res.returncode == 0 and run["passed"] == 6, said
+
+
+def test_a_temp_directory_inside_the_task_directory_is_not_the_agents(tmp_path):
+    """TMPDIR inside the task's folder (a CI job's, a test's): ce, Ray and other runs make
+    and remove their scratch there while a trial runs; none of it is the agent's (CI
+    found a resumed Ray trial ERROR: "$TASK_DIR/tmp/0sn4ulv1 (the task directory) was
+    removed"). Two runs at once, each making and sweeping its scratch in that TMPDIR."""
+    (tmp_path / "t.yaml").write_text(TASK.format(n="$$"))
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "CE_PLAIN": "1", "TMPDIR": str(tmp_path / "tmp")}
+    runs = [subprocess.Popen(
+        [sys.executable, "-m", "ce_runtime.cli", "run", "t.yaml", "--repeats", "4", "-j", "2",
+         "--run-dir", f"run{i}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    for i, proc in enumerate(runs):
+        said, _ = proc.communicate(timeout=300)
+        run = json.loads((tmp_path / f"run{i}" / "run.json").read_text())
+        assert "integrity" not in said, said
+        assert proc.returncode == 0 and run["passed"] == 4, said

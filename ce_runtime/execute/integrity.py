@@ -118,8 +118,10 @@ class Baseline:
 
 def baseline(workspace: str, protected: tuple[str, ...] | list[str], task_dir: str = "",
              ce_writes: tuple[str, ...] = ()) -> Baseline:
-    """`ce_writes`: directories ce itself writes during the run (the run directory and
-    the directory of runs), skipped when they lie in the task directory."""
+    """`ce_writes`: directories ce itself writes during the run (the run directory, the
+    directory of runs, the temp directory that ce and its engines share: Ray, uv and
+    other runs come and go there, whatever the agent does), skipped when they lie in the
+    task directory."""
     venv_dir = os.path.join(workspace, ".venv")
     venv = _walk(venv_dir) if os.path.isdir(venv_dir) else {}
     interpreter = None

@@ -259,7 +259,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             trusted = await asyncio.to_thread(
                 integrity.baseline, sandbox.workspace, tuple(plan.sandbox.protected),
                 trial.task_dir, (ctx.run_dir, os.path.dirname(ctx.run_dir), ctx.work_root,
-                                 *ctx.writes))
+                                 tempfile.gettempdir(), *ctx.writes))
         if error is None:
             notes["cost_unknown"] = pricing.unpriced(agent, block_to_json(plan.agent))
             try:
