@@ -43,6 +43,7 @@ from ce_agents.cli_agent import TurnEvents
 from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentOutcome, AgentRequest, EventSink
 from ce_runtime.trace import events as T
+from ce_runtime.trace.claude_log import api_retry
 
 CLI_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
@@ -245,6 +246,8 @@ class _Session(TurnEvents):
                 self.emit(T.Message, "system", f"claude-code session {self.session_id} "
                           f"(model {message.data.get('model')}, tools: "
                           f"{', '.join(message.data.get('tools') or [])})")
+            elif message.subtype == "api_retry":  # a model call failed; the CLI retries it
+                self.emit(T.ModelError, **api_retry(message.data))
         elif isinstance(message, sdk.AssistantMessage):
             if message.parent_tool_use_id:
                 return  # a sub-agent's message: its tool calls are its own

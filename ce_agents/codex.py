@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, lines, model_url
@@ -51,6 +52,11 @@ from ce_runtime.trace.codex_log import (
 )
 
 DEFAULT_MODEL = "gpt-5.5"
+# `exec --json`'s `error` while it retries a failed model call:
+# "Reconnecting... 2/5 (unexpected status 529 <unknown status code>: overloaded, url: ...)"
+RECONNECTING = re.compile(r"Reconnecting\.\.\. (?P<attempt>\d+)/(?P<retries>\d+) "
+                          r"\((?P<why>.*)\)\s*$", re.S)
+STATUS = re.compile(r"\bstatus (\d{3})\b")
 CONFIG = """model = "{model}"
 model_provider = "ce"
 
@@ -280,7 +286,13 @@ class CodexAgent(CliAgent):
         elif kind == "turn.failed":
             events.error = str((obj.get("error") or {}).get("message") or obj)
         elif kind == "error":
-            events.emit(T.Message, "system", f"codex: {obj.get('message')}")
+            retry = RECONNECTING.match(str(obj.get("message") or ""))
+            if retry:  # a model call failed; Codex retries it
+                status = STATUS.search(retry["why"])
+                events.emit(T.ModelError, retry["why"], int(status[1]) if status else None,
+                            int(retry["attempt"]), int(retry["retries"]))
+            else:
+                events.emit(T.Message, "system", f"codex: {obj.get('message')}")
         elif kind == "item.completed" and (obj.get("item") or {}).get("type") == "error":
             events.emit(T.Message, "system", f"codex: {obj['item'].get('message')}")
 

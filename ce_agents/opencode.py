@@ -40,6 +40,7 @@ rate card or the task's `agent.pricing` (`ce_runtime.pricing`), as for Codex.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, model_url
@@ -70,6 +71,9 @@ export const CePlugin = async () => {
   say({type: "ce_plugin"});
   return {
     event: async ({event}) => {
+      const status = event && event.type === "session.status" && event.properties;
+      if (status && status.sessionID === root && status.status && status.status.type === "retry")
+        say({type: "ce_model_retry", attempt: status.status.attempt, message: status.status.message});
       const part = event && event.properties && event.properties.part;
       if (event.type !== "message.part.updated" || !part || part.sessionID !== root) return;
       if (part.type === "step-start") steps.add(part.id);
@@ -188,6 +192,13 @@ class OpenCodeAgent(CliAgent):
             return
         if kind == "ce_max_turns":
             state.held = int(obj.get("turns") or 0)
+            return
+        if kind == "ce_model_retry":  # a model call failed; OpenCode retries it
+            why = str(obj.get("message") or "the model call failed")
+            status = re.search(r"\b([45]\d\d)\b", why)
+            attempt = obj.get("attempt")
+            events.emit(T.ModelError, why, int(status[1]) if status else None,
+                        attempt if isinstance(attempt, int) else None)
             return
         if kind == "ce_model_call":  # (a retry's is the same call: its turn is open)
             if not events.open:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from typing import Any
 
@@ -109,9 +110,11 @@ class PiAgent(CliAgent):
             if not failed or any(u.get(k) for k in ("input", "output", "totalTokens")):
                 events.usage(int(u.get("input") or 0), int(u.get("output") or 0),
                              int(u.get("cacheRead") or 0), int(u.get("cacheWrite") or 0))
-            if failed:
+            if failed:  # (Pi may retry it: `auto_retry_start` follows)
                 state.failed = True
                 events.error = str(message.get("errorMessage") or "the model call failed")
+                status = re.match(r"([45]\d\d)\b", events.error)
+                events.emit(T.ModelError, events.error, int(status[1]) if status else None)
             elif not message.get("content") and not any(
                     u.get(k) for k in ("input", "output", "totalTokens")):
                 # nothing and no usage: the reply never came (a stream cut off is taken

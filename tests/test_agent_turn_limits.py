@@ -110,6 +110,10 @@ def test_the_retries_of_a_failing_model_call_are_one_turn(agent, tmp_path):
     assert [(c.params["command"], c.status) for c in build_view(events).tool_calls] == [
         ("echo first", "ok"), ("echo second", "ok")]
     assert record["model_server"]["calls"] >= 7  # the failures did reach the server
+    # the CLI's own retries are in the trace (tests/test_model_outage.py); Codex retries a
+    # request that failed (up to 4 times) without a word, and says only a stream's retries
+    assert bool(of(events, "ModelError")) == (agent != "codex"), \
+        [type(e).__name__ for e in events]
     if agent == "pi":
         fails, events, _ = trial(tmp_path, "fails")
         assert fails["status"] == "ERROR", fails["agent_outcome"]

@@ -265,6 +265,7 @@ LEAVES = ("ce_runtime.model_server", "ce_runtime.pricing", "ce_runtime.worker_pr
           "ce_runtime.zygote_process", "ce_runtime.startup_gc", "ce_runtime.safe_text")
 AGENT_API = ("ce_runtime.execute.agent_protocol", "ce_runtime.trace.events",
              "ce_runtime.trace.codex_log",  # a Codex session log, read live and imported
+             "ce_runtime.trace.claude_log",  # Claude Code's records, read live and imported
              "ce_runtime.model_server", "ce_runtime.pricing")
 
 

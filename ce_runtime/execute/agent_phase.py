@@ -60,6 +60,9 @@ class TrialSink:
         # the turn the early stop was asked in: an agent may take more turns to stop
         # (Claude Code answers an interrupt after the model calls already on their way)
         self.stop_turn: int | None = None
+        # the agent's last model call failed and nothing has answered since (an outage the
+        # CLI is still retrying): a timeout then is the API's, not the agent's
+        self.model_failing: T.ModelError | None = None
 
     def clock(self) -> float:
         return time.monotonic() - self.started
@@ -69,6 +72,11 @@ class TrialSink:
         self.writer.write(event)
         for d in self.monitor.on_event(event):
             self.writer.write(T.Decision(self.clock(), d.criterion, d.verdict, d.event_index))
+        if isinstance(event, T.ModelError):
+            self.model_failing = event
+        elif isinstance(event, (T.Usage, T.ToolCall)) or (
+                isinstance(event, T.Message) and event.role == "assistant"):
+            self.model_failing = None  # the model answered
         if isinstance(event, T.AgentEnd):
             self.agent_ended = True
         elif isinstance(event, T.AgentStart):
@@ -125,6 +133,7 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
     stop_seen: float | None = None
     timed_out = False
     why = ""  # which timeout stopped the agent: the trace and the outcome say it
+    outage = ""  # the timeout came while the model API was failing: an ERROR, not the agent's
     try:
         while not task.done():
             await asyncio.wait({task}, timeout=0.05)
@@ -137,9 +146,13 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
                     why = (f"task_timeout ({limits.task_timeout:g}s)"
                            if deadline is not None and now > deadline else
                            f"turn_timeout ({limits.turn_timeout:g}s, turn {sink.turns})")
+                    if sink.model_failing is not None:
+                        outage = (f"the model API was failing when {why} was reached: "
+                                  f"{sink.model_failing.summary()}")
                     sink.emit(T.Message(sink.clock(), "system",
-                                        f"ce: {why} reached: stopping the agent"))
-                sink.limit_hit = sink.limit_hit or Status.TIMEOUT
+                                        f"ce: {outage or why + ' reached'}: stopping the agent"))
+                if not outage:
+                    sink.limit_hit = sink.limit_hit or Status.TIMEOUT
                 stop.set()
             if stop.is_set():
                 stop_seen = stop_seen or now
@@ -150,6 +163,8 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+    if outage:  # whatever the agent made of the stop: the API's failure, retryable
+        return AgentOutcome("error", outage)
     if task.cancelled():
         return AgentOutcome("stopped" if sink.limit_hit is None else "killed",
                             why or sink.limit_hit or "")

@@ -161,6 +161,8 @@ def _timeline(path: str) -> tuple[list[dict[str, Any]], str | None]:
                         "total_in": tokens_in, "total_out": tokens_out,
                         "total_cache_read": cache_read, "total_cache_write": cache_write,
                         "total_cost": round(cost, 6)})
+        elif isinstance(ev, T.ModelError):
+            out.append({"t": t, "turn": turn, "k": "model_error", "text": ev.summary()})
         elif isinstance(ev, T.Decision):
             out.append({"t": t, "turn": turn, "k": "decision", "criterion": ev.criterion,
                         "verdict": ev.verdict, "event": ev.event_index})

@@ -77,6 +77,24 @@ class Usage(_Event, tag="usage"):
     cost_usd: float = 0.0
 
 
+class ModelError(_Event, tag="model_error"):
+    """A model call of the agent that failed: the API's error (`status` its HTTP status)
+    or the connection lost. `attempt` of `retries` when the agent's CLI retries it."""
+    error: str
+    status: int | None = None
+    attempt: int | None = None
+    retries: int | None = None
+
+    def summary(self) -> str:
+        """"529 overloaded (attempt 6 of 10)": what a status line says of it."""
+        what = f"{self.status} {self.error}" if self.status is not None and \
+            str(self.status) not in self.error else self.error
+        if self.attempt is not None:
+            what += f" (attempt {self.attempt}" + (f" of {self.retries})" if self.retries
+                                                   else ")")
+        return what
+
+
 class Decision(_Event, tag="decision"):
     criterion: str  # criterion id, e.g. "c2"
     verdict: str  # pass | fail
@@ -94,7 +112,7 @@ class RunEnd(_Event, tag="run_end"):
 
 
 Event = (RunHeader | AgentStart | TurnStart | TurnEnd | Message | ToolCall | ToolResult
-         | Usage | Decision | AgentEnd | RunEnd)
+         | Usage | ModelError | Decision | AgentEnd | RunEnd)
 STATUSES = ("ok", "error", "denied", "unresolved")
 
 # -- tool names: ce_lang.tool_names.TOOL_NAMES (the compiler checks `tool_name` with it) --

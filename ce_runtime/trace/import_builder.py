@@ -111,6 +111,11 @@ class Builder:
             self._activity()
             self._emit(T.Message(self.t, role=role, text=text))
 
+    def model_error(self, fields: dict[str, Any]) -> None:
+        """A model call that failed (the CLI retried it): `T.ModelError`'s fields."""
+        self._activity()
+        self._emit(T.ModelError(self.t, **fields))
+
     def begin_message(self, msg_id: Any, sub: bool, t: float | None = None) -> None:
         """An assistant record arrived (at `t`): a new turn unless it continues the open one."""
         if sub or (self.turn_open and msg_id is not None and msg_id == self.turn_id):

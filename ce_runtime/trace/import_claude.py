@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from ce_runtime.trace.claude_log import api_retry
 from ce_runtime.trace.import_builder import (
     Builder,
     ImportResult,
@@ -140,6 +141,8 @@ def import_claude_stream(data: bytes, *, task_id: str | None = None,
                 if isinstance(rec.get("model"), str):
                     b.model = b.model or rec["model"]
                 session_id = session_id or str(rec.get("session_id") or "")
+            elif rec.get("subtype") == "api_retry":
+                b.model_error(api_retry(rec))
         elif kind == "assistant":
             b.assistant(line, rec.get("message"), rec.get("parent_tool_use_id") is not None)
             ended = False

@@ -103,6 +103,7 @@ window.CE_TRIAL = (function () {
         text = `+${e.in} in / +${e.out} out${cached(e.cache_read, e.cache_write)} tokens, ${cost(e.cost)} ` +
           `(so far ${e.total_in} / ${e.total_out}${cached(e.total_cache_read, e.total_cache_write)}, ${cost(e.total_cost)})`;
       }
+      else if (e.k === "model_error") { k = "model error"; text = `the model call failed: ${e.text}`; }
       else if (e.k === "decision") text = `live monitor: ${e.criterion} decided ${e.verdict} (at event ${e.event})`;
       else if (e.k === "end") text = `agent ended: ${e.reason}` + (e.detail ? ` (${e.detail})` : "");
       else if (e.k === "run_end") text = `run ended: ${e.status}` + (e.error ? ` (${e.error})` : "");

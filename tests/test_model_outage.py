@@ -1,0 +1,125 @@
+"""A failing model API: each CLI's retries of a failed model call are `model_error` events
+in the trace, and a timeout that comes while the API is still failing (the CLI retrying,
+nothing answered since) is an ERROR, the API's, which `--retry-errors` runs again; not a
+TIMEOUT, a verdict on the agent. Claude Code retried a 529 for minutes (10 retries,
+backoff to 32 s): a nightly run during an outage read as agents timing out, with nothing
+in their traces to say why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ce_runtime.report.html_trial import TemplateCache, trial_detail
+from ce_runtime.store.record import read_record
+from ce_runtime.trace import events as T
+from tests.engines import need
+from tests.test_agent_fidelity import ce_run, missing, of, shell, task, trial
+
+AGENTS = ["claude-code", "codex", "opencode", "pi"]
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list[T.Event] = []
+
+    def clock(self) -> float:
+        return 0.0
+
+    def emit(self, event: T.Event) -> None:
+        self.events.append(event)
+
+
+def _fields(events: list[T.Event]) -> list[tuple]:
+    return [(e.error, e.status, e.attempt, e.retries) for e in events
+            if isinstance(e, T.ModelError)]
+
+
+def test_each_cli_says_a_failed_model_call_as_a_model_error():
+    from ce_agents.cli_agent import Events
+    from ce_agents.codex import CodexAgent, Session
+    from ce_agents.opencode import OpenCodeAgent
+    from ce_agents.pi import PiAgent
+
+    why = "unexpected status 529 <unknown status code>: overloaded, url: http://h/v1/responses"
+    sink = Sink()
+    events = Events(sink)
+    events.codex = Session("/nonexistent", None)
+    for line in ({"type": "error", "message": f"Reconnecting... 2/5 ({why})"},
+                 {"type": "error", "message": "something else"}):
+        CodexAgent().on_line(line, events)
+    assert _fields(sink.events) == [(why, 529, 2, 5)]
+    assert [e.text for e in of(sink.events, "Message")] == ["codex: something else"]
+
+    sink = Sink()
+    events = Events(sink)
+    PiAgent().on_line({"type": "turn_start"}, events)
+    PiAgent().on_line({"type": "message_end", "message": {
+        "role": "assistant", "content": [], "stopReason": "error",
+        "errorMessage": "500 Internal Server Error", "usage": {}}}, events)
+    assert _fields(sink.events) == [("500 Internal Server Error", 500, None, None)]
+
+    sink = Sink()
+    events = Events(sink)
+    agent = OpenCodeAgent()
+    agent.on_line({"type": "ce_model_call"}, events)
+    agent.on_line({"type": "ce_model_retry", "attempt": 3,
+                   "message": "Provider is overloaded (529)"}, events)
+    assert _fields(sink.events) == [("Provider is overloaded (529)", 529, 3, None)]
+    assert T.ModelError(0.0, "Provider is overloaded (529)", 529, 3).summary() == \
+        "Provider is overloaded (529) (attempt 3)"
+    assert T.ModelError(0.0, "overloaded", 529, 6, 10).summary() == \
+        "529 overloaded (attempt 6 of 10)"
+
+
+def test_an_imported_claude_stream_keeps_its_api_retries(tmp_path):
+    from ce_runtime.trace.import_claude import import_claude_stream
+
+    lines = [{"type": "system", "subtype": "init", "session_id": "s", "model": "m"},
+             {"type": "system", "subtype": "api_retry", "attempt": 1, "max_retries": 10,
+              "retry_delay_ms": 500, "error_status": 529, "error": "overloaded"},
+             {"type": "assistant", "message": {"id": "a", "role": "assistant",
+                                               "content": [{"type": "text", "text": "hi"}]}},
+             {"type": "result", "subtype": "success", "is_error": False, "result": "hi"}]
+    result = import_claude_stream("\n".join(map(json.dumps, lines)).encode(), task_id="t")
+    assert _fields(result.events) == [("overloaded", 529, 1, 10)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_timeout_while_the_model_api_fails_is_an_error_not_the_agents(agent, tmp_path):
+    """Every call fails (529): the trial is an ERROR with the CLI's retries in its trace.
+    Claude Code and OpenCode were still retrying at the timeout (which said so); Codex
+    and Pi give up by themselves. A call that failed twice, then answered with a command
+    that outlives the timeout: the API recovered, so that timeout is the agent's."""
+    need(missing(agent))
+    task(tmp_path, "down", agent, [{**shell(agent, "echo never"), "fail": 529}],
+         "{task_timeout: 45}", tools=None)
+    if agent == "claude-code":  # (a CLI that leaves no command running in the background)
+        sleep = "python3 -c 'import time; time.sleep(120)'"  # (`sleep 120` it refuses)
+        task(tmp_path, "recovers", agent,
+             [{**shell(agent, sleep), "fail": {"status": 529, "times": 2}}],
+             "{task_timeout: 30}")
+    res = ce_run(tmp_path)
+    assert "Traceback" not in res.stderr, res.stderr
+    record, events, _ = trial(tmp_path, "down")
+    assert record["status"] == "ERROR", (record["agent_outcome"], res.stderr[-2000:])
+    assert not record.get("integrity"), record
+    failed = of(events, "ModelError")
+    assert failed and all(e.status in (529, None) for e in failed), failed
+    if agent in ("claude-code", "opencode"):
+        detail = record["agent_outcome"]["detail"]
+        assert detail.startswith("the model API was failing when task_timeout (45s) was "
+                                 "reached: "), detail
+        assert failed[-1].summary() in detail
+    # report.html's timeline of the trial shows each failed call
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.name != "latest")
+    shown = json.loads(trial_detail(str(run_dir), read_record(
+        str(run_dir / "default" / "down" / "00")), 200_000, TemplateCache(str(run_dir))))
+    assert [e["text"] for e in shown["timeline"] if e["k"] == "model_error"] == [
+        e.summary() for e in failed]
+    if agent == "claude-code":
+        record, events, _ = trial(tmp_path, "recovers")
+        assert record["status"] == "TIMEOUT", (record["agent_outcome"], res.stderr[-2000:])
+        assert len(of(events, "ModelError")) >= 1 and of(events, "ToolCall")
