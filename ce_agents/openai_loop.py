@@ -74,6 +74,7 @@ class OpenAIAgent:
         model, rates = pricing.agent_rates(request.agent, DEFAULT_MODEL)
         events.emit(T.AgentStart, self.name, model)
         try:
+            import openai
             from openai import AsyncOpenAI
 
             # the loop runs in ce (only its tools run in the sandbox): the endpoint as the
@@ -131,6 +132,10 @@ class OpenAIAgent:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if isinstance(exc, openai.APIError):  # the model call failed (retried once)
+                status = getattr(exc, "status_code", None)
+                events.emit(T.ModelError, str(exc) or type(exc).__name__,
+                            status if isinstance(status, int) else None)
             events.turn_end()
             return self._end(events, AgentOutcome("error", f"{type(exc).__name__}: {exc}"))
 

@@ -17,7 +17,7 @@ from ce_runtime.trace import events as T
 from tests.engines import need
 from tests.test_agent_fidelity import ce_run, missing, of, shell, task, trial
 
-AGENTS = ["claude-code", "codex", "opencode", "pi"]
+AGENTS = ["claude-code", "codex", "opencode", "pi", "openai"]
 
 
 class Sink:
@@ -90,9 +90,10 @@ def test_an_imported_claude_stream_keeps_its_api_retries(tmp_path):
 @pytest.mark.parametrize("agent", AGENTS)
 def test_a_timeout_while_the_model_api_fails_is_an_error_not_the_agents(agent, tmp_path):
     """Every call fails (529): the trial is an ERROR with the CLI's retries in its trace.
-    Claude Code and OpenCode were still retrying at the timeout (which said so); Codex
-    and Pi give up by themselves. A call that failed twice, then answered with a command
-    that outlives the timeout: the API recovered, so that timeout is the agent's."""
+    Claude Code and OpenCode were still retrying at the timeout (which said so); Codex,
+    pi and ce's openai loop give up by themselves. A call that failed twice, then
+    answered with a command that outlives the timeout: the API recovered, so that
+    timeout is the agent's."""
     need(missing(agent))
     task(tmp_path, "down", agent, [{**shell(agent, "echo never"), "fail": 529}],
          "{task_timeout: 45}", tools=None)
