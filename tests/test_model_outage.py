@@ -114,6 +114,9 @@ def test_a_timeout_while_the_model_api_fails_is_an_error_not_the_agents(agent, t
         assert detail.startswith("the model API was failing when task_timeout (45s) was "
                                  "reached: "), detail
         assert failed[-1].summary() in detail
+        # the run's last words say it is the API's, not the agent's
+        said = res.stdout + res.stderr
+        assert f"(default/down/00): {detail}" in said, said[-2000:]
     # report.html's timeline of the trial shows each failed call
     run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.name != "latest")
     shown = json.loads(trial_detail(str(run_dir), read_record(

@@ -147,6 +147,7 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
                            if deadline is not None and now > deadline else
                            f"turn_timeout ({limits.turn_timeout:g}s, turn {sink.turns})")
                     if sink.model_failing is not None:
+                        # (TrialRecord.error_reason says it as is, by its first words)
                         outage = (f"the model API was failing when {why} was reached: "
                                   f"{sink.model_failing.summary()}")
                     sink.emit(T.Message(sink.clock(), "system",

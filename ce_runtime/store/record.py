@@ -234,6 +234,8 @@ class TrialRecord(_Part, kw_only=True):
             return self.error
         outcome = self.agent_outcome
         if outcome is not None and outcome.reason == "error":
+            if outcome.detail.startswith("the model API was failing when "):  # an outage
+                return outcome.detail
             return "the agent ended in an error" + (f": {outcome.detail}" if outcome.detail
                                                     else "")
         return None
