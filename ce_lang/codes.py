@@ -129,7 +129,9 @@ _TABLE = [
      "`include_reference: true` on a task without a reference, a legacy `stop_early` "
      "block while `run_limits.stop_early: false`, or an agent key the task's agent type "
      "never reads: `agent.script` on any agent but `script`, Claude Code's settings on "
-     "another agent; not when `--agent` or `-D agent.type` chose the type)."),
+     "another agent; not when `--agent` or `-D agent.type` chose the type; or a run "
+     "limit an `agent: {type: none}` task sets, such as `max_turns` or `expected_turns`: "
+     "no agent runs, and its trials are left out of the within-expected-turns metric)."),
     ("CE0215", "warning", "not enforced on this host",
      "A sandbox setting this host cannot honour: a limit (`max_memory_mb`, `max_pids`, "
      "`max_cpus`) with no writable control group for its driver, `max_disk_mb` (no driver "

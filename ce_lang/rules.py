@@ -14,7 +14,7 @@ import attrs
 
 from ce_lang.diagnostics import Diagnostics, did_you_mean
 from ce_lang.paths import SuiteRoots
-from ce_lang.rules_agent_keys import agent_key_rules, type_notes
+from ce_lang.rules_agent_keys import agent_key_rules, agentless_limit_rules, type_notes
 from ce_lang.rules_cli import record_cli_rules
 from ce_lang.rules_compat import compat_rules
 from ce_lang.rules_criterion import constraint_rules, criterion_rules
@@ -593,7 +593,8 @@ READS: dict[Callable[[RuleContext], None], tuple[str | Path, ...]] = {
     repo_rules: (("sandbox", "template_sources"),),
 }
 
-RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, agent_key_rules, sandbox_rules,
+RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, agent_key_rules,
+         agentless_limit_rules, sandbox_rules,
          reference_rules, criteria_rules,
          early_stop_rules, nested_limit_rules, command_timeout_rules, simulation_rules,
          suite_rules, host_path_rules,

@@ -1,7 +1,8 @@
 """Agent keys the task's agent type never reads (`agent: {type: none, script: [...]}`):
 a warning at the key (CE0214), as for `agent.model` on an agent that calls no model;
-they were accepted and silently ignored. And where a layer above the task chose the
-agent type, the note that says so (`type_notes`)."""
+they were accepted and silently ignored; likewise the run limits an agentless task sets.
+And where a layer above the task chose the agent type, the note that says so
+(`type_notes`)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,30 @@ def agent_key_rules(ctx: RuleContext) -> None:
                        f"the {who} it", ctx.key_at(path),
                        help=f"set `agent.type` to {' or '.join(names)}, or remove "
                        f"`agent.{key}`")
+
+
+# the limits only an agent's run reads: an agentless task's trial has no agent phase
+AGENT_LIMITS = ("max_turns", "expected_turns", "turn_timeout", "task_timeout",
+                "max_input_tokens", "max_output_tokens", "max_total_tokens", "max_usd",
+                "count_cached_input", "count_cache_creation")
+
+
+def agentless_limit_rules(ctx: RuleContext) -> None:
+    """`run_limits` an `agent: {type: none}` task sets in its own file (CE0214): no agent
+    runs, so none is enforced, and its trials are left out of the within-expected-turns
+    metric (they took no turns). A limit from a layer above (suite or experiment
+    defaults) is for the suite's agent tasks: not said."""
+    if (ctx.task.agent.type or "claude-code") != "none" or not ctx.intact(("agent", "type")) \
+            or ctx.layer_of(("agent", "type")) not in (None, "task"):
+        return
+    for key in AGENT_LIMITS:
+        path = ("run_limits", key)
+        if ctx.layer_of(path) not in (None, "task") or not ctx.written(path) \
+                or not ctx.intact(path) or getattr(ctx.task.run_limits, key) in (None, False):
+            continue
+        ctx.diags.emit("CE0214", f"`run_limits.{key}` has no effect on an "
+                       "`agent: {type: none}` task: no agent runs", ctx.key_at(path),
+                       help=f"remove `run_limits.{key}`, or pick a real agent type")
 
 
 def type_notes(ctx: RuleContext) -> tuple[str, ...]:

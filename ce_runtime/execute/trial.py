@@ -432,7 +432,9 @@ def _record(trial: Trial, agent: str, status: Status, error: str | None,
         cost_unknown=notes.get("cost_unknown"),
         judge_usage=rec.JudgeUsage(**notes["judge_usage"]) if notes.get("judge_usage")
         else None,
-        expected_turns=plan.run_limits.expected_turns,
+        # no agent ran (`none`): no turns to hold to a budget, so none to count in the
+        # within-expected-turns metric (its 0 turns were "within" any budget)
+        expected_turns=plan.run_limits.expected_turns if agent != "none" else None,
         criteria=[rec.CriterionRecord(**c) for c in criteria], error=error,
         pre_run=[rec.CommandRecord(**attrs.asdict(c)) for c in pre],
         post_run=[rec.CommandRecord(**attrs.asdict(c)) for c in post],
