@@ -108,6 +108,37 @@ def test_malformed_scripts_are_named(bad, message):
         Script.from_data(bad, row="b")
 
 
+@pytest.mark.parametrize("text, where", [
+    ("steps:\n  - text: hi\n    tol: Write\n", "s.yaml:3:5: step 1: unknown key(s) tol"),
+    ("steps: 3\n", "s.yaml:1:8: the steps must be a list"),
+    ("steps:\n  - text: a\n  - text: b\n    delay: soon\n",
+     "s.yaml:4:12: step 2: `delay` is a number of seconds"),
+    ("rows:\n  a: [{text: x}]\n  b:\n    - text: y\n      usage: {in: 3}\n",
+     "s.yaml:5:14: row b step 1: `usage` takes"),
+    ("judge:\n  - {score: 1}\n  - rationale: no score\n", "s.yaml:3:5: `judge` is a list"),
+    ("agent_judge:\n  - text: x\n    fail: 200\n", "s.yaml:3:11: agent_judge step 1: `fail`"),
+    ("stepz: []\n", "s.yaml:1:1: unknown key(s) stepz"),
+    ("steps:\n  - text: [x\n", "s.yaml:3:1: not valid YAML"),
+])
+def test_a_script_files_error_has_its_line_and_column(tmp_path, monkeypatch, text, where):
+    """A scripted session, --judge-replies or --script file's problem is said at its
+    line:col, whichever command reads it (a row's steps are checked too, not only those
+    a trial plays), as one line, never a traceback."""
+    from click.testing import CliRunner
+
+    from ce_runtime.cli import main
+    from ce_runtime.model_server.script import load_script_file
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(ScriptError) as exc:
+        load_script_file("s.yaml")
+    assert str(exc.value).startswith(where)
+    res = CliRunner().invoke(main, ["model-server", "--script", "s.yaml"])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [f"ce model-server: {exc.value}"]
+
+
 def test_openai_chat_completions_streamed_and_not():
     from openai import OpenAI
 

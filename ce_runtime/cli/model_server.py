@@ -43,20 +43,14 @@ def model_server_cmd(script_path, port, row, workspace, log_path, judge):
       ce model-server --script session.yaml --port 8765
       ce model-server --script session.yaml --log calls.jsonl
     """
-    import yaml
-
     from ce_runtime.model_server import ModelServer, Script, ScriptError
+    from ce_runtime.model_server.script import load_script_file
 
-    try:
-        with open(script_path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+    try:  # YAML and script errors alike: one line with the file's line:col
+        data = load_script_file(script_path)
         script = Script.from_data(data, row=row, workspace=workspace, where=script_path)
-    except (yaml.YAMLError, ScriptError) as exc:
+    except ScriptError as exc:
         click.echo(f"ce model-server: {exc}", err=True)
-        sys.exit(2)
-    except UnicodeDecodeError as exc:
-        click.echo(f"ce model-server: {script_path}: not a UTF-8 text file (byte "
-                   f"{exc.start})", err=True)
         sys.exit(2)
     if not ((script.judge or script.agent_judge) if judge else script.steps):  # nothing
         what = "`judge` verdicts nor `agent_judge` steps (--judge)" if judge else "steps" + (

@@ -48,7 +48,14 @@ WORKDIR = re.compile(r"(?:Primary working directory|Working directory|<cwd>|cwd)
 
 
 class ScriptError(ValueError):
-    """A malformed script (the message names the step and the key)."""
+    """A malformed script (the message names the step and the key). `keys`: where in
+    the script's data, as a path of mapping keys and list indexes (`("steps", 0,
+    "tol")`), which load_script_file turns into the file's line:col."""
+
+    def __init__(self, message: str, keys: tuple[Any, ...] = (), at_key: bool = False) -> None:
+        super().__init__(message)
+        self.keys = keys
+        self.at_key = at_key  # the last key is one that should not be there: point at it
 
 
 @attrs.frozen
@@ -79,14 +86,16 @@ class Step:
 
 
 def load_script_file(path: str) -> dict[str, Any]:
-    """A script file (`--judge-replies`, `ce model-server --script`) read and checked:
-    its data, or ScriptError naming the file (and YAML's line:col) - said before a run
-    starts, never as an internal error in the middle of one."""
+    """A script file (`--judge-replies`, `ce model-server --script`, a scripted session)
+    read and checked, every row's steps too: its data, or ScriptError naming the file
+    and the line:col of the problem - said before a run starts, never as an internal
+    error in the middle of one."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+            text = fh.read()
+        data = yaml.safe_load(text)
     except OSError as exc:
         raise ScriptError(f"{path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
@@ -96,25 +105,60 @@ def load_script_file(path: str) -> dict[str, Any]:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
         raise ScriptError(f"{where}: not valid YAML: "
                           f"{getattr(exc, 'problem', None) or exc}") from None
-    Script.from_data(data, where=path)
+    try:
+        Script.from_data(data, where=path)
+        rows = data.get("rows") if isinstance(data, dict) else None
+        for row in rows if isinstance(rows, dict) else ():
+            Script.from_data(data, row=row, where=path)
+    except ScriptError as exc:
+        raise (_located(exc, path, text) if exc.keys else exc) from None
     return data or {}
 
 
-def check_steps(raw: Any, where: str) -> list[Step]:
+def _located(exc: ScriptError, path: str, text: str) -> ScriptError:
+    """`exc` with the file's line:col of the deepest node its `keys` reach in `text`
+    (a key that should not be there: the key itself)."""
+    import yaml
+
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    mark = node.start_mark if node is not None else None
+    for n, key in enumerate(exc.keys, 1):
+        if isinstance(node, yaml.MappingNode):
+            pair = next(((k, v) for k, v in node.value if k.value == str(key)), None)
+            if pair is None:
+                break
+            node = pair[0] if exc.at_key and n == len(exc.keys) else pair[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) \
+                and 0 <= key < len(node.value):
+            node = node.value[key]
+        else:
+            break
+        mark = node.start_mark
+    message = str(exc)
+    if mark is None or not message.startswith(path):
+        return exc
+    rest = message[len(path):].lstrip(":").lstrip()
+    return ScriptError(f"{path}:{mark.line + 1}:{mark.column + 1}: {rest}", exc.keys)
+
+
+def check_steps(raw: Any, where: str, keys: tuple[Any, ...] = ()) -> list[Step]:
+    """`raw` checked as a list of steps; `keys`: where it is in the script's data."""
     if not isinstance(raw, list):
-        raise ScriptError(f"{where} must be a list of steps")
+        raise ScriptError(f"{where}: the steps must be a list", keys)
     out = []
     for i, s in enumerate(raw, 1):
         at = f"{where} step {i}"
+        here = (*keys, i - 1)
         if isinstance(s, str):
             s = {"text": s}
         if not isinstance(s, dict):
             raise ScriptError(f"{at} must be a mapping such as {{text: ...}} or "
-                              "{tool: NAME, input: {...}}")
+                              "{tool: NAME, input: {...}}", here)
         unknown = sorted(set(s) - STEP_KEYS)
         if unknown:
             raise ScriptError(f"{at}: unknown key(s) {', '.join(unknown)} (allowed: "
-                              f"{', '.join(sorted(STEP_KEYS))})")
+                              f"{', '.join(sorted(STEP_KEYS))})", (*here, unknown[0]),
+                              at_key=True)
         calls: list[Call] = []
         if "tool" in s:
             calls.append(Call(str(s["tool"]), s.get("input", {})))
@@ -122,33 +166,35 @@ def check_steps(raw: Any, where: str) -> list[Step]:
             calls.append(Call(str(s["custom_tool"]), str(s.get("input", "")), custom=True))
         for j, c in enumerate(s.get("tools") or [], 1):
             if not isinstance(c, dict) or "tool" not in c:
-                raise ScriptError(f"{at}: tools[{j}] needs `tool` (and `input`)")
+                raise ScriptError(f"{at}: tools[{j}] needs `tool` (and `input`)",
+                                  (*here, "tools", j - 1))
             calls.append(Call(str(c["tool"]), c.get("input", {})))
-        fail = _fail(s.get("fail"), at) if "fail" in s else None
+        fail = _fail(s.get("fail"), at, (*here, "fail")) if "fail" in s else None
         if not calls and "text" not in s and (fail is None or fail.times is not None):
             raise ScriptError(f"{at} has neither `text` nor a tool call"
-                              + (" (to answer after its failures)" if fail else ""))
+                              + (" (to answer after its failures)" if fail else ""), here)
         for c in calls:
             if not c.custom and not isinstance(c.input, dict):
-                raise ScriptError(f"{at}: the input of {c.name} must be a mapping")
+                raise ScriptError(f"{at}: the input of {c.name} must be a mapping",
+                                  (*here, "input"))
         usage = dict(DEFAULT_USAGE)
         given = s.get("usage") or {}
         if not isinstance(given, dict) or set(given) - USAGE_KEYS or not all(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 0
                 for v in given.values()):
             raise ScriptError(f"{at}: `usage` takes non-negative integers for "
-                              f"{', '.join(sorted(USAGE_KEYS))}")
+                              f"{', '.join(sorted(USAGE_KEYS))}", (*here, "usage"))
         usage.update(given)
         delay = s.get("delay", 0)
         if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
-            raise ScriptError(f"{at}: `delay` is a number of seconds")
+            raise ScriptError(f"{at}: `delay` is a number of seconds", (*here, "delay"))
         text = s.get("text")
         out.append(Step(None if text is None else str(text), tuple(calls), usage, float(delay),
                         fail))
     return out
 
 
-def _fail(raw: Any, at: str) -> Fail:
+def _fail(raw: Any, at: str, keys: tuple[Any, ...]) -> Fail:
     how = (f"{at}: `fail` is an HTTP status (500, 429, ...), garbage, disconnect, or "
            "{status|kind, times?, message?}")
     if isinstance(raw, str):
@@ -156,7 +202,7 @@ def _fail(raw: Any, at: str) -> Fail:
     elif isinstance(raw, int) and not isinstance(raw, bool):
         raw = {"status": raw}
     if not isinstance(raw, dict) or set(raw) - {"status", "kind", "times", "message"}:
-        raise ScriptError(how)
+        raise ScriptError(how, keys)
     kind = raw.get("kind", "status")
     status = raw.get("status", 500)
     times = raw.get("times")
@@ -164,7 +210,7 @@ def _fail(raw: Any, at: str) -> Fail:
             or isinstance(status, bool) or not 400 <= status <= 599 \
             or (times is not None and (not isinstance(times, int) or isinstance(times, bool)
                                        or times < 1)):
-        raise ScriptError(how)
+        raise ScriptError(how, keys)
     return Fail(status, kind, times, str(raw.get("message", "scripted failure")))
 
 
@@ -187,35 +233,41 @@ class Script:
         unknown = sorted(set(data) - {"steps", "rows", "judge", "agent_judge", "user_turns"})
         if unknown:
             raise ScriptError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: steps, "
-                              "rows, judge, agent_judge, user_turns)")
+                              "rows, judge, agent_judge, user_turns)", (unknown[0],),
+                              at_key=True)
         turns = data.get("user_turns") or []
         if not isinstance(turns, list) or not all(isinstance(u, str) for u in turns):
-            raise ScriptError(f"{where}: `user_turns` is a list of texts")
+            raise ScriptError(f"{where}: `user_turns` is a list of texts", ("user_turns",))
         raw = data.get("steps") or []
         rows = data.get("rows") or {}
         if not isinstance(rows, dict):
-            raise ScriptError(f"{where}: `rows` maps a row id to its steps")
+            raise ScriptError(f"{where}: `rows` maps a row id to its steps", ("rows",))
+        steps_at: tuple[Any, ...] = ("steps",)
         if row is not None and row in rows:
-            raw = rows[row]
+            raw, steps_at = rows[row], ("rows", row)
         elif row is not None and rows and not raw:
-            raise ScriptError(f"{where} has no steps for row {row!r} (rows: "
+            raise ScriptError(f"{where}: no steps for row {row!r} (rows: "
                               f"{', '.join(map(str, rows))})")
         judge = data.get("judge") or []
-        if not isinstance(judge, list) or not all(isinstance(j, dict) and "score" in j
-                                                  for j in judge):
+        if not isinstance(judge, list):
             raise ScriptError(f"{where}: `judge` is a list of {{match?, score, rationale, "
-                              "usage?}")
-        for j in judge:
+                              "usage?}", ("judge",))
+        for i, j in enumerate(judge):
+            if not isinstance(j, dict) or "score" not in j:
+                raise ScriptError(f"{where}: `judge` is a list of {{match?, score, "
+                                  "rationale, usage?}", ("judge", i))
             given = j.get("usage", {})
             if not isinstance(given, dict) or set(given) - USAGE_KEYS or not all(
                     isinstance(v, int) and not isinstance(v, bool) and v >= 0
                     for v in given.values()):
                 raise ScriptError(f"{where}: a judge verdict's `usage` takes non-negative "
-                                  f"integers for {', '.join(sorted(USAGE_KEYS))}")
-        return cls(tuple(check_steps(raw, f"{where}" + (f" (row {row})" if row else ""))),
+                                  f"integers for {', '.join(sorted(USAGE_KEYS))}",
+                                  ("judge", i, "usage"))
+        return cls(tuple(check_steps(raw, f"{where}" + (f" row {row}" if row else ""),
+                                     steps_at)),
                    tuple(judge), tuple(check_steps(data.get("agent_judge") or [],
-                                                   f"{where} agent_judge")), workspace,
-                   tuple(turns))
+                                                   f"{where} agent_judge", ("agent_judge",))),
+                   workspace, tuple(turns))
 
     def user_turn(self, position: int) -> str:
         """The simulated user's message after `position` earlier ones of its own."""
