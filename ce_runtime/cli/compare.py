@@ -83,7 +83,7 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
 
     \b
     Examples:
-      ce compare runs/20261130-0900-ab12 runs/latest
+      ce compare runs/20261130-090000-123a runs/latest
       ce compare runs/main runs/latest --fail-on significant -f json -o compare.json
       ce compare runs/main runs/latest -f html -o compare.html
     """
