@@ -8,6 +8,9 @@ in their traces to say why."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -127,3 +130,33 @@ def test_a_timeout_while_the_model_api_fails_is_an_error_not_the_agents(agent, t
         record, events, _ = trial(tmp_path, "recovers")
         assert record["status"] == "TIMEOUT", (record["agent_outcome"], res.stderr[-2000:])
         assert len(of(events, "ModelError")) >= 1 and of(events, "ToolCall")
+
+
+@pytest.mark.slow
+def test_an_outage_reads_as_the_apis_in_explain_junit_and_report_html(tmp_path):
+    """Claude Code still retrying a 529 when task_timeout comes: every place that says why
+    the trial is an ERROR says the model API's failure, not the agent's. `ce explain`
+    ended 'trial -> ERROR (kept: the agent ended in an error)'."""
+    need(missing("claude-code"))
+    task(tmp_path, "down", "claude-code", [{**shell("claude-code", "echo never"), "fail": 529}],
+         "{task_timeout: 12}", tools=None)
+    env = {**os.environ, "CE_PLAIN": "1"}
+    res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", ".", "--scripted-model",
+                          "--runs-root", "runs", "--junit-xml", "junit.xml"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in res.stderr, res.stderr
+    record, _, _ = trial(tmp_path, "down")
+    detail = record["agent_outcome"]["detail"]
+    assert record["status"] == "ERROR", (detail, res.stderr[-2000:])
+    assert detail.startswith("the model API was failing when task_timeout (12s) was reached: "
+                             "529 overloaded (attempt "), detail
+    trial_dir = next(p for p in (tmp_path / "runs").iterdir() if p.name != "latest") \
+        / "default" / "down" / "00"
+    explained = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "explain",
+                                str(trial_dir)], env=env, capture_output=True, text=True,
+                               timeout=300)
+    assert explained.returncode == 1 and "Traceback" not in explained.stderr, explained.stderr
+    assert f"NOTE: {detail}: the trial stays ERROR" in explained.stdout, explained.stdout
+    assert explained.stdout.rstrip().endswith(
+        "trial -> ERROR (kept: the model API was failing)"), explained.stdout
+    assert "the agent ended in an error" not in explained.stdout

@@ -258,8 +258,9 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
                            "whatever the criteria below score")
             _say(explain_trial(plan, grader.instances, graded, host, only,
                                      None if kept is None else str(kept),
-                                     "the agent ended in an error" if agent_failed
-                                     else None), nl=False)
+                                     None if not agent_failed else
+                                     "the model API was failing" if task.model_outage
+                                     else "the agent ended in an error"), nl=False)
     sys.exit(0 if graded.success and kept is None else 1)
 
 

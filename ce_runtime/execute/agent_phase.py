@@ -18,7 +18,7 @@ from ce_lang.api import Trial, block_to_json
 from ce_runtime.execute.agent_protocol import AgentOutcome, AgentRequest
 from ce_runtime.grade.host import InfrastructureError
 from ce_runtime.grade.monitor import LiveMonitor
-from ce_runtime.store.record import Status
+from ce_runtime.store.record import MODEL_OUTAGE, Status
 from ce_runtime.trace import events as T
 
 if TYPE_CHECKING:
@@ -147,8 +147,8 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
                            if deadline is not None and now > deadline else
                            f"turn_timeout ({limits.turn_timeout:g}s, turn {sink.turns})")
                     if sink.model_failing is not None:
-                        # (TrialRecord.error_reason says it as is, by its first words)
-                        outage = (f"the model API was failing when {why} was reached: "
+                        # (TrialRecord.model_outage knows it by its first words)
+                        outage = (f"{MODEL_OUTAGE}{why} was reached: "
                                   f"{sink.model_failing.summary()}")
                     sink.emit(T.Message(sink.clock(), "system",
                                         f"ce: {outage or why + ' reached'}: stopping the agent"))

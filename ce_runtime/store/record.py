@@ -46,6 +46,9 @@ STATUSES = (Status.SUCCESS, Status.FAILURE, *RUN_LIMIT_STATUSES, Status.ERROR,
             Status.NOT_GRADED)
 # neither a failure nor an error (SARIF reports nothing for these)
 NOT_FAILED_STATUSES = (Status.SUCCESS, Status.NOT_GRADED)
+# how the outcome of a trial whose timeout came while the model API was failing begins
+# (an ERROR, the API's: agent_phase.run_agent writes it, TrialRecord.model_outage reads it)
+MODEL_OUTAGE = "the model API was failing when "
 
 
 class InvalidRecord(ValueError):
@@ -224,6 +227,14 @@ class TrialRecord(_Part, kw_only=True):
     record_sha256: str | None = None
 
     @property
+    def model_outage(self) -> bool:
+        """An ERROR because the model API was still failing when a timeout came (the
+        agent's outcome says `MODEL_OUTAGE` ...: agent_phase.run_agent), not the agent's."""
+        outcome = self.agent_outcome
+        return self.status == Status.ERROR and not self.error and outcome is not None \
+            and outcome.reason == "error" and outcome.detail.startswith(MODEL_OUTAGE)
+
+    @property
     def error_reason(self) -> str | None:
         """Why an ERROR trial is one: its `error` (a sandbox, pre_run or grading failure),
         else the agent's own end (`agent_outcome`, whose detail the CLI or model gave);
@@ -234,7 +245,7 @@ class TrialRecord(_Part, kw_only=True):
             return self.error
         outcome = self.agent_outcome
         if outcome is not None and outcome.reason == "error":
-            if outcome.detail.startswith("the model API was failing when "):  # an outage
+            if self.model_outage:  # said as is: it is the API's
                 return outcome.detail
             return "the agent ended in an error" + (f": {outcome.detail}" if outcome.detail
                                                     else "")
