@@ -227,6 +227,7 @@ def test_readme_links_the_documentation():
 
 # -- examples -------------------------------------------------------------------------------
 FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.M | re.S)
+ANY_FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```", re.M | re.S)  # untyped ones too
 
 
 def _titled(page: Path, broken: bool | None = None) -> dict[str, str]:
@@ -317,13 +318,17 @@ def test_console_commands_run(page, tmp_path):
 # -- commands named in the pages exist -------------------------------------------------------
 def _ce_invocations(text: str) -> list[str]:
     """The `ce ...` command lines a page shows: lines of code blocks starting with `ce `
-    or `$ ce `, and inline code starting with `ce ` (comments dropped)."""
+    or `$ ce `, with the indented `[--option ...]` lines of a synopsis that continue
+    one, and inline code starting with `ce ` (comments dropped)."""
     out = []
-    for _lang, _info, body in FENCE.findall(text):
-        for line in body.splitlines():
-            line = line.strip().removeprefix("$ ")
+    for _lang, _info, body in ANY_FENCE.findall(text):
+        for raw in body.splitlines():
+            line = raw.strip().removeprefix("$ ")
             if line.startswith("ce "):
                 out.append(line.split("  #")[0].split(" # ")[0])
+            elif out and raw[:1].isspace() and line.startswith("[") and \
+                    out[-1].startswith("ce ") and out[-1].rstrip().endswith("]"):
+                out[-1] += " " + line.split("  #")[0]
     prose = re.sub(r"```.*?```", "", text, flags=re.S)
     out += [code for code in re.findall(r"`([^`\n]+)`", prose) if code.startswith("ce ")]
     return out
@@ -382,6 +387,9 @@ def test_the_command_check_sees_commands_and_bad_options():
             "$ ce criteria types Trace  # the trace\n```\nand ce prose --ignored\n")
     assert _ce_invocations(text) == ["ce explain T --json", "ce criteria types Trace",
                                      "ce run tasks/ --agent oracle"]
+    synopsis = "```\nce run PATHS... [-j N]\n       [--nope X]\nce runs [DIR]\n```\n"
+    assert _ce_invocations(synopsis) == ["ce run PATHS... [-j N] [--nope X]", "ce runs [DIR]"]
+    assert _command_problems(synopsis) == ["ce run: no option --nope"]
     command, used = _resolve(["criteria", "types", "Trace"])
     assert used == 2 and command.name == "types"
     assert sum(len(_ce_invocations(p.read_text())) for p in PAGES) > 40
