@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import pytest
 
@@ -160,3 +161,6 @@ def test_an_outage_reads_as_the_apis_in_explain_junit_and_report_html(tmp_path):
     assert explained.stdout.rstrip().endswith(
         "trial -> ERROR (kept: the model API was failing)"), explained.stdout
     assert "the agent ended in an error" not in explained.stdout
+    # JUnit's error (what a CI dashboard shows) says it as is: not "agent error: ..."
+    [error] = ElementTree.parse(tmp_path / "junit.xml").getroot().iter("error")
+    assert error.get("message") == detail, error.attrib

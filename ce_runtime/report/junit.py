@@ -91,7 +91,7 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         elif status == Status.ERROR:
             c["errors"] += 1
             outcome = rec.agent_outcome
-            message = rec.error or (
+            message = rec.error_reason if rec.model_outage else rec.error or (
                 f"agent {outcome.reason}: {outcome.detail or ''}".rstrip(": ")
                 if outcome is not None and outcome.reason else "trial error")
             el = ET.SubElement(tc, "error", type=Status.ERROR.value, message=_x(message))
