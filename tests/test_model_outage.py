@@ -138,6 +138,8 @@ def test_an_outage_reads_as_the_apis_in_explain_junit_and_report_html(tmp_path):
     """Claude Code still retrying a 529 when task_timeout comes: every place that says why
     the trial is an ERROR says the model API's failure, not the agent's. `ce explain`
     ended 'trial -> ERROR (kept: the agent ended in an error)'."""
+    from ce_runtime.report.html import COLUMNS, rows
+
     need(missing("claude-code"))
     task(tmp_path, "down", "claude-code", [{**shell("claude-code", "echo never"), "fail": 529}],
          "{task_timeout: 12}", tools=None)
@@ -164,3 +166,8 @@ def test_an_outage_reads_as_the_apis_in_explain_junit_and_report_html(tmp_path):
     # JUnit's error (what a CI dashboard shows) says it as is: not "agent error: ..."
     [error] = ElementTree.parse(tmp_path / "junit.xml").getroot().iter("error")
     assert error.get("message") == detail, error.attrib
+    # report.html's trials table: the error next to the failed criterion (it showed `c0`
+    # alone; the reason was in the run-limit note, which the page shows only when no
+    # criterion failed)
+    [row] = rows([read_record(str(trial_dir))])
+    assert dict(zip(COLUMNS, row, strict=True))["error"] == detail, row

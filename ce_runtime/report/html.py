@@ -154,7 +154,10 @@ def _row(rec: TrialRecord, known: dict[str, Any]) -> list[Any]:
         known["turns"], known["tool_calls"], tokens,
         known["cost_usd"], rec.duration_s,
         rec.stopped_early, rec.early_stop_reason, failed,
-        rec.suite_id, _short(rec.error, 300), rec.cost_unknown, run_limit_text(rec),
+        # an outage's ERROR (the model API was failing) is said as an error, also next to
+        # the criteria it failed: it is the trial's reason, not a run limit's
+        rec.suite_id, _short(rec.error_reason if rec.model_outage else rec.error, 300),
+        rec.cost_unknown, None if rec.model_outage else run_limit_text(rec),
     ]
 
 
