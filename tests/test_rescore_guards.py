@@ -160,6 +160,30 @@ def test_a_deleted_trial_is_named_and_counted_by_rescore_and_compare(tmp_path):
         in killed.stderr, killed.stderr
 
 
+def test_a_damaged_run_json_is_said_not_passed_over(tmp_path):
+    """run.json holds the run's --min-pass-rate, status and suite gates, and how many
+    trials it counts: a re-score without it says so (it re-scores the trials it finds),
+    where it said nothing and a deleted trial went unnoticed."""
+    (tmp_path / "agentless.yaml").write_text(AGENTLESS)
+    run = ce("run", "agentless.yaml", "--repeats", "2", "--run-dir", "run", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    healthy = ce("rescore", "run", "--out", "healthy", cwd=tmp_path)
+    assert healthy.returncode == 0 and "run.json" not in healthy.stderr, healthy.stderr
+    (tmp_path / "run" / "run.json").write_text("{cut")
+    res = ce("rescore", "run", "--out", "out", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert ("ce rescore: run/run.json: damaged archive: not valid JSON (Expecting property "
+            "name enclosed in double quotes: line 1 column 2 (char 1)); the run's "
+            "--min-pass-rate, status and suite gates are unknown") in res.stderr, res.stderr
+    assert "2 trial(s) re-scored, 0 changed" in res.stdout
+    (tmp_path / "run" / "run.json").write_text("[]")
+    res = ce("rescore", "run", "--trial", "default/agentless/00", "--out", "one",
+             cwd=tmp_path)  # one trial: the run's summary is not needed
+    assert res.returncode == 0 and "run.json" not in res.stderr, res.stderr
+    res = ce("rescore", "run", "--out", "listed", cwd=tmp_path)
+    assert "run/run.json: damaged archive: not a JSON object" in res.stderr, res.stderr
+
+
 def test_a_rescore_of_a_rescore_names_the_run_its_trials_ran_in(tmp_path):
     """Re-scoring the results of a re-score of a run cut short said `ce run --resume
     RUN/rescored/<time>`, which fails (a re-score is no `ce run` directory): the advice

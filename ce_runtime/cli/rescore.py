@@ -245,6 +245,10 @@ def _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, 
     rescore_preflight.judges(run_dir, dirs, plans, mode, replies is not None)
     whole = only_trial is None and not trial_ids
     lost, lost_count = RR.lost_trials(run_dir, dirs) if whole else ([], 0)
+    if whole and (damaged_summary := RR.run_json_problem(run_dir)):
+        _err(f"ce rescore: {damaged_summary}; the run's --min-pass-rate, status and suite "
+             "gates are unknown: the re-score gates every trial, compares no gate and "
+             "cannot tell which trials are missing")
     if lost_count:
         _err(f"ce rescore: {lost_count} trial(s) of the run {RR.why_lost(run_dir)}, not "
              "re-scored" + (f": {RR.shown(lost)}" if lost else ""))

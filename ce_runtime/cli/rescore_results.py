@@ -60,6 +60,24 @@ def lost_trials(run_dir: str, dirs: list[str]) -> tuple[list[str], int]:
     return lost, len(lost)
 
 
+def run_json_problem(run_dir: str) -> str | None:
+    """What is wrong with the run's run.json (`PATH: damaged archive: why`), when it is
+    there and cannot be read: run_state and lost_trials then know nothing of the run."""
+    import json
+
+    path = os.path.join(run_dir, "run.json")
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        return f"{path}: damaged archive: {exc.strerror or exc}"
+    except ValueError as exc:
+        return f"{path}: damaged archive: not valid JSON ({exc})"
+    return None if isinstance(doc, dict) else f"{path}: damaged archive: not a JSON object"
+
+
 def why_lost(run_dir: str) -> str:
     """Why trials the run counts have no task.json: a run whose `ce run` never ended
     (run.json still says running: killed; interrupted) did not finish them, else they
