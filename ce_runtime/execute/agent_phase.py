@@ -176,6 +176,12 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
     if why:  # the agent only saw a stop: say which limit it was
         return attrs.evolve(outcome, detail=f"{why}; {outcome.detail}" if outcome.detail
                             else why)
+    if outcome.reason == "error" and sink.model_failing is not None:
+        # it gave up on a model call that kept failing (Codex after its reconnects, pi
+        # after its retries): the API's failure, as at a timeout
+        return attrs.evolve(outcome, detail=f"{MODEL_OUTAGE}the agent gave up: "
+                            f"{sink.model_failing.summary()}"
+                            + (f"; {outcome.detail}" if outcome.detail else ""))
     return outcome
 
 
