@@ -85,6 +85,11 @@ def test_runs_lists_newest_first(made, tmp_path):
     # run.json kept no time: the file's, when the run ended, was listed)
     assert first["time"] == json.loads((new / "run.json").read_text())["created_at"]
 
+    # `latest` named on its own is its run (it said "no run under runs/latest")
+    one = ce("runs", str(runs / "latest"), "--format", "json", cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert [r["run_id"] for r in json.loads(one.stdout)] == [run.name]
+
     text = ce("runs", cwd=tmp_path)  # default: ./runs
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()

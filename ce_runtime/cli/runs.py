@@ -54,8 +54,9 @@ def runs_cmd(directory, fmt):
         what = "not a directory" if os.path.exists(directory) else "no such directory"
         click.echo(f"ce runs: {directory}: {what}", err=True)
         sys.exit(2)
-    runs = [directory] if is_run(directory) else runs_in(directory)
-    rows = [r for r in map(_describe, runs) if r is not None]
+    named = is_run(directory)
+    runs = [directory] if named else runs_in(directory)
+    rows = [r for r in (_describe(p, named) for p in runs) if r is not None]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -90,9 +91,10 @@ def _name(row: dict[str, Any]) -> str:
     return name if name == row["run_id"] else f"{name} (run {row['run_id']})"
 
 
-def _describe(path: str) -> dict[str, Any] | None:
-    """A run's row, or None when `path` is no run (no run.json, a link, a file)."""
-    if os.path.islink(path) or not os.path.isdir(path) or not is_run(path):
+def _describe(path: str, named: bool = False) -> dict[str, Any] | None:
+    """A run's row, or None when `path` is no run (no run.json, a file, a link found in
+    a directory of runs; a link named on the command line, `runs/latest`, is its run)."""
+    if (os.path.islink(path) and not named) or not os.path.isdir(path) or not is_run(path):
         return None
     doc = read_run_json(path)
     row = {"run_id": run_id_of(path, doc), "path": path, "time": started_at(path, doc)}
