@@ -23,6 +23,7 @@ class Sink:
         self.limit_hit: str | None = None
         self.turn_started: float | None = None
         self.turns = 0
+        self.model_failing: T.ModelError | None = None  # (TrialSink: set by a ModelError)
 
     def clock(self) -> float:
         return 0.0
@@ -84,3 +85,30 @@ def test_a_budget_stop_is_not_called_a_timeout():
     outcome = asyncio.run(run_agent(Slow(), None, sink, stop, limits(task_timeout=0.1)))
     assert outcome == AgentOutcome("stopped", "session s1")
     assert sink.limit_hit == Status.TOKEN_BUDGET_EXCEEDED and sink.events == []
+
+
+def test_a_timeout_while_the_model_call_fails_is_the_apis_error():
+    """The agent's last model call failed and nothing answered since (TrialSink's
+    `model_failing`): the timeout is an outage, an ERROR that says so, not a TIMEOUT
+    (tests/test_model_outage.py runs it with the real CLIs)."""
+    sink, stop = Sink(), asyncio.Event()
+    sink.model_failing = T.ModelError(1.0, "overloaded", 529, 3, 10)
+    outcome = asyncio.run(run_agent(Hangs(), None, sink, stop, limits(task_timeout=0.2)))
+    said = "the model API was failing when task_timeout (0.2s) was reached: 529 " \
+        "overloaded (attempt 3 of 10)"
+    assert outcome == AgentOutcome("error", said) and sink.limit_hit is None
+    assert [e.text for e in sink.events if isinstance(e, T.Message)] == [
+        f"ce: {said}: stopping the agent"]
+
+
+def test_an_agent_giving_up_on_a_failing_model_call_is_the_apis_error():
+    sink, stop = Sink(), asyncio.Event()
+    sink.model_failing = T.ModelError(1.0, "503 unavailable")
+
+    class GivesUp(Hangs):
+        async def run(self, request, sink, stop):
+            return AgentOutcome("error", "503 unavailable")
+
+    outcome = asyncio.run(run_agent(GivesUp(), None, sink, stop, limits(task_timeout=5)))
+    assert outcome == AgentOutcome("error", "the model API was failing when the agent "
+                                   "gave up: 503 unavailable; 503 unavailable")
