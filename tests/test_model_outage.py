@@ -86,8 +86,10 @@ def test_an_imported_claude_stream_keeps_its_api_retries(tmp_path):
              {"type": "assistant", "message": {"id": "a", "role": "assistant",
                                                "content": [{"type": "text", "text": "hi"}]}},
              {"type": "result", "subtype": "success", "is_error": False, "result": "hi"}]
+    lines.insert(2, {"type": "system", "subtype": "api_retry", "attempt": 2,
+                     "error": {"type": "overloaded_error", "message": "Overloaded"}})
     result = import_claude_stream("\n".join(map(json.dumps, lines)).encode(), task_id="t")
-    assert _fields(result.events) == [("overloaded", 529, 1, 10)]
+    assert _fields(result.events) == [("overloaded", 529, 1, 10), ("Overloaded", None, 2, None)]
 
 
 @pytest.mark.slow

@@ -13,6 +13,9 @@ def api_retry(data: dict[str, Any]) -> dict[str, Any]:
     def number(key: str) -> int | None:
         value = data.get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return {"error": str(data.get("error") or "the model call failed"),
+    error = data.get("error")
+    if isinstance(error, dict):  # an API error body: {"type": ..., "message": ...}
+        error = error.get("message") or error.get("type")
+    return {"error": str(error or "the model call failed"),
             "status": number("error_status"), "attempt": number("attempt"),
             "retries": number("max_retries")}
