@@ -51,7 +51,7 @@ from ce_lang.row_refs import (
     report_row_problems,
 )
 from ce_lang.row_trials import RowTemplate, RowWalker
-from ce_lang.rules import RuleContext, check_task
+from ce_lang.rules import RowProblem, RuleContext, check_task
 from ce_lang.rules_criterion import check_dropped_entries
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
 from ce_lang.schema.experiment import ExperimentSpec
@@ -574,7 +574,14 @@ class _Compiler:
         refs = ds.find_refs([src])
         if refs and not ds.check_refs(refs, [row] if row else None, self.diags):
             return None
-        return (ds.substitute(text, row) if row else text).strip()
+        prompt = (ds.substitute(text, row) if row else text).strip()
+        if not prompt:  # the file has text: its `${row.KEY}` filled it with nothing
+            self.row_problems.append(RowProblem(
+                "CE0110", f"initial_prompt_file {os.path.basename(path)!r} is blank once "
+                "its `${row...}` are filled", merged.span(("initial_prompt_file",)), None,
+                row.id if row else None))
+            return None
+        return prompt
 
     def agent_types(self, task: TaskSpec) -> tuple[str, ...]:
         if (task.agent.type or "claude-code") in BUILTIN_AGENT_TYPES:

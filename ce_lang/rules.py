@@ -20,6 +20,7 @@ from ce_lang.rules_compat import compat_rules
 from ce_lang.rules_criterion import constraint_rules, criterion_rules
 from ce_lang.rules_env import passthrough_rules
 from ce_lang.rules_paths import (
+    emit_for_rows,
     host_path_rules,
     reference_file_rule,
     repo_rules,
@@ -144,7 +145,8 @@ def prompt_rules(ctx: RuleContext) -> None:
                notes=("a prompt may be omitted only with `agent: {type: none}` or an enabled "
                       "`simulation`", *type_notes(ctx)))
     elif t.initial_prompt is not None and not t.initial_prompt.strip():
-        d.emit("CE0110", "`initial_prompt` is blank", ctx.at(("initial_prompt",)))
+        # on a dataset task `${row.KEY}` may blank it: said once, naming the rows
+        emit_for_rows(ctx, "CE0110", "`initial_prompt` is blank", ("initial_prompt",))
 
 
 def _refused(ctx: RuleContext, path: Path) -> bool:

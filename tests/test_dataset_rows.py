@@ -1,0 +1,54 @@
+"""Dataset rows as a user's JSONL file gives them: what a row can break in the task, and
+where the compile says so (the file's line:col, naming the row)."""
+
+from ce_lang.compiler import compile_paths
+
+TASK = """\
+task_id: trig
+description: does the skill fire
+initial_prompt: "${row.prompt_text}"
+dataset:
+  paths: [rows.jsonl]
+success_criteria:
+  - type: skill_triggered
+    skill_name: date-teller
+    expected_skill: "${row.expected_skill}"
+    description: date-teller fires right
+    suite_thresholds: {recall.yes: 0.7}
+"""
+
+
+def diags(result):
+    return [(d.code, d.span.line, d.span.col, d.message) for d in result.diagnostics]
+
+
+def test_a_row_that_blanks_the_prompt_is_named(write):
+    write("rows.jsonl", '{"id": "p1", "prompt_text": "What day is it?", '
+                        '"expected_skill": "date-teller"}\n'
+                        '{"id": "n1", "prompt_text": " ", "expected_skill": ""}\n')
+    result = compile_paths([write("t.yaml", TASK)])
+    assert diags(result) == [
+        ("CE0110", 3, 17, "`initial_prompt` is blank (dataset row 'n1'; 1 of 2)")]
+
+
+def test_a_row_missing_the_prompts_key_is_one_error_not_also_a_blank_prompt(write):
+    write("rows.jsonl", '{"id": "p1", "prompt_text": "What day is it?", '
+                        '"expected_skill": "date-teller"}\n'
+                        '{"id": "n1", "expected_skill": ""}\n')
+    result = compile_paths([write("t.yaml", TASK)])
+    assert diags(result) == [
+        ("CE0303", 3, 18, "`${row.prompt_text}`: dataset row 'n1' (rows.jsonl:2) has no key "
+                          "`prompt_text`")]
+
+
+def test_a_row_that_blanks_the_prompt_file_is_an_error_naming_it(write):
+    write("prompt.md", "${row.prompt_text}\n")
+    write("rows.jsonl", '{"id": "p1", "prompt_text": "What day is it?", '
+                        '"expected_skill": "date-teller"}\n'
+                        '{"id": "n1", "prompt_text": "", "expected_skill": ""}\n')
+    task = TASK.replace('initial_prompt: "${row.prompt_text}"', "initial_prompt_file: prompt.md")
+    result = compile_paths([write("t.yaml", task)])
+    assert diags(result) == [
+        ("CE0110", 3, 22, "initial_prompt_file 'prompt.md' is blank once its `${row...}` are "
+                          "filled (dataset row 'n1'; 1 of 2)")]
+    assert not result.trials or all(t.plan.task_id != "trig/n1" for t in result.trials)
