@@ -18,7 +18,7 @@ import attrs
 
 from ce_lang import hostfs
 from ce_lang.diagnostics import Diagnostics, did_you_mean
-from ce_lang.paths import NotRegularFile, read_regular_text
+from ce_lang.paths import NotRegularFile, read_regular
 from ce_lang.spans import Path, Span, format_path, offset_to_line_col
 
 ROW_REF = re.compile(r"\$\{row\.([^}]*)\}")
@@ -115,15 +115,22 @@ def _error_within(diags: Diagnostics, span: Span) -> bool:
 
 def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any, str, Span]]:
     try:
-        text = read_regular_text(file)
+        data = read_regular(file)
+        text = data.decode("utf-8")
     except NotRegularFile as exc:
         diags.emit("CE0217", f"dataset file {os.path.basename(file)!r} {exc.strerror}", span)
         return
     except OSError as exc:
         diags.emit("CE0207", f"dataset file {os.path.basename(file)!r}: {exc.strerror}", span)
         return
-    except UnicodeDecodeError:
-        diags.emit("CE0301", f"dataset file {file!r} is not UTF-8", span)
+    except UnicodeDecodeError as exc:  # said at the byte, as a JSON error is
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        n = data.count(b"\n", 0, exc.start) + 1
+        col = len(data[line_start:exc.start].decode("utf-8", "replace")) + 1
+        diags.emit("CE0301", f"dataset file {os.path.basename(file)!r} is not UTF-8: byte "
+                   f"0x{data[exc.start]:02x}",
+                   Span(file, n, col, n, col + 1, exc.start, exc.start + 1),
+                   help="save it as UTF-8 (a spreadsheet's export may be Latin-1 or UTF-16)")
         return
     offset = 0
     if text.startswith("\ufeff"):  # a byte order mark (Windows tools write one): not a row

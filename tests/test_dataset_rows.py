@@ -52,3 +52,14 @@ def test_a_row_that_blanks_the_prompt_file_is_an_error_naming_it(write):
         ("CE0110", 3, 22, "initial_prompt_file 'prompt.md' is blank once its `${row...}` are "
                           "filled (dataset row 'n1'; 1 of 2)")]
     assert not result.trials or all(t.plan.task_id != "trig/n1" for t in result.trials)
+
+
+def test_a_dataset_file_that_is_not_utf8_is_said_at_the_byte(write, tmp_path):
+    (tmp_path / "rows.jsonl").write_bytes(
+        b'{"id": "p1", "prompt_text": "What day is it?", "expected_skill": "date-teller"}\n'
+        b'{"id": "n1", "prompt_text": "caf\xe9?", "expected_skill": ""}\n')
+    result = compile_paths([write("t.yaml", TASK)])
+    [d] = result.diagnostics
+    assert (d.code, d.span.file, d.span.line, d.span.col) == (
+        "CE0301", str(tmp_path / "rows.jsonl"), 2, 33)
+    assert d.message == "dataset file 'rows.jsonl' is not UTF-8: byte 0xe9"
