@@ -24,8 +24,9 @@ _TABLE = [
     ("CE0002", "error", "YAML syntax error",
      "The file is not valid YAML. The location points at the first token the parser rejected."),
     ("CE0003", "error", "duplicate key",
-     "A mapping repeats a key. YAML loaders silently keep the last one; ce rejects it so a "
-     "setting is never overridden by accident."),
+     "A mapping repeats a key (a YAML mapping, or a JSON object in a dataset's JSONL row). "
+     "YAML and JSON loaders silently keep the last one; ce rejects it so a setting or a "
+     "row's value is never overridden by accident."),
     ("CE0004", "error", "document is not a mapping",
      "A task or experiment file must be one YAML mapping (key: value pairs) at the top level."),
     ("CE0005", "error", "unsupported YAML construct",

@@ -141,7 +141,16 @@ def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any
         if not line.strip():
             continue
         try:
-            yield json.loads(line), f"{os.path.basename(file)}:{n}", line_span
+            yield (json.loads(line, object_pairs_hook=_no_repeated_key),
+                   f"{os.path.basename(file)}:{n}", line_span)
+        except RepeatedKey as exc:  # as YAML's duplicate key (CE0003): no silent last wins
+            cols = [m.start() + 1 for m in re.finditer(
+                re.escape(json.dumps(exc.key, ensure_ascii=False)) + r"\s*:", line)]
+            col = cols[-1] if len(cols) > 1 else 1
+            diags.emit("CE0003", f"duplicate key `{exc.key}`",
+                       attrs.evolve(line_span, col=col, end_col=col + len(exc.key) + 2),
+                       notes=(f"first defined at {os.path.basename(file)}:{n}:{cols[0]}",)
+                       if len(cols) > 1 else ())
         except json.JSONDecodeError as exc:
             diags.emit("CE0301", f"invalid JSON line: {exc.msg}",
                        attrs.evolve(line_span, col=exc.colno, end_col=exc.colno + 1))
@@ -149,6 +158,21 @@ def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any
             diags.emit("CE0301", "invalid JSON line: nested too deeply", line_span)
         except ValueError:  # e.g. an integer past Python's 4300-digit conversion limit
             diags.emit("CE0301", "invalid JSON line: a number too long to read", line_span)
+
+
+class RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_repeated_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise RepeatedKey(key)
+        out[key] = value
+    return out
 
 
 def check_strata(rows: list[Row], dataset: dict[str, Any], flat_sample: int | None,

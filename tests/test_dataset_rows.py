@@ -63,3 +63,15 @@ def test_a_dataset_file_that_is_not_utf8_is_said_at_the_byte(write, tmp_path):
     assert (d.code, d.span.file, d.span.line, d.span.col) == (
         "CE0301", str(tmp_path / "rows.jsonl"), 2, 33)
     assert d.message == "dataset file 'rows.jsonl' is not UTF-8: byte 0xe9"
+
+
+def test_a_row_repeating_a_key_is_an_error_as_in_yaml(write):
+    # json.loads keeps the last value: the row would silently be 'b', not 'a'
+    write("rows.jsonl", '{"id": "a", "prompt_text": "x", "expected_skill": ""}\n'
+                        '{"id": "b", "prompt_text": "y", "id": "c", "expected_skill": ""}\n')
+    result = compile_paths([write("t.yaml", TASK)])
+    [d] = result.diagnostics
+    assert (d.code, d.span.line, d.span.col, d.message) == (
+        "CE0003", 2, 33, "duplicate key `id`")
+    assert d.notes == ("first defined at rows.jsonl:2:2",)
+    assert not result.trials
