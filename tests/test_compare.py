@@ -729,3 +729,54 @@ def test_suite_gates_are_matched_by_variant_suite_and_criterion():
     assert [m.metric for m in by["new"].metrics] == ["pass_rate", "mean_score", "mean"]
     assert by["gone"].metrics[0].minimum == 0.8 and by["gone"].metrics[0].b is None
     assert compare_gates([{"variant": 1}, "junk"], None) == []  # a damaged run.json
+
+
+ERRORING = """\
+task_id: {task_id}
+description: compare fixture whose set-up can fail
+agent: {{type: none}}
+sandbox: {{driver: tempdir, python: null}}
+pre_run:
+  - command: "exit {setup}"
+    fail_on_error: true
+  - command: "echo {value} > value.txt"
+success_criteria:
+  - type: run_command
+    command: grep -qx 1 value.txt
+    description: value.txt holds 1
+  - type: file_exists
+    path: value.txt
+    description: value.txt exists
+"""
+
+
+def test_trials_that_error_without_a_score_in_b_are_said_not_taken_for_a_better_score(
+        tmp_path):
+    """B's `broken` task ERRORs in its set-up (no score) where A's failed with 0.50: the
+    report said B's mean score 1.00 against A's 0.75 (over the trials with a score, not
+    said), "2 of 2 shared task(s) unchanged", and no ERROR anywhere."""
+    runs = {}
+    for name, setup in (("a", 0), ("b", 1)):
+        suite = tmp_path / f"suite-{name}"
+        suite.mkdir()
+        for task_id, value, fails in (("fine", 1, 0), ("broken", 0, setup)):
+            (suite / f"{task_id}.yaml").write_text(ERRORING.format(
+                task_id=task_id, value=value, setup=fails))
+        res = ce("run", str(suite), "--repeats", "2", "--run-dir", str(tmp_path / name),
+                 cwd=tmp_path)
+        assert res.returncode == 1, res.stderr
+        runs[name] = tmp_path / name
+    res = ce("compare", str(runs["a"]), str(runs["b"]), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr  # no trial passed in A and fails in B
+    rows = dict(re.findall(r"^\| ([^|]+) \| ([^|]+) \|$", res.stdout, re.M))
+    assert rows["Trials"] == ("A 4, B 4 (2 ERROR); 4 matched (same variant, task, row and "
+                              "repeat)")
+    assert rows["Mean score"] == ("A 0.75; B 1.00 (over 2 of 4 graded trials: 2 without a "
+                                  "score)")
+    assert "| default | broken | 2 / 2 | 0.0% → 0.0% | ±0.0 pp |" in res.stdout
+    assert "| 0.50 → — | — |" in res.stdout
+    assert "(1 of 2 shared task(s) unchanged;" in res.stdout
+    doc = json.loads(ce("compare", str(runs["a"]), str(runs["b"]), "-f", "json",
+                        cwd=tmp_path).stdout)
+    assert (doc["a"]["errors"], doc["a"]["unscored"]) == (0, 0)
+    assert (doc["b"]["errors"], doc["b"]["unscored"]) == (2, 2)

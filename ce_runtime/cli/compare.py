@@ -39,7 +39,8 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
     edited). The report lists the trials that
     flipped (passed in A and fail in B: regressions; the reverse: improvements) with
     the criteria that flipped with them, criteria that flipped in trials whose outcome
-    did not, each run's pass rate (Wilson 95% interval) and mean score, the paired
+    did not, each run's ERROR trials, pass rate (Wilson 95% interval) and mean score
+    (over the trials with a score; those without one are counted beside it), the paired
     differences over the tasks both runs graded (per task: pass rate and mean score
     over its repeats; mean Δ with a 95% paired bootstrap interval and a two-sided
     sign-flip permutation test's p-value), per-task changes (Δ pass rate with

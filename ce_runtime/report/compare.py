@@ -88,6 +88,10 @@ class RunSide:
     # the run planned (None: not recorded)
     status: str | None = None
     trials_planned: int | None = None
+    # trials that ended in an ERROR, and graded trials without a score (an ERROR before
+    # grading): the mean score is over the others, which must be said beside it
+    errors: int = 0
+    unscored: int = 0
 
     @property
     def unfinished(self) -> bool:
@@ -357,6 +361,8 @@ def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
         pl.len().alias("trials"), pl.col("graded").sum().alias("graded"),
         (pl.col("success") & pl.col("graded")).sum().alias("passed"),
         pl.col("weighted_score").filter(pl.col("graded")).mean().alias("mean_score"),
+        (pl.col("graded") & pl.col("weighted_score").is_null()).sum().alias("unscored"),
+        (pl.col("status") == "ERROR").sum().alias("errors"),
         pl.col("started_at").min().alias("started")).row(0, named=True)
     n, k = row["graded"] or 0, row["passed"] or 0
     started = row["started"]
@@ -372,7 +378,8 @@ def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
         started_at=started.isoformat() if started is not None else None,
         trials=row["trials"], graded=n, passed=k,
         pass_rate=k / n if n else None, pass_rate_ci95=wilson(k, n),
-        mean_score=row["mean_score"], status=status, trials_planned=planned)
+        mean_score=row["mean_score"], status=status, trials_planned=planned,
+        errors=row["errors"] or 0, unscored=row["unscored"] or 0)
 
 
 # ---------------------------------------------------------------------------- intervals

@@ -83,9 +83,23 @@ def _status(c: RunComparison) -> str | None:
                      for name, side in (("A", c.a), ("B", c.b)))
 
 
+def _errors(side: RunSide) -> str:
+    return f" ({side.errors} ERROR)" if side.errors else ""
+
+
+def _mean_score(side: RunSide) -> str:
+    """The mean score, and the graded trials it leaves out (no score: an ERROR before
+    grading) as report.md says them: a mean of 1.00 over 2 of 4 trials is no better run."""
+    text = fmt_score(side.mean_score)
+    if side.unscored:
+        text += (f" (over {side.graded - side.unscored} of {side.graded} graded trials: "
+                 f"{side.unscored} without a score)")
+    return text
+
+
 def _trials(c: RunComparison) -> str:
-    text = (f"A {c.a.trials}, B {c.b.trials}; {c.matched_trials} matched (same variant, "
-            "task, row and repeat)")
+    text = (f"A {c.a.trials}{_errors(c.a)}, B {c.b.trials}{_errors(c.b)}; "
+            f"{c.matched_trials} matched (same variant, task, row and repeat)")
     for ids, mine, other in ((c.unmatched_a, "A", "B"), (c.unmatched_b, "B", "A")):
         if ids:
             text += f"; {len(ids)} of {mine}'s without a match in {other} (a task both ran)"
@@ -112,7 +126,7 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
         ("Trials", _trials(c)),
         ("Pass rate", f"A {_rate(c.a)}; B {_rate(c.b)}"),
         ("Δ pass rate (B − A)", _delta(c.pass_rate, True)),
-        ("Mean score", f"A {fmt_score(c.a.mean_score)}; B {fmt_score(c.b.mean_score)}"),
+        ("Mean score", f"A {_mean_score(c.a)}; B {_mean_score(c.b)}"),
         ("Δ mean score (B − A)", _delta(c.score, False)),
         ("Flips", f"{len(c.regressions)} trial(s) pass → fail, {len(c.improvements)} fail "
                   f"→ pass; {len(c.criterion_changes)} other criterion flip(s)"),
@@ -142,8 +156,9 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
     if c.by_variant:
         out.append(("By variant", ["Variant", "Δ pass rate", "Δ mean score"],
                     [[v, _delta(r, True), _delta(s, False)] for v, r, s in c.by_variant]))
-    changed = [t for t in c.tasks
-               if abs(t.rate_diff or 0.0) > 1e-9 or abs(t.score_diff or 0.0) > 1e-9]
+    changed = [t for t in c.tasks  # a score known in one run only changed too
+               if abs(t.rate_diff or 0.0) > 1e-9 or abs(t.score_diff or 0.0) > 1e-9
+               or (t.score_a is None) != (t.score_b is None)]
     rows = []
     for t in changed:
         ci = t.rate_diff_ci95
