@@ -204,9 +204,9 @@ _TABLE = [
      "raise the whole, or remove the part."),
     ("CE0224", "error", "reserved identifier",
      "A variant is named like one of the run directory's own directories (plans, objects, "
-     "definitions, task_files, templates, judges, rescored): its trials' directories "
-     "would sit among the run's files, where `ce rescore` and `ce run --resume` do not "
-     "look for trials. Rename the variant."),
+     "definitions, task_files, templates, judges, rescored, attempts): its trials' "
+     "directories would sit among the run's files, where `ce rescore` and `ce run "
+     "--resume` do not look for trials. Rename the variant."),
     ("CE0225", "warning", "judge file not found",
      "A judge's `files` entry `$TASK_DIR/...` names a file that does not exist. The task "
      "runs: the judge is shown `<file not found>` in its place, as the task format says "

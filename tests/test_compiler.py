@@ -424,6 +424,20 @@ def test_a_variant_named_like_a_directory_of_the_run_is_refused(write):
     assert {"plans", "objects", "task_files", "templates"} <= RUN_LEVEL_DIRS
 
 
+def test_every_reserved_variant_name_is_in_ce0224s_explanation_and_the_docs():
+    # `attempts` (--retry-errors' directory) was refused, but CE0224's explanation (`ce
+    # compile --explain`, diagnostics.md) and experiments.md did not list it
+    from pathlib import Path
+
+    from ce_lang.api import RUN_LEVEL_DIRS
+    from ce_lang.codes import CODES
+
+    docs = (Path(__file__).parent.parent / "docs" / "experiments.md").read_text()
+    for name in sorted(RUN_LEVEL_DIRS):
+        assert name in CODES["CE0224"].explanation, name
+        assert f"`{name}`" in docs, name
+
+
 def test_directory_walk_skips_non_task_yaml_and_checks_experiments(tmp_path):
     (tmp_path / "t.yaml").write_text(TASK)
     (tmp_path / "templates").mkdir()
