@@ -135,14 +135,17 @@ def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any
     offset = 0
     if text.startswith("\ufeff"):  # a byte order mark (Windows tools write one): not a row
         text, offset = text[1:], 1
+    invalid: list[tuple[str, Span]] = []  # said at the end: one error for a file of no JSON
+    parsed = False
     for n, line in enumerate(text.split("\n"), start=1):
         line_span = Span(file, n, 1, n, len(line) + 1, offset, offset + len(line))
         offset += len(line) + 1
         if not line.strip():
             continue
         try:
-            yield (json.loads(line, object_pairs_hook=_no_repeated_key),
-                   f"{os.path.basename(file)}:{n}", line_span)
+            value = json.loads(line, object_pairs_hook=_no_repeated_key)
+            parsed = True
+            yield value, f"{os.path.basename(file)}:{n}", line_span
         except RepeatedKey as exc:  # as YAML's duplicate key (CE0003): no silent last wins
             cols = [m.start() + 1 for m in re.finditer(
                 re.escape(json.dumps(exc.key, ensure_ascii=False)) + r"\s*:", line)]
@@ -152,12 +155,27 @@ def _read_jsonl(file: str, span: Span, diags: Diagnostics) -> Iterator[tuple[Any
                        notes=(f"first defined at {os.path.basename(file)}:{n}:{cols[0]}",)
                        if len(cols) > 1 else ())
         except json.JSONDecodeError as exc:
-            diags.emit("CE0301", f"invalid JSON line: {exc.msg}",
-                       attrs.evolve(line_span, col=exc.colno, end_col=exc.colno + 1))
+            invalid.append((f"invalid JSON line: {exc.msg}",
+                            attrs.evolve(line_span, col=exc.colno, end_col=exc.colno + 1)))
         except RecursionError:
-            diags.emit("CE0301", "invalid JSON line: nested too deeply", line_span)
+            invalid.append(("invalid JSON line: nested too deeply", line_span))
         except ValueError:  # e.g. an integer past Python's 4300-digit conversion limit
-            diags.emit("CE0301", "invalid JSON line: a number too long to read", line_span)
+            invalid.append(("invalid JSON line: a number too long to read", line_span))
+    if len(invalid) > 1 and not parsed:  # a CSV, a JSON array: not one error per line
+        message, at = invalid[0]
+        name = os.path.basename(file)
+        diags.emit("CE0301", f"{message}; no line of {name!r} is JSON ({len(invalid)} lines): "
+                   "a dataset file is JSONL, one JSON object per line", at,
+                   help=_CSV_HELP.format(name=name, stem=os.path.splitext(name)[0])
+                   if name.lower().endswith(".csv") else None)
+        return
+    for message, at in invalid:
+        diags.emit("CE0301", message, at)
+
+
+_CSV_HELP = ("ce reads no CSV; convert it once: python -c \"import csv, json, sys; "
+             "[print(json.dumps(r)) for r in csv.DictReader(open(sys.argv[1]))]\" "
+             "{name} > {stem}.jsonl")
 
 
 class RepeatedKey(ValueError):

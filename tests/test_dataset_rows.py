@@ -75,3 +75,23 @@ def test_a_row_repeating_a_key_is_an_error_as_in_yaml(write):
         "CE0003", 2, 33, "duplicate key `id`")
     assert d.notes == ("first defined at rows.jsonl:2:2",)
     assert not result.trials
+
+
+def test_a_csv_file_is_one_error_saying_datasets_are_jsonl_not_one_per_line(write):
+    write("rows.csv", "id,prompt_text,expected_skill\n"
+          + "".join(f"r{i},question {i},date-teller\n" for i in range(300)))
+    result = compile_paths([write("t.yaml", TASK.replace("rows.jsonl", "rows.csv"))])
+    [d] = result.diagnostics
+    assert (d.code, d.span.line, d.span.col) == ("CE0301", 1, 1)
+    assert d.message == ("invalid JSON line: Expecting value; no line of 'rows.csv' is JSON "
+                         "(301 lines): a dataset file is JSONL, one JSON object per line")
+    assert d.help.startswith("ce reads no CSV; convert it once: ")
+
+
+def test_each_bad_line_of_a_jsonl_file_is_still_its_own_error(write):
+    write("rows.jsonl", '{"id": "a", "prompt_text": "x", "expected_skill": ""}\n'
+                        '{"id": "b", "prompt_text": "y" "expected_skill": ""}\n'
+                        '{"id": "c", prompt_text: "z"}\n')
+    result = compile_paths([write("t.yaml", TASK)])
+    assert [(d.code, d.span.line, d.span.col) for d in result.diagnostics] == [
+        ("CE0301", 2, 32), ("CE0301", 3, 13)]
