@@ -780,3 +780,21 @@ def test_trials_that_error_without_a_score_in_b_are_said_not_taken_for_a_better_
                         cwd=tmp_path).stdout)
     assert (doc["a"]["errors"], doc["a"]["unscored"]) == (0, 0)
     assert (doc["b"]["errors"], doc["b"]["unscored"]) == (2, 2)
+
+
+def test_too_few_paired_tasks_for_a_significant_drop_is_said():
+    # five tasks, each -50 pp: the smallest p a sign-flip test can give over 5 paired
+    # tasks is 2 / 2^5 = 0.0625, so --fail-on significant could never trip on a drop, and
+    # the report did not say so (a 3-task A/B gated on it passed whatever B did)
+    from ce_runtime.report.compare_render import render_md
+
+    tasks = [f"t{i}" for i in range(6)]
+    c5 = _compare(*_dropped(tasks[:5]))
+    note = ("| Significance | with 5 paired task(s) no pass-rate drop can reach p < 0.05 "
+            "(the smallest possible p is 0.0625): the significant-drop rule cannot fire |")
+    assert note in render_md(c5, "significant") and note in render_md(c5, "flips")
+    assert "Significance" not in render_md(c5, "never")
+    assert "Significance" not in render_md(_compare(*_dropped(tasks)), "significant")
+    # at --alpha 0.1, 0.0625 can be reached
+    assert "Significance" not in render_md(_compare(*_dropped(tasks[:5]), alpha=0.1),
+                                           "significant")

@@ -62,7 +62,9 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
       significant  a significant drop: the paired mean per-task pass-rate
                    difference B − A is negative and its sign-flip p < --alpha; or
                    a suite gate that passed in A and fails in B (the suite's own
-                   minimum, which `ce run` exits 1 on: never one trial's noise)
+                   minimum, which `ce run` exits 1 on: never one trial's noise).
+                   Over n paired tasks p is at least 2 / 2^n: with 5 or fewer no
+                   drop is significant at 0.05 (the report's "Significance" says so)
       never        never (report only)
 
     A task missing from B is listed, not counted as a regression; so is a suite gate

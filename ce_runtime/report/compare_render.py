@@ -97,6 +97,17 @@ def _mean_score(side: RunSide) -> str:
     return text
 
 
+def _power(c: RunComparison, fail_on: str) -> str | None:
+    """Said when too few tasks are paired for any drop to be significant: the exact
+    sign-flip p over n tasks is at least 2 / 2^n (0.0625 for 5), so the rule's
+    significant-drop part cannot fire (a 3-task A/B gated on it passed whatever B did)."""
+    n = c.pass_rate.n_tasks
+    if fail_on == "never" or not n or 2 / 2 ** n < c.alpha:
+        return None
+    return (f"with {n} paired task(s) no pass-rate drop can reach p < {c.alpha:g} (the "
+            f"smallest possible p is {2 / 2 ** n:.3g}): the significant-drop rule cannot fire")
+
+
 def _trials(c: RunComparison) -> str:
     text = (f"A {c.a.trials}{_errors(c.a)}, B {c.b.trials}{_errors(c.b)}; "
             f"{c.matched_trials} matched (same variant, task, row and repeat)")
@@ -126,6 +137,7 @@ def tables(c: RunComparison, fail_on: str) -> tuple[list[tuple[str, str]], list[
         ("Trials", _trials(c)),
         ("Pass rate", f"A {_rate(c.a)}; B {_rate(c.b)}"),
         ("Δ pass rate (B − A)", _delta(c.pass_rate, True)),
+        *([("Significance", power)] if (power := _power(c, fail_on)) else []),
         ("Mean score", f"A {_mean_score(c.a)}; B {_mean_score(c.b)}"),
         ("Δ mean score (B − A)", _delta(c.score, False)),
         ("Flips", f"{len(c.regressions)} trial(s) pass → fail, {len(c.improvements)} fail "
