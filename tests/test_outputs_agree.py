@@ -504,10 +504,13 @@ def test_ce_runs_lines_say_what_the_records_and_run_json_say(made):
     run = load_run_json(made.run_dir)
     assert made.exit_code == run["exit_code"]
     # the results table: per variant/task, trials, successes and the mean score (over
-    # the graded trials that have one, as everywhere: an ERROR trial has none)
+    # the graded trials that have one, as everywhere: an ERROR trial has none); a
+    # dataset's rows are one line, variant/task/*
     groups = defaultdict(list)
     for rec in recs.values():
-        groups[f"{rec['variant_id']}/{rec['task_id']}"].append(rec)
+        task = f"{rec['suite_id']}/*" if rec.get("row_id") else rec["task_id"]
+        groups[f"{rec['variant_id']}/{task}"].append(rec)
+    assert any(key.endswith("/dataset_classification/*") for key in groups)
     lines = made.stdout.splitlines()
     start = lines.index(next(line for line in lines if line.startswith("trial group")))
     table = {}

@@ -184,13 +184,17 @@ def summary_table(records) -> None:
     """Per task: trials, successes, mean score: the table a person reads at the end (the
     run's result: stdout, so `ce run ... > results.txt` keeps it). The mean score is
     run.json's: over the graded trials that have one (an ERROR trial has none; it
-    counted as 0 here, so a task with one ERROR in two repeats showed half its score)."""
+    counted as 0 here, so a task with one ERROR in two repeats showed half its score).
+    A dataset's rows are one line, `VARIANT/TASK/*` (a line per row was 300 lines of
+    `1 1 1.00` for 300 rows, what the progress lines had said; report.md has each row)."""
     from ce_runtime.report.text import fmt_score
     from ce_runtime.store.record import Status, as_records
 
     rows: dict[str, tuple[list[int], list[float]]] = {}
     for r in as_records(records):
-        counts, scores = rows.setdefault(f"{r.variant_id}/{r.task_id}", ([0, 0], []))
+        group = f"{r.suite_id}/*" if r.suite_id is not None and r.row_id is not None \
+            else r.task_id
+        counts, scores = rows.setdefault(f"{r.variant_id}/{group}", ([0, 0], []))
         counts[0] += 1
         counts[1] += r.status == Status.SUCCESS
         if r.status != Status.NOT_GRADED and r.weighted_score is not None:
