@@ -361,3 +361,31 @@ def test_a_score_at_its_threshold_up_to_float_rounding_passes_and_says_so(tmp_pa
     assert "score 0.7999999999999999 (fraction) vs pass threshold 0.8 -> PASS; weight 1; " \
         "meets the threshold within 1e-9 (float rounding of an exact score)" in out.stdout, \
         out.stdout
+
+
+def test_a_dataset_rows_compared_arguments_are_shown_with_their_values(tmp_path):
+    """skill_triggered's `positive = expected_skill == skill_name = false` said nothing of
+    why: a row's expected_skill (here a typo) is what explain is opened to find."""
+    (tmp_path / "t.yaml").write_text("""\
+task_id: trig
+description: does the skill fire
+dataset:
+  rows:
+    - {id: typo, expected_skill: date_teller}
+initial_prompt: what day is it
+agent:
+  type: script
+  script: [{tool: Skill, params: {skill: date-teller}}]
+sandbox: {driver: tempdir, python: null}
+success_criteria:
+  - {type: skill_triggered, skill_name: date-teller, expected_skill: "${row.expected_skill}",
+     description: fires on date questions}
+""")
+    made = ce("run", "t.yaml", "--run-dir", "run", cwd=tmp_path)
+    assert made.returncode == 1, made.stdout + made.stderr
+    res = explain("run/default/trig/typo/00", cwd=tmp_path)
+    lines = res.stdout.splitlines()
+    at = lines.index("        positive = expected_skill == skill_name")
+    assert lines[at + 1:at + 4] == ["            = false",
+                                    "                expected_skill = 'date_teller'",
+                                    "                skill_name = 'date-teller'"], res.stdout

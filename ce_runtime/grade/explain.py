@@ -34,6 +34,9 @@ INDENT = "    "
 MAX_DEPTH = 10
 
 
+COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+
+
 def node_text(node: A.Node, fallback: str = "") -> str:
     text = source_text(node.span.file) or fallback
     if node.span.offset >= 0 and text:
@@ -121,6 +124,23 @@ class _Tree:
         for child in A.children(node):
             if self.interesting(child):
                 self.node(child, depth, into)
+            elif self.compared_argument(node, child):
+                # an argument compared: its value (a dataset row's `expected_skill: ""`,
+                # a typo `date_teller`), or `expected_skill == skill_name = false` says
+                # nothing of why
+                into.append({"kind": "value", "text": child.name, "evidence": None,
+                             "value": show_value(self.inst.params[child.name]),
+                             "children": []})
+
+    def compared_argument(self, node: A.Node, child: A.Node) -> bool:
+        """`child` is an argument compared in `node`, and the comparison does not already
+        say its value (`max_count == null: true`)."""
+        if not (isinstance(node, A.Binary) and node.op in COMPARISONS
+                and isinstance(child, A.Name) and child.name in self.inst.params):
+            return False
+        other = node.right if child is node.left else node.left
+        said = self.r.values.get(node.id) is (node.op == "==")
+        return not (isinstance(other, A.Lit) and node.op in ("==", "!=") and said)
 
     def cond(self, node: A.Cond, depth: int, word: str, into: list[dict[str, Any]]) -> None:
         """`if test: value`, then the branch taken (`then` or `else`); an `else if` chain
