@@ -111,4 +111,9 @@ def test_an_agent_giving_up_on_a_failing_model_call_is_the_apis_error():
 
     outcome = asyncio.run(run_agent(GivesUp(), None, sink, stop, limits(task_timeout=5)))
     assert outcome == AgentOutcome("error", "the model API was failing when the agent "
-                                   "gave up: 503 unavailable; 503 unavailable")
+                                   "gave up: 503 unavailable")  # (said once)
+    sink.model_failing = T.ModelError(1.0, "overloaded", 529, 5, 5)
+    outcome = asyncio.run(run_agent(GivesUp(), None, sink, asyncio.Event(),
+                                    limits(task_timeout=5)))
+    assert outcome == AgentOutcome("error", "the model API was failing when the agent "
+                                   "gave up: 529 overloaded (attempt 5 of 5); 503 unavailable")

@@ -179,9 +179,10 @@ async def run_agent(agent: Any, request: AgentRequest, sink: TrialSink, stop: as
     if outcome.reason == "error" and sink.model_failing is not None:
         # it gave up on a model call that kept failing (Codex after its reconnects, pi
         # after its retries): the API's failure, as at a timeout
-        return attrs.evolve(outcome, detail=f"{MODEL_OUTAGE}the agent gave up: "
-                            f"{sink.model_failing.summary()}"
-                            + (f"; {outcome.detail}" if outcome.detail else ""))
+        failed = sink.model_failing.summary()
+        said = outcome.detail if outcome.detail and outcome.detail not in failed else ""
+        return attrs.evolve(outcome, detail=f"{MODEL_OUTAGE}the agent gave up: {failed}"
+                            + (f"; {said}" if said else ""))
     return outcome
 
 
