@@ -524,6 +524,15 @@ def test_ce_runs_lines_say_what_the_records_and_run_json_say(made):
         want[key] = (len(group), sum(r["status"] == "SUCCESS" for r in group),
                      two(sum(scored) / len(scored)) if scored else "—")
     assert table == want
+    # a suite gate that passed: a line with its metrics beside their minimums (one that
+    # failed has its `not passed:` line)
+    passed = [g for g in run["suite_gates"] if g["thresholds"] and g["passed"]]
+    assert passed
+    for g in passed:
+        shown = ", ".join(f"{m} {g['metrics'][m]:.3f} >= {t:g}"
+                          for m, t in g["thresholds"].items())
+        assert (f"suite gate {g['variant']}/{g['suite_id']}/{g['criterion']} passed: "
+                f"{shown}") in lines
     done = re.search(r"^(\d+)/(\d+) trial\(s\): (.*); report: ", made.stdout, re.M)
     assert (int(done.group(1)), int(done.group(2))) == (run["trials"], run["trials_planned"])
     assert counted(done.group(3)) == run["by_status"]

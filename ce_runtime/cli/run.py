@@ -543,7 +543,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     deleted while it ran) is listed and makes the exit 1. `error`: what stopped the run
     short other than a signal (an executor that did not start); `unrun`: the planned
     trials that did not run (`_unrun`: JUnit's skipped testcases)."""
-    from ce_runtime.cli.run_output import error_lines, summary_table
+    from ce_runtime.cli.run_output import error_lines, passed_gate_lines, summary_table
 
     lost = [dict(r) for r in lost]
     summary = None
@@ -568,6 +568,8 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     counts = ", ".join(f"{by_status[s]} {s}" for s in order)
     click.echo(f"{len(records)}/{total} trial(s): {counts or 'none'}; report: "
                f"{os.path.join(run_dir, 'report.md')}")
+    for line in passed_gate_lines(summary):
+        click.echo(line)
     if summary.get("exit_code"):  # why it is not a pass: a gate, a rate, a Ctrl-C ...
         for reason in summary.get("exit_reasons") or ():  # the run's own path for RUN
             click.echo(f"not passed: {reason.replace('--resume RUN`', f'--resume {run_dir}`')}")

@@ -207,3 +207,21 @@ def summary_table(records) -> None:
         (n, ok), scores = rows[key]
         mean = fmt_score(sum(scores) / len(scores) if scores else None)
         click.echo(f"{key:<{width}}  {n:>6}  {ok:>7}  {mean:>10}")
+
+
+def passed_gate_lines(summary: dict) -> list[str]:
+    """A line per suite gate that passed, its metrics beside their minimums: a failed one
+    is said by its `not passed:` line, a passed one was said nowhere on stdout (the
+    precision and recall a skill's trigger check is run for were only in report.md)."""
+    from ce_runtime.report.text import fmt_metric
+
+    lines = []
+    for g in summary.get("suite_gates") or ():
+        limits = g.get("thresholds") or {}
+        if not limits or not g.get("passed"):
+            continue
+        shown = ", ".join(f"{m} {fmt_metric((g.get('metrics') or {}).get(m))} >= {t:g}"
+                          for m, t in limits.items())
+        lines.append(f"suite gate {g['variant']}/{g['suite_id']}/{g['criterion']} passed: "
+                     f"{shown}")
+    return lines
