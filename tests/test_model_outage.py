@@ -20,19 +20,9 @@ from ce_runtime.store.record import read_record
 from ce_runtime.trace import events as T
 from tests.engines import need
 from tests.test_agent_fidelity import ce_run, missing, of, shell, task, trial
+from tests.test_agent_turn_limits import Sink
 
 AGENTS = ["claude-code", "codex", "opencode", "pi", "openai"]
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.events: list[T.Event] = []
-
-    def clock(self) -> float:
-        return 0.0
-
-    def emit(self, event: T.Event) -> None:
-        self.events.append(event)
 
 
 def _fields(events: list[T.Event]) -> list[tuple]:
