@@ -46,8 +46,9 @@ STATUSES = (Status.SUCCESS, Status.FAILURE, *RUN_LIMIT_STATUSES, Status.ERROR,
             Status.NOT_GRADED)
 # neither a failure nor an error (SARIF reports nothing for these)
 NOT_FAILED_STATUSES = (Status.SUCCESS, Status.NOT_GRADED)
-# how the outcome of a trial whose timeout came while the model API was failing begins
-# (an ERROR, the API's: agent_phase.run_agent writes it, TrialRecord.model_outage reads it)
+# how the outcome of a trial whose timeout came while the model API was failing, or
+# whose agent gave up on a model call that kept failing, begins (an ERROR, the API's:
+# agent_phase.run_agent writes it, TrialRecord.model_outage reads it)
 MODEL_OUTAGE = "the model API was failing when "
 
 
@@ -228,8 +229,9 @@ class TrialRecord(_Part, kw_only=True):
 
     @property
     def model_outage(self) -> bool:
-        """An ERROR because the model API was still failing when a timeout came (the
-        agent's outcome says `MODEL_OUTAGE` ...: agent_phase.run_agent), not the agent's."""
+        """An ERROR because the model API was still failing when a timeout came, or when
+        the agent gave up (its outcome says `MODEL_OUTAGE` ...: agent_phase.run_agent),
+        not the agent's."""
         outcome = self.agent_outcome
         return self.status == Status.ERROR and not self.error and outcome is not None \
             and outcome.reason == "error" and outcome.detail.startswith(MODEL_OUTAGE)
