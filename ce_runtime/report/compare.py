@@ -357,12 +357,14 @@ def _read_parquet(path: str) -> pl.DataFrame:
 def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
     import polars as pl
 
+    from ce_runtime.store.record import Status
+
     row = trials.select(
         pl.len().alias("trials"), pl.col("graded").sum().alias("graded"),
         (pl.col("success") & pl.col("graded")).sum().alias("passed"),
         pl.col("weighted_score").filter(pl.col("graded")).mean().alias("mean_score"),
         (pl.col("graded") & pl.col("weighted_score").is_null()).sum().alias("unscored"),
-        (pl.col("status") == "ERROR").sum().alias("errors"),
+        (pl.col("status") == Status.ERROR.value).sum().alias("errors"),
         pl.col("started_at").min().alias("started")).row(0, named=True)
     n, k = row["graded"] or 0, row["passed"] or 0
     started = row["started"]
