@@ -166,8 +166,8 @@ def test_opencode_starts_without_running_npm_s_installer(tmp_path):
     only failed) on every trial's path to its first model call. ce seeds the directory as
     installed: OpenCode's own log, read by its shell tool in the trial, says it started
     and never tried the install."""
-    command = ('cat "$XDG_DATA_HOME"/opencode/log/*.log | grep -o -e "creating instance" '
-               '-e "dependency install[a-z ]*"')
+    command = ('cat "$XDG_DATA_HOME"/opencode/log/*.log | grep -e "creating instance" '
+               '-e "dependency install" | cut -c1-400')
     (tmp_path / "t.yaml").write_text(
         "task_id: t\ndescription: d\ninitial_prompt: go\n"
         "agent: {type: opencode, model_script: t.model.yaml}\nsandbox: {python: null}\n"
@@ -179,4 +179,6 @@ def test_opencode_starts_without_running_npm_s_installer(tmp_path):
     record, events = trial(tmp_path, "t")
     assert res.returncode == 0, (record["agent_outcome"], res.stderr)
     [result] = [e for e in events if type(e).__name__ == "ToolResult"]
-    assert result.output == "creating instance\n"  # (was: ... "dependency install failed")
+    lines = result.output.splitlines()  # (was: ... "dependency install failed")
+    assert [("creating instance" in x, "dependency install" in x) for x in lines] == [
+        (True, False)], result.output  # (CI once saw a second instance install: where?)
