@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
+
+
+def new_mark(fraction: str) -> str:
+    """A number no other test's processes carry (tests on two workers start in the same
+    millisecond, so a clock-derived mark once made one test see the other's processes),
+    usable as a sleep's seconds: `fraction` tells the tests of one file apart."""
+    return f"{100_000 + secrets.randbelow(900_000)}.{fraction}"
 
 
 def processes_marked(mark: str) -> dict[int, str]:

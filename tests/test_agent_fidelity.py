@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ import yaml
 from ce_runtime.trace.events import read_trace
 from ce_runtime.trace.view import build_view
 from tests.engines import need
-from tests.processes import processes_marked
+from tests.processes import new_mark, processes_marked
 
 AGENTS = ["claude-code", "codex", "opencode", "pi", "openai"]
 pytestmark = pytest.mark.slow
@@ -139,7 +138,7 @@ def test_a_model_reply_cut_off_or_garbled_is_an_error(agent, tmp_path):
     not the API's: an ERROR saying why, not a pass (Pi took the cut stream for an empty
     answer and finished), nor a loop until max_turns (OpenCode asked again forever)."""
     need(missing(agent))
-    mark = f"{int(time.time() * 1000) % 100000}.75"
+    mark = new_mark("75")
     for how in ("disconnect", "garbage"):
         task(tmp_path, how, agent, [shell(agent, "echo first"), {"fail": how},
                                     {"text": "never"}], mark=mark)

@@ -17,14 +17,13 @@ runs as a CLI (the real CLIs against ce's scripted model server, `ce run
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from ce_runtime.trace import events as T
 from ce_runtime.trace.view import build_view
 from tests.engines import need
-from tests.processes import processes_marked
+from tests.processes import new_mark, processes_marked
 from tests.test_agent_fidelity import ce_run, missing, of, shell, task, trial
 
 AGENTS = ["claude-code", "codex", "opencode", "pi"]
@@ -70,7 +69,7 @@ def test_max_turns_ends_each_cli_at_the_cap(agent, tmp_path):
 @pytest.mark.parametrize("agent", AGENTS)
 def test_a_tool_running_at_the_timeout_is_in_the_trace_unresolved(agent, tmp_path):
     need(missing(agent))
-    mark = f"{int(time.time() * 1000) % 100000}.125"
+    mark = new_mark("125")
     sleep = f"python3 -c 'import time; time.sleep({mark})'"
     task(tmp_path, "hangs", agent, [shell(agent, "echo first"), shell(agent, sleep),
                                     {"text": "never"}], "{turn_timeout: 5}", mark=mark)
@@ -317,7 +316,7 @@ def test_every_agent_stops_at_a_timeout_without_being_killed(agent, tmp_path):
     `stopped`); ce's own `openai` loop waited for the command, so every one of its timed
     out trials was killed after the grace period (outcome `killed`, 2 s more time)."""
     need(missing(agent))
-    mark = f"{int(time.time() * 1000) % 100000}.625"
+    mark = new_mark("625")
     sleep = f"python3 -c 'import time; time.sleep({mark})'"
     model = "model: gpt-4.1, " if agent in ("opencode", "pi") else ""
     # the command must have started when the timeout fires: OpenCode spends ~5 s of CPU

@@ -19,7 +19,7 @@ import yaml
 
 from ce_runtime.trace.events import read_trace
 from tests.engines import PYTHON_IMAGE, need, python_image
-from tests.processes import processes_marked
+from tests.processes import new_mark, processes_marked
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "tasks"
@@ -110,7 +110,7 @@ def test_native_clis_run_in_a_docker_container(agent, tmp_path):
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_early_stop_and_turn_timeout_end_each_cli(agent, tmp_path):
-    mark = f"{int(time.time() * 1000) % 100000}.5"
+    mark = new_mark("5")
     sleep = f"python3 -c 'import time; time.sleep({mark})'"
     (tmp_path / "stops.yaml").write_text(
         "task_id: stops\ndescription: early stop\ninitial_prompt: go\n"

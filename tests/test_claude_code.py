@@ -20,7 +20,7 @@ import yaml
 
 from ce_runtime.trace.events import read_trace
 from tests.engines import PYTHON_IMAGE, bwrap_missing, need, python_image
-from tests.processes import processes_marked
+from tests.processes import new_mark, processes_marked
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "tasks"
@@ -213,7 +213,7 @@ def test_early_stop_records_the_turn_it_was_decided_in(tmp_path):
 
 @slow
 def test_a_turn_timeout_kills_the_cli_and_its_children(tmp_path):
-    mark = f"{int(time.time() * 1000) % 100000}.25"
+    mark = new_mark("25")
     (tmp_path / "hang.yaml").write_text(textwrap.dedent("""\
         task_id: hang
         description: the agent's command hangs past turn_timeout
@@ -364,7 +364,7 @@ def test_sigint_to_a_background_runs_group_does_not_stop_its_agent(tmp_path, dri
     decides when a trial's processes stop."""
     need(bwrap_missing() if driver == "bwrap" else
          python_image() if driver == "docker" else None)
-    mark = f"{int(time.time() * 1000) % 100000}.5"
+    mark = new_mark("5")
     _sleeping_task(tmp_path, mark, 3.5)
     proc = _start_ce_and_wait_for(tmp_path, mark, sigint_ignored=True, driver=driver)
     try:
@@ -384,7 +384,7 @@ def test_ctrl_c_stops_a_claude_code_trial_and_leaves_nothing_running(tmp_path):
     """Ctrl-C (SIGINT to the foreground group) while the agent's command runs: ce stops
     the trial itself (INTERRUPTED, exit 1, what it had recorded kept), and nothing of the
     trial is left running."""
-    mark = f"{int(time.time() * 1000) % 100000}.75"
+    mark = new_mark("75")
     _sleeping_task(tmp_path, mark, 60)
     proc = _start_ce_and_wait_for(tmp_path, mark, sigint_ignored=False)
     try:

@@ -7,13 +7,12 @@ failed one as an error with Codex's message (`exec --json` has no event for it).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.engines import need
-from tests.processes import processes_marked
+from tests.processes import new_mark, processes_marked
 from tests.test_agent_fidelity import ce_run, missing, of, shell, task, trial
 
 pytestmark = pytest.mark.slow
@@ -30,7 +29,7 @@ def usage(i: int, o: int) -> dict:
 
 def test_a_timed_out_stopped_or_over_budget_codex_trial_keeps_its_tokens(tmp_path):
     need(missing("codex"))
-    mark = f"{int(time.time() * 1000) % 100000}.25"
+    mark = new_mark("25")
     sleep = f"python3 -c 'import time; time.sleep({mark})'"
     file_exists = "  - {type: file_exists, path: x, description: d}\n"
     # a command that hangs past turn_timeout: TIMEOUT, with the first call's tokens
