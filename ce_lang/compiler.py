@@ -40,7 +40,6 @@ from ce_lang.paths import (
     NotRegularFile,
     SuiteRoots,
     host_path_problem,
-    no_task_file,
     read_regular_text,
 )
 from ce_lang.plan import PLACED, Trial, plan_hash
@@ -51,12 +50,14 @@ from ce_lang.row_refs import (
     report_row_problems,
 )
 from ce_lang.row_trials import RowTemplate, RowWalker
-from ce_lang.rules import RowProblem, RuleContext, check_task
+from ce_lang.rule_context import RowProblem, RuleContext
+from ce_lang.rules import check_task
 from ce_lang.rules_criterion import check_dropped_entries
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES
 from ce_lang.schema.experiment import ExperimentSpec
 from ce_lang.schema.task import TaskSpec
 from ce_lang.spans import Path, Span, format_path
+from ce_lang.task_sources import find_yaml_files, load_yaml_file
 from ce_lang.validate import (
     INVALID,
     Context,
@@ -64,9 +65,8 @@ from ce_lang.validate import (
     Walker,
     broken_fields,
     stand_in,
-    yaml_kind,
 )
-from ce_lang.yaml_source import LocatedDoc, document_kind, parse_yaml
+from ce_lang.yaml_source import LocatedDoc, document_kind
 
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "agent": {"type": "claude-code"},
@@ -150,14 +150,14 @@ class _Compiler:
         self.roots = SuiteRoots.from_cli(paths, self.opt.allow_paths)
         self.command_line = parse_overrides(list(self.opt.overrides), usage, self.diags,
                                             self.sources, self.roots)
-        files = self.expand(paths, usage)
+        files = find_yaml_files(paths, usage)
         self.experiment = self.load_experiment(usage)
         self.cli = self.cli_layer(list(self.command_line.overrides))
         compiled = 0
         unused: dict = {d: 0 for _, d in files if d is not None}  # dir -> YAML skipped
         for file, under in files:
             errors_before = self.diags.count("error")
-            doc = self.load(file)
+            doc = load_yaml_file(file, self.diags, self.sources)
             kind = "task" if doc is None else document_kind(doc.value)
             if kind is None and under is not None:  # not a task file (a template's YAML)
                 if unused[under] is not None:
@@ -182,61 +182,6 @@ class _Compiler:
                              usage_error)
 
     # -- inputs --------------------------------------------------------------------------
-    def expand(self, paths: list[str], diags: Diagnostics) -> list[tuple[str, str | None]]:
-        """Each YAML file, with the directory argument it was found under (None: named
-        itself, or matched by a glob)."""
-        out: list[tuple[str, str | None]] = []
-        for p in paths:
-            if hostfs.isdir(p):
-                found = sorted(
-                    os.path.join(root, f)
-                    for root, dirs, names in hostfs.walk(p)
-                    for f in names
-                    if f.endswith((".yaml", ".yml")) and not _hidden(root, p)
-                    for _ in [dirs.sort()]
-                )
-                out.extend((f, p) for f in found)
-                if not found:
-                    diags.emit("CE0006", f"no .yaml/.yml files under {p!r}", None)
-            elif hostfs.isfile(p):
-                out.append((p, None))
-            else:
-                matches = hostfs.glob(p)
-                files = [m for m in matches if hostfs.isfile(m)]
-                if not files:
-                    code, message, help_ = no_task_file(p)
-                    diags.emit(code, message, None, help=help_)
-                out.extend((m, None) for m in files)
-        seen: set[str] = set()
-        unique = []
-        for f, under in out:
-            key = os.path.abspath(f)
-            if key not in seen:
-                seen.add(key)
-                unique.append((f, under))
-        return unique
-
-    def load(self, file: str) -> LocatedDoc | None:
-        try:
-            text = read_regular_text(file)
-        except UnicodeDecodeError as exc:  # said where the first bad byte is
-            before = exc.object[:exc.start]
-            line = before.count(b"\n") + 1
-            col = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
-            self.diags.emit("CE0001", f"{file} is not UTF-8 ({exc.reason} at byte "
-                            f"{exc.start})", Span.point(file, line, col))
-            return None
-        except OSError as exc:
-            self.diags.emit("CE0001", f"cannot read {file}: {exc.strerror}", Span.point(file))
-            return None
-        self.sources[file] = text
-        doc = parse_yaml(text, file, self.diags)
-        if doc is not None and not isinstance(doc.value, dict):
-            self.diags.emit("CE0004", "expected a mapping at the top level, found "
-                            f"{yaml_kind(doc.value)}", doc.span(()))
-            return None
-        return doc
-
     # -- experiments ---------------------------------------------------------------------
     def load_experiment(self, usage: Diagnostics) -> Experiment:
         path = self.opt.experiment
@@ -250,7 +195,7 @@ class _Compiler:
             else:
                 usage.emit("CE0001", f"experiment file {path!r} not found", None)
             return unusable_experiment()
-        doc = self.load(path)
+        doc = load_yaml_file(path, self.diags, self.sources)
         if doc is not None and document_kind(doc.value) == "task":
             self.diags.emit("CE0402", f"{path} is a task file, not an experiment",
                             doc.span(()), help="pass tasks as arguments and experiments with -e")
@@ -598,7 +543,3 @@ def _source_of(path: str) -> str:
     except (OSError, UnicodeDecodeError):
         return ""
 
-
-def _hidden(root: str, top: str) -> bool:
-    rel = os.path.relpath(root, top)
-    return any(part.startswith((".", "_")) for part in rel.split(os.sep) if part != ".")

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 
-from ce_lang.diagnostics import Diagnostics, did_you_mean
-from ce_lang.paths import SuiteRoots
+from ce_lang.diagnostics import did_you_mean
+from ce_lang.rule_context import RuleContext, agent_type
 from ce_lang.rules_agent_keys import agent_key_rules, agentless_limit_rules, type_notes
 from ce_lang.rules_cli import record_cli_rules
 from ce_lang.rules_compat import compat_rules
 from ce_lang.rules_criterion import constraint_rules, criterion_rules
+from ce_lang.rules_early_stop import early_stop_rules
 from ce_lang.rules_env import passthrough_rules
 from ce_lang.rules_paths import (
     emit_for_rows,
@@ -26,73 +26,17 @@ from ce_lang.rules_paths import (
     repo_rules,
 )
 from ce_lang.rules_preflight import preflight_rules
+from ce_lang.rules_suite import suite_rules
 from ce_lang.rules_tools import permission_tool_rules
 from ce_lang.schema import criteria as C
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES, MODEL_FREE, PRICED_BY_CE
 from ce_lang.schema.sdk_options import MANAGED, PASS_THROUGH
-from ce_lang.schema.task import TAG_PATTERN, RepoSource, TaskSpec
-from ce_lang.spans import Path, Span, format_path
+from ce_lang.schema.task import TAG_PATTERN, RepoSource
+from ce_lang.spans import Path, format_path
 from ce_lang.validate import check_workspace_path
 
-SpanOf = Callable[[Path], Span]
 TAG_RE = re.compile(TAG_PATTERN)
-CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "weighted_f1", "micro_f1", "f1.macro")
-SCORE_METRICS = ("pass_rate", "mean_score")
-# coder_eval's statistics of any criterion's scores over the suite (report/gates.py)
-BASELINE_METRICS = ("count", "mean", "median", "std", "min", "max", "completion_rate")
 REFERENCE_TOKEN = re.compile(r"\$\{?REFERENCE_DIR\b")
-
-
-@attrs.frozen
-class RowProblem:
-    """A problem that depends on the dataset row; the compiler reports it once, naming rows."""
-
-    code: str
-    message: str
-    span: Span
-    help: str | None
-    row_id: str | None
-
-
-@attrs.frozen
-class RuleContext:
-    task: TaskSpec
-    at: SpanOf
-    key_at: SpanOf
-    diags: Diagnostics
-    agent_types: tuple[str, ...]
-    has_dataset: bool
-    row_id: str | None = None
-    row_problems: list[RowProblem] = attrs.field(factory=list)
-    source_path: Callable[[Path], Path] = lambda p: p
-    instances: list = attrs.field(factory=list)  # checked instances, one per criterion
-    written: Callable[[Path], bool] = lambda p: True  # the key appears in its file
-    # CompileOptions.host_limits (a function: called only when a task sets a limit)
-    host_limits: Any = None
-    roots: SuiteRoots | None = None  # where host paths may resolve (None: unchecked)
-    run_agent: str | None = None  # `ce run --agent X`: runs every task but type-none ones
-    # the fields of the task file the schema found missing or invalid and dropped
-    # (`validate.broken_fields`): a default or a placeholder stands in for each, so no
-    # rule reads them (`READS`, `intact`): their errors are reported, and a rule error
-    # caused only by them would be noise. A dropped `success_criteria` entry leaves the
-    # others intact (their own rules run) but not the list (a rule counting over it)
-    broken: frozenset[Path] = frozenset()
-    layer_of: Callable[[Path], str | None] = lambda p: None  # "variant x", "task", ...
-
-    def intact(self, *fields: str | Path) -> bool:
-        """No part of these fields (a top-level name, or a path) was dropped."""
-        if not self.broken:
-            return True
-        paths = [(f,) if isinstance(f, str) else f for f in fields]
-        return not any(b[:len(p)] == p or p[:len(b)] == b
-                       for b in self.broken for p in paths)
-
-    def instance(self, i: int):
-        return self.instances[i] if i < len(self.instances) else None
-
-    def name(self, path: Path) -> str:
-        """A path as the user wrote it (`success_criteria[3].path`)."""
-        return format_path(self.source_path(path))
 
 
 def check_task(ctx: RuleContext) -> None:
@@ -115,10 +59,6 @@ def _hold_unknown_agent(ctx: RuleContext) -> RuleContext:
     return attrs.evolve(ctx, broken=ctx.broken | {("agent", "type")})
 
 
-def _agent_type(task: TaskSpec) -> str:
-    return task.agent.type or "claude-code"
-
-
 def prompt_rules(ctx: RuleContext) -> None:
     t, d = ctx.task, ctx.diags
     sim_on = t.simulation is not None and t.simulation.enabled
@@ -128,7 +68,7 @@ def prompt_rules(ctx: RuleContext) -> None:
                ctx.key_at(("initial_prompt_file",)), help="keep one of them")
     if not ctx.intact(("agent", "type")):
         return  # whether the task needs a prompt at all is unknown
-    if _agent_type(t) == "none":
+    if agent_type(t) == "none":
         for f in ("initial_prompt", "initial_prompt_file"):
             if getattr(t, f) is not None:
                 d.emit("CE0202", f"an `agent: {{type: none}}` task must not set `{f}` "
@@ -168,7 +108,7 @@ def tag_rules(ctx: RuleContext) -> None:
 
 def agent_rules(ctx: RuleContext) -> None:
     a, d = ctx.task.agent, ctx.diags
-    kind = _agent_type(ctx.task)
+    kind = agent_type(ctx.task)
     if not ctx.intact(("agent", "type")):  # the default, or an unknown type, stands in
         kind = ""
     if a.sdk_options and kind in ctx.agent_types:
@@ -322,7 +262,7 @@ AGENT_WORK_ONLY = ("reference_comparison",)
 
 def criteria_rules(ctx: RuleContext) -> None:
     t, d = ctx.task, ctx.diags
-    none_agent = _agent_type(t) == "none" and ctx.intact(("agent", "type"))
+    none_agent = agent_type(t) == "none" and ctx.intact(("agent", "type"))
     for i, c in enumerate(t.success_criteria):
         inst = ctx.instance(i)
         if none_agent and inst is not None and "trace" in inst.effects:
@@ -347,101 +287,6 @@ def criteria_rules(ctx: RuleContext) -> None:
                help="give the criteria that decide success a weight > 0")
 
 
-def early_stop_rules(ctx: RuleContext) -> None:
-    t, d = ctx.task, ctx.diags
-    master = t.run_limits.stop_early
-    none_agent = _agent_type(t) == "none"
-    sim_on = t.simulation is not None and t.simulation.enabled
-    forms = {("stop_when" if c.stop_when is not None else "stop_early"): i
-             for i, c in enumerate(t.success_criteria)
-             if c.stop_when is not None or c.stop_early is not None}
-    if len(forms) == 2 and forms["stop_when"] != forms["stop_early"]:
-        later = max(forms.values())
-        field = "stop_when" if forms["stop_when"] == later else "stop_early"
-        d.emit("CE0109", "a task arms its criteria with `stop_when` (and `run_limits.stop_early: "
-               "true`) or with coder_eval's `stop_early` blocks, not both: their stop rules "
-               "differ", ctx.key_at(("success_criteria", later, field)),
-               help="use one form for every armed criterion of the task")
-    gate_path = ("run_limits", "stop_early_gate_threshold")
-    if not ctx.intact("success_criteria"):
-        pass  # a dropped entry may have the block the threshold applies to
-    elif "stop_early" in forms and master is not False:
-        if t.run_limits.stop_early_gate_threshold <= 0:
-            d.emit("CE0104", "`stop_early_gate_threshold` must be > 0 on a task with a "
-                   "`stop_early` block (at 0 every early-stopped run would pass)",
-                   ctx.at(gate_path))
-    elif t.run_limits.stop_early_gate_threshold != 1.0:  # set, and nothing it applies to
-        d.emit("CE0214", "`stop_early_gate_threshold` has no effect: no criterion has a "
-               "`stop_early` block" + (" (`run_limits.stop_early: false` disarms them)"
-                                        if "stop_early" in forms else ""),
-               ctx.key_at(gate_path))
-    for i, c in enumerate(t.success_criteria):
-        here = ("success_criteria", i)
-        if c.stop_when is not None and c.stop_early is not None:
-            d.emit("CE0109", "`stop_when` and the legacy `stop_early` block exclude each other",
-                   ctx.key_at((*here, "stop_early")))
-        field = "stop_when" if c.stop_when is not None else (
-            "stop_early" if c.stop_early is not None else None)
-        if field is None:
-            continue
-        at = ctx.key_at((*here, field))
-        if none_agent or sim_on:
-            why = "an `agent: {type: none}` task has no agent trace" if none_agent else \
-                "early stop is not available with an enabled simulation"
-            d.emit("CE0211", f"`{field}` cannot be armed here: {why}", at)
-        elif c.weight == 0:
-            d.emit("CE0211", f"`{field}` on a weight-0 criterion: informational criteria never "
-                   "gate, so they cannot stop a run", at)
-        elif field == "stop_early":
-            _check_legacy_block(c, i, at, master, ctx)
-        elif field == "stop_when":
-            if master is not True:
-                d.emit("CE0210", "`stop_when` is inert: `run_limits.stop_early` is not true", at,
-                       help="set `run_limits: {stop_early: true}` to enable early stop")
-            _check_polarity(c, i, c.stop_when, ctx.at((*here, "stop_when")), ctx)
-
-
-def _because(d) -> str:
-    return f" ({'; '.join(d.folded)})" if d.folded else ""
-
-
-def _check_legacy_block(c: C.CriterionBase, index: int, at: Span, master: bool | None,
-                        ctx: RuleContext) -> None:
-    """coder_eval's block: only on live-observable criteria; an unreachable trigger is inert."""
-    if master is False:
-        ctx.diags.emit("CE0214", "the `stop_early` block is inert: `run_limits.stop_early: false` "
-                       "vetoes early stop", at)
-        return
-    inst = ctx.instance(index)
-    if inst is None:
-        return
-    d = inst.decision
-    if not (d.can_pass or d.can_fail):
-        ctx.diags.emit("CE0211", f"a `stop_early` block cannot arm this criterion: {c.type} "
-                       f"{d.why}{_because(d)}", at)
-    elif not d.can_fail and not (c.stop_early is not None and (
-            c.stop_early.on_pass == "stop" or c.stop_early.decide_within is not None)):
-        ctx.diags.emit("CE0214", f"the `stop_early` block can never trigger: {c.type} {d.why}"
-                       f"{_because(d)}", at,
-                       help="use `stop_when: pass` with `run_limits.stop_early: true`")
-
-
-def _check_polarity(c: C.CriterionBase, index: int, polarity: str, at: Span,
-                    ctx: RuleContext) -> None:
-    inst = ctx.instance(index)
-    if inst is None:
-        return
-    d = inst.decision
-    can_pass, can_fail = d.can_pass, d.can_fail
-    ok = {"pass": can_pass, "fail": can_fail, "decided": can_pass or can_fail}[polarity]
-    if ok:
-        return
-    help_ = "use `stop_when: decided`" if (can_pass or can_fail) else None
-    message = f"`stop_when: {polarity}` can never trigger: {c.type} {d.why}{_because(d)}"
-    if ctx.has_dataset and isinstance(c, C.SkillTriggered):
-        ctx.row_problems.append(RowProblem("CE0211", message, at, help_, ctx.row_id))
-    else:
-        ctx.diags.emit("CE0211", message, at, help=help_)
 
 
 # (a part, the whole it belongs to, the unit): the whole stops a trial no later than a
@@ -505,83 +350,6 @@ def simulation_rules(ctx: RuleContext) -> None:
                        "every_turn` or `both`", ctx.key_at(("simulation", "stop_on_criteria_pass")))
 
 
-def suite_rules(ctx: RuleContext) -> None:
-    t, d = ctx.task, ctx.diags
-    classification = [(i, c) for i, c in enumerate(t.success_criteria)
-                      if c.RESULT == "classification"]
-    entries: list[tuple[Path, dict[str, float], C.CriterionBase | None]] = []
-    for i, c in enumerate(t.success_criteria):
-        if c.suite_thresholds:
-            entries.append((("success_criteria", i, "suite_thresholds"), c.suite_thresholds, c))
-    if t.suite_thresholds and ctx.intact("success_criteria"):  # (else: which one is it?)
-        owner = classification[0][1] if len(classification) == 1 else None
-        if len(classification) != 1:
-            d.emit("CE0212", "top-level `suite_thresholds` apply to the task's classification "
-                   f"criterion, but the task has {len(classification)}",
-                   ctx.key_at(("suite_thresholds",)),
-                   help="put `suite_thresholds` on the criterion they gate")
-        if owner is not None and owner.suite_thresholds:
-            d.emit("CE0212", "`suite_thresholds` both at the top level and on the "
-                   "classification criterion they gate", ctx.key_at(("suite_thresholds",)),
-                   help="keep one of them: the criterion's own is the clearer place")
-        entries.append((("suite_thresholds",), t.suite_thresholds, owner))
-    for path, thresholds, owner in entries:
-        if not ctx.has_dataset:
-            d.emit("CE0212", "`suite_thresholds` need a `dataset:` (they gate metrics over rows)",
-                   ctx.key_at(path))
-            continue
-        if owner is not None and owner.weight == 0:
-            d.emit("CE0212", "`suite_thresholds` on a weight-0 (informational) criterion",
-                   ctx.key_at(path))
-        valid = _metric_names(owner)
-        for name, minimum in thresholds.items():
-            at = ctx.key_at((*path, name))
-            if not _metric_ok(name, owner):
-                d.emit("CE0212", f"unknown suite metric `{name}`"
-                       + (f" for {owner.type}" if owner is not None else ""), at,
-                       help=did_you_mean(name, valid) or "known: " + ", ".join(valid))
-            if name == "count":  # a number of results, as coder_eval's count metric
-                if minimum < 0:
-                    d.emit("CE0104", f"suite threshold `count` (a number of results) must be "
-                           f"at least 0, found {minimum}", ctx.at((*path, name)))
-            elif not 0 <= minimum <= 1:
-                d.emit("CE0104", f"suite threshold `{name}` must be in [0, 1], found {minimum}",
-                       ctx.at((*path, name)))
-
-
-def _labels(c: C.CriterionBase | None) -> list[str] | None:
-    if isinstance(c, C.SkillTriggered):
-        return ["yes", "no"]
-    if isinstance(c, C.ClassificationMatch):
-        return [*c.allowed_labels, "(none)", "(other)"]
-    return None
-
-
-def _metric_names(c: C.CriterionBase | None) -> list[str]:
-    labels = _labels(c)
-    if c is not None and labels is None:
-        return [*SCORE_METRICS, *BASELINE_METRICS]
-    names = [*CLASSIFICATION_METRICS, *BASELINE_METRICS]
-    for lab in labels or ["yes", "no"]:
-        names += [f"precision.{lab}", f"recall.{lab}", f"f1.{lab}"]
-    return names
-
-
-def _metric_ok(name: str, c: C.CriterionBase | None) -> bool:
-    if name in BASELINE_METRICS:
-        return True
-    labels = _labels(c)
-    if c is not None and labels is None:
-        return name in SCORE_METRICS
-    if name in CLASSIFICATION_METRICS:
-        return True
-    kind, _, label = name.partition(".")
-    if kind not in ("precision", "recall", "f1") or not label:
-        return False
-    # the label as allowed_labels spell it: the gate's metrics are keyed by that spelling
-    # (a case-insensitive match reports `Positive` for "positive"), so `recall.positive`
-    # would be a metric that never exists, 0.0, failing the gate
-    return labels is None or label in labels
 
 
 # the top-level fields a rule reads (besides each criterion entry): it does not run when

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ce_lang.schema.agent import BUILTIN_AGENT_TYPES, READ_BY
 
 if TYPE_CHECKING:
-    from ce_lang.rules import RuleContext
+    from ce_lang.rule_context import RuleContext
 
 
 def agent_key_rules(ctx: RuleContext) -> None:

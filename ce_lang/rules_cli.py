@@ -18,7 +18,7 @@ from ce_lang.schema.cli import (
 from ce_lang.spans import Path
 
 if TYPE_CHECKING:
-    from ce_lang.rules import RuleContext
+    from ce_lang.rule_context import RuleContext
 
 
 def record_cli_rules(ctx: RuleContext) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ce_lang.rules import RuleContext
+    from ce_lang.rule_context import RuleContext
 
 # path of the field -> what ce does instead
 UNUSED: dict[tuple[str, ...], str] = {

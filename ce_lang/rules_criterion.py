@@ -15,6 +15,7 @@ import attrs
 
 from ce_lang import hostfs
 from ce_lang.diagnostics import did_you_mean
+from ce_lang.rule_context import RowProblem
 from ce_lang.rules_cli import cli_match_rules
 from ce_lang.rules_paths import criterion_host_paths, emit_for_rows
 from ce_lang.rules_task_files import task_file_as_workspace_path
@@ -24,7 +25,7 @@ from ce_lang.tool_names import canonical_spelling
 from ce_lang.validate import check_workspace_path
 
 if TYPE_CHECKING:
-    from ce_lang.rules import RuleContext
+    from ce_lang.rule_context import RuleContext
 
 
 def constraint_rules(ctx: RuleContext) -> None:
@@ -59,8 +60,6 @@ def _constraints(ctx: RuleContext, i: int, violations: Iterable[Any]) -> None:
         message, help_ = (None if t is None else FIELD_PLACEHOLDER.sub(
             lambda m, h=here: ctx.name((*h, m.group(1))), t) for t in (v.message, v.help))
         if ctx.has_dataset:  # once, naming the rows whose values break it
-            from ce_lang.rules import RowProblem  # rules imports this module
-
             ctx.row_problems.append(RowProblem(v.code, message, span, help_, ctx.row_id))
         else:
             ctx.diags.emit(v.code, message, span, help=help_)
@@ -374,7 +373,7 @@ def check_dropped_entries(entries: list[Any], doc: Any, original: Any, roots: An
     from ce_lang.diagnostics import Diagnostics
     from ce_lang.lang.instances import check_instances
     from ce_lang.lower import lower_criterion
-    from ce_lang.rules import RuleContext
+    from ce_lang.rule_context import RuleContext
     from ce_lang.spans import Span
     from ce_lang.validate import stand_in
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ce_lang.secret_names import SECRET_NAME
 
 if TYPE_CHECKING:
-    from ce_lang.rules import RuleContext
+    from ce_lang.rule_context import RuleContext
 
 PASS_THROUGH = (("sandbox", "env_passthrough"), ("sandbox", "docker", "env_passthrough"),
                 ("sandbox", "docker", "env_passthrough_extra"))

@@ -26,6 +26,7 @@ from ce_lang.paths import (
     repo_url_problem,
     special_kind,
 )
+from ce_lang.rule_context import RowProblem
 from ce_lang.schema import criteria as C
 from ce_lang.schema.task import RepoSource
 from ce_lang.spans import Path
@@ -157,8 +158,6 @@ def emit_for_rows(ctx: Any, code: str, message: str, path: Path,
                   help_: str | None = None) -> None:
     """A problem with a value of the resolved task: on a dataset task, once for every row
     it occurs on, naming them (the value may come from `${row.KEY}`)."""
-    from ce_lang.rules import RowProblem
-
     if ctx.has_dataset:  # once, naming the rows whose values break it
         ctx.row_problems.append(RowProblem(code, message, ctx.at(path), help_, ctx.row_id))
     else:

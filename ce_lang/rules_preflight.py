@@ -19,7 +19,7 @@ from ce_lang.diagnostics import did_you_mean
 from ce_lang.schema import criteria as C
 
 if TYPE_CHECKING:
-    from ce_lang.rules import RuleContext
+    from ce_lang.rule_context import RuleContext
 
 # action kind -> (required companion keys, optional companion keys)
 SCRIPT_ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {

@@ -16,7 +16,7 @@ from ce_lang.schema.blocks import StarterFilesSource, TemplateDirSource
 from ce_lang.spans import Path
 
 if TYPE_CHECKING:
-    from ce_lang.rules import RuleContext
+    from ce_lang.rule_context import RuleContext
 
 
 def task_file_as_workspace_path(value: str, at: Path, ctx: RuleContext) -> None:

@@ -12,7 +12,7 @@ from ce_lang.spans import Path
 from ce_lang.tool_names import canonical_spelling
 
 if TYPE_CHECKING:
-    from ce_lang.rules import RuleContext
+    from ce_lang.rule_context import RuleContext
 
 
 def permission_tool_rules(ctx: RuleContext) -> None:

@@ -437,7 +437,7 @@ def test_a_significant_drop_without_a_matched_flip():
 
 
 def test_wilson_and_newcombe_by_hand():
-    from ce_runtime.report.compare import newcombe, wilson
+    from ce_runtime.report.intervals import newcombe, wilson
 
     # Wilson for 2/2: z^2 = 3.8415; centre (1 + 0.9604) / 2.9207 = 0.6712,
     # half-width 1.96 * sqrt(3.8415 / 16) / 2.9207 = 0.3288 -> [0.3424, 1]

@@ -919,7 +919,7 @@ def test_the_run_and_its_variant_print_the_same_cost():
 def test_wilson_interval_ends_exactly_at_0_and_1(n):
     # no success: the lower bound is 0, not 5.6e-17; no failure: the upper is 1, not
     # 0.9999999999999999 (run.json and `ce compare` alike)
-    from ce_runtime.report.compare import wilson
+    from ce_runtime.report.intervals import wilson
 
     ok = [record("v", "t", repeat=i, criteria=[crit("c", "file_exists", 1.0)])
           for i in range(n)]

@@ -91,7 +91,8 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
       ce compare runs/main runs/latest -f html -o compare.html
     """
     from ce_runtime.cli.pick import say_if_latest
-    from ce_runtime.report.compare import NotARun, compare_runs
+    from ce_runtime.report.compare import compare_runs
+    from ce_runtime.report.compare_load import NotARun
     from ce_runtime.report.compare_render import RENDERERS, verdict
 
     for run in (run_a, run_b):

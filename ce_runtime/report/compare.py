@@ -1,5 +1,6 @@
 """Two runs of the same tasks compared: what regressed and what improved (data only;
-`ce_runtime/report/compare_render.py` renders it, `ce compare` is the command).
+`ce_runtime/report/compare_load.py` reads the runs, `ce_runtime/report/compare_render.py`
+renders the comparison, `ce compare` is the command).
 
 Matching: a trial of run A and one of run B are the same trial when they have the same
 variant, task id, dataset row and repeat; a criterion result of matched trials as `ce
@@ -42,74 +43,24 @@ did not finish is said, not gated.
 
 from __future__ import annotations
 
-import math
-import os
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import msgspec
 
 from ce_runtime.grade.criterion_match import pair_criteria
+from ce_runtime.report.compare_load import KEY, RunSide, load_frames
 from ce_runtime.report.frames import EPSILON
 from ce_runtime.report.gates import GateChange, compare_gates
+from ce_runtime.report.intervals import newcombe
 from ce_runtime.report.stats import PairedComparison, paired_stats
 from ce_runtime.report.usage import UsageComparison, compare_usage
 
 if TYPE_CHECKING:
     import polars as pl
 
-WILSON_Z = 1.959963984540054
 FAIL_ON = ("flips", "significant", "never")
 ALPHA = 0.05
-_KEY = ("variant_id", "task_id", "row_id", "repeat")
-
-
-class NotARun(Exception):
-    """`path` is not a run directory (`usage`: exit 2) or one of its files is missing or
-    damaged (not `usage`: exit 1, as `ce report` exits for it)."""
-
-    def __init__(self, path: str, why: str, usage: bool = True):
-        super().__init__(f"{path}: {why}")
-        self.path, self.usage = path, usage
-
-
-@attrs.frozen
-class RunSide:
-    path: str
-    run_id: str
-    started_at: str | None
-    trials: int
-    graded: int
-    passed: int
-    pass_rate: float | None
-    pass_rate_ci95: tuple[float, float] | None
-    mean_score: float | None
-    # run.json's `status` (None: no run.json, or one without a status) and the trials
-    # the run planned (None: not recorded)
-    status: str | None = None
-    trials_planned: int | None = None
-    # trials that ended in an ERROR, and graded trials without a score (an ERROR before
-    # grading): the mean score is over the others, which must be said beside it
-    errors: int = 0
-    unscored: int = 0
-
-    @property
-    def unfinished(self) -> bool:
-        """run.json says the run did not finish: interrupted, incomplete, failed, or
-        running (still going, or killed before its end)."""
-        return self.status is not None and self.status != "complete"
-
-    def state(self) -> str | None:
-        """The status of a run that did not finish, with its trials against the planned
-        (`interrupted, 1 of 6 planned trial(s) ran`); None for a finished run."""
-        if not self.unfinished:
-            return None
-        text = str(self.status)
-        if self.status == "running":
-            text += " (still going, or killed before its end)"
-        if self.trials_planned is not None:
-            text += f", {self.trials} of {self.trials_planned} planned trial(s) ran"
-        return text
 
 
 @attrs.frozen
@@ -298,122 +249,6 @@ def _serialize(_inst, _field, value):
     return list(value) if isinstance(value, tuple) else value
 
 
-# ---------------------------------------------------------------------------- loading
-
-
-def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame, list[Any]]:
-    """(the run's side summary, trials.parquet, results.parquet, run.json's suite gates).
-    A path that is not a run directory (nor a directory of runs with a `latest`) raises
-    NotARun naming it (`usage`); so does a run whose files are missing or damaged (not
-    `usage`)."""
-
-    from ce_runtime.report.rundir import RunDirError, resolve_run_dir
-
-    try:  # a directory of runs (./runs) means its latest, as for `ce report`
-        path = resolve_run_dir(path)
-    except RunDirError as exc:
-        raise NotARun(exc.path, exc.why, usage=exc.usage) from None
-    run_json: dict[str, Any] = {}
-    if os.path.isfile(os.path.join(path, "run.json")):  # damaged: never read as "no run"
-        from ce_runtime.store.archive import DamagedArchive, load_archived_json
-
-        try:
-            run_json = load_archived_json(os.path.join(path, "run.json"))
-        except DamagedArchive as exc:
-            raise NotARun(exc.path, f"damaged archive: {exc.why}", usage=False) from None
-    trials_path = os.path.join(path, "trials.parquet")
-    results_path = os.path.join(path, "results.parquet")
-    if not os.path.isfile(trials_path):
-        status = run_json.get("status")
-        raise NotARun(path, "no trials.parquet (the run graded no trial yet" + (
-            f"; run.json status {status}" if isinstance(status, str) else "") + ")",
-            usage=False)
-    trials = _read_parquet(trials_path)
-    missing = [c for c in ("trial_id", *_KEY, "status", "success", "graded", "weighted_score")
-               if c not in trials.columns]
-    if missing:
-        raise NotARun(trials_path, "not a ce results file (no column " + ", ".join(missing)
-                      + ")", usage=False)
-    if not os.path.isfile(results_path):  # as `ce report`: no criterion would compare
-        raise NotARun(results_path, "missing (the run's criterion results)", usage=False)
-    gates = run_json.get("suite_gates")
-    return _side(path, run_json, trials), trials, _read_parquet(results_path), \
-        gates if isinstance(gates, list) else []
-
-
-def _read_parquet(path: str) -> pl.DataFrame:
-    """The parquet file at `path`; a damaged one is NotARun naming it (exit 1)."""
-    import polars as pl
-
-    try:
-        return pl.read_parquet(path)
-    except OSError as exc:
-        raise NotARun(path, f"unreadable ({exc.strerror or exc})", usage=False) from None
-    except Exception as exc:  # polars raises many types for a damaged file
-        raise NotARun(path, f"damaged parquet ({type(exc).__name__}: "
-                            f"{' '.join(str(exc).split())[:160]})", usage=False) from None
-
-
-def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
-    import polars as pl
-
-    from ce_runtime.store.record import Status
-
-    row = trials.select(
-        pl.len().alias("trials"), pl.col("graded").sum().alias("graded"),
-        (pl.col("success") & pl.col("graded")).sum().alias("passed"),
-        pl.col("weighted_score").filter(pl.col("graded")).mean().alias("mean_score"),
-        (pl.col("graded") & pl.col("weighted_score").is_null()).sum().alias("unscored"),
-        (pl.col("status") == Status.ERROR.value).sum().alias("errors"),
-        pl.col("started_at").min().alias("started")).row(0, named=True)
-    n, k = row["graded"] or 0, row["passed"] or 0
-    started = row["started"]
-    status = run_json.get("status")
-    status = status if isinstance(status, str) else None
-    # a finished run records trials_planned; a running one (run.json as `ce run` wrote it
-    # at its start) its planned trials as `trials`
-    planned = run_json.get("trials_planned" if status != "running" else "trials")
-    planned = planned if isinstance(planned, int) and not isinstance(planned, bool) else None
-    return RunSide(
-        path=path, run_id=str(run_json.get("run_id") or os.path.basename(
-            os.path.realpath(path))),
-        started_at=started.isoformat() if started is not None else None,
-        trials=row["trials"], graded=n, passed=k,
-        pass_rate=k / n if n else None, pass_rate_ci95=wilson(k, n),
-        mean_score=row["mean_score"], status=status, trials_planned=planned,
-        errors=row["errors"] or 0, unscored=row["unscored"] or 0)
-
-
-# ---------------------------------------------------------------------------- intervals
-
-
-def wilson(k: int, n: int, z: float = WILSON_Z) -> tuple[float, float] | None:
-    """Wilson score interval for k successes in n trials."""
-    if n <= 0:
-        return None
-    p = k / n
-    denom = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # the bounds are exactly 0 for k = 0 and 1 for k = n; in floats they came out a
-    # hair off (5.6e-17 for 0/3, 0.9999999999999999 for 10/10)
-    low = 0.0 if k == 0 else max(0.0, center - half)
-    high = 1.0 if k == n else min(1.0, center + half)
-    return low, high
-
-
-def newcombe(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float] | None:
-    """Newcombe's hybrid score interval (method 10) for p_b - p_a."""
-    ia, ib = wilson(k_a, n_a), wilson(k_b, n_b)
-    if ia is None or ib is None:
-        return None
-    pa, pb = k_a / n_a, k_b / n_b
-    d = pb - pa
-    low = d - math.sqrt((pb - ib[0]) ** 2 + (ia[1] - pa) ** 2)
-    high = d + math.sqrt((ib[1] - pb) ** 2 + (pa - ia[0]) ** 2)
-    return max(-1.0, low), min(1.0, high)
-
-
 # ---------------------------------------------------------------------------- comparison
 
 
@@ -438,17 +273,17 @@ def compare_frames(side_a: RunSide, trials_a: pl.DataFrame, results_a: pl.DataFr
     from ce_runtime.report.stats import RESAMPLES
 
     resamples = resamples or RESAMPLES
-    cols = ["trial_id", *_KEY, "status", "success", "graded", "weighted_score"]
+    cols = ["trial_id", *KEY, "status", "success", "graded", "weighted_score"]
     ta = _keyed(trials_a.select(cols))
     tb = _keyed(trials_b.select(cols))
-    matched = ta.join(tb, on=list(_KEY), suffix="_b", nulls_equal=True)
+    matched = ta.join(tb, on=list(KEY), suffix="_b", nulls_equal=True)
     crit = _criterion_flips(results_a, results_b)
 
     def flips(cond: pl.Expr, broken: bool) -> tuple[TrialFlip, ...]:
-        rows = matched.filter(cond).sort(list(_KEY))
+        rows = matched.filter(cond).sort(list(KEY))
         out = []
         for r in rows.iter_rows(named=True):
-            key = tuple(r[k] for k in _KEY)
+            key = tuple(r[k] for k in KEY)
             cs = tuple(c for c, b in crit.get(key, ()) if b == broken)
             out.append(TrialFlip(r["trial_id_b"], r["variant_id"], r["task_id"],
                                  r["repeat"], r["status"], r["status_b"],
@@ -459,8 +294,8 @@ def compare_frames(side_a: RunSide, trials_a: pl.DataFrame, results_a: pl.DataFr
     improvements = flips(~pl.col("success") & pl.col("success_b"), False)
     flipped = {(f.variant_id, f.task_id, f.repeat) for f in regressions + improvements}
     changes = []
-    ids = {tuple(r[k] for k in _KEY): r["trial_id_b"]
-           for r in matched.select(*_KEY, "trial_id_b").iter_rows(named=True)}
+    ids = {tuple(r[k] for k in KEY): r["trial_id_b"]
+           for r in matched.select(*KEY, "trial_id_b").iter_rows(named=True)}
     for key, items in sorted(crit.items(), key=lambda kv: _sort_key(kv[0])):
         if (key[0], key[1], key[3]) in flipped or key not in ids:
             continue
@@ -491,14 +326,14 @@ def compare_frames(side_a: RunSide, trials_a: pl.DataFrame, results_a: pl.DataFr
         alpha=alpha, unmatched_a=_unmatched(ta, tb, tasks_a & tasks_b),
         unmatched_b=_unmatched(tb, ta, tasks_a & tasks_b),
         gates=tuple(compare_gates(list(gates_a), list(gates_b))),
-        usage=compare_usage(trials_a, trials_b, _KEY))
+        usage=compare_usage(trials_a, trials_b, KEY))
 
 
 def _unmatched(mine: pl.DataFrame, theirs: pl.DataFrame, shared: set) -> tuple[str, ...]:
     """The trial ids of `mine` whose task both runs have and that `theirs` has no trial
     to match (same variant, task, row and repeat)."""
-    rows = mine.join(theirs.select(list(_KEY)), on=list(_KEY), how="anti", nulls_equal=True)
-    found = [(_sort_key(tuple(r[k] for k in _KEY)), r["trial_id"])
+    rows = mine.join(theirs.select(list(KEY)), on=list(KEY), how="anti", nulls_equal=True)
+    found = [(_sort_key(tuple(r[k] for k in KEY)), r["trial_id"])
              for r in rows.iter_rows(named=True) if (r["variant_id"], r["task_id"],
                                                      r["row_id"]) in shared]
     return tuple(trial_id for _, trial_id in sorted(found))
@@ -544,7 +379,7 @@ def _by_trial(results: pl.DataFrame) -> dict[tuple, list[dict[str, Any]]]:
     out: dict[tuple, list[dict[str, Any]]] = {}
     for r in results.iter_rows(named=True):
         r["id"] = r["criterion_id"]
-        out.setdefault(tuple(r[k] for k in _KEY), []).append(r)
+        out.setdefault(tuple(r[k] for k in KEY), []).append(r)
     return out
 
 
@@ -570,7 +405,7 @@ def _criterion_flips(results_a: pl.DataFrame, results_b: pl.DataFrame,
     not reported)."""
     import polars as pl
 
-    cols = [*_KEY, "criterion_id", "type", "description", "passed", "score", "gating",
+    cols = [*KEY, "criterion_id", "type", "description", "passed", "score", "gating",
             "disabled"]
 
     def prep(frame: pl.DataFrame) -> pl.DataFrame:
