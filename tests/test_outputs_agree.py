@@ -286,7 +286,8 @@ def test_suite_gates_agree_in_run_json_report_md_junit_and_html(out):
     cases = junit_cases(out.junit)
     for g in run["suite_gates"]:
         if g["thresholds"]:
-            case = cases[(g["variant"], f"{g['criterion']} suite_thresholds")]
+            name = f"{g['variant']}/{g['suite_id']}/{g['criterion']} suite_thresholds"
+            case = cases[(g["variant"], name)]
             assert case.find("failure") is None if g["passed"] else \
                 case.find("failure").get("type") == "SUITE_GATE"
 
@@ -444,8 +445,10 @@ def test_junit_says_what_each_trial_and_run_json_say(made):
             assert case.find("error").get("message") == rec["error"]
         if kind in ("failure", "error"):
             criteria = {c["id"]: c for c in rec["criteria"]}
-            lines = [line for line in (case.find(kind).text or "").splitlines()
-                     if not line.startswith("  ")]
+            # the message, then a line per failed criterion (and its error indented)
+            message, *lines = (case.find(kind).text or "").splitlines()
+            assert message == case.find(kind).get("message")
+            lines = [line for line in lines if not line.startswith("  ")]
             assert [line.split()[0] for line in lines] == failed_ids(rec)
             for line in lines:
                 c = criteria[line.split()[0]]

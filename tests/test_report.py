@@ -757,7 +757,7 @@ def test_junit_parses_and_counts_match(records, gates):
     assert "sandbox lost" in err.get("message")
     assert base.find("testcase[@name='baseline/explore/00']/skipped") is not None
     gate_case = base.find("testcase[@classname='suite.skill-routing']"
-                          "[@name='c0 suite_thresholds']")
+                          "[@name='baseline/skill-routing/c0 suite_thresholds']")
     assert "recall.yes 0.333 < 0.7" in gate_case.find("failure").get("message")
     skill = suites["with-skill"]
     early = skill.find("testcase[@name='with-skill/skill-routing/r1/00']")
@@ -819,10 +819,10 @@ def test_junit_has_the_min_pass_rate_gate_of_each_variant():
             record("b", "t2", status="ERROR", criteria=[])]
     summary = R.summary(recs, [], "r", {"min_pass_rate": 0.5})
     root = ET.fromstring(R.render_junit(recs, [], summary))
-    a = root.find("testsuite[@name='a']/testcase[@name='--min-pass-rate 0.5']")
+    a = root.find("testsuite[@name='a']/testcase[@name='a/--min-pass-rate 0.5']")
     assert a.find("failure") is None
     assert a.find("system-out").text == "1 of 2 trial(s) succeeded (50.0%)"
-    b = root.find("testsuite[@name='b']/testcase[@name='--min-pass-rate 0.5']/failure")
+    b = root.find("testsuite[@name='b']/testcase[@name='b/--min-pass-rate 0.5']/failure")
     assert b.get("type") == "MIN_PASS_RATE"
     assert b.get("message") == "0 of 2 trial(s) succeeded (0.0%), below --min-pass-rate 0.5"
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("6", "3", "1")

@@ -30,6 +30,17 @@ def _criterion_text(c: CriterionRecord) -> str:
     return line
 
 
+def _outcome(tc: Any, tag: str, message: str, detail: str = "", **attrs: str) -> None:
+    """The testcase's `<failure>`, `<error>` or `<skipped>`: `message` in the attribute
+    (Jenkins' "Error Message") and as the first line of the text, the detail beneath it.
+    GitLab's test report shows the text alone: an element with only the attribute (an
+    ERROR trial, a gate, a skipped trial) was shown there with no reason at all."""
+    import xml.etree.ElementTree as ET
+
+    el = ET.SubElement(tc, tag, **attrs, message=_x(message))
+    el.text = _x(message + (f"\n{detail}" if detail else ""))
+
+
 def _earlier_attempts(tc: Any, status: str, attempts: Sequence[dict[str, Any]]
                       ) -> list[str]:
     """A trial run again after an ERROR (`ce run --retry-errors`, run.json's `retried`):
@@ -53,8 +64,9 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
                  summary: dict[str, Any] | None = None) -> str:
     """JUnit XML: a testsuite per variant, a testcase per trial (failure for a failed
     verdict or a run limit, error for ERROR, skipped for NOT_GRADED) and one per suite
-    gate with thresholds (classname `suite.<suite_id>`). With the run's `summary`, one per
-    variant for `--min-pass-rate` (classname `gate`), and a run
+    gate with thresholds (classname `suite.<suite_id>`, name `VARIANT/SUITE/CRITERION
+    suite_thresholds`). With the run's `summary`, one per variant for `--min-pass-rate`
+    (classname `gate`, name `VARIANT/--min-pass-rate RATE`), and a run
     that did not run every planned trial (Ctrl-C, a lost executor) adds a testcase in
     error in a testsuite `(run)`, and a skipped testcase for each trial that did not run
     (its `unrun_trials`), in its variant's testsuite: without them the file listed the
@@ -87,15 +99,14 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         body = "\n".join(_criterion_text(f) for f in failures)
         if status == Status.NOT_GRADED:
             c["skipped"] += 1
-            ET.SubElement(tc, "skipped", message="not graded")
+            _outcome(tc, "skipped", "not graded")
         elif status == Status.ERROR:
             c["errors"] += 1
             outcome = rec.agent_outcome
             message = rec.error_reason if rec.model_outage else rec.error or (
                 f"agent {outcome.reason}: {outcome.detail or ''}".rstrip(": ")
                 if outcome is not None and outcome.reason else "trial error")
-            el = ET.SubElement(tc, "error", type=Status.ERROR.value, message=_x(message))
-            el.text = _x(body) or None
+            _outcome(tc, "error", message, body, type=Status.ERROR.value)
         elif status != Status.SUCCESS:  # a failed verdict, a run limit (or a status unknown)
             c["failures"] += 1
             outcome = rec.agent_outcome
@@ -104,8 +115,7 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
                      else None)  # which run limit stopped it
             summary_line = f"{status}: " + (", ".join(str(f.id) for f in failures)
                                             or rec.error or limit or "no criterion failed")
-            el = ET.SubElement(tc, "failure", type=_x(status), message=_x(summary_line))
-            el.text = _x(body) or None
+            _outcome(tc, "failure", summary_line, body, type=_x(status))
         notes = _earlier_attempts(tc, status, retried.get(rec.trial_id) or ())
         if rec.stopped_early:
             notes.append(f"stopped early ({rec.early_stop_reason or 'decided'}); "
@@ -123,8 +133,7 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
             counts[variant]["skipped"] += 1
             tc = ET.SubElement(ts, "testcase", classname=_x(task), name=_x(trial_id),
                                time="0.000")
-            ET.SubElement(tc, "skipped", message=_x(
-                f"not run: {why} (`ce run --resume RUN` runs it)"))
+            _outcome(tc, "skipped", f"not run: {why} (`ce run --resume RUN` runs it)")
 
     for g in gates:
         if not g.thresholds:
@@ -132,12 +141,13 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         ts = suite(g.variant)
         c = counts[g.variant]
         c["tests"] += 1
+        # the variant leads the name, as in a trial's: Jenkins knows a test by classname
+        # and name, and every variant has the same gate
         tc = ET.SubElement(ts, "testcase", classname=_x(f"suite.{g.suite_id}"),
-                           name=_x(f"{g.criterion} suite_thresholds"), time="0.000")
+                           name=_x(f"{g.name} suite_thresholds"), time="0.000")
         if not g.passed:
             c["failures"] += 1
-            msg = below_text(g)
-            ET.SubElement(tc, "failure", type="SUITE_GATE", message=_x(msg))
+            _outcome(tc, "failure", below_text(g), type="SUITE_GATE")
         shown = {k: v for k, v in g.metrics.items() if k != "f1.macro"}
         ET.SubElement(tc, "system-out").text = _x(
             "\n".join(f"{k} = {fmt_metric(v)}" for k, v in shown.items()))
@@ -152,12 +162,12 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         c["tests"] += 1
         ok, n = (v.get("by_status") or {}).get(Status.SUCCESS.value, 0), v.get("trials") or 0
         tc = ET.SubElement(ts, "testcase", classname="gate",
-                           name=f"--min-pass-rate {rate:g}", time="0.000")
+                           name=_x(f"{variant}/--min-pass-rate {rate:g}"), time="0.000")
         share = f"{ok} of {n} trial(s) succeeded ({100 * ok / n if n else 0:.1f}%)"
         if n and ok / n < rate:
             c["failures"] += 1
-            ET.SubElement(tc, "failure", type="MIN_PASS_RATE",
-                          message=f"{share}, below --min-pass-rate {rate:g}")
+            _outcome(tc, "failure", f"{share}, below --min-pass-rate {rate:g}",
+                     type="MIN_PASS_RATE")
         else:
             ET.SubElement(tc, "system-out").text = share
 
@@ -169,7 +179,7 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         tc = ET.SubElement(suites[run], "testcase", classname="run",
                            name="every planned trial ran", time="0.000")
         reasons = summary.get("exit_reasons") or [f"the run was {state}"]
-        ET.SubElement(tc, "error", type=state.upper(), message=_x(reasons[0]))
+        _outcome(tc, "error", reasons[0], "\n".join(reasons[1:]), type=state.upper())
 
     total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     for variant, ts in suites.items():
