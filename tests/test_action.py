@@ -55,6 +55,10 @@ def test_composite_action_shape(action):
     assert action["inputs"]["suite"]["required"] is True
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["if"] == "always()"
+    # a cancelled job's SARIF is a part of the run (what ran before the stop): code
+    # scanning would close the alerts of every trial that did not run
+    sarif = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action"))
+    assert sarif["if"].startswith("!cancelled() && "), sarif["if"]
 
 
 def _fill(value: str, inputs: dict[str, str]) -> str:
@@ -104,8 +108,9 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     assert not (out / ".ce-started").exists()
 
     # a second run that ce refuses (exit 2) starts no run: runs/latest is the first
-    # run's, and nothing of it is taken for this one's results
-    shutil.rmtree(out)
+    # run's, and nothing of it is taken for this one's results; nor are the first run's
+    # files in the output directory (the same step twice in a job, a kept workspace):
+    # its junit.xml and ce.sarif stayed, and were uploaded as this run's
     out_file.write_text("")
     env["CE_ARGS"] = "--repeats 0"
     res = run_step(step, env, tmp_path, out_file, summary)
@@ -113,7 +118,8 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines())
     assert outputs == {"exit-code": "2"}, outputs
     assert "ce run started no run (exit 2): no reports to collect" in res.stdout
-    assert not {"report.md", "run.json", "report.html"} & {p.name for p in out.iterdir()}
+    assert not {"report.md", "run.json", "report.html", "junit.xml", "ce.sarif"} & {
+        p.name for p in out.iterdir()}
 
 
 def run_step(step: dict, env: dict, cwd: Path, out_file: Path, summary: Path):
