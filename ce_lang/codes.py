@@ -249,6 +249,14 @@ _TABLE = [
      "judge is shown `<file not found>`. Write `$TASK_DIR/PATH`, or copy the file in with "
      "a template source. Not said when a `repo` source or a pre_run command may put it "
      "there."),
+    ("CE0231", "warning", "a skill the agents cannot load",
+     "A SKILL.md the task ships (in a skill directory a template source writes: "
+     "`.claude/skills/NAME/`, `.agents/skills/NAME/`, ...; or an `agent.plugins` "
+     "directory's `skills/NAME/`) starts with its front matter: a `---` line, `name:` and "
+     "`description:`, a `---` line. Codex, OpenCode and Pi skip a skill without it, and "
+     "OpenCode one without a `name`, without a word (Claude Code names such a skill by "
+     "its directory); of two skills of one name in one directory the agents load one. "
+     "A skill_triggered check or a skill A/B would measure a skill the agent never had."),
     # -- datasets -----------------------------------------------------------------------
     ("CE0301", "error", "invalid dataset",
      "A dataset has exactly one of `rows` or `paths`; JSONL files must hold one JSON object "

@@ -26,6 +26,7 @@ from ce_lang.rules_paths import (
     repo_rules,
 )
 from ce_lang.rules_preflight import preflight_rules
+from ce_lang.rules_skills import skill_rules
 from ce_lang.rules_suite import suite_rules
 from ce_lang.rules_tools import permission_tool_rules
 from ce_lang.schema import criteria as C
@@ -368,4 +369,5 @@ RULES = (constraint_rules, prompt_rules, tag_rules, agent_rules, agent_key_rules
          reference_rules, criteria_rules,
          early_stop_rules, nested_limit_rules, command_timeout_rules, simulation_rules,
          suite_rules, host_path_rules,
-         repo_rules, preflight_rules, compat_rules, passthrough_rules, permission_tool_rules)
+         repo_rules, preflight_rules, compat_rules, passthrough_rules, permission_tool_rules,
+         skill_rules)
