@@ -70,8 +70,10 @@ def test_ce_run_sarif_points_at_the_failed_criteria(tmp_path):
     # the failing gating criterion (c1) only: the weight-0 one failing is not a failure
     [r] = results
     assert (r["ruleId"], r["level"]) == ("ce/run_command", "error")
-    assert r["message"]["text"].startswith("default/sarif-demo/00: criterion c1 run_command "
-                                           "(says goodbye) scored 0.00 < 0.90")
+    # with what the grader found (evidence.json), so the alert says why
+    assert r["message"]["text"] == ("default/sarif-demo/00: criterion c1 run_command "
+                                    "(says goodbye) scored 0.00 < 0.90: $ grep -q goodbye "
+                                    "hello.txt: exit 1")
     phys = r["locations"][0]["physicalLocation"]
     assert phys["artifactLocation"]["uri"] == "tasks/demo.yaml"
     lines = TASK.splitlines()

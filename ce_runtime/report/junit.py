@@ -10,6 +10,7 @@ from typing import Any
 
 from ce_runtime.report.frames import Records
 from ce_runtime.report.gates import SuiteGate, below_text
+from ce_runtime.report.rundir import failure_findings
 from ce_runtime.report.text import failed_criteria, fmt_metric, fmt_score
 from ce_runtime.store.record import CriterionRecord, Status, as_records
 
@@ -21,13 +22,13 @@ def _x(text: Any) -> str:
     return _XML_INVALID.sub("", "" if text is None else str(text))
 
 
-def _criterion_text(c: CriterionRecord) -> str:
+def _criterion_text(c: CriterionRecord, found: Sequence[str] = ()) -> str:
     line = f"{c.id} {c.type}: score {fmt_score(c.score)} < {fmt_score(c.pass_threshold)}"
     if c.description:
         line += f" ({c.description})"
     if c.error:
         line += f"\n  error: {c.error}"
-    return line
+    return line + "".join(f"\n  {x}" for x in found)  # what the grader found
 
 
 def _outcome(tc: Any, tag: str, message: str, detail: str = "", **attrs: str) -> None:
@@ -61,7 +62,7 @@ def _earlier_attempts(tc: Any, status: str, attempts: Sequence[dict[str, Any]]
 
 
 def render_junit(records: Records, gates: Sequence[SuiteGate],
-                 summary: dict[str, Any] | None = None) -> str:
+                 summary: dict[str, Any] | None = None, run_dir: str | None = None) -> str:
     """JUnit XML: a testsuite per variant, a testcase per trial (failure for a failed
     verdict or a run limit, error for ERROR, skipped for NOT_GRADED) and one per suite
     gate with thresholds (classname `suite.<suite_id>`, name `VARIANT/SUITE/CRITERION
@@ -70,7 +71,8 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
     that did not run every planned trial (Ctrl-C, a lost executor) adds a testcase in
     error in a testsuite `(run)`, and a skipped testcase for each trial that did not run
     (its `unrun_trials`), in its variant's testsuite: without them the file listed the
-    trials that ran, all green, and nothing of the others."""
+    trials that ran, all green, and nothing of the others. With `run_dir`, a failed
+    criterion's text quotes what the grader found (`rundir.failure_findings`)."""
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name="ce")
@@ -96,7 +98,8 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
                            name=_x(rec.trial_id), time=f"{duration:.3f}")
         status = rec.status
         failures = failed_criteria(rec)
-        body = "\n".join(_criterion_text(f) for f in failures)
+        found = failure_findings(run_dir, rec.trial_id) if failures else {}
+        body = "\n".join(_criterion_text(f, found.get(f.id, ())) for f in failures)
         if status == Status.NOT_GRADED:
             c["skipped"] += 1
             _outcome(tc, "skipped", "not graded")

@@ -47,7 +47,7 @@ def render_loaded(data, fmt: str, summary: dict, gates: list, reads=None,
     if fmt == "json":
         return json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
     if fmt == "junit":
-        return report.render_junit(data.records, gates, summary)
+        return report.render_junit(data.records, gates, summary, run_dir=data.run_dir)
     if fmt == "sarif":  # as `ce run --sarif` writes it (URIs relative to the current dir)
         from ce_lang.api import __version__
         from ce_runtime.report.sarif import render_sarif

@@ -84,7 +84,7 @@ def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], recor
         if records:
             html = _html(run_dir, (records, gates, summary), run_json, reads)
         if junit_xml:
-            junit = report.render_junit(records, gates, summary).encode()
+            junit = report.render_junit(records, gates, summary, run_dir).encode()
     except Exception as exc:
         failure = exc
     return PreparedReports((run_dir, run_id, config, total, interrupted, junit_xml, lost,

@@ -204,6 +204,33 @@ def trial_dir(run_dir: str, trial_id: str) -> str | None:
     return path
 
 
+FINDINGS_SHOWN = 3  # lines per criterion a CI report (JUnit, SARIF) quotes
+FINDING_CHARS = 300  # and characters per line
+
+
+def failure_findings(run_dir: str | None, trial_id: str) -> dict[str, list[str]]:
+    """What the grader found for each failed criterion of a trial (evidence.json's
+    `found` lines: "'out.txt' matches nothing", "$ make test: exit 2; stdout: ..."), a
+    few lines each, cut: CI reports quote them, so a failure says why where it is read
+    (a JUnit failure said only "score 0.00 < 0.90"). {} when the run or its evidence
+    is missing or unreadable."""
+    tdir = trial_dir(run_dir, trial_id) if run_dir else None
+    evidence = load_json_object(os.path.join(tdir, "evidence.json")) if tdir else None
+    criteria = (evidence or {}).get("criteria")
+    out: dict[str, list[str]] = {}
+    for cid, entries in (criteria.items() if isinstance(criteria, dict) else ()):
+        for entry in entries if isinstance(entries, list) else ():
+            if isinstance(entry, dict) and entry.get("kind") == "found" and \
+                    isinstance(entry.get("lines"), list):
+                lines = [" ".join(str(x).split()) for x in entry["lines"]]
+                out.setdefault(str(cid), []).extend(
+                    x if len(x) <= FINDING_CHARS else x[:FINDING_CHARS - 3] + "..."
+                    for x in lines if x)
+    return {cid: lines[:FINDINGS_SHOWN] + ([f"(and {len(lines) - FINDINGS_SHOWN} more)"]
+                                         if len(lines) > FINDINGS_SHOWN else [])
+            for cid, lines in out.items()}
+
+
 def load_json_object(path: str) -> dict[str, Any] | None:
     """A JSON object from a file, None when it is missing, unreadable or not an object."""
     try:

@@ -22,6 +22,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ce_runtime.report.rundir import failure_findings
 from ce_runtime.report.text import failed_criteria, fmt_score
 from ce_runtime.store.record import NOT_FAILED_STATUSES, Status, TrialRecord, as_records
 
@@ -139,6 +140,7 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
             continue
         trial = rec.trial_id
         failures = failed_criteria(rec)
+        found = failure_findings(run_dir, trial) if failures else {}
         for c in failures:
             ctype = c.type or "criterion"
             text = (f"{trial}: criterion {c.id} {ctype}"
@@ -146,6 +148,8 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
                     + f" scored {fmt_score(c.score)} < {fmt_score(c.pass_threshold)}")
             if c.error:
                 text += f"; error: {c.error}"
+            if found.get(c.id):  # what the grader found, as the alert's reason
+                text += ": " + "; ".join(found[c.id])
             add(rec, f"ce/{ctype}", f"A {ctype} criterion failed", "error"
                 if c.gating else "warning", text, f"{trial}#{c.id}", c.id)
         if failures or status in NOT_FAILED_STATUSES:
