@@ -32,6 +32,10 @@ last step's `step_finish` is printed. So the turns are OpenCode's lines alone: a
 call is recorded when its step's `step_start` is read (the plugin says its step), or with
 its result, or, cut off before either, when the CLI has ended (unresolved).
 
+Its glob, grep and skill tools run ripgrep, which OpenCode downloads when neither PATH
+nor its cache directory has one: ce installs a pinned one beside it and puts a launcher
+of it in the trial's cache directory (ce_runtime/execute/sandbox/ripgrep.py).
+
 OpenCode prices a call from the cost its configuration gives the model, and ce's holds
 none: its own figure would be $0 for every call. ce prices the tokens itself, from its
 rate card or the task's `agent.pricing` (`ce_runtime.pricing`), as for Codex.
@@ -46,6 +50,7 @@ from typing import Any
 from ce_agents.cli_agent import CliAgent, Events, model_url
 from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
+from ce_runtime.execute.sandbox import ripgrep, tools
 from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "scripted"
@@ -161,6 +166,11 @@ class OpenCodeAgent(CliAgent):
             {"lockfileVersion": 3, "packages": {"": {"dependencies": DEPS}}}).encode())
         # node_modules must exist (write_file makes it for a marker file in it)
         await request.sandbox.write_file(f"{config_dir}/node_modules/.ce-seeded", b"")
+        rg = ripgrep.find(tools.agent_dir(self.name))
+        if rg is not None:  # where OpenCode looks for its rg when PATH has none (its bin)
+            await request.sandbox.write_file(
+                f"{env['XDG_CACHE_HOME']}/opencode/bin/rg",
+                ripgrep.wrapper(request.sandbox.program(rg)), mode=0o755)
         prompt = f"{home}/.ce-opencode/prompt.txt"
         await request.sandbox.write_file(prompt, (request.prompt or "").encode())
         argv = ["sh", "-c", 'exec "$0" run --format json --auto < "$1"',

@@ -182,3 +182,34 @@ def test_opencode_starts_without_running_npm_s_installer(tmp_path):
     lines = result.output.splitlines()  # (was: ... "dependency install failed")
     assert [("creating instance" in x, "dependency install" in x) for x in lines] == [
         (True, False)], result.output  # (CI once saw a second instance install: where?)
+
+
+@pytest.mark.parametrize("driver", ["default", "docker"])
+def test_opencode_s_glob_and_grep_search_the_workspace(driver, tmp_path):
+    """OpenCode's glob and grep tools run ripgrep, which it downloads at its first search
+    when neither PATH nor its cache has one: in the sandbox (the model's network only)
+    every such call answered "ripgrep execution failed" on a machine without `rg`. ce
+    installs a pinned one with OpenCode and puts a launcher of it in OpenCode's cache:
+    both find the file, on the host's sandbox and in a container."""
+    extra = []
+    if driver == "docker":
+        need(python_image())
+        extra = ["--driver", "docker", "-D", f"sandbox.docker.image={PYTHON_IMAGE}"]
+    (tmp_path / "t.yaml").write_text(
+        "task_id: t\ndescription: d\ninitial_prompt: go\n"
+        "agent: {type: opencode, model_script: t.model.yaml}\nsandbox: {python: null}\n"
+        "pre_run:\n  - command: mkdir -p src && echo 'a needle here' > src/found.txt\n"
+        "success_criteria:\n  - {type: file_exists, path: src/found.txt, description: d}\n")
+    (tmp_path / "t.model.yaml").write_text(yaml.safe_dump({"steps": [
+        {"tool": "glob", "input": {"pattern": "**/*.txt"}},
+        {"tool": "grep", "input": {"pattern": "needle"}}, {"text": "done"}]}))
+    res = ce("run", "t.yaml", "--scripted-model", "--runs-root", "runs", *extra, cwd=tmp_path)
+    record, events = trial(tmp_path, "t")
+    assert res.returncode == 0, (record["agent_outcome"], res.stderr)
+    calls = {e.call_id: e.tool for e in events if type(e).__name__ == "ToolCall"}
+    results = {calls[e.call_id]: e for e in events if type(e).__name__ == "ToolResult"}
+    assert set(results) == {"Glob", "Grep"}, results
+    assert results["Glob"].status == "ok" and \
+        results["Glob"].output.endswith("src/found.txt"), results["Glob"]
+    assert results["Grep"].status == "ok" and "a needle here" in results["Grep"].output, \
+        results["Grep"]

@@ -70,5 +70,9 @@ def test_a_workspace_skill_is_found_engaged_and_explained(agent, tmp_path):
             assert "1 of 2 calls match: call#0 " in explained, explained  # exists: the first
             if agent == "codex":
                 assert "TOLD-THE-DATE" in trace  # the skill's script ran
+            if agent == "opencode":  # its skill tool lists the skill's files with ripgrep:
+                # without ce's, the call failed ("ripgrep execution failed") and the
+                # agent never got the skill's text
+                assert "Run scripts/tell.sh." in trace and "ripgrep" not in trace, trace
         else:
             assert "none of 1 calls match" in explained, explained

@@ -35,6 +35,11 @@ def list_cmd():
             package, version, _ = tools.NPM_AGENTS[name]
             where = tools.installed(name)
             state = f"installed: {where}" if where else "not installed yet (ce agents install)"
+            if where and name in tools.NEEDS_RIPGREP:  # its search tools run it
+                from ce_runtime.execute.sandbox import ripgrep
+
+                rg = ripgrep.find(tools.agent_dir(name))
+                state += f" (ripgrep: {rg or 'none yet: ce agents install ' + name})"
             click.echo(f"{name:<12} {package}@{version}  {state}")
         elif name == "claude-code":
             click.echo(f"{name:<12} the Claude Code CLI bundled in claude-agent-sdk")

@@ -22,6 +22,8 @@ NPM_AGENTS: dict[str, tuple[str, str, str]] = {
     "pi": ("@mariozechner/pi-coding-agent", "0.73.1", "pi"),
 }
 INSTALL_TIMEOUT = 900
+# agents whose tools run ripgrep, and download it when it is missing (sandbox/ripgrep.py)
+NEEDS_RIPGREP = frozenset({"opencode"})
 # agents whose npm binary is a node launcher of a native program shipped for the
 # machine: the program itself runs where there is no node (a docker image) and spares a
 # process everywhere. machine -> its path under node_modules
@@ -82,34 +84,55 @@ def install(name: str, say: Callable[[str], None] = lambda _: None) -> str:
     if name not in NPM_AGENTS:
         raise ToolError(f"{name} is not an npm agent (those are: {', '.join(NPM_AGENTS)})")
     package, version, _ = NPM_AGENTS[name]
-    if installed(name):
+    if installed(name) and _extras_ready(name):
         return binary(name)
+    os.makedirs(cache_root(), exist_ok=True)
+    with open(os.path.join(cache_root(), ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed(name):
+            _npm_install(name, say)
+        if name in NEEDS_RIPGREP:
+            from ce_runtime.execute.sandbox import ripgrep
+
+            try:
+                ripgrep.ensure(agent_dir(name), say)
+            except ripgrep.RipgrepMissing as exc:
+                raise ToolError(str(exc)) from None
+    if not installed(name):
+        raise ToolError(f"{package}@{version} installed no `{NPM_AGENTS[name][2]}` binary")
+    return binary(name)
+
+
+def _extras_ready(name: str) -> bool:
+    """What the agent needs besides its package is there (OpenCode: an rg)."""
+    if name not in NEEDS_RIPGREP:
+        return True
+    from ce_runtime.execute.sandbox import ripgrep
+
+    return ripgrep.find(agent_dir(name)) is not None
+
+
+def _npm_install(name: str, say: Callable[[str], None]) -> None:
+    """npm installs the agent's pinned package into its directory (under the lock)."""
+    package, version, _ = NPM_AGENTS[name]
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         raise ToolError(f"the {name} agent needs node and npm on PATH (to install "
                         f"{package}@{version})")
-    os.makedirs(cache_root(), exist_ok=True)
-    with open(os.path.join(cache_root(), ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if installed(name):
-            return binary(name)
-        target = agent_dir(name)
-        staging = target + ".partial"
+    target = agent_dir(name)
+    staging = target + ".partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    say(f"installing the {name} agent: {package}@{version} (npm) into {target} ...")
+    try:
+        res = subprocess.run([npm, "install", "--prefix", staging, "--no-audit",
+                              "--no-fund", "--loglevel=error", f"{package}@{version}"],
+                             capture_output=True, text=True, timeout=INSTALL_TIMEOUT,
+                             stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ToolError(f"npm install {package}@{version} timed out") from None
+    if res.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        say(f"installing the {name} agent: {package}@{version} (npm) into {target} ...")
-        try:
-            res = subprocess.run([npm, "install", "--prefix", staging, "--no-audit",
-                                  "--no-fund", "--loglevel=error", f"{package}@{version}"],
-                                 capture_output=True, text=True, timeout=INSTALL_TIMEOUT,
-                                 stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise ToolError(f"npm install {package}@{version} timed out") from None
-        if res.returncode != 0:
-            shutil.rmtree(staging, ignore_errors=True)
-            tail = (res.stderr or res.stdout).strip()[-1500:]
-            raise ToolError(f"npm install {package}@{version} failed: {tail}")
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(staging, target)
-    if not installed(name):
-        raise ToolError(f"{package}@{version} installed no `{NPM_AGENTS[name][2]}` binary")
-    return binary(name)
+        tail = (res.stderr or res.stdout).strip()[-1500:]
+        raise ToolError(f"npm install {package}@{version} failed: {tail}")
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)

