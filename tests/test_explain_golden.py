@@ -105,9 +105,11 @@ def trial_dir(tmp_path, monkeypatch) -> Path:
     (ws / ".venv" / "bin").mkdir(parents=True)
     os.symlink(sys.executable, ws / ".venv" / "bin" / "python")
     events: list[T.Event] = [T.RunHeader(0.0, 1, "t", "explain_demo", "h", "claude-code")]
-    for i, (tool, params, status) in enumerate(CALLS):
+    for i, (tool, params, status) in enumerate(CALLS):  # one call a turn
+        events.append(T.TurnStart(float(i), i + 1))
         events.append(T.ToolCall(float(i), f"k{i}", tool, tool, params))
         events.append(T.ToolResult(float(i), f"k{i}", status))
+        events.append(T.TurnEnd(float(i), i + 1))
     T.write_trace(str(tmp_path / "run.trace"), events)
     monkeypatch.chdir(tmp_path)
     return tmp_path

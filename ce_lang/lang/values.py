@@ -70,6 +70,7 @@ class ToolCallView:
     output: str = ""
     event_index: int = -1  # where the call is in the trace (evidence; not visible to criteria)
     call_id: str = ""
+    turn: int = 0  # the turn it was made in, from 1; 0: the trace has no turns (evidence)
 
     @property
     def ok(self) -> bool:

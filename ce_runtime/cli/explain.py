@@ -269,6 +269,8 @@ def _commands_that_differ(trial_dir: str, now: dict) -> list[str]:
     (evidence.json), both results: why a re-grade differs from the record is usually
     there (a flaky test, a clock, the network), and the evidence below shows only the
     new one."""
+    from ce_runtime.grade.explain import output_gist
+
     try:
         with open(os.path.join(trial_dir, "evidence.json"), "rb") as fh:
             then = json.loads(fh.read()).get("criteria")
@@ -281,8 +283,7 @@ def _commands_that_differ(trial_dir: str, now: dict) -> list[str]:
         return [e for e in entries or () if isinstance(e, dict) and e.get("kind") == "command"]
 
     def said(e: dict) -> str:
-        out = " ".join(str(e.get("stdout") or "").split())[:60]
-        err = " ".join(str(e.get("stderr") or "").split())[:60]
+        out, err = output_gist(e.get("stdout")), output_gist(e.get("stderr"))
         return (f"exit {e.get('exit_code')}" + (", timed out" if e.get("timed_out") else "")
                 + (f"; stdout: {out!r}" if out else "") + (f"; stderr: {err!r}" if err else ""))
 

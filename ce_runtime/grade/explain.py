@@ -49,6 +49,19 @@ def _lines(text: str) -> int:
     return len(text.splitlines()) or 1
 
 
+def output_gist(text: Any, limit: int = 80) -> str:
+    """A command's output in one evidence line: its lines kept apart (`'Hello\\nextra'`,
+    as `expected_stdout` compares them, not `'Hello extra'`), and when it is long, its
+    start and its end: a traceback's or a test run's last line says why it failed, its
+    first 60 characters (`Traceback (most recent call last): File "<string>"`) never."""
+    lines = [" ".join(line.split()) for line in str(text or "").splitlines()]
+    gist = "\n".join(line for line in lines if line)
+    if len(gist) <= limit:
+        return gist
+    head = limit // 3
+    return gist[:head] + " ... " + gist[-(limit - head):]
+
+
 def _line_col(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
@@ -184,13 +197,17 @@ class _Tree:
                 if isinstance(value, SourceText):
                     n = _lines(value)
                     return f"  [{value.path}: {n} line{'' if n == 1 else 's'}]"
-                if value is None:
-                    return "  [no such file]"
+                if value is None:  # which file: `no such file` named none
+                    where = self.r.values.get(node.args[0].id) if node.args else None
+                    return f"  [{where}: no such file]" if where else "  [no such file]"
             if node.func == "read_json" and isinstance(value, dict):
                 where = self.r.values.get(node.args[0].id)
                 if value.get("ok"):
                     return f"  [{where}: valid JSON]" if where else ""
-                return f"  [{value.get('error')}]"
+                error = str(value.get("error"))
+                # `invalid JSON at line 1 column 14` named no file; `x.json not found` does
+                named = not where or error.startswith(str(where))
+                return f"  [{error}]" if named else f"  [{where}: {error}]"
             if node.func == "schema_valid" and value is False and len(node.args) == 2 \
                     and self.host is not None:
                 doc, schema = (self.r.values.get(a.id) for a in node.args)
@@ -204,6 +221,8 @@ class _Tree:
                 method, agent, ref = (self.r.values.get(a.id) for a in node.args)
                 detail = _similarity_detail(self.host, str(method), str(agent), ref)
                 return f"  [{detail}]" if detail else ""
+            if node.func == "uipath_eval" and self.host is not None:
+                return _metrics_evidence(self.host.evidence.get(self.r.id, ()))
             if node.func == "read_cli_log" and isinstance(value, dict):
                 where = self.r.values.get(node.args[0].id)
                 calls = value.get("calls") or []
@@ -212,8 +231,8 @@ class _Tree:
                 return f"  [{where}: {len(calls)} invocation(s) recorded]"
             if node.func == "run" and isinstance(value, dict):
                 command = self.r.values.get(node.args[0].id)
-                out = " ".join(str(value.get("stdout", "")).split())[:60]
-                err = " ".join(str(value.get("stderr", "")).split())[:60]
+                out = output_gist(value.get("stdout"))
+                err = output_gist(value.get("stderr"))
                 return ("  ["
                         + (f"$ {command}: " if isinstance(command, str) else "")
                         + f"exit {value.get('exit_code')}"
@@ -256,7 +275,8 @@ class _Tree:
                     what = f"{call.command[:50]!r}{also}"
                 else:
                     what = _call_params(call.params)
-                shown.append(f"call#{call.index} {call.tool} {what} (event "
+                turn = f"turn {call.turn}, " if call.turn > 0 else ""
+                shown.append(f"call#{call.index} {call.tool} {what} ({turn}event "
                              f"{call.event_index}, {call.status})")
             more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
             return f"  [{len(hits)} of {len(items)} calls match: " + "; ".join(shown) + more \
@@ -288,6 +308,24 @@ class _Tree:
             more = f"; and {left} more, all yes" if left else ""
             return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
         return f"  [{len(hits)} match]"
+
+
+def _metrics_evidence(entries: Any) -> str:
+    """Each threshold of a `uipath eval` against the metric it read: `f1 0.5 < 0.75: no`,
+    `precision not in the output: no`."""
+    rec = next((e for e in entries if e.get("kind") == "metrics"), None)
+    if rec is None:
+        return ""
+    parts = []
+    for name, minimum in rec["thresholds"].items():
+        got = rec["values"].get(name)
+        if got is None:
+            parts.append(f"{name} not in the output: no")
+        else:
+            parts.append(f"{name} {got:g} {'>=' if got >= minimum else '<'} {minimum:g}: "
+                         f"{'yes' if got >= minimum else 'no'}")
+    met = sum(part.endswith("yes") for part in parts)
+    return f"  [{rec['command']}: {met}/{len(parts)} thresholds met: " + "; ".join(parts) + "]"
 
 
 PATH_PARAMS = ("file_path", "path", "notebook_path", "skill", "pattern", "url")

@@ -402,9 +402,14 @@ class Host:
         if not isinstance(data, dict):
             raise CriterionError("the `uipath eval` output is not a JSON object")
         metrics = _uipath_metrics(data)
+        values = {name: metrics.get(name) if isinstance(metrics.get(name), int | float)
+                  and not isinstance(metrics.get(name), bool) else None
+                  for name in thresholds}
+        # what each threshold was held against (`ce explain`'s evidence)
+        self._file("metrics", {"command": f"uipath eval {agent} {eval_set}", "values": values,
+                               "thresholds": dict(thresholds)})
         met = sum(1 for name, minimum in thresholds.items()
-                  if isinstance(metrics.get(name), int | float)
-                  and not isinstance(metrics.get(name), bool) and metrics[name] >= minimum)
+                  if values[name] is not None and values[name] >= minimum)
         return met / len(thresholds) if thresholds else 1.0
 
     # -- judges ------------------------------------------------------------------------------

@@ -27,7 +27,8 @@ class ViewBuilder:
         self.events += 1
         if isinstance(event, T.ToolCall):
             call = ToolCallView(len(self.view.tool_calls), event.tool, event.raw_tool,
-                                event.params, "unresolved", "", index, event.call_id)
+                                event.params, "unresolved", "", index, event.call_id,
+                                self.view.turns)
             self.view.tool_calls.append(call)
             self._by_id[event.call_id] = call
             return call

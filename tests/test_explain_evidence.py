@@ -1,0 +1,102 @@
+"""`ce explain`'s evidence lines say where and what: the file a read missed, the file
+whose JSON did not parse, a failed command's error (the end of its output, with its
+lines apart), and each `uipath eval` metric against its threshold."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import SimpleNamespace
+
+from click.testing import CliRunner
+
+from ce_runtime.cli import main
+
+
+def explain(*args, cwd):
+    """`ce explain ARGS` in this process, from `cwd`: .returncode, .stdout."""
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        res = CliRunner().invoke(main, ["explain", *map(str, args)])
+    finally:
+        os.chdir(old)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return SimpleNamespace(returncode=res.exit_code, stdout=res.stdout)
+
+
+def _task(tmp_path, criteria: str):
+    (tmp_path / "t.yaml").write_text(
+        "task_id: ev\ndescription: evidence\nagent: {type: none}\n"
+        "sandbox: {driver: tempdir, python: null}\nsuccess_criteria:\n" + criteria)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+def _evidence(res) -> list[str]:
+    return [line.strip() for line in res.stdout.splitlines()
+            if line.strip().startswith("evidence: ")]
+
+
+def test_a_missing_file_and_an_unparsable_json_are_named(tmp_path):
+    """`evidence: no such file` and `invalid JSON at line 1 column 14` named no file,
+    while `out.json: valid JSON` and `nope.json not found` did."""
+    ws = _task(tmp_path,
+               "  - {type: file_contains, path: nope.txt, includes: [a], description: m}\n"
+               "  - {type: json_check, path: out.json, description: j}\n")
+    (ws / "out.json").write_text('{"status": 1,')
+    res = explain("t.yaml", "--workspace", ws, cwd=tmp_path)
+    assert _evidence(res) == [
+        "evidence: nope.txt: no such file",
+        "evidence: out.json: invalid JSON at line 1 column 14: Expecting property name "
+        "enclosed in double quotes"], res.stdout
+    assert res.returncode == 1
+
+
+def test_a_commands_output_keeps_its_lines_and_its_end(tmp_path):
+    """stdout `Hello\\nextra` was shown `'Hello extra'` (against expected_stdout `Hello`,
+    exact: it read as one line), and a Python error as the first 60 characters of its
+    traceback, which never reach the error itself."""
+    ws = _task(tmp_path,
+               "  - {type: run_command, command: \"printf 'Hello\\\\nextra\\\\n'\", "
+               "expected_stdout: Hello, description: exact}\n"
+               "  - {type: run_command, command: \"python3 -c 'import garbage_mod_x'\", "
+               "description: imports}\n")
+    res = explain("t.yaml", "--workspace", ws, cwd=tmp_path)
+    first, second = _evidence(res)
+    assert first == r"""evidence: $ printf 'Hello\nextra\n': exit 0; stdout: 'Hello\nextra'"""
+    assert second.startswith("evidence: $ python3 -c 'import garbage_mod_x': exit 1; "
+                             "stderr: \"Traceback (most recent"), second
+    assert second.endswith("\\nModuleNotFoundError: No module named 'garbage_mod_x'\""), second
+    data = json.loads(explain("t.yaml", "--workspace", ws, "-f", "json", cwd=tmp_path).stdout)
+    assert [c["evidence"] for c in data["criteria"]] == \
+        [[first.removeprefix("evidence: ")], [second.removeprefix("evidence: ")]]
+
+
+UIPATH = """\
+#!/bin/sh
+# `uipath eval AGENT SET --no-report --output-file F`, as the UiPath CLI writes F
+while [ $# -gt 0 ]; do [ "$1" = --output-file ] && out="$2"; shift; done
+echo '{"accuracy": 0.9, "f1": 0.5, "recall": 0.7}' > "$out"
+"""
+
+
+def test_uipath_eval_says_each_metric_against_its_threshold(tmp_path):
+    """`uipath_eval(...) = 0.5` and nothing else: which metric missed its threshold, or
+    was not in the output at all, was nowhere."""
+    ws = _task(tmp_path, "  - type: uipath_eval\n    agent_name: my-agent\n"
+                         "    eval_set: regression-v1\n"
+                         "    thresholds: {accuracy: 0.8, f1: 0.75, recall: 0.6, precision: 0.5}\n"
+                         "    description: meets its thresholds\n")
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    cli = ws / ".venv" / "bin" / "uipath"
+    cli.write_text(UIPATH)
+    cli.chmod(0o755)
+    res = explain("t.yaml", "--workspace", ws, cwd=tmp_path)
+    assert "score 0.5 (fraction)" in res.stdout, res.stdout
+    assert _evidence(res) == [
+        "evidence: uipath eval my-agent regression-v1: 2/4 thresholds met: accuracy 0.9 >= "
+        "0.8: yes; f1 0.5 < 0.75: no; recall 0.7 >= 0.6: yes; precision not in the output: "
+        "no"], res.stdout
