@@ -94,7 +94,14 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     assert outputs["run-dir"] == str(latest)
     out = tmp_path / "ce-results"
     assert {p.name for p in out.iterdir()} >= {"junit.xml", "ce.sarif", "report.md",
-                                               "run.json"}
+                                               "run.json", "trials.parquet",
+                                               "results.parquet"}
+    # the artifact is a baseline `ce compare` reads (a later job downloads it): compared
+    # with the run itself, nothing regressed
+    compared = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "compare", str(out),
+                               str(latest)], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
     assert (out / "report.md").read_bytes() == (latest / "report.md").read_bytes()
     if (latest / "report.html").exists():
         assert (out / "report.html").read_bytes() == (latest / "report.html").read_bytes()
@@ -118,8 +125,8 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines())
     assert outputs == {"exit-code": "2"}, outputs
     assert "ce run started no run (exit 2): no reports to collect" in res.stdout
-    assert not {"report.md", "run.json", "report.html", "junit.xml", "ce.sarif"} & {
-        p.name for p in out.iterdir()}
+    assert not {"report.md", "run.json", "report.html", "junit.xml", "ce.sarif",
+                "trials.parquet", "results.parquet"} & {p.name for p in out.iterdir()}
 
 
 def run_step(step: dict, env: dict, cwd: Path, out_file: Path, summary: Path):
