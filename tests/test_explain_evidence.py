@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from click.testing import CliRunner
 
 from ce_runtime.cli import main
+from ce_runtime.trace import events as T
 
 
 def explain(*args, cwd):
@@ -100,3 +101,28 @@ def test_uipath_eval_says_each_metric_against_its_threshold(tmp_path):
         "evidence: uipath eval my-agent regression-v1: 2/4 thresholds met: accuracy 0.9 >= "
         "0.8: yes; f1 0.5 < 0.75: no; recall 0.7 >= 0.6: yes; precision not in the output: "
         "no"], res.stdout
+
+
+def test_a_call_left_out_for_one_reason_only_is_named_with_it(tmp_path):
+    """`require_success: true` and the agent's curl failed: the evidence said `none of 3
+    calls match`, and the reader was left to find the curl call and why it did not count.
+    So is a Read its pattern matched (`tool_name: Read` on Codex, whose reads are Bash, the
+    other way round). A call the pattern does not match (`ls`) is no near miss: it would
+    list every call."""
+    ws = _task(tmp_path, "  - {type: command_executed, tool_name: Bash, command_pattern: curl,"
+                         " require_success: true, description: fetched with curl}\n")
+    (tmp_path / "t.yaml").write_text((tmp_path / "t.yaml").read_text().replace(
+        "agent: {type: none}\n", "initial_prompt: go\n"))
+    events: list[T.Event] = [T.RunHeader(0.0, 1, "t", "ev", "h", "script")]
+    calls = [("Bash", {"command": "ls"}, "ok"), ("Bash", {"command": "curl -sf x"}, "error"),
+             ("Read", {"file_path": "curl.txt"}, "ok")]
+    for i, (tool, params, status) in enumerate(calls):
+        events += [T.TurnStart(float(i), i + 1), T.ToolCall(float(i), f"k{i}", tool, tool, params),
+                   T.ToolResult(float(i), f"k{i}", status), T.TurnEnd(float(i), i + 1)]
+    T.write_trace(str(tmp_path / "run.trace"), events)
+    res = explain("t.yaml", "--workspace", ws, "--trace", "run.trace", cwd=tmp_path)
+    assert _evidence(res) == [
+        "evidence: none of 3 calls match; not counted: call#1 Bash 'curl -sf x' (turn 2, "
+        "event 6, error): (not require_success or c.ok) is false; call#2 Read "
+        "file_path='curl.txt' (turn 3, event 10, ok): (tool_name == null or c.tool == "
+        "tool_name) is false"], res.stdout

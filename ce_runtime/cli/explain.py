@@ -269,7 +269,7 @@ def _commands_that_differ(trial_dir: str, now: dict) -> list[str]:
     (evidence.json), both results: why a re-grade differs from the record is usually
     there (a flaky test, a clock, the network), and the evidence below shows only the
     new one."""
-    from ce_runtime.grade.explain import output_gist
+    from ce_runtime.grade.explain_calls import output_gist
 
     try:
         with open(os.path.join(trial_dir, "evidence.json"), "rb") as fh:

@@ -18,9 +18,14 @@ from ce_lang.api import (
     ToolCallView,
     regex_match,
     source_text,
-    unwrap_shell,
 )
 from ce_lang.api import ast as A
+from ce_runtime.grade.explain_calls import (
+    call_text,
+    metrics_evidence,
+    near_misses,
+    output_gist,
+)
 from ce_runtime.grade.host import Host, SourceText
 from ce_runtime.grade.interpreter import (
     CriterionResult,
@@ -47,19 +52,6 @@ def node_text(node: A.Node, fallback: str = "") -> str:
 
 def _lines(text: str) -> int:
     return len(text.splitlines()) or 1
-
-
-def output_gist(text: Any, limit: int = 80) -> str:
-    """A command's output in one evidence line: its lines kept apart (`'Hello\\nextra'`,
-    as `expected_stdout` compares them, not `'Hello extra'`), and when it is long, its
-    start and its end: a traceback's or a test run's last line says why it failed, its
-    first 60 characters (`Traceback (most recent call last): File "<string>"`) never."""
-    lines = [" ".join(line.split()) for line in str(text or "").splitlines()]
-    gist = "\n".join(line for line in lines if line)
-    if len(gist) <= limit:
-        return gist
-    head = limit // 3
-    return gist[:head] + " ... " + gist[-(limit - head):]
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
@@ -222,7 +214,7 @@ class _Tree:
                 detail = _similarity_detail(self.host, str(method), str(agent), ref)
                 return f"  [{detail}]" if detail else ""
             if node.func == "uipath_eval" and self.host is not None:
-                return _metrics_evidence(self.host.evidence.get(self.r.id, ()))
+                return metrics_evidence(self.host.evidence.get(self.r.id, ()))
             if node.func == "read_cli_log" and isinstance(value, dict):
                 where = self.r.values.get(node.args[0].id)
                 calls = value.get("calls") or []
@@ -266,21 +258,12 @@ class _Tree:
         # name the list when it is a parameter (`includes 2/3: ...`, `excludes 1/2: ...`)
         label = f"{node.args[0].name} " if isinstance(node.args[0], A.Name) else ""
         if isinstance(items, list) and items and isinstance(items[0], ToolCallView):
-            shown = []
-            for i in hits[:5]:
-                call = items[i]
-                if call.command:
-                    unwrapped = unwrap_shell(call.command)
-                    also = f" -> {unwrapped[:50]!r}" if unwrapped != call.command else ""
-                    what = f"{call.command[:50]!r}{also}"
-                else:
-                    what = _call_params(call.params)
-                turn = f"turn {call.turn}, " if call.turn > 0 else ""
-                shown.append(f"call#{call.index} {call.tool} {what} ({turn}event "
-                             f"{call.event_index}, {call.status})")
+            shown = [call_text(items[i]) for i in hits[:5]]
             more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
-            return f"  [{len(hits)} of {len(items)} calls match: " + "; ".join(shown) + more \
-                + "]" if hits else f"  [none of {len(items)} calls match]"
+            near = "" if self.r.passed or self.host is None \
+                else near_misses(node, items, hits, self.r.env, self.host, self.text)
+            return (f"  [{len(hits)} of {len(items)} calls match: " + "; ".join(shown) + more
+                    if hits else f"  [none of {len(items)} calls match") + near + "]"
         if isinstance(items, list) and items and all(isinstance(x, str) for x in items):
             text = next((v for v in self.r.env.values() if isinstance(v, SourceText)), None)
             parts = []
@@ -308,41 +291,6 @@ class _Tree:
             more = f"; and {left} more, all yes" if left else ""
             return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
         return f"  [{len(hits)} match]"
-
-
-def _metrics_evidence(entries: Any) -> str:
-    """Each threshold of a `uipath eval` against the metric it read: `f1 0.5 < 0.75: no`,
-    `precision not in the output: no`."""
-    rec = next((e for e in entries if e.get("kind") == "metrics"), None)
-    if rec is None:
-        return ""
-    parts = []
-    for name, minimum in rec["thresholds"].items():
-        got = rec["values"].get(name)
-        if got is None:
-            parts.append(f"{name} not in the output: no")
-        else:
-            parts.append(f"{name} {got:g} {'>=' if got >= minimum else '<'} {minimum:g}: "
-                         f"{'yes' if got >= minimum else 'no'}")
-    met = sum(part.endswith("yes") for part in parts)
-    return f"  [{rec['command']}: {met}/{len(parts)} thresholds met: " + "; ".join(parts) + "]"
-
-
-PATH_PARAMS = ("file_path", "path", "notebook_path", "skill", "pattern", "url")
-
-
-def _call_params(params: Any) -> str:
-    """A call that is no shell command, by what names its target: `file_path=.../a.py`
-    (its end: a sandbox's path starts with the same long scratch directory), else its
-    parameters' first 50 characters, which for an Edit were `{'replace_all': False,
-    'file_path': '/tmp/ce-run-1` and named no file."""
-    if isinstance(params, dict):
-        for key in PATH_PARAMS:
-            value = params.get(key)
-            if isinstance(value, str) and value:
-                shown = value if len(value) <= 50 else "..." + value[-47:]
-                return f"{key}={shown!r}"
-    return repr(str(params)[:50])
 
 
 def _similarity_detail(host: Host, method: str, agent_file: str,
