@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 from click.testing import CliRunner
@@ -126,3 +128,25 @@ def test_a_call_left_out_for_one_reason_only_is_named_with_it(tmp_path):
         "event 6, error): (not require_success or c.ok) is false; call#2 Read "
         "file_path='curl.txt' (turn 3, event 10, ok): (tool_name == null or c.tool == "
         "tool_name) is false"], res.stdout
+
+
+def test_report_md_and_junit_tell_a_failed_score_from_its_threshold(tmp_path):
+    """2/3 against a 0.6667 threshold: `ce explain` said `0.66667 < 0.6667`, report.md
+    and the JUnit failure `score 0.67 < 0.67`, which read as a passing criterion marked
+    failed."""
+    (tmp_path / "t.yaml").write_text(
+        "task_id: thr\ndescription: a score just under its threshold\ninitial_prompt: go\n"
+        "agent: {type: script, script: [{write: a.txt, content: \"a b\\n\"}]}\n"
+        "sandbox: {driver: tempdir, python: null}\nsuccess_criteria:\n"
+        "  - {type: file_contains, path: a.txt, includes: [a, b, c], pass_threshold: 0.6667,"
+        " description: two of three}\n")
+    made = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", "t.yaml",
+                           "--run-dir", "run", "--junit-xml", "junit.xml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 1, made.stdout + made.stderr
+    assert "- `c0` file_contains — two of three: score 0.66667 < 0.6667" in \
+        (tmp_path / "run" / "report.md").read_text()
+    assert "c0 file_contains: score 0.66667 &lt; 0.6667" in \
+        (tmp_path / "junit.xml").read_text()
+    said = explain("run/default/thr/00", cwd=tmp_path).stdout
+    assert "c0 0.66667 < 0.6667 -> FAILURE" in said, said

@@ -11,7 +11,7 @@ from typing import Any
 from ce_runtime.report.frames import Records
 from ce_runtime.report.gates import SuiteGate, below_text
 from ce_runtime.report.rundir import failure_findings
-from ce_runtime.report.text import failed_criteria, fmt_metric, fmt_score
+from ce_runtime.report.text import failed_criteria, fmt_below, fmt_metric, fmt_score
 from ce_runtime.store.record import CriterionRecord, Status, as_records
 
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -23,7 +23,7 @@ def _x(text: Any) -> str:
 
 
 def _criterion_text(c: CriterionRecord, found: Sequence[str] = ()) -> str:
-    line = f"{c.id} {c.type}: score {fmt_score(c.score)} < {fmt_score(c.pass_threshold)}"
+    line = f"{c.id} {c.type}: score {fmt_below(c.score, c.pass_threshold)}"
     if c.description:
         line += f" ({c.description})"
     if c.error:

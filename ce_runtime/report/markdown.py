@@ -11,6 +11,7 @@ from ce_runtime.report.frames import CLASSIFICATION, TURN_BUDGET_FACTOR, Records
 from ce_runtime.report.gates import SuiteGate, no_cases_note
 from ce_runtime.report.text import (
     failed_criteria,
+    fmt_below,
     fmt_cost,
     fmt_duration,
     fmt_metric,
@@ -398,7 +399,7 @@ def _criterion_line(c: CriterionRecord) -> str:
     parts = [f"- {_code(c.id)} {c.type}"]
     if c.description:
         parts.append(f" — {_cell(c.description, 120)}")
-    parts.append(f": score {fmt_score(c.score)} < {fmt_score(c.pass_threshold)}")
+    parts.append(f": score {fmt_below(c.score, c.pass_threshold)}")
     outputs = c.outputs
     if "observed" in outputs or "expected" in outputs:
         parts.append(f" (observed {_code(outputs.get('observed'))}, expected "

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ce_runtime.report.rundir import failure_findings
-from ce_runtime.report.text import failed_criteria, fmt_score
+from ce_runtime.report.text import failed_criteria, fmt_below
 from ce_runtime.store.record import NOT_FAILED_STATUSES, Status, TrialRecord, as_records
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
             ctype = c.type or "criterion"
             text = (f"{trial}: criterion {c.id} {ctype}"
                     + (f" ({c.description})" if c.description else "")
-                    + f" scored {fmt_score(c.score)} < {fmt_score(c.pass_threshold)}")
+                    + f" scored {fmt_below(c.score, c.pass_threshold)}")
             if c.error:
                 text += f"; error: {c.error}"
             if found.get(c.id):  # what the grader found, as the alert's reason

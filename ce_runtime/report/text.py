@@ -21,6 +21,23 @@ def fmt_score(v: float | None) -> str:
     return "—" if v is None else f"{v:.2f}"
 
 
+def fmt_below(score: float | None, threshold: float | None, digits: int = 2) -> str:
+    """`score < threshold` for a criterion that failed, with as many decimals as tell
+    them apart: 2/3 against 0.6667 read `0.67 < 0.67` (`ce explain` says `0.66667 <
+    0.6667`)."""
+    if score is None or threshold is None or score == threshold:
+        return f"{fmt_score(score)} < {fmt_score(threshold)}"
+    for n in range(digits, 17):
+        a, b = f"{score:.{n}f}", f"{threshold:.{n}f}"
+        if a != b:
+            return f"{_trim(a) if n > digits else a} < {_trim(b) if n > digits else b}"
+    return f"{score!r} < {threshold!r}"
+
+
+def _trim(number: str) -> str:
+    return number.rstrip("0").rstrip(".") if "." in number else number
+
+
 def fmt_tokens(tokens: dict[str, Any]) -> str:
     """A summary's `tokens`: new input and output, and the prompt cache's reads and writes
     when there were any (none in an older ce's run.json)."""
