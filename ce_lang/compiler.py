@@ -21,6 +21,7 @@ import attrs
 from ce_lang import dataset as ds
 from ce_lang import hostfs
 from ce_lang import overrides as ov
+from ce_lang.codes import CODES
 from ce_lang.diagnostics import Diagnostic, Diagnostics, dedupe
 from ce_lang.experiment import (
     NO_EXPERIMENT,
@@ -424,8 +425,11 @@ class _Compiler:
         if prompt is not None:
             for mutation in variant.mutations:
                 prompt = mutation.apply(prompt)
-        if self.diags.count("error") > before or len(self.row_problems) > problems_before \
-                or not emit:
+        # a row's error drops its trial; a row's warning (CE0230, CE0231 ...) is said
+        # once for the rows and the trial stays (it dropped every row's: "0 trials")
+        row_errors = any(CODES[p.code].severity == "error"
+                         for p in self.row_problems[problems_before:])
+        if self.diags.count("error") > before or row_errors or not emit:
             return
         used = {inst.definition for inst in instances if inst is not None}
         criteria_sources = {

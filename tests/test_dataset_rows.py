@@ -95,3 +95,24 @@ def test_each_bad_line_of_a_jsonl_file_is_still_its_own_error(write):
     result = compile_paths([write("t.yaml", TASK)])
     assert [(d.code, d.span.line, d.span.col) for d in result.diagnostics] == [
         ("CE0301", 2, 32), ("CE0301", 3, 13)]
+
+
+def test_a_rows_warning_is_said_once_and_keeps_the_rows_trials(write):
+    """A warning that depends on the row (CE0230, said once naming the rows) dropped
+    every row's trial: `compile ok: ... 0 trials` and a run of nothing."""
+    write("schema.json", "{}")
+    result = compile_paths([write("t.yaml", """\
+task_id: t
+description: d
+initial_prompt: "Label ${row.text}"
+dataset:
+  rows:
+    - {id: r1, text: a}
+    - {id: r2, text: b}
+agent: {type: claude-code}
+success_criteria:
+  - {type: json_check, path: out.json, json_schema: schema.json, description: d}
+""")])
+    assert [(code, line, col) for code, line, col, _ in diags(result)] == [("CE0230", 10, 53)]
+    assert "(dataset rows 'r1', 'r2'; 2 of 2)" in result.diagnostics[0].message
+    assert sorted(t.plan.row_id for t in result.trials) == ["r1", "r2"]
