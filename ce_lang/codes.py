@@ -41,6 +41,13 @@ _TABLE = [
      "A task or experiment file over 2 MiB is refused before it is parsed: parsing YAML "
      "takes about 40 times the file's size in memory. Large data belongs in a dataset "
      "file (rows are read one at a time) or in a prompt file the task names."),
+    ("CE0008", "warning", "a scripted model session named as a task",
+     "A file given to `ce compile`/`ce run` is a scripted model session or a set of judge "
+     "replies (only `steps`, `rows`, `judge`, `agent_judge`, `user_turns` at its top "
+     "level), as a glob over a task directory names them (`tasks/*.yaml` matches "
+     "`hello_world.codex.model.yaml`). It is skipped, not compiled as a task (which said "
+     "every task field it lacks); a task reads it through `agent.model_script`, "
+     "`--scripted-model` or `--judge-replies`."),
     # -- schema -------------------------------------------------------------------------
     ("CE0101", "error", "unknown field",
      "The key is not a field of this mapping. ce is strict at every level (the top level "

@@ -156,11 +156,15 @@ class _Compiler:
         self.cli = self.cli_layer(list(self.command_line.overrides))
         compiled = 0
         unused: dict = {d: 0 for _, d in files if d is not None}  # dir -> YAML skipped
+        scripts: list[str] = []  # scripted model sessions named (`tasks/*.yaml`)
         for file, under in files:
             errors_before = self.diags.count("error")
             doc = load_yaml_file(file, self.diags, self.sources)
             kind = "task" if doc is None else document_kind(doc.value)
-            if kind is None and under is not None:  # not a task file (a template's YAML)
+            if kind == "model_script" and under is None:
+                scripts.append(file)
+                continue
+            if kind in (None, "model_script") and under is not None:  # a template's YAML
                 if unused[under] is not None:
                     unused[under] += 1
                 continue
@@ -171,6 +175,16 @@ class _Compiler:
             compiled += 1  # a doc that failed to load (said) is a task file that failed
             if doc is not None:
                 self.compile_task(doc, errors_before)
+        if scripts:  # a glob over a task's directory names its sessions too
+            shown = ", ".join(scripts[:3]) + (f" and {len(scripts) - 3} more"
+                                              if len(scripts) > 3 else "")
+            code = "CE0008" if compiled else "CE0006"  # (nothing else named: no task)
+            usage.emit(code, f"skipped {len(scripts)} scripted model session(s), not "
+                       f"task files: {shown}" + ("" if compiled else "; no task file left"),
+                       None,
+                       help="a task reads its session through `agent.model_script` or "
+                       "`ce run --scripted-model`, and judge replies through "
+                       "`--judge-replies`")
         for under, skipped in ((d, n) for d, n in unused.items() if d and n):  # a CI check
             usage.emit("CE0006", f"no task file under {under!r}: its {skipped} YAML file(s) "
                        "have no task_id or success_criteria", None)

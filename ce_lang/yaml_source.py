@@ -283,12 +283,20 @@ TASK_KEYS = ("task_id", "success_criteria", "initial_prompt", "initial_prompt_fi
 EXPERIMENT_KEYS = ("experiment_id", "variants")
 
 
+# the top-level keys of a scripted model session or a `--judge-replies` file (the
+# model server's Script.from_data reads these, and refuses any other key)
+SCRIPT_KEYS = frozenset({"steps", "rows", "judge", "agent_judge", "user_turns"})
+
+
 def document_kind(value: dict[str, Any]) -> str | None:
-    """Which ce document a YAML mapping is: "task", "experiment", or None (a template's
-    YAML, a fixture: a directory's are skipped, a file named on the command line is
-    compiled as a task and says what it lacks)."""
+    """Which ce document a YAML mapping is: "task", "experiment", "model_script" (a
+    scripted model session or judge replies: read through a task, never compiled), or
+    None (a template's YAML, a fixture: a directory's are skipped, a file named on the
+    command line is compiled as a task and says what it lacks)."""
     if any(k in value for k in EXPERIMENT_KEYS):
         return "experiment"
     if any(k in value for k in TASK_KEYS):
         return "task"
+    if value and set(value) <= SCRIPT_KEYS:
+        return "model_script"
     return None

@@ -230,7 +230,9 @@ class Script:
         if not isinstance(data, dict):
             raise ScriptError(f"{where} must be a mapping with `steps` (and `rows`, `judge`, "
                               "`agent_judge`)")
-        unknown = sorted(set(data) - {"steps", "rows", "judge", "agent_judge", "user_turns"})
+        from ce_lang.yaml_source import SCRIPT_KEYS  # (`ce compile` knows a script by them)
+
+        unknown = sorted(set(data) - SCRIPT_KEYS)
         if unknown:
             raise ScriptError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: steps, "
                               "rows, judge, agent_judge, user_turns)", (unknown[0],),
