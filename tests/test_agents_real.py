@@ -160,6 +160,15 @@ def test_an_experiment_with_a_variant_per_agent_compares_them(tmp_path):
         assert f"| `{agent}` | 1 | 100.0% |" in comparison
 
 
+def opencode_task(tmp: Path, steps: list, rest: str) -> None:
+    """t.yaml: an OpenCode task against the scripted `steps`, `rest` its last keys."""
+    (tmp / "t.yaml").write_text(
+        "task_id: t\ndescription: d\ninitial_prompt: go\n"
+        "agent: {type: opencode, model_script: t.model.yaml}\nsandbox: {python: null}\n"
+        + rest)
+    (tmp / "t.model.yaml").write_text(yaml.safe_dump({"steps": steps}))
+
+
 def test_opencode_starts_without_running_npm_s_installer(tmp_path):
     """OpenCode installs its plugin helper package into its config directory at start,
     and waits for that before loading ce's plugin: npm's installer loaded (offline, it
@@ -168,13 +177,9 @@ def test_opencode_starts_without_running_npm_s_installer(tmp_path):
     and never tried the install."""
     command = ('cat "$XDG_DATA_HOME"/opencode/log/*.log | grep -e "creating instance" '
                '-e "dependency install" | cut -c1-400')
-    (tmp_path / "t.yaml").write_text(
-        "task_id: t\ndescription: d\ninitial_prompt: go\n"
-        "agent: {type: opencode, model_script: t.model.yaml}\nsandbox: {python: null}\n"
-        "success_criteria:\n  - {type: command_executed, tool_name: Bash, "
-        "command_pattern: opencode/log, description: d}\n")
-    (tmp_path / "t.model.yaml").write_text(yaml.safe_dump({"steps": [
-        shell_step("opencode", command), {"text": "done"}]}))
+    opencode_task(tmp_path, [shell_step("opencode", command), {"text": "done"}],
+                  "success_criteria:\n  - {type: command_executed, tool_name: Bash, "
+                  "command_pattern: opencode/log, description: d}\n")
     res = ce("run", "t.yaml", "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
     record, events = trial(tmp_path, "t")
     assert res.returncode == 0, (record["agent_outcome"], res.stderr)
@@ -195,14 +200,12 @@ def test_opencode_s_glob_and_grep_search_the_workspace(driver, tmp_path):
     if driver == "docker":
         need(python_image())
         extra = ["--driver", "docker", "-D", f"sandbox.docker.image={PYTHON_IMAGE}"]
-    (tmp_path / "t.yaml").write_text(
-        "task_id: t\ndescription: d\ninitial_prompt: go\n"
-        "agent: {type: opencode, model_script: t.model.yaml}\nsandbox: {python: null}\n"
-        "pre_run:\n  - command: mkdir -p src && echo 'a needle here' > src/found.txt\n"
-        "success_criteria:\n  - {type: file_exists, path: src/found.txt, description: d}\n")
-    (tmp_path / "t.model.yaml").write_text(yaml.safe_dump({"steps": [
-        {"tool": "glob", "input": {"pattern": "**/*.txt"}},
-        {"tool": "grep", "input": {"pattern": "needle"}}, {"text": "done"}]}))
+    opencode_task(tmp_path, [{"tool": "glob", "input": {"pattern": "**/*.txt"}},
+                             {"tool": "grep", "input": {"pattern": "needle"}},
+                             {"text": "done"}],
+                  "pre_run:\n  - command: mkdir -p src && echo 'a needle here' > "
+                  "src/found.txt\nsuccess_criteria:\n  - {type: file_exists, "
+                  "path: src/found.txt, description: d}\n")
     res = ce("run", "t.yaml", "--scripted-model", "--runs-root", "runs", *extra, cwd=tmp_path)
     record, events = trial(tmp_path, "t")
     assert res.returncode == 0, (record["agent_outcome"], res.stderr)
