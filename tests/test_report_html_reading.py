@@ -1,0 +1,126 @@
+"""report.html as a user reads it in a real browser (Debian's Chromium, as
+tests/test_report_html.py drives it): a real `ce run --agent oracle` of tasks made to
+be awkward to show (a long unbreakable path and command, a trial that ERRORs before
+grading, dataset rows whose ids are prefixes of each other) under two variants.
+
+Checked: the trial panel fits its width (long text wraps), an ERROR trial's panel says it
+was never graded, the paired pass rate reads in percent as report.md has it, a task's
+click shows that task's trials only, and the page works from the keyboard.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.engines import need
+from tests.report_run import CE
+from tests.test_report_html import Page, _missing, browser  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.slow
+
+LONG = "very_long_directory_name_without_any_break_" * 4
+LONGPATH = f"{LONG}/and_a_file_name_that_goes_on_and_on.txt"
+
+TASKS = {
+    "longpath.yaml": f"""\
+task_id: longpath
+description: long unbreakable text in the timeline and the workspace
+initial_prompt: write it
+agent: {{type: claude-code}}
+reference:
+  solve:
+    - {{write: {LONGPATH}, content: "x\\n"}}
+    - {{run: "echo {'y' * 400}"}}
+sandbox: {{python: null}}
+success_criteria:
+  - {{type: file_exists, path: {LONGPATH}, description: the file exists}}
+""",
+    "prefail.yaml": """\
+task_id: prefail
+description: its pre_run fails, so it ends ERROR before grading
+initial_prompt: go
+agent: {type: claude-code}
+pre_run:
+  - {command: "echo broken >&2; exit 7", fail_on_error: true}
+reference:
+  solve:
+    - {run: "echo hi"}
+sandbox: {python: null}
+success_criteria:
+  - {type: file_exists, path: x.txt, description: x.txt exists}
+""",
+    "rows.yaml": """\
+task_id: rows
+description: row ids that are prefixes of each other (r1, r10)
+initial_prompt: "${row.word}"
+dataset:
+  rows:
+    - {id: r1, word: one}
+    - {id: r10, word: ten}
+agent: {type: claude-code}
+reference:
+  solve:
+    - {write: w.txt, content: "${row.word}\\n"}
+sandbox:
+  python: null
+  template_sources:
+    - type: starter_files
+      files:
+        - {path: README.md, content: "# rows\\n"}
+success_criteria:
+  - {type: file_exists, path: NOTES.md, description: the notes exist}
+""",
+}
+
+EXPERIMENT = """\
+experiment_id: reading
+variants:
+  - variant_id: plain
+  - variant_id: with-notes
+    template_sources:
+      - type: starter_files
+        files:
+          - {path: NOTES.md, content: "# notes\\n"}
+"""
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    need(_missing())
+    root = tmp_path_factory.mktemp("report-reading")
+    (root / "tasks").mkdir()
+    for name, text in TASKS.items():
+        (root / "tasks" / name).write_text(text, encoding="utf-8")
+    (root / "exp.yaml").write_text(EXPERIMENT, encoding="utf-8")
+    proc = subprocess.run([*CE, "run", "tasks", "-e", "exp.yaml", "--agent", "oracle",
+                           "--run-dir", str(root / "run")], cwd=root, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "CE_PLAIN": "1"})
+    assert proc.returncode == 1, proc.stderr[-3000:]  # prefail ERRORs, plain/rows fail
+    return str(root / "run")
+
+
+@pytest.fixture
+def page(browser, run_dir):  # noqa: F811 (browser: the imported fixture)
+    p = Page(browser, "file://" + os.path.join(run_dir, "report.html"))
+    yield p
+    p.close()
+
+
+def _open(page: Page, trial: str):
+    page.page.keyboard.press("Escape")
+    page.page.locator("#trial-table tbody tr", has_text=trial).first.click()
+    return page.page.locator("#detail")
+
+
+def test_long_unbreakable_text_wraps_in_the_trial_panel(page):
+    """A long path in a tool call's parameters and in the workspace's file list, and a
+    long output line, wrap inside the panel: it never scrolls sideways (the Bytes column
+    and the close button were pushed out of sight)."""
+    detail = _open(page, "plain/longpath/00")
+    assert LONG in detail.locator("table.file-list").inner_text()
+    wide = detail.evaluate("d => d.scrollWidth - d.clientWidth")
+    assert wide <= 0, f"the panel scrolls {wide}px sideways"
+    assert page.errors == []
