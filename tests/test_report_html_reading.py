@@ -124,3 +124,19 @@ def test_long_unbreakable_text_wraps_in_the_trial_panel(page):
     wide = detail.evaluate("d => d.scrollWidth - d.clientWidth")
     assert wide <= 0, f"the panel scrolls {wide}px sideways"
     assert page.errors == []
+
+
+def test_a_tasks_click_shows_that_tasks_trials_only(page):
+    """The tasks table says 'a click shows its trials': rows/r1's click showed rows/r10's
+    trials too (the task id went into the free-text filter, a substring match)."""
+    p = page.page
+    r1 = p.locator("#task-table tbody tr[data-task='rows/r1']")
+    assert r1.locator("td").nth(1).inner_text() == "2"  # two variants, one repeat
+    r1.click()
+    assert sorted(page.rows()) == ["plain/rows/r1/00", "with-notes/rows/r1/00"]
+    assert "2 of " in p.locator("#count").inner_text()
+    # typing in the filter box is a substring search again
+    p.locator("#filter").fill("rows/r1")
+    assert len(page.rows()) == 4
+    # so is the 'most divergent tasks' link of the paired comparison
+    assert page.errors == []

@@ -264,7 +264,8 @@
 
   // -- the trials table ------------------------------------------------------------------
   const PAGE = 100;
-  const state = { q: "", status: "", variant: "", earlyOnly: false, failedOnly: false, sort: null, desc: false, page: 0, selected: -1 };
+  // task: one task's trials exactly (a click in the tasks table); q: the filter box's text
+  const state = { q: "", task: null, status: "", variant: "", earlyOnly: false, failedOnly: false, sort: null, desc: false, page: 0, selected: -1 };
   let view = [];
   const SHOWN = [["trial_id", "Trial"], ["variant", "Variant"], ["task", "Task"], ["repeat", "Rep"], ["status", "Status"], ["score", "Score"], ["turns", "Turns"], ["tool_calls", "Tools"], ["tokens", "Tokens"], ["cost", "Cost"], ["duration", "Time"], ["failed", "Failed criteria"]];
   const NUMERIC = new Set(["repeat", "score", "turns", "tool_calls", "tokens", "cost", "duration"]);
@@ -275,9 +276,10 @@
     D.trials.forEach((r, i) => {
       if (state.status && r[COL.status] !== state.status) return;
       if (state.variant && r[COL.variant] !== state.variant) return;
+      if (state.task !== null && r[COL.task] !== state.task) return;
       if (state.earlyOnly && !r[COL.early]) return;
       if (state.failedOnly && r[COL.status] === "SUCCESS") return;
-      if (q) {
+      if (q && state.task === null) {
         const hay = [r[COL.trial_id], r[COL.task], r[COL.status], r[COL.variant], (r[COL.failed] || []).join(" "), r[COL.error] || "", r[COL.suite] || ""].join(" ").toLowerCase();
         if (!hay.includes(q)) return;
       }
@@ -298,9 +300,11 @@
     drawTable();
   }
 
-  function setFilter(text) {
+  // one task's trials, exactly (as a substring, rows/r1 showed rows/r10's trials too);
+  // the box shows the task's id, and typing in it searches again
+  function setFilter(task) {
     const box = document.getElementById("filter");
-    box.value = text; state.q = text; state.page = 0; applyView();
+    box.value = task; state.q = task; state.task = task; state.page = 0; applyView();
     document.getElementById("trials").scrollIntoView();
   }
 
@@ -371,7 +375,7 @@
     const variantsSeen = [...new Set(D.trials.map((r) => r[COL.variant]))];
     const nEarly = D.trials.filter((r) => r[COL.early]).length;
     sec.append(el("div", { class: "controls" },
-      el("input", { type: "search", id: "filter", placeholder: "filter: trial, task, status, criterion, error…", oninput: (e) => { state.q = e.target.value; state.page = 0; applyView(); } }),
+      el("input", { type: "search", id: "filter", placeholder: "filter: trial, task, status, criterion, error…", oninput: (e) => { state.q = e.target.value; state.task = null; state.page = 0; applyView(); } }),
       el("select", { id: "status-filter", onchange: (e) => { state.status = e.target.value; state.page = 0; applyView(); } }, el("option", { value: "" }, "every status"), statuses.map((s) => el("option", { value: s }, s))),
       variantsSeen.length > 1 ? el("select", { id: "variant-filter", onchange: (e) => { state.variant = e.target.value; state.page = 0; applyView(); } }, el("option", { value: "" }, "every variant"), variantsSeen.map((s) => el("option", { value: s }, s))) : null,
       el("label", {}, el("input", { type: "checkbox", id: "failed-only", onchange: (e) => { state.failedOnly = e.target.checked; state.page = 0; applyView(); } }), " not succeeded"),
@@ -403,7 +407,7 @@
           !failed.length && r[COL.limit] ? el("span", { class: "muted", title: r[COL.limit] }, r[COL.limit]) : null));
     });
     body.replaceChildren(...rows);
-    document.getElementById("count").textContent = `${view.length} of ${D.trials.length} trials`;
+    document.getElementById("count").textContent = `${view.length} of ${D.trials.length} trials` + (state.task !== null ? ` (task ${state.task})` : "");
     document.getElementById("page-info").textContent = `page ${state.page + 1} of ${pages}`;
     document.getElementById("prev").disabled = state.page === 0;
     document.getElementById("next").disabled = state.page >= pages - 1;
