@@ -140,3 +140,23 @@ def test_a_tasks_click_shows_that_tasks_trials_only(page):
     assert len(page.rows()) == 4
     # so is the 'most divergent tasks' link of the paired comparison
     assert page.errors == []
+
+
+def _md_paired(run_dir: str, metric: str) -> list[str]:
+    with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as fh:
+        part = fh.read().split("### Paired statistics", 1)[1]
+    row = next(line for line in part.splitlines() if f"| {metric} |" in line)
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
+def test_the_paired_pass_rate_reads_in_percent_as_report_md(page, run_dir):
+    """The paired comparison's pass-rate row in percent and percentage points, as
+    report.md's (and as every other pass rate on the page): it read '0.500 → 1.000',
+    Δ '+0.500'."""
+    md = _md_paired(run_dir, "pass rate")
+    row = page.page.locator("#paired-table tbody tr", has_text="pass rate")
+    cells = row.locator("td").all_inner_texts()
+    assert cells[3] == md[3] and "%" in cells[3]  # baseline → variant
+    assert cells[4] == md[4] and cells[4].endswith(" pp")  # Δ
+    assert cells[5].split(" … ") == md[5].split(" to ")  # the interval's ends
+    assert page.errors == []

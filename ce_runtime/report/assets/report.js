@@ -186,14 +186,17 @@
     sec.append(el("h3", {}, `Paired comparison against ${D.paired[0].baseline}`));
     sec.append(el("p", { class: "muted" }, "Over the tasks both variants ran: per task the mean weighted score (or pass rate) over its repeats; the difference is variant − baseline, with a paired bootstrap 95% interval and a two-sided sign-flip permutation test."));
     const rows = [];
+    // a pass rate in percent and its differences in percentage points (report.md's
+    // fmt_pct and fmt_signed): it read 0.250 → 0.750, Δ +0.500
+    const pp = (v) => (v === null || v === undefined) ? "—" : Math.abs(v) < 1e-9 ? "±0.0 pp" : signed(100 * v, 1) + " pp";
     for (const p of D.paired) for (const m of ["score", "pass_rate"]) {
-      const c = p[m];
+      const c = p[m], rate = m === "pass_rate", val = rate ? pct : (v) => num(v, 3), diff = rate ? pp : (v) => signed(v, 3);
       rows.push(el("tr", { class: "paired-row" },
         el("td", {}, el("code", {}, p.variant)), el("td", {}, m === "score" ? "mean score" : "pass rate"),
         el("td", { class: "num" }, c.n_tasks),
-        el("td", { class: "num" }, `${num(c.mean_a, 3)} → ${num(c.mean_b, 3)}`),
-        el("td", { class: "num" + (c.significant ? (c.mean_diff > 0 ? " ok" : " bad") : "") }, signed(c.mean_diff, 3)),
-        el("td", {}, c.ci_low === null ? "—" : `${signed(c.ci_low, 3)} … ${signed(c.ci_high, 3)}`),
+        el("td", { class: "num" }, `${val(c.mean_a)} → ${val(c.mean_b)}`),
+        el("td", { class: "num" + (c.significant ? (c.mean_diff > 0 ? " ok" : " bad") : "") }, diff(c.mean_diff)),
+        el("td", {}, c.ci_low === null ? "—" : `${diff(c.ci_low)} … ${diff(c.ci_high)}`),
         el("td", { class: "num" }, c.p_value === null ? "—" : Number(c.p_value).toPrecision(3)),
         el("td", {}, c.test),
         el("td", { class: "num" }, `${c.wins} / ${c.losses} / ${c.ties}`)));
