@@ -150,3 +150,61 @@ def test_report_md_and_junit_tell_a_failed_score_from_its_threshold(tmp_path):
         (tmp_path / "junit.xml").read_text()
     said = explain("run/default/thr/00", cwd=tmp_path).stdout
     assert "c0 0.66667 < 0.6667 -> FAILURE" in said, said
+
+
+def _trace(path, calls) -> None:
+    """A trace of one tool call a turn: (tool, params, status)."""
+    events: list[T.Event] = [T.RunHeader(0.0, 1, "t", "ev", "h", "claude-code")]
+    for i, (tool, params, status) in enumerate(calls):
+        events += [T.TurnStart(float(i), i + 1), T.ToolCall(float(i), f"k{i}", tool, tool, params),
+                   T.ToolResult(float(i), f"k{i}", status), T.TurnEnd(float(i), i + 1)]
+    T.write_trace(str(path), events)
+
+
+def test_commands_efficiency_says_which_calls_counted_against_its_budget(tmp_path):
+    """The tree said `len(trace.tool_calls) = 7` and nothing of which calls they were or
+    how far over `expected_commands` (the other trace criteria name their calls)."""
+    ws = _task(tmp_path, "  - {type: commands_efficiency, expected_commands: 2, "
+                         "description: economy}\n")
+    (tmp_path / "t.yaml").write_text((tmp_path / "t.yaml").read_text().replace(
+        "agent: {type: none}\n", "initial_prompt: go\n"))
+    _trace(tmp_path / "run.trace",
+           [("Bash", {"command": f"ls d{i}"}, "ok") for i in range(5)]
+           + [("Read", {"file_path": "a.txt"}, "ok"), ("Edit", {"file_path": "a.txt"}, "error")])
+    res = explain("t.yaml", "--workspace", ws, "--trace", "run.trace", cwd=tmp_path)
+    assert "score 0.286 (continuous)" in res.stdout, res.stdout
+    assert _evidence(res) == [
+        "evidence: 7 tool calls against expected_commands 2 (5 over): Bash 5, Edit 1, Read 1; "
+        "call#0 Bash 'ls d0' (turn 1, event 2, ok); call#1 Bash 'ls d1' (turn 2, event 6, ok);"
+        " call#2 Bash 'ls d2' (turn 3, event 10, ok); call#3 Bash 'ls d3' (turn 4, event 14, "
+        "ok); call#4 Bash 'ls d4' (turn 5, event 18, ok) and 2 more"], res.stdout
+    _trace(tmp_path / "none.trace", [])
+    none = explain("t.yaml", "--workspace", ws, "--trace", "none.trace", cwd=tmp_path)
+    assert _evidence(none) == ["evidence: 0 tool calls against expected_commands 2"], \
+        none.stdout
+
+
+def test_a_skill_call_that_named_another_skill_is_shown_when_skill_triggered_fails(tmp_path):
+    """The agent called the Skill tool with the wrong skill: `none of 3 calls match` and
+    nothing more, while command_executed names a call one part of its test left out.
+    A call that is neither a Skill call nor reads the skill's files is no near miss."""
+    ws = _task(tmp_path, "  - {type: skill_triggered, skill_name: date-teller, "
+                         "expected_skill: date-teller, description: uses the skill}\n")
+    (tmp_path / "t.yaml").write_text((tmp_path / "t.yaml").read_text().replace(
+        "agent: {type: none}\n", "initial_prompt: go\n"))
+    _trace(tmp_path / "run.trace", [("Bash", {"command": "date"}, "ok"),
+                                    ("Skill", {"skill": "weather-teller"}, "ok"),
+                                    ("Read", {"file_path": "skills/other/SKILL.md"}, "ok")])
+    res = explain("t.yaml", "--workspace", ws, "--trace", "run.trace", cwd=tmp_path)
+    assert res.returncode == 1
+    assert _evidence(res) == [
+        "evidence: none of 3 calls match; not counted: call#1 Skill skill='weather-teller' "
+        "(turn 2, event 6, ok): skill_base(str(c.param(\"skill\"))) == skill_name is false"], \
+        res.stdout
+    # found: the call that counted, and no near miss
+    _trace(tmp_path / "ok.trace", [("Skill", {"skill": "weather-teller"}, "ok"),
+                                   ("Skill", {"skill": "date-teller"}, "ok")])
+    ok = explain("t.yaml", "--workspace", ws, "--trace", "ok.trace", cwd=tmp_path)
+    assert ok.returncode == 0
+    assert _evidence(ok) == ["evidence: 1 of 2 calls match: call#1 Skill skill='date-teller' "
+                             "(turn 2, event 6, ok)"], ok.stdout

@@ -172,6 +172,10 @@ success_criteria:
   - {type: file_matches_regex, path: app.py, pattern: '^class ', flags: 8,
      description: a class}
   - {type: file_matches_regex, path: notes.txt, pattern: 'x', description: one line}
+  - {type: file_check, path: app.py, patterns: [{pattern: '^v\\d+ "q"'}], description: v}
+  - {type: command_executed, tool_name: Bash, command_pattern: 'curl\\s+"x', description: c}
+  - {type: run_command, command: 'true', expected_stdout: 'ok.*', stdout_match: regex,
+     description: r}
 """)
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "app.py").write_text(APP)
@@ -179,9 +183,17 @@ success_criteria:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["explain", "task.yaml", "--workspace", "ws"])
     out = result.stdout
-    assert "evidence: 'def \\\\w+' matches 'def main' at app.py:5:1" in out, out
-    assert "evidence: '^class ' matches nothing in app.py" in out, out
+    # a regex is spelled as the criteria language writes it, everywhere: the search's
+    # evidence said '^v\\\\d+' (a Python repr), a file_check pattern re"^v\\d+"
+    assert 'evidence: re"def \\w+" matches \'def main\' at app.py:5:1' in out, out
+    assert 'evidence: re"^class " matches nothing in app.py' in out, out
     assert "evidence: notes.txt: 1 line\n" in out, out
+    assert "patterns 0/1: re\"^v\\d+ \\\"q\\\"\" must match: no" in out, out
+    plan = CliRunner().invoke(main, ["explain", "task.yaml"]).stdout
+    assert "arguments: path='app.py', pattern=re\"def \\w+\"\n" in plan, plan
+    assert "arguments: tool_name='Bash', command_pattern=re\"curl\\s+\\\"x\"\n" in plan, plan
+    # a str the definition also compares is no regex (run_command's expected_stdout)
+    assert "expected_stdout='ok.*'" in plan, plan
 
 
 def test_a_failed_json_schema_says_why(tmp_path, monkeypatch):

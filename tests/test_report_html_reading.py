@@ -160,3 +160,20 @@ def test_the_paired_pass_rate_reads_in_percent_as_report_md(page, run_dir):
     assert cells[4] == md[4] and cells[4].endswith(" pp")  # Δ
     assert cells[5].split(" … ") == md[5].split(" to ")  # the interval's ends
     assert page.errors == []
+
+
+def test_an_error_trials_panel_says_it_was_never_graded(page):
+    """A trial that ended ERROR before grading (its pre_run failed) has no criterion
+    result: its panel said 'weighted score = 0 (no criterion with weight > 0)' and
+    'gate (every enabled criterion with weight > 0): 0/0 passed -> ERROR' under an empty
+    Criteria heading, while its task has a criterion (ce explain: 'the trial never
+    reached grading')."""
+    detail = _open(page, "plain/prefail/00")
+    text = detail.inner_text()
+    assert "pre_run command failed" in text
+    arithmetic = detail.locator("pre.arithmetic").inner_text()
+    assert "no criterion with weight > 0" not in arithmetic
+    assert "0/0 passed" not in arithmetic
+    assert "never reached grading" in arithmetic
+    assert "no criterion was graded" in detail.locator(".no-criteria").inner_text()
+    assert page.errors == []

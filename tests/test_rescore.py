@@ -210,7 +210,7 @@ success_criteria:
             "a.txt: 1 line",
             "includes 1/2: 'hello' found at a.txt:1:1; 'goodbye' not found"]}],
         "c2": [{"kind": "found", "lines": [
-            "a.txt: 1 line", "'^bye' matches nothing in a.txt"]}]}
+            "a.txt: 1 line", 're"^bye" matches nothing in a.txt']}]}
     res = ce("rescore", "run", "--out", "again", cwd=tmp_path)
     assert res.returncode == 1 and "0 changed" in res.stdout, res.stdout + res.stderr
     again = tmp_path / "again" / "default" / "why" / "00" / "evidence.json"

@@ -9,6 +9,7 @@ a plan before any run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ce_lang.api import (
@@ -22,6 +23,7 @@ from ce_lang.api import (
 from ce_lang.api import ast as A
 from ce_runtime.grade.explain_calls import (
     call_text,
+    counted_calls,
     metrics_evidence,
     near_misses,
     output_gist,
@@ -31,6 +33,7 @@ from ce_runtime.grade.interpreter import (
     CriterionResult,
     GradeResult,
     cli_call_text,
+    regex_text,
     show_value,
 )
 from ce_runtime.store.record import Status
@@ -213,6 +216,11 @@ class _Tree:
                 method, agent, ref = (self.r.values.get(a.id) for a in node.args)
                 detail = _similarity_detail(self.host, str(method), str(agent), ref)
                 return f"  [{detail}]" if detail else ""
+            if node.func == "len" and isinstance(node.args[0], A.Member) \
+                    and node.args[0].name == "tool_calls":
+                calls = self.r.values.get(node.args[0].id)
+                if isinstance(calls, list):
+                    return counted_calls(calls, self.inst.params.get("expected_commands"))
             if node.func == "uipath_eval" and self.host is not None:
                 return metrics_evidence(self.host.evidence.get(self.r.id, ()))
             if node.func == "read_cli_log" and isinstance(value, dict):
@@ -247,10 +255,11 @@ class _Tree:
             return ""
         where = text.path if isinstance(text, SourceText) else ""
         if found is None:
-            return f"  [{pattern!r} matches nothing" + (f" in {where}]" if where else "]")
+            return f"  [{regex_text(pattern)} matches nothing" + (f" in {where}]" if where
+                                                                   else "]")
         line, col = _line_col(text, found.start())
         at = f"{where}:{line}:{col}" if where else f"line {line}, column {col}"
-        return f"  [{pattern!r} matches {found.group(0)[:40]!r} at {at}]"
+        return f"  [{regex_text(pattern)} matches {found.group(0)[:40]!r} at {at}]"
 
     def matches(self, node: A.Call) -> str:
         hits = self.r.matched[node.id]
@@ -354,7 +363,7 @@ def item_text(item: Any, doc: Any) -> str:
     if isinstance(item, dict) and "pattern" in item:
         must = "must match" if item.get("must_match", True) else "must not match"
         flags = f", flags {item['flags']}" if item.get("flags") else ""
-        return f're"{item["pattern"]}" {must}{flags}'
+        return f"{regex_text(str(item['pattern']))} {must}{flags}"
     return show_value(item, 40)
 
 
@@ -365,10 +374,13 @@ def _json(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def chosen(only: str | None, cid: str, index: int, ctype: str) -> bool:
-    """Whether `--criterion ONLY` (an id, an index or a type; None: every one) names the
-    criterion `cid`, at `index` in its plan, of type `ctype`."""
-    return only is None or only in (cid, str(index), ctype)
+def chosen(only: str | Sequence[str] | None, cid: str, index: int, ctype: str) -> bool:
+    """Whether `--criterion ONLY` (an id, an index or a type, or several; None: every
+    one) names the criterion `cid`, at `index` in its plan, of type `ctype`."""
+    if only is None:
+        return True
+    names = (only,) if isinstance(only, str) else only
+    return any(name in (cid, str(index), ctype) for name in names)
 
 
 def _judges(result: CriterionResult, host: Host | None) -> list[dict[str, Any]]:
@@ -474,7 +486,7 @@ def arithmetic(result: GradeResult, weighted_gate: float | None = None) -> list[
 
 
 def explain_trial(plan: Plan, instances: list[Instance], result: GradeResult,
-                  host: Host | None, only: str | None = None, kept: str | None = None,
+                  host: Host | None, only: str | Sequence[str] | None = None, kept: str | None = None,
                   why: str | None = None) -> str:
     """`kept`: the archived trial's status when the criteria do not decide it (a run
     limit stopped the agent, or it never reached grading), `why` the reason the run
@@ -524,7 +536,7 @@ def with_failure_evidence(criteria: dict[str, Any], found: dict[str, list[str]]
 
 
 def explain_json(plan: Plan, result: GradeResult, instances: list[Instance],
-                 host: Host | None, only: str | None = None, status: str | None = None,
+                 host: Host | None, only: str | Sequence[str] | None = None, status: str | None = None,
                  error: str | None = None) -> dict[str, Any]:
     """`explain_trial` as data (`ce explain -f json`; the shape is in
     docs/explain-rescore.md): the grade, the trial's `status` (its grade's verdict unless

@@ -12,6 +12,7 @@ from ce_lang.api import ast as A
 
 PATH_PARAMS = ("file_path", "path", "notebook_path", "skill", "pattern", "url")
 NEAR_SHOWN = 3
+CALLS_SHOWN = 5
 
 
 def call_text(call: ToolCallView) -> str:
@@ -43,9 +44,9 @@ def _call_params(params: Any) -> str:
     return repr(str(params)[:50])
 
 
-def _conjuncts(node: A.Node) -> list[A.Node]:
-    if isinstance(node, A.Binary) and node.op == "and":
-        return _conjuncts(node.left) + _conjuncts(node.right)
+def _conjuncts(node: A.Node, op: str = "and") -> list[A.Node]:
+    if isinstance(node, A.Binary) and node.op == op:
+        return _conjuncts(node.left, op) + _conjuncts(node.right, op)
     return [node]
 
 
@@ -63,33 +64,56 @@ def near_misses(node: A.Call, calls: list[ToolCallView], hits: list[int],
     require_success or c.ok) is false`: the calls a count over the trace's tool calls
     left out for one part of its test only (the agent ran curl, and it failed), which
     `none of 3 calls match` left the reader to find. Only for a test that is an `and`
-    of parts, and a part other than its regex: every call a pattern does not match is
-    no near miss. A part that cannot be evaluated on its own leaves its call out."""
+    of parts (or an `or` of such tests: skill_triggered's Skill call that named another
+    skill), and a part other than its regex: every call a pattern does not match is no
+    near miss. A part that cannot be evaluated on its own leaves its call out. An
+    `exists` that found its call has none."""
     lam = node.args[1] if len(node.args) == 2 else None
-    if not isinstance(lam, A.Lambda):
+    if not isinstance(lam, A.Lambda) or (node.func == "exists" and hits):
         return ""
-    parts = _conjuncts(lam.body)
-    if len(parts) < 2:
-        return ""
+    tests = [parts for parts in (_conjuncts(alt) for alt in _conjuncts(lam.body, "or"))
+             if len(parts) >= 2]
     evaluator = Evaluator(host)
     counted = set(hits)
     near = []
     for call in calls:
         if call.index in counted:
             continue
-        failed = []
-        try:
-            for part in parts:
-                if evaluator.eval(part, {**env, lam.param: call}) is not True:
-                    failed.append(part)
-        except Exception:  # a part that needs an earlier one (`x != null and x.y`)
-            continue
-        if len(failed) == 1 and not _searches(failed[0]):
-            near.append(f"{call_text(call)}: {text(failed[0])} is false")
+        for parts in tests:
+            try:
+                failed = [part for part in parts
+                          if evaluator.eval(part, {**env, lam.param: call}) is not True]
+            except Exception:  # a part that needs an earlier one (`x != null and x.y`)
+                continue
+            if len(failed) == 1 and not _searches(failed[0]):
+                near.append(f"{call_text(call)}: {text(failed[0])} is false")
+                break
     if not near:
         return ""
     more = f" and {len(near) - NEAR_SHOWN} more" if len(near) > NEAR_SHOWN else ""
     return "; not counted: " + "; ".join(near[:NEAR_SHOWN]) + more
+
+
+def counted_calls(calls: list[ToolCallView], budget: Any) -> str:
+    """What a count of every tool call counted (commands_efficiency's `len(trace.
+    tool_calls)`, shown `= 12` and nothing else): `12 tool calls against expected_commands
+    5 (7 over): Bash 9, Read 3; call#0 Bash 'ls' (turn 1, event 2, ok); ... and 7 more`,
+    the budget when the criterion has one."""
+    n = len(calls)
+    text = f"{n} tool call{'' if n == 1 else 's'}"
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        text += f" against expected_commands {budget}" + (
+            f" ({n - budget} over)" if n > budget else "")
+    if not calls:
+        return f"  [{text}]"
+    tally: dict[str, int] = {}
+    for call in calls:
+        tally[call.tool] = tally.get(call.tool, 0) + 1
+    tools = ", ".join(f"{tool} {k}" for tool, k in
+                      sorted(tally.items(), key=lambda kv: (-kv[1], kv[0])))
+    more = f" and {n - CALLS_SHOWN} more" if n > CALLS_SHOWN else ""
+    return f"  [{text}: {tools}; " + "; ".join(call_text(c) for c in calls[:CALLS_SHOWN]) \
+        + more + "]"
 
 
 def output_gist(text: Any, limit: int = 80) -> str:

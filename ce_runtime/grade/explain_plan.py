@@ -5,6 +5,7 @@ and the plan steps it runs."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ce_lang.api import (
@@ -18,10 +19,10 @@ from ce_lang.api import (
 )
 from ce_lang.api import ast as A
 from ce_runtime.grade.explain import INDENT, MISSING, chosen, item_text
-from ce_runtime.grade.interpreter import is_disabled, show_value
+from ce_runtime.grade.interpreter import is_disabled, regex_text, show_value
 
 
-def explain_plan(plan: Plan, trial_id: str | None = None, only: str | None = None) -> str:
+def explain_plan(plan: Plan, trial_id: str | None = None, only: str | Sequence[str] | None = None) -> str:
     """`only`: just the criteria `--criterion` names (and no closing score line)."""
     out = [f"task {plan.task_id}" + (f"  (trial {trial_id})" if trial_id else "")]
     es = plan.early_stop
@@ -46,7 +47,9 @@ def explain_plan(plan: Plan, trial_id: str | None = None, only: str | None = Non
                    f"{c.pass_threshold:g}; {gate}")
         if c.definition == "expr":
             out.append(f"{INDENT}expression: {' '.join(str(c.args.get('expr')).split())}")
-        args = ", ".join(f"{k}={_arg_text(v)}" for k, v in _shown_args(c, registry))
+        regexes = _regex_params(c, registry)
+        args = ", ".join(f"{k}={_arg_text(v, k in regexes)}"
+                         for k, v in _shown_args(c, registry))
         if args:
             out.append(f"{INDENT}arguments: {args}")
         out.append(f"{INDENT}effects: {', '.join(c.effects) or 'pure'}")
@@ -74,7 +77,7 @@ def explain_plan(plan: Plan, trial_id: str | None = None, only: str | None = Non
     return "\n".join(out) + "\n"
 
 
-def explain_plan_json(plan: Plan, trial_id: str | None = None, only: str | None = None
+def explain_plan_json(plan: Plan, trial_id: str | None = None, only: str | Sequence[str] | None = None
                       ) -> dict[str, Any]:
     """`explain_plan`'s facts as data (`ce explain TASK -f json`); `only` as there."""
     es = plan.early_stop
@@ -111,6 +114,33 @@ def _shown_args(c: CriterionCall, registry: Registry | None) -> list[tuple[str, 
     return out
 
 
+def _regex_params(c: CriterionCall, registry: Registry | None) -> set[str]:
+    """The parameters that are regexes, spelled `re"..."` as the tree's evidence spells
+    them: of type regex (command_pattern), or a str the definition only searches with
+    (file_matches_regex's pattern; not run_command's expected_stdout, also compared)."""
+    checked = registry.criteria.get(c.definition or c.type) if registry is not None else None
+    if checked is None:
+        return set()
+    defn = checked.defn
+    roots = [let.expr for let in (*defn.lets, *defn.outputs)] + \
+        ([defn.score] if defn.score is not None else [])
+    searched, other = set(), set()
+    for root in roots:
+        for node in A.walk(root):
+            for i, child in enumerate(A.children(node)):
+                if not isinstance(child, A.Name):
+                    continue
+                if isinstance(node, A.Call) and node.func in ("search", "try_search") \
+                        and i == 1:
+                    searched.add(child.name)
+                elif not (isinstance(node, A.Binary) and node.op in ("==", "!=")
+                          and any(isinstance(x, A.Lit) and x.value is None
+                                  for x in (node.left, node.right))):
+                    other.add(child.name)
+    return {name for name, t in checked.params.items()
+            if t.name == "regex" or (name in searched and name not in other)}
+
+
 def _literal(node: A.Node) -> Any:
     if isinstance(node, A.Lit):
         return node.value.pattern if isinstance(node.value, Regex) else node.value
@@ -126,7 +156,9 @@ def _same(a: Any, b: Any) -> bool:
     return b is not MISSING and a == b and isinstance(a, bool) == isinstance(b, bool)
 
 
-def _arg_text(value: Any) -> str:
+def _arg_text(value: Any, regex: bool = False) -> str:
+    if regex and isinstance(value, str):
+        return regex_text(value)
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         return "[" + "; ".join(item_text(v, MISSING) for v in value) + "]"
     return show_value(value, 40)

@@ -257,6 +257,14 @@ def cli_call_text(call: dict[str, Any]) -> str:
     return f"`{line}` ({', '.join(facts)})" if facts else f"`{line}`"
 
 
+def regex_text(pattern: str) -> str:
+    """A regex as the criteria language writes it, `re"^v\\d+"` (docs/criteria-language.md):
+    every place of `ce explain` spells a pattern so (a Python repr, `'^v\\\\d+'`, doubled
+    its backslashes in one place and not in another); a `"` in it escaped, a line break
+    as `\\n` (the literal is one line, and the regex reads `\\n` as a line break)."""
+    return 're"' + pattern.replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
 def show_value(value: Any, limit: int = 80) -> str:
     """A short, readable rendering of a value for explanations."""
     if isinstance(value, bool):
@@ -266,7 +274,7 @@ def show_value(value: Any, limit: int = 80) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, Regex):
-        return f're"{value.pattern}"'
+        return regex_text(value.pattern)
     if isinstance(value, ToolCallView):
         return f"call#{value.index} {value.tool}"
     if isinstance(value, dict) and isinstance(value.get("argv"), list):

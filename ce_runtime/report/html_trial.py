@@ -472,6 +472,9 @@ def _shape(rec: TrialRecord, raw: dict[str, Any], cap: int, max_events: int
 def arithmetic(criteria: list[dict[str, Any]], rec: TrialRecord) -> list[str]:
     """From the criterion scores to the weighted score and the status (as `ce explain`
     ends its tree)."""
+    if not criteria:  # an ERROR before grading: no result, not "no criterion with weight"
+        why = ": the trial never reached grading" if rec.weighted_score is None else ""
+        return [f"no criterion was graded{why} -> {rec.status}"]
     weighted = [c for c in criteria if (c.get("weight") or 0) > 0 and not c.get("disabled")]
     lines = []
     score = rec.weighted_score

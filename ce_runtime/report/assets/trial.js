@@ -41,6 +41,7 @@ window.CE_TRIAL = (function () {
     }
 
     root.append(el("h3", {}, "Criteria"));
+    if (!(d.criteria || []).length) root.append(el("p", { class: "muted no-criteria" }, "no criterion was graded" + (d.weighted_score === null || d.weighted_score === undefined ? ": the trial never reached grading (ce explain grades its archived workspace for information)" : "")));
     for (const c of d.criteria || []) {
       const cls = c.disabled ? "off" : c.passed ? "pass" : "fail";
       const box = el("div", { class: "crit " + cls, "data-criterion": c.id });
