@@ -15,14 +15,15 @@ from ce_runtime.cli.options import experiment_option
 from ce_runtime.safe_text import terminal
 
 
-@click.command("explain")
-@click.argument("task", type=click.Path(exists=True))
+@click.command("explain", context_settings={"allow_extra_args": True})
+@click.argument("task", type=click.Path())
 @click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False),
               help="The trial's trace (ce trace format; see `ce trace import`).")
 @click.option("--workspace", type=click.Path(exists=True, file_okay=False),
               help="The trial's final workspace directory.")
-@click.option("--criterion", "only", metavar="ID",
-              help="Only this criterion (c0, c1 ..., its index, or its type).")
+@click.option("--criterion", "only", metavar="ID", multiple=True,
+              help="Only this criterion (c0, c1 ..., its index, or its type); repeat it "
+                   "for several.")
 @click.option("--trial", "trial_id", metavar="ID",
               help="Which trial: of the resolved TASK (default: the first), or of the run "
                    "TASK names; its id or a unique prefix (default/hello).")
@@ -38,8 +39,9 @@ from ce_runtime.safe_text import terminal
                    "trial's status and each criterion's evidence and tree; "
                    "docs/explain-rescore.md).")
 @click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json.")
-def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrides, allow_paths,
-                fmt, as_json):
+@click.pass_context
+def explain_cmd(ctx, task, trace_path, workspace, only, trial_id, experiment, overrides,
+                allow_paths, fmt, as_json):
     """Explain TASK's criteria: before a run, or for a finished trial.
 
     \b
@@ -59,11 +61,19 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
       ce explain runs/latest/default/hello_world/00
       ce explain runs/ --trial default/hello       the latest run's trial
       ce explain runs/latest/default/hello_world/00 --criterion c1 -f json
+      ce explain runs/latest/default/hello_world/00 --criterion c1 --criterion c3
       ce explain tasks/hello_world.yaml
       ce explain tasks/hello_world.yaml --workspace ws/ --trace run.trace
       ce explain tasks/hello_world.yaml --workspace ws/ --criterion c1
     """
     as_json = as_json or fmt == "json"
+    if ctx.args:
+        raise click.UsageError(_extra_arguments(task, ctx.args, trial_id, only))
+    if not os.path.exists(task):
+        from ce_runtime.cli.pick import missing_path
+
+        raise missing_path(task, "TASK")
+    only = tuple(only) or None
     if os.path.isdir(task):
         from ce_runtime.cli.pick import trial_of_run
 
@@ -94,7 +104,8 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     if trial_id:
         wanted = by_prefix(trial_id, [t.trial_id for t in result.trials], "trial", "--trial")
         trial = next(t for t in result.trials if t.trial_id == wanted)
-    criterion(only, [(c.id, c.type) for c in trial.plan.criteria])
+    for name in only or ():
+        criterion(name, [(c.id, c.type) for c in trial.plan.criteria])
     if workspace is None:
         if trace_path:
             raise click.UsageError("--trace needs --workspace (the trial's final files)")
@@ -148,7 +159,40 @@ def explain_cmd(task, trace_path, workspace, only, trial_id, experiment, overrid
     sys.exit(0 if graded.success else 1)
 
 
-def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
+def _extra_arguments(task: str, extras: list[str], trial_id: str | None,
+                     only: tuple[str, ...]) -> str:
+    """What to type instead of `ce explain RUN TRIAL CRITERION`: TASK is the one argument,
+    the trial and the criterion are options. Each extra word goes, in order, to the
+    option it reads as: a criterion's id or index (c1, 1) to --criterion, else to --trial
+    while that is free (a trial directory or a task file's single trial has none), then
+    --criterion (a criterion's type). Click said only `Got unexpected extra arguments`."""
+    import re
+    import shlex
+
+    has_trial = bool(trial_id) or os.path.isfile(os.path.join(task, "task.json"))
+    given = [task]
+    for word in extras:
+        if os.path.exists(word) and not os.path.exists(os.path.join(task, word)):
+            return (f"ce explain takes one TASK (a task file, a trial directory, a run or a "
+                    f"directory of runs), got {len(extras) + 1}: {shlex.join([task, *extras])};"
+                    " explain one at a time, and name the trial and the criterion with "
+                    "--trial and --criterion")
+        if re.fullmatch(r"c?\d+", word) or has_trial:
+            given += ["--criterion", word]
+        else:
+            given += ["--trial", word]
+            has_trial = True
+    for name in only:
+        given += ["--criterion", name]
+    if trial_id:
+        given += ["--trial", trial_id]
+    return (f"unexpected argument{'s' if len(extras) > 1 else ''} {shlex.join(extras)}: "
+            "TASK is the only argument; the trial and the criterion are options (a trial "
+            f"by its id or a unique prefix, a criterion by id, index or type): "
+            f"ce explain {shlex.join(given)}")
+
+
+def _explain_trial_dir(trial_dir: str, only: tuple[str, ...] | None, as_json: bool) -> None:
     """Re-grade an archived trial the way it was graded: its plan, the standard criteria
     the run kept, its own sandbox environment, the judge verdicts the run recorded (no
     judge is asked); say so where the re-grade differs from the record."""
@@ -195,7 +239,8 @@ def _explain_trial_dir(trial_dir: str, only: str | None, as_json: bool) -> None:
                 else None
             from ce_runtime.cli.pick import criterion
 
-            criterion(only, [(c.id, c.type) for c in plan.criteria])
+            for name in only or ():
+                criterion(name, [(c.id, c.type) for c in plan.criteria])
             restore_workspace(manifest, os.path.join(root, "objects"), ws,
                               outward_links=True)
             task_dir, task_notes = task_dir_for(root, task.plan_hash, task.task_dir or "")

@@ -131,3 +131,39 @@ def say_if_latest(path: str, command: str) -> None:
     if run != os.path.realpath(path):
         click.echo(f"ce {command}: {path} is a directory of runs; using the latest, {run}",
                    err=True)
+
+
+def missing_path(path: str, hint: str) -> click.BadParameter:
+    """The error for a PATH that does not exist, with what is there: under a run (a trial
+    directory `RUN/default/task/01` when only `00` exists) the trials below the part of
+    PATH that exists, the closest first; elsewhere the closest name in its directory.
+    Click's own said `Path '...' does not exist` and nothing of what does."""
+    from ce_lang.api import did_you_mean
+
+    above = path
+    while above and not os.path.exists(above):
+        above = os.path.dirname(above.rstrip(os.sep))
+    here = above or "."
+    run = here if os.path.isfile(os.path.join(here, "run.json")) else _run_above(here)
+    if run is not None:
+        from ce_runtime.grade.rescore import trial_dirs
+
+        real = os.path.realpath(here)
+        trials = [os.path.join(above, os.path.relpath(d, real)) if above
+                  else os.path.relpath(d, real) for d in trial_dirs(run)
+                  if os.path.realpath(d).startswith(real + os.sep)]
+        if trials:
+            close = did_you_mean(path.rstrip(os.sep), trials)
+            shown = ", ".join(trials[:8]) + (f" and {len(trials) - 8} more"
+                                             if len(trials) > 8 else "")
+            return click.BadParameter(
+                f"{path} does not exist; " + (f"{close} " if close else "")
+                + f"({here} holds {len(trials)} trial{'s' if len(trials) > 1 else ''}: "
+                f"{shown})", param_hint=hint)
+    names = sorted(os.listdir(here)) if os.path.isdir(here) and \
+        os.path.dirname(path.rstrip(os.sep)) == above else []
+    close = did_you_mean(os.path.basename(path.rstrip(os.sep)), names)
+    if close:
+        close = close.replace("`", f"`{os.path.join(above, '')}", 1) if above else close
+    return click.BadParameter(f"{path} does not exist" + (f"; {close}" if close else ""),
+                              param_hint=hint)
