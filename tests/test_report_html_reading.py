@@ -177,3 +177,40 @@ def test_an_error_trials_panel_says_it_was_never_graded(page):
     assert "never reached grading" in arithmetic
     assert "no criterion was graded" in detail.locator(".no-criteria").inner_text()
     assert page.errors == []
+
+
+def test_the_page_works_from_the_keyboard(page):
+    """Tab reaches a trial's row and Enter opens its panel, whose close button takes the
+    focus; Escape closes it and gives the focus back to the row. A column header sorts on
+    Enter and says how (aria-sort); a task's row filters on Enter; the filter box and the
+    selects have names a screen reader reads. Rows and headers took mouse clicks only."""
+    p = page.page
+    p.locator("#filter").focus()
+    for _ in range(40):  # past the selects, check boxes and headers to the first row
+        p.keyboard.press("Tab")
+        if p.evaluate("document.activeElement.closest('#trial-table tbody tr') !== null"):
+            break
+    focused = p.evaluate("document.activeElement.dataset.index")
+    assert focused is not None, "Tab never reached a trial's row"
+    p.keyboard.press("Enter")
+    assert p.locator("#detail").is_visible()
+    assert p.evaluate("document.getElementById('detail').contains(document.activeElement)")
+    p.keyboard.press("Escape")
+    assert p.locator("#detail").is_hidden()
+    assert p.evaluate("document.activeElement.dataset.index") == focused
+
+    head = p.locator("#trial-table th[data-col='score']")
+    head.focus()
+    p.keyboard.press("Enter")
+    assert head.get_attribute("aria-sort") == "ascending"
+    p.keyboard.press(" ")
+    assert head.get_attribute("aria-sort") == "descending"
+
+    p.locator("#task-table tbody tr[data-task='rows/r10']").focus()
+    p.keyboard.press("Enter")
+    assert sorted(page.rows()) == ["plain/rows/r10/00", "with-notes/rows/r10/00"]
+
+    for role, name in (("searchbox", "filter trials"), ("searchbox", "filter tasks"),
+                       ("combobox", "status"), ("combobox", "variant")):
+        assert p.get_by_role(role, name=name).count() == 1, (role, name)
+    assert page.errors == []

@@ -78,6 +78,13 @@
   }
   const status = (s) => el("span", { class: "st " + (s || "") }, s || "?");
   const early = () => el("span", { class: "badge early", title: "stopped early: gated on its armed criteria only" }, "stopped early");
+  // what a click does, from the keyboard too (a row or a header has focus: Enter or Space)
+  const onKeys = (fn) => (e) => { if (e.target === e.currentTarget && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); fn(e); } };
+  const sortState = (th, col, st) => {
+    th.classList.toggle("sorted-asc", col === st.sort && !st.desc);
+    th.classList.toggle("sorted-desc", col === st.sort && st.desc);
+    if (col === st.sort) th.setAttribute("aria-sort", st.desc ? "descending" : "ascending"); else th.removeAttribute("aria-sort");
+  };
 
   // -- header and run summary ----------------------------------------------------------
   function header() {
@@ -339,10 +346,10 @@
     const sec = document.getElementById("tasks");
     sec.append(el("h2", {}, `Tasks (${taskRows.length})`));
     sec.append(el("div", { class: "controls" },
-      el("input", { type: "search", id: "task-filter", placeholder: "filter tasks…", oninput: (e) => { tstate.q = e.target.value.toLowerCase(); tstate.page = 0; drawTasks(vs); } }),
+      el("input", { type: "search", id: "task-filter", placeholder: "filter tasks…", "aria-label": "filter tasks", oninput: (e) => { tstate.q = e.target.value.toLowerCase(); tstate.page = 0; drawTasks(vs); } }),
       el("span", { id: "task-count", class: "muted" })));
     const cols = [["task", "Task"], ["n", "Trials"], ["rate", "Pass rate"], ...vs.map((v) => ["v:" + v, v]), ["early", "Stopped early"]];
-    sec.append(el("table", { id: "task-table" }, el("thead", {}, el("tr", {}, cols.map(([k, label]) => el("th", { "data-col": k, onclick: () => { if (tstate.sort === k) tstate.desc = !tstate.desc; else { tstate.sort = k; tstate.desc = false; } drawTasks(vs); } }, label)))), el("tbody", {})));
+    sec.append(el("table", { id: "task-table" }, el("thead", {}, el("tr", {}, cols.map(([k, label]) => { const sort = () => { if (tstate.sort === k) tstate.desc = !tstate.desc; else { tstate.sort = k; tstate.desc = false; } drawTasks(vs); }; return el("th", { "data-col": k, tabindex: 0, onclick: sort, onkeydown: onKeys(sort) }, label); }))), el("tbody", {})));
     sec.append(el("div", { class: "pager controls" },
       el("button", { id: "task-prev", onclick: () => { tstate.page = Math.max(0, tstate.page - 1); drawTasks(vs); } }, "‹ previous"),
       el("span", { id: "task-page-info" }),
@@ -356,7 +363,7 @@
     taskView.sort((a, b) => { const x = key(a), y = key(b); if (x === y) return a.task < b.task ? -1 : 1; if (x === null) return 1; if (y === null) return -1; return (x < y ? -1 : 1) * sign; });
     const pages = Math.max(1, Math.ceil(taskView.length / PAGE));
     tstate.page = Math.min(tstate.page, pages - 1);
-    const rows = taskView.slice(tstate.page * PAGE, (tstate.page + 1) * PAGE).map((r) => el("tr", { "data-task": r.task, onclick: () => setFilter(r.task) },
+    const rows = taskView.slice(tstate.page * PAGE, (tstate.page + 1) * PAGE).map((r) => el("tr", { "data-task": r.task, tabindex: 0, onclick: () => setFilter(r.task), onkeydown: onKeys(() => setFilter(r.task)) },
       el("td", { class: "mono" }, r.task), el("td", { class: "num" }, r.n), el("td", { class: "num" }, pct(r.rate)),
       vs.map((v) => { const c = r.cells[v]; return el("td", { class: "num" + (c ? (c.ok === c.n ? " ok" : c.ok ? "" : " bad") : "") }, c ? `${c.ok}/${c.n}` + (c.scored ? ` · ${num(c.score / c.scored, 2)}` : "") : "—"); }),
       el("td", { class: "num" }, r.early ? el("span", { class: "badge early" }, String(r.early)) : "")));
@@ -365,10 +372,7 @@
     document.getElementById("task-page-info").textContent = `page ${tstate.page + 1} of ${pages}`;
     document.getElementById("task-prev").disabled = tstate.page === 0;
     document.getElementById("task-next").disabled = tstate.page >= pages - 1;
-    document.querySelectorAll("#task-table th").forEach((th) => {
-      th.classList.toggle("sorted-asc", th.dataset.col === tstate.sort && !tstate.desc);
-      th.classList.toggle("sorted-desc", th.dataset.col === tstate.sort && tstate.desc);
-    });
+    document.querySelectorAll("#task-table th").forEach((th) => sortState(th, th.dataset.col, tstate));
   }
 
   function trialsSection() {
@@ -378,13 +382,13 @@
     const variantsSeen = [...new Set(D.trials.map((r) => r[COL.variant]))];
     const nEarly = D.trials.filter((r) => r[COL.early]).length;
     sec.append(el("div", { class: "controls" },
-      el("input", { type: "search", id: "filter", placeholder: "filter: trial, task, status, criterion, error…", oninput: (e) => { state.q = e.target.value; state.task = null; state.page = 0; applyView(); } }),
-      el("select", { id: "status-filter", onchange: (e) => { state.status = e.target.value; state.page = 0; applyView(); } }, el("option", { value: "" }, "every status"), statuses.map((s) => el("option", { value: s }, s))),
-      variantsSeen.length > 1 ? el("select", { id: "variant-filter", onchange: (e) => { state.variant = e.target.value; state.page = 0; applyView(); } }, el("option", { value: "" }, "every variant"), variantsSeen.map((s) => el("option", { value: s }, s))) : null,
+      el("input", { type: "search", id: "filter", placeholder: "filter: trial, task, status, criterion, error…", "aria-label": "filter trials", oninput: (e) => { state.q = e.target.value; state.task = null; state.page = 0; applyView(); } }),
+      el("select", { id: "status-filter", "aria-label": "status", onchange: (e) => { state.status = e.target.value; state.page = 0; applyView(); } }, el("option", { value: "" }, "every status"), statuses.map((s) => el("option", { value: s }, s))),
+      variantsSeen.length > 1 ? el("select", { id: "variant-filter", "aria-label": "variant", onchange: (e) => { state.variant = e.target.value; state.page = 0; applyView(); } }, el("option", { value: "" }, "every variant"), variantsSeen.map((s) => el("option", { value: s }, s))) : null,
       el("label", {}, el("input", { type: "checkbox", id: "failed-only", onchange: (e) => { state.failedOnly = e.target.checked; state.page = 0; applyView(); } }), " not succeeded"),
       nEarly ? el("label", {}, el("input", { type: "checkbox", id: "early-only", onchange: (e) => { state.earlyOnly = e.target.checked; state.page = 0; applyView(); } }), ` stopped early (${nEarly})`) : null,
       el("span", { id: "count", class: "muted" })));
-    const head = el("tr", {}, SHOWN.map(([k, label]) => el("th", { "data-col": k, class: NUMERIC.has(k) ? "num" : "", onclick: () => { if (state.sort === k) state.desc = !state.desc; else { state.sort = k; state.desc = false; } applyView(); } }, label)));
+    const head = el("tr", {}, SHOWN.map(([k, label]) => { const sort = () => { if (state.sort === k) state.desc = !state.desc; else { state.sort = k; state.desc = false; } applyView(); }; return el("th", { "data-col": k, class: NUMERIC.has(k) ? "num" : "", tabindex: 0, onclick: sort, onkeydown: onKeys(sort) }, label); }));
     sec.append(el("table", { id: "trial-table" }, el("thead", {}, head), el("tbody", {})));
     sec.append(el("div", { class: "pager controls" },
       el("button", { id: "prev", onclick: () => { state.page = Math.max(0, state.page - 1); drawTable(); } }, "‹ previous"),
@@ -399,7 +403,7 @@
     const rows = view.slice(state.page * PAGE, (state.page + 1) * PAGE).map((i) => {
       const r = D.trials[i];
       const failed = r[COL.failed] || [];
-      return el("tr", { "data-index": i, class: i === state.selected ? "sel" : "", onclick: () => openTrial(i) },
+      return el("tr", { "data-index": i, class: i === state.selected ? "sel" : "", tabindex: 0, onclick: () => openTrial(i), onkeydown: onKeys(() => openTrial(i)) },
         el("td", { class: "mono" }, r[COL.trial_id]), el("td", {}, r[COL.variant]), el("td", {}, r[COL.task]),
         el("td", { class: "num" }, r[COL.repeat]),
         el("td", {}, status(r[COL.status]), r[COL.early] ? early() : null),
@@ -414,10 +418,7 @@
     document.getElementById("page-info").textContent = `page ${state.page + 1} of ${pages}`;
     document.getElementById("prev").disabled = state.page === 0;
     document.getElementById("next").disabled = state.page >= pages - 1;
-    document.querySelectorAll("#trial-table th").forEach((th) => {
-      th.classList.toggle("sorted-asc", th.dataset.col === state.sort && !state.desc);
-      th.classList.toggle("sorted-desc", th.dataset.col === state.sort && state.desc);
-    });
+    document.querySelectorAll("#trial-table th").forEach((th) => sortState(th, th.dataset.col, state));
   }
 
   // -- one trial -------------------------------------------------------------------------
@@ -439,11 +440,17 @@
     }
     aside.hidden = false;
     aside.scrollTop = 0;
+    aside.querySelector("button.close").focus();  // the panel takes the focus (Esc closes it)
   }
   function closeTrial() {
-    document.getElementById("detail").hidden = true;
+    const aside = document.getElementById("detail");
+    if (aside.hidden) return;
+    const hadFocus = aside.contains(document.activeElement);
+    aside.hidden = true;
+    const row = document.querySelector(`#trial-table tbody tr[data-index="${state.selected}"]`);
     state.selected = -1;
     document.querySelectorAll("#trial-table tbody tr.sel").forEach((tr) => tr.classList.remove("sel"));
+    if (hadFocus && row) row.focus();  // back to the row that opened it
   }
   document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeTrial(); });
 
