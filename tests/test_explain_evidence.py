@@ -150,6 +150,14 @@ def test_report_md_and_junit_tell_a_failed_score_from_its_threshold(tmp_path):
         (tmp_path / "junit.xml").read_text()
     said = explain("run/default/thr/00", cwd=tmp_path).stdout
     assert "c0 0.66667 < 0.6667 -> FAILURE" in said, said
+    # report.html: its arithmetic said `c0 0.667 < 0.667` (.3g), its panel `score 0.667
+    # vs pass threshold 0.67`; both as report.md now (trial.js shows `below`)
+    from tests.outputs_run import html_data
+
+    detail = html_data((tmp_path / "run" / "report.html").read_text(), "ce-d0")
+    assert detail["arithmetic"][-1] == \
+        "gate (every enabled criterion with weight > 0): c0 0.66667 < 0.6667 -> FAILURE"
+    assert detail["criteria"][0]["below"] == ["0.66667", "0.6667"]
 
 
 def _trace(path, calls) -> None:

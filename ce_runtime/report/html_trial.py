@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from ce_runtime.report.rundir import load_json_object, trial_dir
+from ce_runtime.report.text import fmt_apart, fmt_below
 from ce_runtime.store.record import InvalidRecord, TrialRecord, as_record, decode_record
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -405,6 +406,10 @@ def _shape(rec: TrialRecord, raw: dict[str, Any], cap: int, max_events: int
             "id": c.id, "type": c.type, "description": c.description,
             "kind": c.kind, "score": c.score,
             "pass_threshold": c.pass_threshold, "passed": c.passed,
+            # a failed score and its threshold as report.md says them (fmt_below): the
+            # panel's 3 and 2 decimals read 0.8999 against 0.9 `0.900 vs 0.90`
+            "below": None if c.passed or c.disabled or c.error or c.score is None
+            else list(fmt_apart(c.score, c.pass_threshold)),
             "weight": c.weight, "gating": c.gating,
             "advisory": c.advisory, "disabled": c.disabled,
             "error": _cut(c.error, cap) if c.error else None,
@@ -495,8 +500,9 @@ def arithmetic(criteria: list[dict[str, Any]], rec: TrialRecord) -> list[str]:
     scope = "armed criteria only (stopped early)" if rec.stopped_early \
         else "every enabled criterion with weight > 0"
     if failed:
+        # report.md's rule (fmt_below): `.3g` read 2/3 against 0.6667 `0.667 < 0.667`
         why = ", ".join(f"{c['id']} error" if c.get("error") else
-                        f"{c['id']} {c.get('score') or 0:.3g} < {c.get('pass_threshold') or 0:.3g}"
+                        f"{c['id']} {fmt_below(c.get('score') or 0, c.get('pass_threshold') or 0)}"
                         for c in failed)
         lines.append(f"gate ({scope}): {why} -> {rec.status}")
     else:

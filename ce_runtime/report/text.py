@@ -25,13 +25,19 @@ def fmt_below(score: float | None, threshold: float | None, digits: int = 2) -> 
     """`score < threshold` for a criterion that failed, with as many decimals as tell
     them apart: 2/3 against 0.6667 read `0.67 < 0.67` (`ce explain` says `0.66667 <
     0.6667`)."""
+    return " < ".join(fmt_apart(score, threshold, digits))
+
+
+def fmt_apart(score: float | None, threshold: float | None, digits: int = 2
+              ) -> tuple[str, str]:
+    """`fmt_below`'s two numbers (report.html shows them apart)."""
     if score is None or threshold is None or score == threshold:
-        return f"{fmt_score(score)} < {fmt_score(threshold)}"
+        return fmt_score(score), fmt_score(threshold)
     for n in range(digits, 17):
         a, b = f"{score:.{n}f}", f"{threshold:.{n}f}"
         if a != b:
-            return f"{_trim(a) if n > digits else a} < {_trim(b) if n > digits else b}"
-    return f"{score!r} < {threshold!r}"
+            return (_trim(a), _trim(b)) if n > digits else (a, b)
+    return repr(score), repr(threshold)
 
 
 def _trim(number: str) -> str:

@@ -48,7 +48,9 @@ window.CE_TRIAL = (function () {
       box.append(el("div", {}, el("b", {}, `${c.id} ${c.type}`), c.description ? `: ${c.description}` : "",
         c.advisory ? el("span", { class: "badge adv" }, "advisory — not gated") : null,
         c.disabled ? el("span", { class: "badge" }, "disabled") : null));
-      box.append(el("div", { class: "mono" }, `score ${num(c.score, 3)} (${c.kind || "?"}) vs pass threshold ${num(c.pass_threshold, 2)} -> ${c.passed ? "PASS" : "FAIL"}; weight ${c.weight ?? "?"}` + (c.gating ? "" : " (not gated)")));
+      // a failed score and its threshold as report.md says them (c.below: fmt_below)
+      const [shownScore, shownThreshold] = c.below || [num(c.score, 3), num(c.pass_threshold, 2)];
+      box.append(el("div", { class: "mono" }, `score ${shownScore} (${c.kind || "?"}) vs pass threshold ${shownThreshold} -> ${c.passed ? "PASS" : "FAIL"}; weight ${c.weight ?? "?"}` + (c.gating ? "" : " (not gated)")));
       const args = Object.entries(c.args || {});
       if (args.length) box.append(el("div", { class: "mono muted args" }, args.map(([k, v]) => `${k}: ${v}`).join("; ")));
       const outs = Object.entries(c.outputs || {});
