@@ -214,3 +214,19 @@ def test_the_page_works_from_the_keyboard(page):
                        ("combobox", "status"), ("combobox", "variant")):
         assert p.get_by_role(role, name=name).count() == 1, (role, name)
     assert page.errors == []
+
+
+def test_a_workspace_files_content_opens_from_the_keyboard(page):
+    """A file's row in the trial panel shows or hides its content on Enter, as on a
+    click (it took mouse clicks only)."""
+    detail = _open(page, "plain/longpath/00")
+    row = detail.locator(f"tr.file[data-path='{LONGPATH}']")
+    content = row.locator("xpath=following-sibling::tr[1]")
+    assert content.is_visible()  # an added file's content is open
+    row.focus()
+    assert row.evaluate("r => r === document.activeElement"), "the row takes no focus"
+    page.page.keyboard.press("Enter")
+    assert content.is_hidden()
+    page.page.keyboard.press(" ")
+    assert content.is_visible()
+    assert page.errors == []

@@ -147,6 +147,9 @@ window.CE_TRIAL = (function () {
         const holder = el("tr", { hidden: f.status !== "modified" && f.status !== "added" }, el("td", { colspan: 3 }, content));
         row.style.cursor = "pointer";
         row.addEventListener("click", () => { holder.hidden = !holder.hidden; });
+        // from the keyboard too: the row takes the focus, Enter or Space toggles it
+        row.tabIndex = 0;
+        row.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); holder.hidden = !holder.hidden; } });
         body.append(holder);
       }
     }
