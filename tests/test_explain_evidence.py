@@ -5,28 +5,11 @@ lines apart), and each `uipath eval` metric against its threshold."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from types import SimpleNamespace
 
-from click.testing import CliRunner
-
-from ce_runtime.cli import main
 from ce_runtime.trace import events as T
-
-
-def explain(*args, cwd):
-    """`ce explain ARGS` in this process, from `cwd`: .returncode, .stdout."""
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        res = CliRunner().invoke(main, ["explain", *map(str, args)])
-    finally:
-        os.chdir(old)
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return SimpleNamespace(returncode=res.exit_code, stdout=res.stdout)
+from tests.test_explain_cli import explain
 
 
 def _task(tmp_path, criteria: str):
