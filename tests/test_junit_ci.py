@@ -118,3 +118,20 @@ def test_testcase_names_are_unique_across_variants(junit):
     assert {"first/labels/c0 suite_thresholds", "second/labels/c0 suite_thresholds",
             "first/--min-pass-rate 0.9", "second/--min-pass-rate 0.9",
             "first/passes/00", "second/passes/00"} <= names
+
+
+@pytest.mark.slow
+def test_trial_and_suite_gate_testcases_name_their_task_file(junit):
+    """`file`, relative to the directory `ce run` ran in (as the SARIF's URIs): GitLab
+    links the test to the file (lib/gitlab/ci/parsers/test/junit.rb reads it; pytest's
+    xunit1 family writes it); Jenkins' reader ignores attributes it does not know. The
+    --min-pass-rate gate has no task file of its own."""
+    files = {case.get("name"): case.get("file") for case in junit.iter("testcase")}
+    for name, file in files.items():
+        if "--min-pass-rate" in name:
+            assert file is None, name
+        elif name.endswith("suite_thresholds"):
+            assert file == "suite/labels.yaml", name
+        else:
+            task = name.split("/")[1]
+            assert file == f"suite/{task}.yaml", name

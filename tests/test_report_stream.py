@@ -200,7 +200,8 @@ entry()
 
 @pytest.mark.parametrize("after", [0, 1, 3])
 def test_ce_run_whose_worker_is_killed_after_some_trials_writes_every_report(tmp_path,
-                                                                              after):
+                                                                              after,
+                                                                              monkeypatch):
     """The worker killed after the first trial, or after the last (while it makes the
     reports ahead): `ce run` writes them all itself, as it would without a worker; and
     the worker left alone (0) writes them so too."""
@@ -216,6 +217,7 @@ def test_ce_run_whose_worker_is_killed_after_some_trials_writes_every_report(tmp
     again = _fresh_copy(run, tmp_path / "again")
     meta = json.loads((run / RUN_JSON).read_text())
     (again / RUN_JSON).write_text(json.dumps({"created_at": meta["created_at"]}))
+    monkeypatch.chdir(tmp_path)  # where `ce run` ran: the JUnit's `file` is relative to it
     _in_process(again, run_id=meta["run_id"], config=meta["args"],
                 junit_xml=str(again / "junit.xml"))
     _same_files(run, again)

@@ -535,10 +535,19 @@ def test_a_stopped_runs_junit_has_each_trial_not_run_as_skipped(tmp_path):
     12 were planned. Each trial that did not run is now a skipped testcase of its
     variant's testsuite (the run-level error stays: the run is no pass); run.json keeps
     their ids, so `ce report -f junit` writes the same file; the resume's has none."""
-    junit = tmp_path / "junit.xml"
+    junit, sarif = tmp_path / "junit.xml", tmp_path / "ce.sarif"
     proc, run_dir, err, _ = _start_and_stop(tmp_path, signal.SIGTERM,
-                                            extra=("--junit-xml", str(junit)))
+                                            extra=("--junit-xml", str(junit),
+                                                   "--sarif", str(sarif)))
     assert proc.returncode == 1, err
+    # the SARIF has the results of the trials that ran: it says the run did not finish
+    # (SARIF 2.1.0's invocation; a consumer must not take them for the whole run's)
+    [invocation] = json.loads(sarif.read_text())["runs"][0]["invocations"]
+    assert invocation["executionSuccessful"] is False
+    [note] = invocation["toolExecutionNotifications"]
+    assert note["level"] == "error" and note["message"]["text"].startswith(
+        f"the run was interrupted: {len(task_jsons(run_dir))} of {REPEATS} planned trial(s) "
+        "ran; `ce run --resume RUN` runs the other"), note
     ran = set(task_jsons(run_dir))
     planned = [f"default/slowish/{i:02d}" for i in range(REPEATS)]
     root = ET.parse(junit).getroot()
@@ -561,6 +570,8 @@ def test_a_stopped_runs_junit_has_each_trial_not_run_as_skipped(tmp_path):
     assert again.returncode == 0 and again.stdout == junit.read_text(encoding="utf-8")
     resumed = ce("run", "--resume", run_dir, cwd=str(tmp_path))  # writes the run's JUnit
     assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(sarif.read_text())["runs"][0]["invocations"] == [
+        {"executionSuccessful": True}]
     root = ET.parse(junit).getroot()
     assert (root.get("tests"), root.get("skipped"), root.get("errors")) == (
         str(REPEATS), "0", "0")

@@ -10,9 +10,9 @@ from typing import Any
 
 from ce_runtime.report.frames import Records
 from ce_runtime.report.gates import SuiteGate, below_text
-from ce_runtime.report.rundir import failure_findings
+from ce_runtime.report.rundir import cwd_relative, failure_findings, task_file_path
 from ce_runtime.report.text import failed_criteria, fmt_below, fmt_metric, fmt_score
-from ce_runtime.store.record import CriterionRecord, Status, as_records
+from ce_runtime.store.record import CriterionRecord, Status, TrialRecord, as_records
 
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -72,7 +72,9 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
     error in a testsuite `(run)`, and a skipped testcase for each trial that did not run
     (its `unrun_trials`), in its variant's testsuite: without them the file listed the
     trials that ran, all green, and nothing of the others. With `run_dir`, a failed
-    criterion's text quotes what the grader found (`rundir.failure_findings`)."""
+    criterion's text quotes what the grader found (`rundir.failure_findings`) and each
+    trial's and gate's testcase names its task file (`file`, as pytest's xunit1 family
+    does: GitLab links the test to it)."""
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name="ce")
@@ -87,6 +89,16 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         return suites[variant]
 
     retried = ((summary or {}).get("retried") or {}).get("by_trial") or {}
+    files: dict[str | None, dict[str, str]] = {}
+
+    def file_of(rec: TrialRecord) -> dict[str, str]:
+        """The testcase's `file`: the task file, relative to the current directory as
+        the SARIF's URIs are (GitLab links the test to it; Jenkins ignores it)."""
+        if rec.task_file not in files:
+            path = task_file_path(rec.task_file, rec.trial_id, run_dir)
+            files[rec.task_file] = {"file": _x(cwd_relative(path))} if path else {}
+        return files[rec.task_file]
+
     for rec in as_records(records):
         variant = rec.variant_id or "default"
         ts = suite(variant)
@@ -95,7 +107,7 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
         c["tests"] += 1
         c["time"] += duration
         tc = ET.SubElement(ts, "testcase", classname=_x(rec.task_id),
-                           name=_x(rec.trial_id), time=f"{duration:.3f}")
+                           name=_x(rec.trial_id), **file_of(rec), time=f"{duration:.3f}")
         status = rec.status
         failures = failed_criteria(rec)
         found = failure_findings(run_dir, rec.trial_id) if failures else {}
@@ -138,16 +150,19 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
                                time="0.000")
             _outcome(tc, "skipped", f"not run: {why} (`ce run --resume RUN` runs it)")
 
+    by_suite = {(r.variant_id, r.suite_id): r for r in as_records(records) if r.suite_id}
     for g in gates:
         if not g.thresholds:
             continue  # metrics only, nothing to pass or fail
+        rec = by_suite.get((g.variant, g.suite_id))
         ts = suite(g.variant)
         c = counts[g.variant]
         c["tests"] += 1
         # the variant leads the name, as in a trial's: Jenkins knows a test by classname
         # and name, and every variant has the same gate
         tc = ET.SubElement(ts, "testcase", classname=_x(f"suite.{g.suite_id}"),
-                           name=_x(f"{g.name} suite_thresholds"), time="0.000")
+                           name=_x(f"{g.name} suite_thresholds"),
+                           **(file_of(rec) if rec is not None else {}), time="0.000")
         if not g.passed:
             c["failures"] += 1
             _outcome(tc, "failure", below_text(g), type="SUITE_GATE")

@@ -52,7 +52,8 @@ def render_loaded(data, fmt: str, summary: dict, gates: list, reads=None,
         from ce_lang.api import __version__
         from ce_runtime.report.sarif import render_sarif
 
-        return render_sarif(data.records, __version__, gates=gates, run_dir=data.run_dir)
+        return render_sarif(data.records, __version__, gates=gates, run_dir=data.run_dir,
+                            run_state=summary)
     from ce_runtime.report.html import page_data
     from ce_runtime.report.html_page import render_html
 

@@ -231,6 +231,34 @@ def failure_findings(run_dir: str | None, trial_id: str) -> dict[str, list[str]]
             for cid, lines in out.items()}
 
 
+def task_file_path(task_file: str | None, trial_id: str, run_dir: str | None) -> str | None:
+    """A trial's task file. Recorded as given to `ce run` (relative to the directory it
+    ran in), so a report made elsewhere named another file: with the run directory, it
+    is the task directory the trial's task.json records joined with the file's name (as
+    the compiler made it). The SARIF's locations and the JUnit's `file` take it."""
+    if not task_file or os.path.isabs(task_file) or not run_dir:
+        return task_file
+    tdir = trial_dir(run_dir, trial_id)
+    task_dir = (load_json_object(os.path.join(tdir, "task.json")) or {}).get("task_dir") \
+        if tdir else None
+    if not isinstance(task_dir, str) or not os.path.isabs(task_dir):
+        return task_file
+    return os.path.join(task_dir, os.path.basename(task_file))
+
+
+def cwd_relative(path: str, base: str | None = None) -> str:
+    """`path` relative to `base` (the current directory) with `/` between its parts when
+    it is under it (as CI services link a file of the checkout), else absolute."""
+    full = os.path.abspath(path)
+    try:
+        rel = os.path.relpath(full, os.path.abspath(base or os.getcwd()))
+    except ValueError:  # another drive
+        return full
+    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        return full
+    return rel.replace(os.sep, "/")
+
+
 def load_json_object(path: str) -> dict[str, Any] | None:
     """A JSON object from a file, None when it is missing, unreadable or not an object."""
     try:

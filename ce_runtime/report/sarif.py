@@ -2,16 +2,18 @@
 SARIF viewers show as alerts on the task files.
 
 One result per failed criterion of a graded trial (the criteria report.md lists under
-Failures: gating ones that failed, and any that failed with an error), and one per trial
-that failed without a failing criterion to blame (ERROR, TIMEOUT and the other run
-limits), and one per failed suite gate (`suite_thresholds` below their minimum over a
+Failures: gating ones that failed, and any that failed with an error), one per ERROR
+trial (with its failed criteria, if it was graded), one per trial that failed without a
+failing criterion to blame (TIMEOUT and the other run limits), and one per failed suite
+gate (`suite_thresholds` below their minimum over a
 dataset's rows: a run that fails only there exits 1 too). A rule per criterion type
 (`ce/run_command`, ...) plus `ce/trial-error`, `ce/trial-status` and `ce/suite-gate`.
 level: `error` for a gating criterion, a trial error and a suite gate, `warning` for a
 non-gating criterion that errored and for a run limit. The location is
 the task file (relative to `base` when it is under it, else a file:// URI) and, when the
 file still parses, the line of the criterion's entry under `success_criteria`
-(criterion ids `c<N>` are the N-th entry); line 1 otherwise.
+(criterion ids `c<N>` are the N-th entry); line 1 otherwise. The run's `invocations`
+say whether it finished (`executionSuccessful`), and if not why.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ce_runtime.report.rundir import failure_findings
+from ce_runtime.report.rundir import cwd_relative, failure_findings, task_file_path
 from ce_runtime.report.text import failed_criteria, fmt_below
 from ce_runtime.store.record import NOT_FAILED_STATUSES, Status, TrialRecord, as_records
 
@@ -59,32 +61,10 @@ def _uri(path: str | None, base: str) -> str:
 
     if not path:
         return "unknown-task-file"
-    full = os.path.abspath(path)
-    try:
-        rel = os.path.relpath(full, base)
-    except ValueError:  # another drive
-        rel = full
-    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
-        return pathlib.Path(full).as_uri()
-    return quote(rel.replace(os.sep, "/"), safe="/")
-
-
-def _task_path(rec: TrialRecord, run_dir: str | None) -> str | None:
-    """The trial's task file. Recorded as given to `ce run` (relative to the directory it
-    ran in), so `ce report` run elsewhere found no line and wrote a URI to another file:
-    with the run directory, it is the task directory the trial's task.json records
-    joined with the file's name (as the compiler made it)."""
-    task_file = rec.task_file
-    if not task_file or os.path.isabs(task_file) or not run_dir:
-        return task_file
-    try:
-        with open(os.path.join(run_dir, rec.trial_id, "task.json"), "rb") as fh:
-            task_dir = json.loads(fh.read()).get("task_dir")
-    except (OSError, ValueError, AttributeError):
-        return task_file
-    if not isinstance(task_dir, str) or not os.path.isabs(task_dir):
-        return task_file
-    return os.path.join(task_dir, os.path.basename(task_file))
+    rel = cwd_relative(path, base)
+    if os.path.isabs(rel):
+        return pathlib.Path(rel).as_uri()
+    return quote(rel, safe="/")
 
 
 def _index(criterion_id: Any) -> int | None:
@@ -95,11 +75,14 @@ def _index(criterion_id: Any) -> int | None:
 
 def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: str,
                  base: str | None = None, gates: Sequence[SuiteGate] | None = None,
-                 run_dir: str | None = None) -> str:
+                 run_dir: str | None = None, run_state: dict[str, Any] | None = None
+                 ) -> str:
     """The SARIF document for `records` (task.json-shaped, as `ce run` and `ce report`
     hold them). `base`: the directory URIs are relative to (default: the current one).
     `gates`: the suite gates (default: computed from `records`). `run_dir`: the run they
-    are read from, where each task file's directory is recorded (`_task_path`)."""
+    are read from, where each task file's directory is recorded
+    (`rundir.task_file_path`). `run_state`: run.json (or the summary `ce report` made
+    of it), whose `status` says whether the run finished (`invocation`)."""
     base = os.path.abspath(base or os.getcwd())
     rules: dict[str, dict[str, Any]] = {}
     results: list[dict[str, Any]] = []
@@ -115,7 +98,7 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
             key: str, criterion_id: Any = None,
             properties: dict[str, Any] | None = None) -> None:
         if rec.task_file not in paths:
-            paths[rec.task_file] = _task_path(rec, run_dir)
+            paths[rec.task_file] = task_file_path(rec.task_file, rec.trial_id, run_dir)
         task_file = paths[rec.task_file]
         if task_file not in lines_cache:
             lines_cache[task_file] = _criterion_lines(task_file)
@@ -152,12 +135,14 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
                 text += ": " + "; ".join(found[c.id])
             add(rec, f"ce/{ctype}", f"A {ctype} criterion failed", "error"
                 if c.gating else "warning", text, f"{trial}#{c.id}", c.id)
-        if failures or status in NOT_FAILED_STATUSES:
-            continue
         if status == Status.ERROR:  # why, as report.md and JUnit say it (the agent's end)
+            # also beside its failed criteria: an agent that crashed after writing files
+            # is graded, and its criteria alone said nothing of the crash
             why = rec.error_reason
             add(rec, "ce/trial-error", "A trial ended in an error", "error",
                 f"{trial}: {Status.ERROR}" + (f": {why}" if why else ""), f"{trial}#error")
+        elif failures or status in NOT_FAILED_STATUSES:
+            continue
         else:
             outcome = rec.agent_outcome
             detail = (outcome.detail or outcome.reason) if outcome is not None else ""
@@ -183,9 +168,30 @@ def render_sarif(records: Sequence[TrialRecord | dict[str, Any]], tool_version: 
             "tool": {"driver": {"name": "ce", "version": tool_version,
                                 "rules": list(rules.values())}},
             "results": results,
+            **({"invocations": [invocation(run_state)]}
+               if run_state and run_state.get("status") else {}),
         }],
     }
     return json.dumps(doc, indent=2) + "\n"
+
+
+def invocation(run_state: dict[str, Any]) -> dict[str, Any]:
+    """SARIF's `invocation` of the run (2.1.0, 3.20): `executionSuccessful` true for a
+    run whose every planned trial ran (run.json `complete`: its trials may have failed,
+    which its results say), false with the reason as an error notification otherwise
+    (interrupted by Ctrl-C or SIGTERM, an executor that did not start, a lost trial):
+    its results are then those of the trials that ran, and a consumer must not take
+    them for the run's (SARIF's appendix on detecting incomplete result sets)."""
+    status = run_state.get("status")
+    if status == "complete":
+        return {"executionSuccessful": True}
+    reasons = [r for r in run_state.get("exit_reasons") or () if isinstance(r, str)]
+    error = run_state.get("error")
+    why = reasons[0] if status in ("interrupted", "incomplete") and reasons else \
+        error if isinstance(error, str) and error else f"the run is {status}"
+    return {"executionSuccessful": False, "toolExecutionNotifications": [{
+        "level": "error", "message": {"text": why},
+        "descriptor": {"id": f"ce/run-{status}"}}]}
 
 
 def write_run_sarif(run_dir: str, path: str) -> int:
@@ -196,7 +202,8 @@ def write_run_sarif(run_dir: str, path: str) -> int:
     from ce_runtime.store.atomic import write_bytes_atomic
 
     data = load_run(run_dir)
-    text = render_sarif(data.records, __version__, run_dir=data.run_dir)
+    text = render_sarif(data.records, __version__, run_dir=data.run_dir,
+                        run_state=data.run_json)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     write_bytes_atomic(path, text.encode())
     return len(json.loads(text)["runs"][0]["results"])
