@@ -543,7 +543,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     deleted while it ran) is listed and makes the exit 1. `error`: what stopped the run
     short other than a signal (an executor that did not start); `unrun`: the planned
     trials that did not run (`_unrun`: JUnit's skipped testcases)."""
-    from ce_runtime.cli.run_output import error_lines, passed_gate_lines, summary_table
+    from ce_runtime.cli.run_output import passed_gate_lines, summary_table, trial_lines
 
     lost = [dict(r) for r in lost]
     summary = None
@@ -573,7 +573,7 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
     if summary.get("exit_code"):  # why it is not a pass: a gate, a rate, a Ctrl-C ...
         for reason in summary.get("exit_reasons") or ():  # the run's own path for RUN
             click.echo(f"not passed: {reason.replace('--resume RUN`', f'--resume {run_dir}`')}")
-    for line in error_lines(records):
+    for line in trial_lines(records, os.path.join(run_dir, "report.md"), quiet):
         click.echo(line)
     if junit_xml and not quiet:  # said as `--sarif` says its file (and as it, not with -q)
         from ce_runtime.report.junit import junit_counts

@@ -180,6 +180,40 @@ def error_lines(records, most: int = 5) -> list[str]:
     return lines
 
 
+FAILED_SHOWN = 10  # trials `failed_trial_lines` names, at most
+
+
+def failed_trial_lines(records, report: str, most: int = FAILED_SHOWN) -> list[str]:
+    """A line per trial that did not succeed (NOT_GRADED is no failure), in the run's
+    order: its status, id, the run limit that stopped it (TIMEOUT ...) and its failed
+    criteria (`c0 run_command`); the first `most`, then how many more. A CI log said
+    `3 FAILURE` and which tasks' mean score fell, never which trials failed on what,
+    unless one opened `report` (report.md, which has each)."""
+    from ce_runtime.report.text import failed_criteria
+    from ce_runtime.store.record import NOT_FAILED_STATUSES, Status, as_records
+
+    failed = [r for r in as_records(records) if r.status not in NOT_FAILED_STATUSES]
+    lines = []
+    for r in failed[:most]:
+        criteria = ", ".join(f"{c.id} {c.type}".rstrip() for c in failed_criteria(r))
+        outcome = r.agent_outcome
+        limit = (outcome.detail or outcome.reason) if outcome is not None and \
+            r.status not in (Status.FAILURE, Status.ERROR) else None
+        why = "; ".join([*([" ".join(limit.split())[:120]] if limit else []),
+                         *([f"failed {criteria}"] if criteria else [])])
+        lines.append(one_line(f"{r.status} {r.trial_id}" + (f": {why[:300]}" if why else "")))
+    if len(failed) > most:
+        lines.append(f"... and {len(failed) - most} more trial(s) that did not succeed: "
+                     f"see {report}")
+    return lines
+
+
+def trial_lines(records, report: str, quiet: bool = False) -> list[str]:
+    """The lines after the summary: the trials that did not succeed (not with -q:
+    `failed_trial_lines`), then why the ERROR trials errored (`error_lines`)."""
+    return ([] if quiet else failed_trial_lines(records, report)) + error_lines(records)
+
+
 def summary_table(records) -> None:
     """Per task: trials, successes, mean score: the table a person reads at the end (the
     run's result: stdout, so `ce run ... > results.txt` keeps it). The mean score is
