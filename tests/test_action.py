@@ -5,6 +5,7 @@ and reports ce's exit status."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -117,7 +118,8 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     # a second run that ce refuses (exit 2) starts no run: runs/latest is the first
     # run's, and nothing of it is taken for this one's results; nor are the first run's
     # files in the output directory (the same step twice in a job, a kept workspace):
-    # its junit.xml and ce.sarif stayed, and were uploaded as this run's
+    # its junit.xml and ce.sarif stayed, and were uploaded as this run's. ce writes
+    # them saying it refused the input
     out_file.write_text("")
     env["CE_ARGS"] = "--repeats 0"
     res = run_step(step, env, tmp_path, out_file, summary)
@@ -125,8 +127,12 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines())
     assert outputs == {"exit-code": "2"}, outputs
     assert "ce run started no run (exit 2): no reports to collect" in res.stdout
-    assert not {"report.md", "run.json", "report.html", "junit.xml", "ce.sarif",
-                "trials.parquet", "results.parquet"} & {p.name for p in out.iterdir()}
+    assert not {"report.md", "run.json", "report.html", "trials.parquet",
+                "results.parquet"} & {p.name for p in out.iterdir()}
+    refused = "ce run refused its input: Invalid value for '--repeats'"
+    assert f'<error type="REFUSED" message="{refused}' in (out / "junit.xml").read_text()
+    sarif = json.loads((out / "ce.sarif").read_text())["runs"][0]
+    assert sarif["results"] == [] and sarif["invocations"][0]["executionSuccessful"] is False
 
 
 def run_step(step: dict, env: dict, cwd: Path, out_file: Path, summary: Path):

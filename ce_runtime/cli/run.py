@@ -17,6 +17,7 @@ from ce_runtime.cli.options import (
     count,
     experiment_option,
 )
+from ce_runtime.cli.run_refused import Refused, RunCommand
 
 
 def _tag_match(tag: str, wanted: str) -> bool:
@@ -64,7 +65,7 @@ def _why_no_trial(trials, a) -> str:
     return f"no trial to run: {given} select none of the {len(tasks)} task(s)"
 
 
-@click.command("run")
+@click.command("run", cls=RunCommand)
 @click.argument("paths", nargs=-1, metavar="PATHS...")
 @experiment_option(help="Experiment file: its variants are run against every task.")
 @click.option("-D", "overrides", multiple=True, metavar="PATH=VALUE",
@@ -188,7 +189,12 @@ def run_cmd(**params):
         raise
     except OSError as exc:  # a write failed: read-only run directory, no space ...
         _write_failed(exc, state.get("run_dir"), state.get("resume_dir"))
-    except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort,
+            SystemExit) as exc:
+        from ce_runtime.cli.run_refused import refusal_lines, write
+
+        if (why := refusal_lines(exc)) is not None:  # exit 2: said in --junit-xml, --sarif
+            write(params, why, getattr(exc, "diagnostics", ()))
         raise
     except Exception as exc:  # a bug of ce's (exit 3): the run's run.json says it ended
         _mark_failed(state.get("run_dir"), f"internal error ({type(exc).__name__}: {exc})")
@@ -267,9 +273,9 @@ def _run_with(state, worker, a):
     if result.errors:
         errors = [d for d in result.diagnostics if d.severity == "error" or not a.quiet]
         click.echo(render_human(errors, result.sources, color=color), err=True, nl=False)
-        click.echo(f"ce run: {result.errors} error(s) in the task files; nothing was run",
-                   err=True)
-        sys.exit(2)
+        why = f"{result.errors} error(s) in the task files; nothing was run"
+        click.echo(f"ce run: {why}", err=True)
+        raise Refused([why], result.diagnostics)
     if result.warnings and not a.quiet:  # what `ce compile` says, `ce run` says
         click.echo(render_human(result.diagnostics, result.sources, color=color), err=True,
                    nl=False)
@@ -281,8 +287,8 @@ def _run_with(state, worker, a):
     if skipped and not a.quiet:
         click.echo(f"ce run: not run (skip:): {skipped}", err=True)
     if not trials:
-        click.echo(f"ce run: {_why_no_trial(result.trials, a)}", err=True)
-        sys.exit(2)
+        click.echo(f"ce run: {(why := _why_no_trial(result.trials, a))}", err=True)
+        raise Refused([why])
     P.drivers(trials)
     a = attrs.evolve(a, executor=_check_executor(a.executor or "local", a.ray_address))
     P.agents(trials, agent_type)
@@ -513,7 +519,7 @@ def _check_executor(name: str, ray_address: str | None) -> str:
     why = ray_missing() if name == "ray" else None
     if why:
         click.echo(f"ce run: {why}", err=True)
-        sys.exit(2)
+        raise Refused([why])
     return name
 
 

@@ -15,17 +15,18 @@ is missing and the trials it stops; any problem ends the run with exit 2, nothin
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
 
 def _fail(problems: list[str], hint: str) -> None:
     if problems:
+        from ce_runtime.cli.run_refused import Refused
+
         for p in problems:
             click.echo(f"ce run: {p}", err=True)
         click.echo(f"ce run: nothing was run ({hint})", err=True)
-        sys.exit(2)
+        raise Refused([*problems, f"nothing was run ({hint})"])
 
 
 def _shown(ids: list[str]) -> str:
@@ -132,9 +133,12 @@ def costs(trials, override: str | None, quiet: bool = False,
                    f"({_shown([t.trial_id for t in group])}): {why}", override)
             for (why, *_), group in budgeted.items()]
         click.echo(render_human(diags, sources or {}, color=color), err=True, nl=False)
-        click.echo(f"ce run: {len(diags)} max_usd budget(s) ce cannot enforce; nothing was "
-                   "run (give the model a rate, or remove max_usd)", err=True)
-        sys.exit(2)
+        why = (f"{len(diags)} max_usd budget(s) ce cannot enforce; nothing was run (give "
+               "the model a rate, or remove max_usd)")
+        click.echo(f"ce run: {why}", err=True)
+        from ce_runtime.cli.run_refused import Refused
+
+        raise Refused([why], diags)
 
 
 def models(trials, override: str | None, scripted: bool) -> None:
@@ -188,14 +192,19 @@ def outputs(paths: dict[str, str | None], run_dir: str | None = None) -> None:
     """The report files written outside the run directory (--junit-xml, --sarif) can be:
     said before the run, not found unwritable once every trial has run; none of them is
     in `run_dir` (this run's) or part of another run's archive."""
-    from ce_runtime.cli.archive_guard import clash
-
     problems = []
     for option, path in paths.items():
-        why = path and (clash(path, run_dir) or _unwritable(path))
+        why = path and output_problem(path, run_dir)
         if why:
             problems.append(f"{option} {path}: {why}")
     _fail(problems, "give a path ce can write")
+
+
+def output_problem(path: str, run_dir: str | None = None) -> str | None:
+    """Why a report file may not be written at `path` (see `outputs`), or None."""
+    from ce_runtime.cli.archive_guard import clash
+
+    return clash(path, run_dir) or _unwritable(path)
 
 
 def _unwritable(path: str) -> str | None:
