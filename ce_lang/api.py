@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "render_json": "ce_lang.render",
     "render_sarif": "ce_lang.render",
     "converter": "ce_lang.convert",
+    "SCRIPT_KEYS": "ce_lang.yaml_source",
     # plans
     "Plan": "ce_lang.plan",
     "Trial": "ce_lang.plan",

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from ce_agents.opencode import _launcher
 from ce_runtime.execute.sandbox import ripgrep
 
 
@@ -48,7 +49,7 @@ def test_the_launcher_runs_rg_with_every_argument_intact(tmp_path):
     rg.write_text("#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\n")
     rg.chmod(0o755)
     launcher = tmp_path / "launcher"
-    launcher.write_bytes(ripgrep.wrapper(str(rg)))
+    launcher.write_bytes(_launcher(str(rg)))
     launcher.chmod(0o755)
     out = subprocess.run([str(launcher), "--glob=*.txt", "a b", "$HOME"], capture_output=True,
                          text=True, timeout=30)

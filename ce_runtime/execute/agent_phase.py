@@ -200,7 +200,7 @@ def agent_request(trial: Trial, sandbox, agent_name: str,
         reference=block_to_json(plan.reference) if plan.reference else None,
         criteria=[{"id": c.id, "type": c.type, "args": c.args} for c in plan.criteria],
         sandbox=sandbox, model_endpoint=endpoint,
-        tools={agent_name: tools.executable(agent_name)} if agent_name in tools.NPM_AGENTS else {})
+        tools=tools.request_tools(agent_name))
 
 
 def model_endpoint(trial: Trial, agent_name: str, ctx: RunContext, sandbox, notes):

@@ -230,7 +230,7 @@ class Script:
         if not isinstance(data, dict):
             raise ScriptError(f"{where} must be a mapping with `steps` (and `rows`, `judge`, "
                               "`agent_judge`)")
-        from ce_lang.yaml_source import SCRIPT_KEYS  # (`ce compile` knows a script by them)
+        from ce_lang.api import SCRIPT_KEYS  # (`ce compile` knows a script by them)
 
         unknown = sorted(set(data) - SCRIPT_KEYS)
         if unknown:

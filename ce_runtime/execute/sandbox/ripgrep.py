@@ -7,14 +7,13 @@ machine without `rg`. An agent benchmarked with its search tools broken scores l
 than it is.
 
 So ce installs a pinned ripgrep beside OpenCode (the `ripgrep` wheel from PyPI, through
-pip and its configured index: nothing else of the network is needed) and puts a launcher
-of it where OpenCode looks after PATH (`wrapper`): a sandbox whose PATH has an `rg`
-keeps it, as OpenCode would.
+pip and its configured index: nothing else of the network is needed); the OpenCode
+adapter gets its path (AgentRequest.tools["rg"]) and puts a launcher of it where
+OpenCode looks after PATH: a sandbox whose PATH has an `rg` keeps it, as OpenCode would.
 """
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -90,8 +89,3 @@ def _install(dest: str) -> str | None:
         os.chmod(staging, 0o755)
         os.replace(staging, dest)
     return None
-
-
-def wrapper(rg: str) -> bytes:
-    """A script at OpenCode's own rg path that runs `rg` (as the sandbox names it)."""
-    return f'#!/bin/sh\nexec {shlex.quote(rg)} "$@"\n'.encode()

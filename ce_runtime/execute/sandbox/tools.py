@@ -64,6 +64,21 @@ def executable(name: str) -> str:
     return binary(name)
 
 
+def request_tools(name: str) -> dict[str, str]:
+    """What the agent's adapter is given (AgentRequest.tools): its CLI, and the helper
+    programs its tools run (OpenCode's `rg`, ripgrep.py), as host paths."""
+    if name not in NPM_AGENTS:
+        return {}
+    out = {name: executable(name)}
+    if name in NEEDS_RIPGREP:
+        from ce_runtime.execute.sandbox import ripgrep
+
+        rg = ripgrep.find(agent_dir(name))
+        if rg is not None:
+            out["rg"] = rg
+    return out
+
+
 def node_missing(name: str) -> str | None:
     """Why the installed agent cannot start on this machine: an npm binary (no native
     program for it) is a node script, and without node on PATH each trial ended ERROR
