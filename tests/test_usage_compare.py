@@ -239,3 +239,48 @@ def test_report_md_and_html_show_the_same_usage_cells(experiment):
                                 r"</script>", html, re.S).group(1))
     shown = [[f"`{r[0]}`", *r[1:]] for _, _, table in data["usage_tables"] for r in table]
     assert shown == rows
+
+
+# ---------------------------------------------------------------------------- ERROR trials
+
+
+def erroring(task_id: str, setup: int, last: str) -> str:
+    """A script task whose set-up exits `setup` (1: an ERROR before grading) and whose
+    agent's last action is `last` (`{fail: ...}`: an ERROR that reached grading)."""
+    return (f"task_id: {task_id}\ndescription: {task_id}\ninitial_prompt: go\nagent:\n"
+            f"  type: script\n  script:\n    - {WRITE}\n    - {last}\n"
+            "sandbox: {driver: tempdir, python: null}\n"
+            f"pre_run:\n  - command: 'exit {setup}'\n    fail_on_error: true\n"
+            "success_criteria:\n  - {type: file_exists, path: out.txt, description: d}\n")
+
+
+def test_the_usage_section_says_which_error_trials_its_means_are_over(tmp_path):
+    """A's `crashed` (the agent ended in an error, then was graded) and `broken` (its
+    set-up failed: never graded) are ERROR trials, which count as graded (any status but
+    NOT_GRADED): the section said 'over the 3 matched trial(s) both runs graded', as if
+    every one had been."""
+    runs = {}
+    for name, (setup, last) in {"a": (1, "{fail: boom}"), "b": (0, SAY)}.items():
+        suite = tmp_path / f"suite-{name}"
+        suite.mkdir()
+        for task_id, text in (("fine", erroring("fine", 0, SAY)),
+                              ("crashed", erroring("crashed", 0, last)),
+                              ("broken", erroring("broken", setup, SAY))):
+            (suite / f"{task_id}.yaml").write_text(text)
+        ce("run", str(suite), "--run-dir", str(tmp_path / name), "-q", cwd=tmp_path)
+        runs[name] = str(tmp_path / name)
+    md = ce("compare", runs["a"], runs["b"], cwd=tmp_path)
+    assert md.returncode == 0, md.stderr
+    assert "| Trials | A 3 (2 ERROR), B 3; 3 matched" in md.stdout
+    assert ("## Usage per trial (over the 3 matched trial(s) both runs graded or ended in "
+            "an ERROR (A's 2 ERROR trial(s), 1 of which never reached grading); — unknown"
+            in md.stdout)
+    doc = json.loads(ce("compare", runs["a"], runs["b"], "-f", "json", cwd=tmp_path).stdout)
+    u = doc["usage"]
+    assert (u["trials"], u["errors_a"], u["before_grading_a"], u["errors_b"],
+            u["before_grading_b"]) == (3, 2, 1, 0, 0)
+    # both runs the other way round, and B against itself: no ERROR, the plain words
+    back = ce("compare", runs["b"], runs["a"], cwd=tmp_path).stdout
+    assert "(B's 2 ERROR trial(s), 1 of which never reached grading)" in back
+    same = ce("compare", runs["b"], runs["b"], cwd=tmp_path).stdout
+    assert "## Usage per trial (over the 3 matched trial(s) both runs graded; " in same

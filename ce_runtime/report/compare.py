@@ -22,7 +22,9 @@ What is measured (B against A, differences are B - A):
   hybrid Wilson score interval for two independent proportions, his method 10) and the
   mean scores;
 - per run, what a trial cost over the matched trials both graded (mean and median turns,
-  tool calls, tokens, USD, wall time; unknown never 0) and B's ratio (report/usage.py);
+  tool calls, tokens, USD, wall time; unknown never 0) and B's ratio (report/usage.py):
+  an ERROR trial is graded (any status but NOT_GRADED), so the section says how many of
+  them each run has there and how many never reached grading;
 - the dataset suite gates (run.json's `suite_gates` of each run, matched by variant,
   suite and criterion): each run's verdict and the metrics side by side (accuracy and
   F1s, or pass rate and mean score, and those the thresholds name;

@@ -69,10 +69,18 @@ class UsageChange(msgspec.Struct, frozen=True):
 
 
 class UsageComparison(msgspec.Struct, frozen=True):
-    """The usage of the `trials` matched trials both runs graded, metric by metric."""
+    """The usage of the `trials` matched trials both runs graded, metric by metric.
+    Graded is any status but NOT_GRADED (report/__init__.py): an ERROR trial is one, so
+    `errors_a` and `errors_b` count each run's ERROR trials among them, and
+    `before_grading_a` and `before_grading_b` those of them that never reached grading
+    (no score: they measured what they did before, often nothing but their wall time)."""
 
     trials: int
     metrics: tuple[UsageChange, ...]
+    errors_a: int = 0
+    errors_b: int = 0
+    before_grading_a: int = 0
+    before_grading_b: int = 0
 
 
 def known(frame: pl.DataFrame | pl.LazyFrame, keep: Sequence[str]) -> pl.LazyFrame:
@@ -186,16 +194,21 @@ def _side(row: dict[str, Any], m: str) -> SideUsage:
 def compare_usage(trials_a: pl.DataFrame, trials_b: pl.DataFrame,
                   key: Sequence[str]) -> UsageComparison:
     """Both runs' usage over their matched trials (same `key`: variant, task, row and
-    repeat) that both graded."""
+    repeat) that both graded (ERROR trials too, counted apart)."""
     import polars as pl
 
     def prep(frame: pl.DataFrame) -> pl.LazyFrame:
         graded = frame.lazy().filter(pl.col("graded").fill_null(False))
-        return known(graded, key).with_columns(pl.col("row_id").fill_null(""))
+        error = pl.col("status") == "ERROR"
+        return known(graded.with_columns(error.alias("error"), (
+            error & pl.col("weighted_score").is_null()).alias("before_grading")),
+            (*key, "error", "before_grading")).with_columns(pl.col("row_id").fill_null(""))
 
     matched = prep(trials_a).join(prep(trials_b), on=list(key), suffix="_b",
                                   nulls_equal=True)
-    row = matched.select(pl.len().alias("trials"), *side_exprs(), *[
+    counts = [pl.col(c).sum().alias(c) for c in ("error", "error_b", "before_grading",
+                                                  "before_grading_b")]
+    row = matched.select(pl.len().alias("trials"), *counts, *side_exprs(), *[
         e.name.suffix("_b") for e in side_exprs("_b")], *paired_exprs("_b")) \
         .collect().row(0, named=True)
     metrics = []
@@ -204,7 +217,8 @@ def compare_usage(trials_a: pl.DataFrame, trials_b: pl.DataFrame,
         metrics.append(UsageChange(m, _side(row, m), b, row[f"{m}.paired"],
                                    row[f"{m}.paired_a"], row[f"{m}.paired_b"],
                                    row[f"{m}.ratio"]))
-    return UsageComparison(row["trials"], tuple(metrics))
+    return UsageComparison(row["trials"], tuple(metrics), row["error"], row["error_b"],
+                           row["before_grading"], row["before_grading_b"])
 
 
 # ---------------------------------------------------------------------------- run.json

@@ -84,11 +84,24 @@ def compare_table(u: UsageComparison) -> Table:
         rows.append([LABELS[c.metric], _mean_median(msgspec.structs.asdict(c.a), c.metric),
                      _mean_median(msgspec.structs.asdict(c.b), c.metric), ratio,
                      f"{c.a.n} / {c.b.n} / {c.paired}"])
-    return (f"Usage per trial (over the {u.trials} matched trial(s) both runs graded; "
+    return (f"Usage per trial (over {covered(u)}; "
             "— unknown: not measured, never 0; B ÷ A over the trials known in both; "
             "informs, not gated)",
             ["Per trial", "A mean (median)", "B mean (median)", "B ÷ A",
              "Known in A / B / both"], rows)
+
+
+def covered(u: UsageComparison) -> str:
+    """The trials the means are over: 'the 5 matched trial(s) both runs graded', and
+    the ERROR trials among them (graded is any status but NOT_GRADED, so an ERROR that
+    never reached grading is one): '... graded or ended in an ERROR (A's 1 ERROR
+    trial(s), 1 of which never reached grading)'."""
+    text = f"the {u.trials} matched trial(s) both runs graded"
+    errors = [f"{side}'s {n} ERROR trial(s)" + (f", {k} of which never reached grading"
+                                                 if k else "")
+              for side, n, k in (("A", u.errors_a, u.before_grading_a),
+                                 ("B", u.errors_b, u.before_grading_b)) if n]
+    return text + (f" or ended in an ERROR ({'; '.join(errors)})" if errors else "")
 
 
 # ---------------------------------------------------------------------------- report.md
