@@ -114,6 +114,9 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     # the job's summary page gets the report after what earlier steps wrote
     assert summary.read_text() == "earlier step\n" + (latest / "report.md").read_text()
     assert not (out / ".ce-started").exists()
+    # a finished run's SARIF goes to code scanning (with upload-sarif: true)
+    inputs["upload-sarif"] = "true"
+    assert check_sarif(action, inputs, tmp_path) == ("true", "")
 
     # a second run that ce refuses (exit 2) starts no run: runs/latest is the first
     # run's, and nothing of it is taken for this one's results; nor are the first run's
@@ -133,6 +136,64 @@ def test_run_step_collects_the_results(action, tmp_path, value, code, suite):
     assert f'<error type="REFUSED" message="{refused}' in (out / "junit.xml").read_text()
     sarif = json.loads((out / "ce.sarif").read_text())["runs"][0]
     assert sarif["results"] == [] and sarif["invocations"][0]["executionSuccessful"] is False
+    # ...which code scanning would not process: not uploaded (the first run's was)
+    assert check_sarif(action, inputs, tmp_path) == ("false", "did not finish")
+
+
+def check_sarif(action: dict, inputs: dict, cwd: Path) -> tuple[str, str]:
+    """The `Check the SARIF for code scanning` step run with bash -e as a runner runs it
+    (`python` on PATH, as setup-python leaves it): its `upload` output, and its notice."""
+    step = next(s for s in action["runs"]["steps"] if s.get("id") == "sarif")
+    out_file = cwd / "sarif_output"
+    out_file.write_text("")
+    res = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=cwd, capture_output=True, text=True,
+        timeout=60, env={**os.environ, **{k: _fill(v, inputs) for k, v in step["env"].items()},
+                         "GITHUB_OUTPUT": str(out_file),
+                         "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                                 f"{os.environ['PATH']}"})
+    assert res.returncode == 0, res.stderr
+    outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines())
+    notice = re.search(r"::notice::.*?run (did not finish)", res.stdout)
+    return outputs["upload"], notice.group(1) if notice else ""
+
+
+def test_an_unfinished_runs_sarif_is_not_uploaded_to_code_scanning(action, tmp_path):
+    """A SARIF whose run says executionSuccessful false (an interrupted run, a refusal
+    without diagnostics) went to code scanning, which processes none (codeql-action #1393:
+    'unsuccessful execution'); upload-sarif, waiting for the processing, then failed its
+    step and the job, fail-on-failure: false or not. Skipped with a notice; a finished
+    run's, or one whose invocation does not say, is uploaded; so is a SARIF that does not
+    parse (upload-sarif says why)."""
+    steps = action["runs"]["steps"]
+    check = next(s for s in steps if s.get("id") == "sarif")
+    upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action"))
+    assert steps.index(check) + 1 == steps.index(upload)
+    assert check["if"] == "!cancelled() && inputs.upload-sarif == 'true'"
+    assert upload["if"] == "!cancelled() && steps.sarif.outputs.upload == 'true'"
+    assert _fill(upload["with"]["sarif_file"], {"output-dir": "out"}) \
+        == _fill(check["env"]["CE_SARIF"], {"output-dir": "out"}) == "out/ce.sarif"
+    inputs = {"output-dir": "out"}
+    assert check_sarif(action, inputs, tmp_path) == ("false", "")  # no SARIF at all
+    (tmp_path / "out").mkdir()
+    sarif = tmp_path / "out" / "ce.sarif"
+
+    def doc(*invocations):
+        return json.dumps({"version": "2.1.0", "runs": [
+            {"tool": {"driver": {"name": "ce"}}, "results": [],
+             **({"invocations": list(invocations)} if invocations else {})}]})
+
+    for text, expected in [
+            (doc({"executionSuccessful": True}), ("true", "")),
+            (doc(), ("true", "")),
+            (doc({"executionSuccessful": False, "toolExecutionNotifications": [
+                {"level": "error", "message": {"text": "the run was interrupted"}}]}),
+             ("false", "did not finish")),
+            (doc({"executionSuccessful": True}, {"executionSuccessful": False}),
+             ("false", "did not finish")),
+            ("{not json", ("true", "")), ("[]", ("true", ""))]:
+        sarif.write_text(text)
+        assert check_sarif(action, inputs, tmp_path) == expected, text
 
 
 def run_step(step: dict, env: dict, cwd: Path, out_file: Path, summary: Path):
