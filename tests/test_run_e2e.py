@@ -556,6 +556,8 @@ def test_a_stopped_runs_junit_has_each_trial_not_run_as_skipped(tmp_path):
     assert sorted(cases) == planned  # every planned trial, run or not
     skipped = [n for n in planned if cases[n].find("skipped") is not None]
     assert skipped == [n for n in planned if n not in ran] and skipped
+    # every testcase names the task file, run or not (the unrun ones had none)
+    assert {c.get("file") for c in cases.values()} == {"slowish.yaml"}
     for name in skipped:
         assert cases[name].get("classname") == "slowish"
         assert cases[name].find("skipped").get("message") == (
@@ -566,6 +568,8 @@ def test_a_stopped_runs_junit_has_each_trial_not_run_as_skipped(tmp_path):
     assert f"JUnit XML: {junit} ({REPEATS + 1} test(s), 1 error(s), {len(skipped)} " \
         "skipped)" in err
     assert load_run_json(run_dir)["unrun_trials"] == skipped
+    assert load_run_json(run_dir)["unrun_task_files"] == {
+        "default/slowish": os.path.abspath(tmp_path / "slowish.yaml")}
     again = ce("report", run_dir, "-f", "junit", cwd=str(tmp_path))
     assert again.returncode == 0 and again.stdout == junit.read_text(encoding="utf-8")
     resumed = ce("run", "--resume", run_dir, cwd=str(tmp_path))  # writes the run's JUnit
@@ -576,6 +580,7 @@ def test_a_stopped_runs_junit_has_each_trial_not_run_as_skipped(tmp_path):
     assert (root.get("tests"), root.get("skipped"), root.get("errors")) == (
         str(REPEATS), "0", "0")
     assert "unrun_trials" not in load_run_json(run_dir)
+    assert "unrun_task_files" not in load_run_json(run_dir)
 
 
 def test_ctrl_c_during_grading_does_not_wait_for_a_slow_criterion(tmp_path):

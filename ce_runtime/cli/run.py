@@ -365,7 +365,7 @@ def _run_with(state, worker, a):
                    "can start (or with another --executor)", err=True)
     code = _finish(run_dir, run_id, config, records, len(trials), interrupted, a.junit_xml,
                    progress.lost, worker, failed, _unrun(trials, records, progress.lost),
-                   a.quiet)
+                   a.quiet, _unrun_files(trials, records, progress.lost))
     if a.sarif:  # still under the lock: a resume waiting for it reads a finished run
         from ce_runtime.report.sarif import sarif_after_run
 
@@ -542,13 +542,23 @@ def _unrun(trials, records, lost) -> list[str]:
     return [t.trial_id for t in trials if t.trial_id not in have]
 
 
+def _unrun_files(trials, records, lost) -> dict[str, str]:
+    """{`VARIANT/TASK[/ROW]`: task file, as `rundir.task_file_path` makes it} of the
+    trials `_unrun` names: their JUnit testcases' `file`."""
+    unrun = set(_unrun(trials, records, lost))
+    return {t.trial_id.rpartition("/")[0]: os.path.join(t.task_dir, os.path.basename(
+        t.source)) for t in trials if t.trial_id in unrun and t.source}
+
+
 def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
-            lost=(), worker=None, error=None, unrun=(), quiet=False) -> int:
+            lost=(), worker=None, error=None, unrun=(), quiet=False,
+            unrun_files=None) -> int:
     """run.json, parquet, report.md and .html, JUnit (by the report worker, or here
     without one) and the summary table; the exit code. A lost trial (its directory
     deleted while it ran) is listed and makes the exit 1. `error`: what stopped the run
     short other than a signal (an executor that did not start); `unrun`: the planned
-    trials that did not run (`_unrun`: JUnit's skipped testcases)."""
+    trials that did not run (`_unrun`: JUnit's skipped testcases), `unrun_files` their
+    task files (`_unrun_files`)."""
     from ce_runtime.cli.run_output import passed_gate_lines, summary_table, trial_lines
 
     lost = [dict(r) for r in lost]
@@ -558,13 +568,13 @@ def _finish(run_dir, run_id, config, records, total, interrupted, junit_xml,
 
         summary = worker.write_reports(RunReports(
             run_dir, run_id, config, [worker.reference(r) for r in records], total,
-            interrupted, junit_xml, lost, error, list(unrun)),
+            interrupted, junit_xml, lost, error, list(unrun), dict(unrun_files or {})),
             meanwhile=_load_summary_table)
     if summary is None:
         from ce_runtime.report.run_end import write_run_reports
 
         summary = write_run_reports(run_dir, run_id, config, records, total, interrupted,
-                                    junit_xml, lost, error, unrun)
+                                    junit_xml, lost, error, unrun, unrun_files)
     summary_table(records)
     from ce_runtime.store.record import STATUSES
 

@@ -121,7 +121,8 @@ class RunStream:
                 any(a is not b for a, b in zip(p.records, records, strict=True)):
             return None
         inputs = (job.run_dir, job.run_id, job.config, job.total, job.interrupted,
-                  job.junit_xml, job.lost, job.error, tuple(job.unrun))
+                  job.junit_xml, job.lost, job.error, tuple(job.unrun),
+                  tuple(sorted(job.unrun_files.items())))
         return p if p.inputs == inputs else None
 
 
@@ -144,7 +145,7 @@ def run_job(job: Job, stream: RunStream | None) -> dict[str, Any]:
         prepared = run_end.prepare_run_reports(
             job.run_dir, job.run_id, job.config, records, job.total, job.interrupted,
             job.junit_xml, job.lost, job.error, stream.reads if stream is not None else None,
-            job.unrun)
+            job.unrun, job.unrun_files)
     return run_end.write_prepared(prepared)
 
 

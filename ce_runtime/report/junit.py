@@ -1,5 +1,12 @@
 """JUnit XML for CI: a testsuite per variant, a testcase per trial, per thresholded
-suite gate and per variant's `--min-pass-rate` gate."""
+suite gate and per variant's `--min-pass-rate` gate.
+
+A testcase names its task file (`file`, as pytest's xunit1 family does: GitLab links the
+test to it; Jenkins ignores it): a trial's, run or not (an unrun trial's is the one the
+run planned it from, run.json's `unrun_task_files`), and a suite gate's (its suite's
+task file). The `--min-pass-rate` gate has none: it is a verdict on all of a variant's
+trials, of every task file, so no one file is its place (nor is the run-level error's,
+a run that did not run every planned trial)."""
 
 from __future__ import annotations
 
@@ -73,8 +80,8 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
     (its `unrun_trials`), in its variant's testsuite: without them the file listed the
     trials that ran, all green, and nothing of the others. With `run_dir`, a failed
     criterion's text quotes what the grader found (`rundir.failure_findings`) and each
-    trial's and gate's testcase names its task file (`file`, as pytest's xunit1 family
-    does: GitLab links the test to it)."""
+    trial's and gate's testcase names its task file (`file`: the module's note); an
+    unrun trial's names the one its `unrun_task_files` gives."""
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name="ce")
@@ -141,12 +148,15 @@ def render_junit(records: Records, gates: Sequence[SuiteGate],
     state = (summary or {}).get("status")
     if state in ("interrupted", "incomplete"):
         why = summary.get("error") or f"the run was {state}"
+        unrun_files = summary.get("unrun_task_files") or {}
         for trial_id in summary.get("unrun_trials") or ():
             variant, task = _variant_and_task(trial_id)
             ts = suite(variant)
             counts[variant]["tests"] += 1
             counts[variant]["skipped"] += 1
+            path = unrun_files.get(trial_id.rpartition("/")[0])
             tc = ET.SubElement(ts, "testcase", classname=_x(task), name=_x(trial_id),
+                               **({"file": _x(cwd_relative(path))} if path else {}),
                                time="0.000")
             _outcome(tc, "skipped", f"not run: {why} (`ce run --resume RUN` runs it)")
 

@@ -20,12 +20,15 @@ def render(run: str, fmt: str) -> str:
         from ce_runtime.report.summary import with_run_state
 
         error, unrun = data.run_json.get("error"), data.run_json.get("unrun_trials")
+        files = data.run_json.get("unrun_task_files")
         with_run_state(summary, data.run_json["status"], data.run_json.get("trials_planned"),
                        data.run_json.get("lost_trials", ()),
                        error if isinstance(error, str) else None,
                        data.run_json.get("created_at"),
                        [i for i in unrun if isinstance(i, str)]
-                       if isinstance(unrun, list) else ())
+                       if isinstance(unrun, list) else (),
+                       {k: v for k, v in files.items() if isinstance(v, str)}
+                       if isinstance(files, dict) else None)
     from ce_runtime.execute.attempts import retried
 
     if (again := retried(data.run_dir, data.records)) is not None:  # --retry-errors

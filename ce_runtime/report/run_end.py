@@ -25,7 +25,8 @@ class PreparedReports(NamedTuple):
     makes them as the last trial finishes, while `ce run` ends its pool, and writes them
     once `ce run` sends the end it expected (`inputs`)."""
 
-    # (run_dir, run_id, config, total, interrupted, junit_xml, lost, error, unrun)
+    # (run_dir, run_id, config, total, interrupted, junit_xml, lost, error, unrun,
+    # unrun_files as sorted pairs)
     inputs: tuple
     records: list
     summary: dict[str, Any]
@@ -43,19 +44,22 @@ class PreparedReports(NamedTuple):
 def write_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
                       total: int, interrupted: bool, junit_xml: str | None,
                       lost: list[dict[str, Any]], error: str | None = None,
-                      unrun: Sequence[str] = ()) -> dict[str, Any]:
+                      unrun: Sequence[str] = (),
+                      unrun_files: dict[str, str] | None = None) -> dict[str, Any]:
     """Every report file of the run; run.json's summary (what `ce run` prints from).
     `error`: what left trials unrun besides a signal (an executor that did not start);
-    `unrun`: the ids of the planned trials that did not run (summary.with_run_state)."""
+    `unrun`: the ids of the planned trials that did not run, `unrun_files` their task
+    files (summary.with_run_state)."""
     return write_prepared(prepare_run_reports(run_dir, run_id, config, records, total,
                                               interrupted, junit_xml, lost, error,
-                                              unrun=unrun))
+                                              unrun=unrun, unrun_files=unrun_files))
 
 
 def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], records: list,
                         total: int, interrupted: bool, junit_xml: str | None,
                         lost: list[dict[str, Any]], error: str | None = None,
-                        reads: Any = None, unrun: Sequence[str] = ()) -> PreparedReports:
+                        reads: Any = None, unrun: Sequence[str] = (),
+                        unrun_files: dict[str, str] | None = None) -> PreparedReports:
     """`write_run_reports`' files, made in memory: report.html from run.json as it will
     be read back once written (`reads`: its trials' files read ahead, an
     html_trial.TrialReads)."""
@@ -67,7 +71,8 @@ def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], recor
     summary = report.summary(records, gates, run_id, config)
     status = "interrupted" if interrupted else \
         "incomplete" if lost or len(records) < total else "complete"
-    with_run_state(summary, status, total, lost, error, _created_at(run_dir), unrun)
+    with_run_state(summary, status, total, lost, error, _created_at(run_dir), unrun,
+                   unrun_files)
     from ce_runtime.execute.attempts import retried
 
     if (again := retried(run_dir, records)) is not None:  # `ce run --retry-errors`
@@ -88,7 +93,8 @@ def prepare_run_reports(run_dir: str, run_id: str, config: dict[str, Any], recor
     except Exception as exc:
         failure = exc
     return PreparedReports((run_dir, run_id, config, total, interrupted, junit_xml, lost,
-                            error, tuple(unrun)), records, summary, run_json, parquet, markdown, html,
+                            error, tuple(unrun), tuple(sorted((unrun_files or {}).items()))),
+                           records, summary, run_json, parquet, markdown, html,
                            junit, failure)
 
 

@@ -292,8 +292,8 @@ def _judges(judged: list[tuple[Any, Any]], variant: Any = ...) -> dict[str, Any]
 
 def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
                    lost: Sequence[dict[str, Any]] = (), error: str | None = None,
-                   created_at: str | None = None, unrun: Sequence[str] = ()
-                   ) -> dict[str, Any]:
+                   created_at: str | None = None, unrun: Sequence[str] = (),
+                   unrun_files: dict[str, str] | None = None) -> dict[str, Any]:
     """`summary` of a run that `status` says may not have finished: trials_planned, the
     lost trials, and a run that did not run every planned trial is not a pass (exit 1,
     the reason first), so report.md, report.html and run.json never say PASSED for the
@@ -301,7 +301,9 @@ def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
     executor that did not start), recorded and said in place of "the run was ...".
     `created_at`: when the run began (`ce run` writes it at its start; `ce runs` lists
     it). `unrun`: the ids of the planned trials that never ran (nor were lost), kept as
-    `unrun_trials` for the JUnit file's skipped testcases (`ce report` reads them back)."""
+    `unrun_trials` for the JUnit file's skipped testcases (`ce report` reads them back);
+    `unrun_files`: {VARIANT/TASK[/ROW]: task file} of those, kept as `unrun_task_files`
+    (each testcase's `file`)."""
     summary["status"] = status
     if created_at is not None:
         summary["created_at"] = created_at
@@ -316,6 +318,10 @@ def with_run_state(summary: dict[str, Any], status: str, planned: int | None,
             summary["error"] = error
         if unrun:
             summary["unrun_trials"] = list(unrun)
+            groups = {i.rpartition("/")[0] for i in unrun}
+            files = {k: v for k, v in (unrun_files or {}).items() if k in groups}
+            if files:
+                summary["unrun_task_files"] = files
         missing = planned - summary["trials"]
         args = summary.get("args")
         source = (args.get("ran_in") or args.get("rescored_from")) \

@@ -57,6 +57,8 @@ class RunReports(msgspec.Struct, frozen=True, tag="run"):
     lost: list[dict[str, Any]]
     error: str | None = None  # what cut the run short besides a signal (no executor)
     unrun: list[str] = []  # the planned trials' ids that did not run (a cut-short run)
+    # {VARIANT/TASK[/ROW]: task file} of those (their JUnit testcases' `file`)
+    unrun_files: dict[str, str] = {}
 
 
 class RescoreReports(msgspec.Struct, frozen=True, tag="rescore"):
