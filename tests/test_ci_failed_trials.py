@@ -135,3 +135,28 @@ def test_each_junit_testcase_names_its_task_file(run):
         assert again.returncode == 0, again.stderr
         files = {c.get("file") for c in ET.fromstring(again.stdout).iter("testcase")}
         assert files == {want.format(t) for t in TASKS}
+
+
+@pytest.mark.slow
+def test_rescore_names_the_trials_that_did_not_succeed_as_ce_run_does(run):
+    """`ce rescore RUN` said 'not passed: 12 of 16 trial(s) did not succeed' and why the
+    ERROR trials errored, not which trials did not succeed: the same list as `ce run`'s
+    now follows its `not passed:` lines (its results' report.md for the rest); -q: not."""
+    res = subprocess.run([*CE, "rescore", "run", "--out", "rescored"], cwd=run.root,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    start = lines.index("not passed: 12 of 16 trial(s) did not succeed")
+    ran = run.res.stdout.splitlines()
+    listed = ran[ran.index("not passed: 12 of 16 trial(s) did not succeed") + 1:][:12]
+    assert lines[start + 1:start + 13] == [
+        x.replace("see run/report.md", "see rescored/report.md") for x in listed]
+    assert lines[start + 11] == ("... and 2 more trial(s) that did not succeed: see "
+                                 "rescored/report.md")
+    assert lines[start + 12].startswith("ERROR in 4 trial(s) (default/c_crashed/00, ...)")
+    quiet = subprocess.run([*CE, "rescore", "run", "--out", "rescored-q", "-q"],
+                           cwd=run.root, capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 1
+    assert "not passed: 12 of 16 trial(s) did not succeed" in quiet.stdout
+    assert "FAILURE default/b_fails/00" not in quiet.stdout, quiet.stdout
+    assert "ERROR in 4 trial(s) (default/c_crashed/00, ...)" in quiet.stdout

@@ -115,7 +115,12 @@ def test_any_jobs_prints_and_writes_what_one_process_does(archive, tmp_path):
     # why it is no pass, the re-score not being the whole run first
     assert lines[summary + 1] == ("not passed: 1 trial(s) of the run are damaged, not "
                                   "re-scored: 39 of 40 planned trial(s) re-scored")
-    assert all(x.startswith("not passed: ") for x in lines[summary + 1:])
+    assert lines[summary + 2] == "not passed: 39 of 39 trial(s) did not succeed"
+    # then which, as `ce run` says them: the first 10, and how many more
+    assert lines[summary + 3:] == [
+        *(f"FAILURE default/files/{i:03d}: failed c1 file_contains" for i in range(11)
+          if i != 7),
+        f"... and 29 more trial(s) that did not succeed: see {tmp_path}/j1/res/report.md"]
     for jobs in ("3", "64"):
         proc, more = results[jobs]
         assert proc.returncode == one.returncode

@@ -503,15 +503,20 @@ def test_trial_lines_and_damage_keep_their_order_in_a_merged_stream(run_dir, tmp
                           env={k: v for k, v in os.environ.items()
                                if k != "PYTHONUNBUFFERED"})  # buffered, as usual
     lines = proc.stdout.splitlines()
-    order = [i for i, line in enumerate(lines)
+    end = next(i for i, line in enumerate(lines) if " trial(s) re-scored, " in line)
+    order = [i for i, line in enumerate(lines[:end])
              if os.path.relpath(first, copy) in line or line.startswith("! ")]
     assert proc.returncode == 1, proc.stdout
     assert len(order) == 2 and lines[order[0]].startswith("  ") \
         and lines[order[1]].startswith("! "), proc.stdout
-    assert lines[-3].startswith("1 trial(s) re-scored, 0 changed; 1 trial(s) not re-scored")
-    assert lines[-2] == ("not passed: 1 trial(s) of the run are damaged, not re-scored: 1 of "
-                         "2 planned trial(s) re-scored")
-    assert lines[-1].startswith("not passed: ")
+    assert lines[end].startswith("1 trial(s) re-scored, 0 changed; 1 trial(s) not re-scored")
+    assert lines[end + 1] == ("not passed: 1 trial(s) of the run are damaged, not "
+                              "re-scored: 1 of 2 planned trial(s) re-scored")
+    assert lines[end + 2] == "not passed: 1 of 1 trial(s) did not succeed"
+    # then the trial that did not succeed, as `ce run` lists it
+    assert lines[end + 3:] == [f"FAILURE {os.path.relpath(first, copy)}: failed c2 "
+                               "file_exists, c3 file_contains, c6 file_contains, c12 expr, "
+                               "c13 expr"], proc.stdout
 
 
 def test_a_task_named_like_a_directory_of_the_run_is_found(tmp_path):

@@ -82,7 +82,8 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
 
     Exit status, as `ce run`'s for the re-scored trials: 0 every one succeeded (or, with
     the run's --min-pass-rate, enough did) and every suite gate passed; 1 otherwise
-    (each reason printed as `not passed: ...`), or a trial's archive is damaged, or a
+    (each reason printed as `not passed: ...`, then the trials that did not succeed as
+    `ce run` lists them, not with -q), or a trial's archive is damaged, or a
     trial the run's results count is missing (its directory deleted), or the results
     could not be written; 2 bad input (a TASKS error, a path that is no run, a judge
     to ask and none configured).
@@ -360,9 +361,11 @@ def _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, 
     if summary.get("exit_code"):  # why it is not a pass, as `ce run` says it
         for reason in summary.get("exit_reasons") or ():
             click.echo(f"not passed: {reason}")
-    from ce_runtime.cli.run_output import error_lines
+    from ce_runtime.cli.run_output import trial_lines
 
-    for line in error_lines(records):  # and why the ERROR trials are ones, as it does
+    # then, as it does, the trials that did not succeed (not with -q) and why the ERROR
+    # trials are ones
+    for line in trial_lines(records, os.path.join(out, "report.md"), quiet):
         click.echo(line)
     sys.exit(code)
 
