@@ -410,8 +410,9 @@ def test_report_html_in_a_browser_reads_as_report_md(made, browser):  # noqa: F8
         assert f"score {cached['weighted_score']:.3f}" in header
         assert money(use["cost_usd"]) in header
         timeline = p.locator("#detail table.tl").inner_text()
-        assert f"(so far {use['input_tokens']} / {use['output_tokens']} / " \
-            f"{use['cache_read_tokens']} cache read / {use['cache_write_tokens']} cache " \
+        # with thousands separators, as the header above says them
+        assert f"(so far {use['input_tokens']:,} / {use['output_tokens']:,} / " \
+            f"{use['cache_read_tokens']:,} cache read / {use['cache_write_tokens']:,} cache " \
             f"write, {money(use['cost_usd'])})" in timeline
         assert page.errors == []
     finally:

@@ -108,7 +108,13 @@ def compare_cmd(run_a, run_b, fmt, output, fail_on, alpha, seed):
             click.echo(f"ce compare: {len(ids)} trial(s) of {side} have no match in "
                        f"{other} (a task both ran; not compared): " + ", ".join(ids[:5])
                        + (f" and {len(ids) - 5} more" if len(ids) > 5 else ""), err=True)
-    text = RENDERERS[fmt](comparison, fail_on)
+    if fmt == "html":  # the runs' ids link to their report.html, from where it is written
+        from ce_runtime.report.compare_render import render_html
+
+        page_dir = os.path.dirname(os.path.abspath(output)) if output else os.getcwd()
+        text = render_html(comparison, fail_on, page_dir)
+    else:
+        text = RENDERERS[fmt](comparison, fail_on)
     if output:
         from ce_runtime.cli.archive_guard import clash
         from ce_runtime.store.atomic import write_bytes_atomic

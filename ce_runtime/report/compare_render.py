@@ -1,12 +1,15 @@
 """`ce compare` output: a RunComparison (ce_runtime/report/compare.py) as markdown, JSON or
-one self-contained HTML page (inline CSS, no script, nothing fetched)."""
+one self-contained HTML page (inline CSS, no script, nothing fetched; its only links go to
+the runs' own report.html, by a path relative to the page)."""
 
 from __future__ import annotations
 
 import html
 import json
+import os
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from ce_runtime.report.compare import RunComparison, RunSide, TrialFlip
 from ce_runtime.report.frames import EPSILON
@@ -283,23 +286,66 @@ th{background:#161b22}th,td{border-color:#30363d}.none{color:#8b949e}}
 """
 
 
-def render_html(c: RunComparison, fail_on: str) -> str:
+def report_href(side: RunSide, page_dir: str) -> str | None:
+    """The run's report.html as a link from a page in `page_dir` (a relative path, URL
+    quoted); None when the run has no report.html (a copy of its parquet files only)."""
+    report = os.path.join(side.path, "report.html")
+    if not os.path.isfile(report):
+        return None
+    try:
+        rel = os.path.relpath(os.path.abspath(report), os.path.abspath(page_dir))
+    except ValueError:  # another drive (Windows): no relative path
+        return None
+    return quote(rel.replace(os.sep, "/"))
+
+
+def _trial_links(c: RunComparison, page_dir: str | None) -> dict[str, str]:
+    """A trial id the page names -> its panel in its run's report.html (report.js opens
+    `#trial=ID`): B's flipped trials and B's or A's unmatched ones."""
+    if page_dir is None:
+        return {}
+    out: dict[str, str] = {}
+    for side, ids in ((c.a, c.unmatched_a),
+                      (c.b, [f.trial_id for f in (*c.regressions, *c.improvements)]
+                       + [ch.trial_id for ch in c.criterion_changes] + list(c.unmatched_b))):
+        href = report_href(side, page_dir)
+        if href:
+            out.update((i, f"{href}#trial={quote(i, safe='/')}") for i in ids)
+    return out
+
+
+def render_html(c: RunComparison, fail_on: str, page_dir: str | None = None) -> str:
+    """The page; `page_dir`: the directory it is written to, from which each run's id
+    and each flipped trial link to the run's report.html (None: no link)."""
     esc: Callable[[Any], str] = lambda s: html.escape(str(s), quote=True)  # noqa: E731
     summary, detail = tables(c, fail_on)
     regressed, _ = verdict(c, fail_on)
+    trials = _trial_links(c, page_dir)
+
+    def run_id(side: RunSide) -> str:
+        code = f"<code>{esc(side.run_id)}</code>"
+        href = report_href(side, page_dir) if page_dir is not None else None
+        return f'<a href="{esc(href)}" title="its report.html">{code}</a>' if href else code
+
     parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width,initial-scale=1">',
              f"<title>ce compare {esc(c.a.run_id)} → {esc(c.b.run_id)}</title>",
              f"<style>{_CSS}</style></head><body>",
-             f"<h1>ce compare <code>{esc(c.a.run_id)}</code> → <code>{esc(c.b.run_id)}"
-             "</code></h1>", "<table>"]
+             f"<h1>ce compare {run_id(c.a)} → {run_id(c.b)}</h1>", "<table>"]
     for k, v in summary:
         cls = ' class="bad"' if (k == "Verdict" and regressed) or k == "Run status" else \
             ' class="good"' if k == "Verdict" else ""
         mark = ("✗ " if regressed else "✓ ") if k == "Verdict" else \
             "⚠ " if k == "Run status" else ""
-        parts.append(f"<tr><th>{esc(k)}</th><td{cls}>{mark}{esc(v)}</td></tr>")
+        side = {"A": c.a, "B": c.b}.get(k)
+        text = f"{run_id(side)} ({esc(side.path)})" if side is not None else esc(v)
+        parts.append(f"<tr><th>{esc(k)}</th><td{cls}>{mark}{text}</td></tr>")
     parts.append("</table>")
+
+    def cell(x: str, trial: bool) -> str:
+        href = trials.get(x) if trial else None
+        return f'<td><a href="{esc(href)}">{esc(x)}</a></td>' if href else f"<td>{esc(x)}</td>"
+
     for title, head, rows in detail:
         parts.append(f"<h2>{esc(title)}</h2>")
         if not rows:
@@ -307,7 +353,9 @@ def render_html(c: RunComparison, fail_on: str) -> str:
             continue
         parts.append("<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
                      + "</tr></thead><tbody>")
-        parts += ["<tr>" + "".join(f"<td>{esc(x)}</td>" for x in r) + "</tr>" for r in rows]
+        trial = head[0] == "Trial"  # a trial's id first: a link to its panel
+        parts += ["<tr>" + "".join(cell(x, trial and not j) for j, x in enumerate(r))
+                  + "</tr>" for r in rows]
         parts.append("</tbody></table>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

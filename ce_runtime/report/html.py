@@ -22,7 +22,13 @@ import msgspec
 from ce_runtime.report.gates import SuiteGate
 from ce_runtime.report.html_trial import TrialReads, trial_detail
 from ce_runtime.report.rundir import RunData
-from ce_runtime.report.text import failed_criteria, run_limit_text
+from ce_runtime.report.text import (
+    failed_criteria,
+    fmt_paired,
+    gates_passed,
+    paired_early_note,
+    run_limit_text,
+)
 from ce_runtime.report.usage_text import variant_tables
 from ce_runtime.store.record import TrialRecord
 
@@ -68,7 +74,11 @@ def page_data(data: RunData, summary: dict[str, Any], gates: Sequence[SuiteGate]
         "usage_tables": variant_tables(summary),
         "paired": paired,
         "paired_note": paired_note,
+        # report.md's note under its paired statistics, said under the paired table
+        "paired_early_note": paired_early_note(summary.get("comparison")),
         "gates": [g.to_dict() for g in gates],
+        # "1/2 suite gates passed", as report.md's verdict line (None: no thresholds)
+        "gates_passed": gates_passed(gates),
         "columns": list(COLUMNS),
         "trials": rows(records),
         "detail_budget": budget,
@@ -123,10 +133,12 @@ def _paired(data: RunData, variants: list[str]) -> tuple[list[dict[str, Any]], s
         return [], "paired statistics are not available in this version of ce"
     out = []
     for v in variants[1:]:
-        score = paired_comparison(data.trials, variants[0], v, metric="score").to_dict()
-        rate = paired_comparison(data.trials, variants[0], v, metric="pass_rate").to_dict()
-        out.append({"variant": v, "baseline": variants[0], "score": score,
-                    "pass_rate": rate})
+        entry: dict[str, Any] = {"variant": v, "baseline": variants[0]}
+        for metric in ("score", "pass_rate"):
+            r = paired_comparison(data.trials, variants[0], v, metric=metric)
+            # the cells as report.md writes them (text.py's fmt_paired), shown as they are
+            entry[metric] = {**r.to_dict(), "shown": fmt_paired(r)}
+        out.append(entry)
     return out, None
 
 

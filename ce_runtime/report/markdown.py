@@ -15,10 +15,13 @@ from ce_runtime.report.text import (
     fmt_cost,
     fmt_duration,
     fmt_metric,
+    fmt_paired,
     fmt_pct,
     fmt_score,
     fmt_signed,
     fmt_tokens,
+    gates_passed,
+    paired_early_note,
     run_limit_text,
 )
 from ce_runtime.report.usage import trial_usage
@@ -131,11 +134,8 @@ def render_markdown(summary: dict[str, Any], records: Records,
     unfinished = summary.get("status") in ("interrupted", "incomplete")
     verdict = "✅ **PASSED**" if ok else \
         f"⚠️ **{summary['status'].upper()}**" if unfinished else "❌ **FAILED**"
-    gates_line = ""
-    thresholded = [g for g in gates if g.thresholds]
-    if thresholded:
-        passed = sum(g.passed for g in thresholded)
-        gates_line = f"; {passed}/{len(thresholded)} suite gates passed"
+    passed_gates = gates_passed(gates)
+    gates_line = f"; {passed_gates}" if passed_gates else ""
     if summary.get("min_pass_rate") is not None:
         gates_line += (f"; at least {fmt_pct(summary['min_pass_rate'])} of each variant's "
                        "trials must succeed")
@@ -321,10 +321,9 @@ def render_markdown(summary: dict[str, Any], records: Records,
         w("")
         _render_usage(w, summary)
         _render_paired_stats(w, comparison, records)
-        early = sum(c.get("stopped_early_tasks") or 0 for c in comparison)
+        early = paired_early_note(comparison)
         if early:
-            w(f"> **NOTE:** {early} paired task(s) include an early-stopped trial: its score "
-              "counts criteria that were advisory on a truncated run; compare them with care.")
+            w(f"> **NOTE:** {early}")
             w("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -457,12 +456,6 @@ def _render_classification_gate(w, g: SuiteGate) -> None:
 # ---------------------------------------------------------------------------- A/B statistics
 
 
-def _fmt_p(p: float | None) -> str:
-    if p is None:
-        return "—"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
 def _render_paired_stats(w, comparison: Sequence[dict[str, Any]],
                          records: Sequence[TrialRecord]) -> None:
     """Each variant against the baseline (ce_runtime/report/stats.py): the paired mean
@@ -490,16 +483,15 @@ def _render_paired_stats(w, comparison: Sequence[dict[str, Any]],
       "Wins / losses / ties |")
     w("|---|---|---:|---|---:|---|---:|---|")
     for r in rows:
-        pct = r.metric == "pass_rate"
-        fmt = fmt_pct if pct else fmt_score
         if not r.n_tasks:
             w(f"| {_code(r.variant_b)} | {r.metric.replace('_', ' ')} | 0 | — | — | — | — "
               "| — |")
             continue
-        p = _fmt_p(r.p_value) + (" *MC*" if r.test == "monte-carlo" else "")
+        # the cells report.html's paired table shows too (report/text.py's fmt_paired)
+        cell = fmt_paired(r)
+        p = cell["p"] + (" *MC*" if r.test == "monte-carlo" else "")
         w(f"| {_code(r.variant_b)} | {r.metric.replace('_', ' ')} | {r.n_tasks} | "
-          f"{fmt(r.mean_a)} → {fmt(r.mean_b)} | {fmt_signed(r.mean_diff, pct)} | "
-          f"{fmt_signed(r.ci_low, pct)} to {fmt_signed(r.ci_high, pct)} | {p} | "
+          f"{cell['means']} | {cell['diff']} | {cell['low']} to {cell['high']} | {p} | "
           f"{r.wins} / {r.losses} / {r.ties} |")
     w("")
     divergent = [r for r in rows if r.metric == "score" and r.most_divergent]

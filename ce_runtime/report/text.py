@@ -66,6 +66,47 @@ def fmt_signed(v: float | None, pct: bool) -> str:
     return f"{100 * v:+.1f} pp" if pct else f"{v:+.2f}"
 
 
+def fmt_p(p: float | None) -> str:
+    """A p-value as report.md's paired statistics show it."""
+    if p is None:
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def fmt_paired(r: Any) -> dict[str, str]:
+    """A paired comparison's (report/stats.py's PairedComparison) cells as report.md's
+    "Paired statistics" writes them, which report.html shows as they are: the means
+    (`means`), Δ (`diff`), the interval's ends (`low`, `high`) and p; a pass rate in
+    percent and percentage points, a score with 2 decimals; "—" over no shared task."""
+    if not r.n_tasks:
+        return dict.fromkeys(("means", "diff", "low", "high", "p"), "—")
+    pct = r.metric == "pass_rate"
+    fmt = fmt_pct if pct else fmt_score
+    return {"means": f"{fmt(r.mean_a)} → {fmt(r.mean_b)}",
+            "diff": fmt_signed(r.mean_diff, pct), "low": fmt_signed(r.ci_low, pct),
+            "high": fmt_signed(r.ci_high, pct), "p": fmt_p(r.p_value)}
+
+
+def gates_passed(gates: Any) -> str | None:
+    """"1/2 suite gates passed": the suite gates with thresholds (report/gates.py's
+    SuiteGate), as report.md's verdict line and report.html's header say it; None when
+    no gate has a threshold."""
+    thresholded = [g for g in gates if g.thresholds]
+    if not thresholded:
+        return None
+    return f"{sum(g.passed for g in thresholded)}/{len(thresholded)} suite gates passed"
+
+
+def paired_early_note(comparison: Any) -> str | None:
+    """The note under the paired comparison when a paired task includes an early-stopped
+    trial (summary's `comparison`, its `stopped_early_tasks`)."""
+    early = sum(c.get("stopped_early_tasks") or 0 for c in comparison or ())
+    if not early:
+        return None
+    return (f"{early} paired task(s) include an early-stopped trial: its score counts "
+            "criteria that were advisory on a truncated run; compare them with care.")
+
+
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
         return "—"

@@ -97,6 +97,8 @@
         `${s.passed}/${s.graded} trials succeeded${(s.by_status || {}).NOT_GRADED ? ` (${s.by_status.NOT_GRADED} not graded, left out)` : ""} — pass rate `,
         el("b", { id: "pass-rate" }, pct(s.pass_rate)),
         s.pass_rate_ci95 ? ` (95% Wilson interval ${pct(s.pass_rate_ci95[0])}–${pct(s.pass_rate_ci95[1])})` : "",
+        // the suite gates with thresholds, passed or not, as report.md's verdict line
+        D.gates_passed ? el("span", { id: "gates-passed" }, ` · ${D.gates_passed}`) : "",
         s.min_pass_rate != null ? el("span", { id: "min-pass-rate" }, ` · at least ${pct(s.min_pass_rate)} of each variant's trials must succeed`) : "",
         (s.experiment_ids || []).length ? ` · experiment ${s.experiment_ids.join(", ")}` : "",
         D.status && D.status !== "complete" && !unfinished ? el("span", { class: "badge adv" }, D.status) : "",
@@ -193,22 +195,24 @@
     sec.append(el("h3", {}, `Paired comparison against ${D.paired[0].baseline}`));
     sec.append(el("p", { class: "muted" }, "Over the tasks both variants ran: per task the mean weighted score (or pass rate) over its repeats; the difference is variant − baseline, with a paired bootstrap 95% interval and a two-sided sign-flip permutation test."));
     const rows = [];
-    // a pass rate in percent and its differences in percentage points (report.md's
-    // fmt_pct and fmt_signed): it read 0.250 → 0.750, Δ +0.500
-    const pp = (v) => (v === null || v === undefined) ? "—" : Math.abs(v) < 1e-9 ? "±0.0 pp" : signed(100 * v, 1) + " pp";
+    // each cell as report.md's "Paired statistics" writes it (report/text.py's fmt_paired,
+    // carried in c.shown): a pass rate in percent and percentage points, a score with 2
+    // decimals, p with 3 ("<0.001"); they read 0.750 → 0.875, Δ +0.125, p 1.00 here
     for (const p of D.paired) for (const m of ["score", "pass_rate"]) {
-      const c = p[m], rate = m === "pass_rate", val = rate ? pct : (v) => num(v, 3), diff = rate ? pp : (v) => signed(v, 3);
-      rows.push(el("tr", { class: "paired-row" },
+      const c = p[m], t = c.shown;
+      rows.push(el("tr", { class: "paired-row", "data-metric": m },
         el("td", {}, el("code", {}, p.variant)), el("td", {}, m === "score" ? "mean score" : "pass rate"),
         el("td", { class: "num" }, c.n_tasks),
-        el("td", { class: "num" }, `${val(c.mean_a)} → ${val(c.mean_b)}`),
-        el("td", { class: "num" + (c.significant ? (c.mean_diff > 0 ? " ok" : " bad") : "") }, diff(c.mean_diff)),
-        el("td", {}, c.ci_low === null ? "—" : `${diff(c.ci_low)} … ${diff(c.ci_high)}`),
-        el("td", { class: "num" }, c.p_value === null ? "—" : Number(c.p_value).toPrecision(3)),
+        el("td", { class: "num" }, t.means),
+        el("td", { class: "num" + (c.significant ? (c.mean_diff > 0 ? " ok" : " bad") : "") }, t.diff),
+        el("td", {}, c.ci_low === null ? "—" : `${t.low} … ${t.high}`),
+        el("td", { class: "num" }, t.p),
         el("td", {}, c.test),
         el("td", { class: "num" }, `${c.wins} / ${c.losses} / ${c.ties}`)));
     }
     sec.append(el("table", { id: "paired-table" }, el("thead", {}, el("tr", {}, ["Variant", "Metric", "Tasks", "Baseline → variant", "Δ", "95% interval", "p", "test", "wins / losses / ties"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)));
+    // a paired task with an early-stopped trial: report.md's note under its paired statistics
+    if (D.paired_early_note) sec.append(el("p", { class: "note", id: "paired-early-note" }, D.paired_early_note));
     const items = D.paired.map((p) => ({ label: `${p.variant} − ${p.baseline}`, value: p.score.mean_diff, low: p.score.ci_low, high: p.score.ci_high }));
     sec.append(el("h3", {}, "Mean score difference with its bootstrap interval"),
       intervalChart(items, { min: -1, max: 1, zero: 0, fmt: (v) => signed(v, 2), title: "paired score difference" }));
@@ -458,6 +462,14 @@
   // the trial panel's renderer is defined below (same file), then the page is drawn
   window.addEventListener("DOMContentLoaded", () => {
     header(); summary(); variants(); gates(); tasksSection(); trialsSection(); applyView();
+    // report.html#trial=ID (ce compare's page links a flipped trial so) opens its panel
+    const m = /^#trial=(.+)$/.exec(location.hash);
+    if (m) {
+      let id = null;
+      try { id = decodeURIComponent(m[1]); } catch (e) { id = null; }
+      const i = D.trials.findIndex((r) => r[COL.trial_id] === id);
+      if (i >= 0) openTrial(i);
+    }
     document.body.dataset.ready = "1";
   });
 })();

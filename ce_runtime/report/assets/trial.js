@@ -102,9 +102,11 @@ window.CE_TRIAL = (function () {
       else if (e.k === "tool") { k = `${e.tool}` + (e.raw_tool && e.raw_tool !== e.tool ? ` (${e.raw_tool})` : ""); text = e.params; }
       else if (e.k === "result") text = e.output;
       else if (e.k === "usage") {
-        const cached = (r, w) => r || w ? ` / ${r} cache read / ${w} cache write` : "";
-        text = `+${e.in} in / +${e.out} out${cached(e.cache_read, e.cache_write)} tokens, ${cost(e.cost)} ` +
-          `(so far ${e.total_in} / ${e.total_out}${cached(e.total_cache_read, e.total_cache_write)}, ${cost(e.total_cost)})`;
+        // tokens with thousands separators, as the panel's header and report.md say them
+        const n = (v) => Number(v || 0).toLocaleString("en");
+        const cached = (r, w) => r || w ? ` / ${n(r)} cache read / ${n(w)} cache write` : "";
+        text = `+${n(e.in)} in / +${n(e.out)} out${cached(e.cache_read, e.cache_write)} tokens, ${cost(e.cost)} ` +
+          `(so far ${n(e.total_in)} / ${n(e.total_out)}${cached(e.total_cache_read, e.total_cache_write)}, ${cost(e.total_cost)})`;
       }
       else if (e.k === "model_error") { k = "model error"; text = `the model call failed: ${e.text}`; }
       else if (e.k === "decision") text = `live monitor: ${e.criterion} decided ${e.verdict} (at event ${e.event})`;
