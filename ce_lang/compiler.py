@@ -156,13 +156,13 @@ class _Compiler:
         self.cli = self.cli_layer(list(self.command_line.overrides))
         compiled = 0
         unused: dict = {d: 0 for _, d in files if d is not None}  # dir -> YAML skipped
-        scripts: list[str] = []  # scripted model sessions named (`tasks/*.yaml`)
+        scripts: list = []  # scripted model sessions named (`tasks/*.yaml`), with docs
         for file, under in files:
             errors_before = self.diags.count("error")
             doc = load_yaml_file(file, self.diags, self.sources)
             kind = "task" if doc is None else document_kind(doc.value)
             if kind == "model_script" and under is None:
-                scripts.append(file)
+                scripts.append((file, doc))
                 continue
             if kind in (None, "model_script") and under is not None:  # a template's YAML
                 if unused[under] is not None:
@@ -176,12 +176,12 @@ class _Compiler:
             if doc is not None:
                 self.compile_task(doc, errors_before)
         if scripts:  # a glob over a task's directory names its sessions too
-            shown = ", ".join(scripts[:3]) + (f" and {len(scripts) - 3} more"
-                                              if len(scripts) > 3 else "")
+            shown = ", ".join(f for f, _ in scripts[:3]) + (
+                f" and {len(scripts) - 3} more" if len(scripts) > 3 else "")
             code = "CE0008" if compiled else "CE0006"  # (nothing else named: no task)
             usage.emit(code, f"skipped {len(scripts)} scripted model session(s), not "
                        f"task files: {shown}" + ("" if compiled else "; no task file left"),
-                       None,
+                       scripts[0][1].span(()) if len(scripts) == 1 else None,
                        help="a task reads its session through `agent.model_script` or "
                        "`ce run --scripted-model`, and judge replies through "
                        "`--judge-replies`")
