@@ -197,9 +197,11 @@ def compare_usage(trials_a: pl.DataFrame, trials_b: pl.DataFrame,
     repeat) that both graded (ERROR trials too, counted apart)."""
     import polars as pl
 
+    from ce_runtime.store.record import Status
+
     def prep(frame: pl.DataFrame) -> pl.LazyFrame:
         graded = frame.lazy().filter(pl.col("graded").fill_null(False))
-        error = pl.col("status") == "ERROR"
+        error = pl.col("status") == Status.ERROR.value
         return known(graded.with_columns(error.alias("error"), (
             error & pl.col("weighted_score").is_null()).alias("before_grading")),
             (*key, "error", "before_grading")).with_columns(pl.col("row_id").fill_null(""))
