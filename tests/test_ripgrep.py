@@ -54,3 +54,26 @@ def test_the_launcher_runs_rg_with_every_argument_intact(tmp_path):
     out = subprocess.run([str(launcher), "--glob=*.txt", "a b", "$HOME"], capture_output=True,
                          text=True, timeout=30)
     assert out.stdout == "[--glob=*.txt]\n[a b]\n[$HOME]\n"
+
+
+def test_a_wheel_without_rg_for_this_machine_is_said_and_nothing_installed(tmp_path,
+                                                                           monkeypatch):
+    """pip finds a ripgrep wheel (here a local one) that holds no rg: said as why, with
+    no file left where ce's rg goes."""
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "ripgrep-0.0.1-py3-none-any.whl", "w") as z:
+        z.writestr("ripgrep-0.0.1.dist-info/METADATA",
+                   "Metadata-Version: 2.1\nName: ripgrep\nVersion: 0.0.1\n")
+        z.writestr("ripgrep-0.0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\n"
+                   "Root-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr("ripgrep-0.0.1.dist-info/RECORD", "")
+    monkeypatch.setattr(ripgrep, "VERSION", "0.0.1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    dest = tmp_path / "agent" / "ce-ripgrep" / "rg"
+    assert ripgrep._install(str(dest)) == \
+        "ripgrep-0.0.1-py3-none-any.whl has no rg for this machine"
+    assert not dest.exists() and not dest.with_name("rg.partial").exists()

