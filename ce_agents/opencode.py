@@ -30,7 +30,10 @@ answered, and a model slow to answer (or never answering) was in no turn, out of
 through its event stream, a little later: a tool of the next step may start before the
 last step's `step_finish` is printed. So the turns are OpenCode's lines alone: a started
 call is recorded when its step's `step_start` is read (the plugin says its step), or with
-its result, or, cut off before either, when the CLI has ended (unresolved).
+its result, or, cut off before either, when the CLI has ended (unresolved). A call's
+result is the plugin's `ce_tool_end` line, printed as the tool returns: OpenCode prints
+the completed call later, through its event stream, and a run ended in between (a turn
+timeout, a stop) had a call that ran to its end recorded as unresolved.
 
 Its glob, grep and skill tools run ripgrep, which OpenCode downloads when neither PATH
 nor its cache directory has one: ce installs a pinned one beside it and puts a launcher
@@ -64,7 +67,8 @@ DEPS = {"@opencode-ai/plugin": "*"}
 # (its title's, or its first step's; a sub-agent's session starts later). Its step-start
 # parts are the turns (a failed request opens none); a model call of that session past
 # the cap (written into it: 0 for none) is held for good (ce ends the CLI); a tool's start
-# names its step (the message its part belongs to).
+# names its step (the message its part belongs to); a tool that returned (a thrown one is
+# OpenCode's `tool_use` error alone) says its output and exit code.
 PLUGIN = """\
 const MAX = @MAX_TURNS@;
 const say = (obj) => process.stdout.write(JSON.stringify(obj) + "\\n");
@@ -98,6 +102,12 @@ export const CePlugin = async () => {
       if (input.sessionID === root) say({type: "ce_tool_start", callID: input.callID,
         messageID: step.get(input.callID) || null, tool: input.tool, args: output.args});
     },
+    "tool.execute.after": async (input, output) => {
+      if (input.sessionID !== root || !output || typeof output.output !== "string") return;
+      const exit = output.metadata && output.metadata.exit;
+      say({type: "ce_tool_end", callID: input.callID, tool: input.tool,
+        exit: typeof exit === "number" ? exit : null, output: output.output});
+    },
   };
 };
 """
@@ -130,6 +140,9 @@ class _State:
         self.next = False  # a model call was made before the open turn's step_finish
         # calls started (the plugin's lines) and not recorded yet: id -> (step, tool, args)
         self.started: dict[str, tuple[str | None, str, dict[str, Any]]] = {}
+        # results the plugin said of calls not recorded yet: id -> (ok, output)
+        self.returned: dict[str, tuple[bool, str]] = {}
+        self.resolved: set[str] = set()  # calls whose result is in the trace
 
 
 def _state(events: Events) -> _State:
@@ -205,6 +218,13 @@ class OpenCodeAgent(CliAgent):
                 if step is not None and step == state.step and events.open:
                     self._record_started(events, step)
             return
+        if kind == "ce_tool_end":  # a tool returned (OpenCode's tool_use may come later)
+            call_id = str(obj.get("callID"))
+            ok = obj.get("exit") in (0, None) and obj.get("tool") != INVALID
+            state.returned[call_id] = (ok, str(obj.get("output") or ""))
+            if call_id in events.calls:
+                self._resolve(events, call_id)
+            return
         if kind == "ce_max_turns":
             state.held = int(obj.get("turns") or 0)
             return
@@ -256,8 +276,12 @@ class OpenCodeAgent(CliAgent):
             tool = part.get("state") or {}
             call_id = str(part.get("callID") or part.get("id"))
             state.started.pop(call_id, None)
+            state.returned.pop(call_id, None)
             if call_id not in events.calls:  # (else recorded once its step had started)
                 events.call(call_id, *_called(part.get("tool"), tool.get("input")))
+            if call_id in state.resolved:  # its result came from the plugin
+                return
+            state.resolved.add(call_id)
             exit_code = (tool.get("metadata") or {}).get("exit")
             ok = tool.get("status") == "completed" and exit_code in (0, None) \
                 and part.get("tool") != INVALID
@@ -277,6 +301,16 @@ class OpenCodeAgent(CliAgent):
                 del state.started[call_id]
                 if call_id not in events.calls:
                     events.call(call_id, tool, args)
+                    OpenCodeAgent._resolve(events, call_id)
+
+    @staticmethod
+    def _resolve(events: Events, call_id: str) -> None:
+        """The result the plugin said of a recorded call, if it has said one."""
+        state = _state(events)
+        returned = state.returned.pop(call_id, None)
+        if returned is not None and call_id not in state.resolved:
+            state.resolved.add(call_id)
+            events.result(call_id, *returned)
 
     def ended(self, events: Events) -> None:
         """Calls cut off before OpenCode printed their step or their end: in the turn

@@ -263,6 +263,48 @@ def test_opencode_records_a_started_call_in_its_turn_and_ends_at_the_held_cap():
     assert "did not load ce's plugin" in sink.events[0].text
 
 
+def test_opencode_takes_a_result_from_the_plugin_before_its_own_line():
+    """The plugin's ce_tool_end says a tool returned as it returns: a run ended before
+    OpenCode printed the completed call (a turn_timeout's stop) has its result, and
+    OpenCode's own line, when it comes, adds no second one."""
+    from ce_agents.cli_agent import Events
+    from ce_agents.opencode import OpenCodeAgent
+
+    def start(call_id: str, step: str | None) -> dict:
+        return {"type": "ce_tool_start", "callID": call_id, "messageID": step,
+                "tool": "bash", "args": {"command": call_id}}
+
+    def end(call_id: str, exit: int | None, tool: str = "bash") -> dict:
+        return {"type": "ce_tool_end", "callID": call_id, "tool": tool, "exit": exit,
+                "output": f"out of {call_id}"}
+
+    step = {"type": "step_start", "sessionID": "s1", "part": {"messageID": "m1"}}
+    tool_use = {"type": "tool_use", "sessionID": "s1", "part": {
+        "callID": "a1", "tool": "bash", "state": {
+            "status": "completed", "input": {"command": "a1"}, "output": "out of a1",
+            "metadata": {"exit": 0}}}}
+    sink, agent = Sink(), OpenCodeAgent()
+    events = Events(sink)
+    # a1 returns after its step showed, a2 before (its result waits for its call), a3
+    # fails with exit 2, `invalid` answers a call it could not make; b1 never returns
+    for line in ({"type": "ce_plugin"}, start("a1", "m1"), step, end("a1", 0),
+                 start("a2", None), end("a2", None), start("a3", "m1"), end("a3", 2),
+                 start("a4", "m1"), end("a4", None, tool="invalid"), start("b1", "m1"),
+                 tool_use):
+        agent.on_line(line, events)
+    agent.ended(events)
+    events.turn_end()
+    assert shapes(sink.events) == [
+        ("TurnStart", 1), ("call", "a1"), ("result", "a1", "ok"), ("call", "a3"),
+        ("result", "a3", "error"), ("call", "a4"), ("result", "a4", "error"),
+        ("call", "b1"), ("call", "a2"), ("result", "a2", "ok"), ("TurnEnd", 1)]
+    view = build_view(sink.events)
+    assert {c.call_id: c.status for c in view.tool_calls} == {
+        "a1": "ok", "a2": "ok", "a3": "error", "a4": "error", "b1": "unresolved"}
+    assert [r.output for r in sink.events if isinstance(r, T.ToolResult)][:1] == \
+        ["out of a1"]
+
+
 def test_a_cli_stopped_past_max_turns_ends_as_max_turns():
     """ce's stop when a turn past the cap began (Codex, Pi): the outcome is max_turns,
     as Claude Code's own cap; a stop within the cap stays a stop."""
