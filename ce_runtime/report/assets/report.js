@@ -76,6 +76,9 @@
     const whole = Number(fixed(s, 0)), m = Math.floor(whole / 60), r = whole % 60;
     return m < 60 ? `${m}m ${String(r).padStart(2, "0")}s` : `${Math.floor(m / 60)}h ${String(m % 60).padStart(2, "0")}m`;
   }
+  // a table that may be wider than its section: it scrolls sideways in its own box, the
+  // page never does (report.css's .wide)
+  const wide = (table) => el("div", { class: "wide" }, table);
   const status = (s) => el("span", { class: "st " + (s || "") }, s || "?");
   const early = () => el("span", { class: "badge early", title: "stopped early: gated on its armed criteria only" }, "stopped early");
   // what a click does, from the keyboard too (a row or a header has focus: Enter or Space)
@@ -132,13 +135,32 @@
     // each trial's duration_s runs from its set-up to its grading (report.md says the same)
     rows.push(["Trial time", dur(s.duration_s) + " (sum over trials, set-up and grading included)"]);
     if (D.trials_planned && D.trials_planned !== s.trials) rows.push(["Planned", `${D.trials_planned} trials (${s.trials} recorded)`]);
-    sec.append(el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))))));
+    sec.append(wide(el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))))));
   }
 
   // -- variants --------------------------------------------------------------------------
+  // a label's width in the charts' font (report.css: svg text, 12px system-ui)
+  const labelWidth = (() => {
+    const c = document.createElement("canvas").getContext("2d");
+    if (c) c.font = "12px system-ui, sans-serif";
+    return (text) => c ? c.measureText(text).width : 7 * text.length;
+  })();
+  const fitLabel = (text, room) => {  // shortened with "…" to `room` pixels (its <title> has it whole)
+    if (labelWidth(text) <= room) return text;
+    let n = text.length;
+    while (n > 1 && labelWidth(text.slice(0, n) + "…") > room) n -= 1;
+    return text.slice(0, n) + "…";
+  };
   function intervalChart(items, opts) {
-    // items: {label, value, low, high}; a horizontal bar per item on [min, max]
-    const W = 560, L = 170, R = 60, rowH = 26, H = items.length * rowH + 30;
+    // items: {label, value, low, high}; a horizontal bar per item on [min, max], drawn as
+    // wide as its section (opts.room; 560 px at most, 300 at least: it shrinks with the
+    // page after that). A label wider than 40% of that (a phone's width, a long variant
+    // name) goes on its own line above its bar, never cut off at the chart's left edge
+    const W = Math.max(300, Math.min(560, Math.floor(opts.room || 560))), R = 60;
+    const widest = Math.max(0, ...items.map((it) => labelWidth(it.label)));
+    const stacked = widest + 16 > 0.4 * W;
+    const L = stacked ? 24 : Math.min(170, Math.max(60, Math.ceil(widest) + 16));
+    const rowH = stacked ? 42 : 26, H = items.length * rowH + 30;
     const lo = opts.min, hi = opts.max, x = (v) => L + (W - L - R) * (v - lo) / (hi - lo);
     const g = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": opts.title, class: opts.cls || "" });
     for (let i = 0; i <= 4; i++) {
@@ -148,8 +170,11 @@
     }
     if (opts.zero !== undefined) g.append(svg("line", { x1: x(opts.zero), x2: x(opts.zero), y1: 4, y2: H - 22, stroke: "#57606a", "stroke-dasharray": "4 3" }));
     items.forEach((it, i) => {
-      const y = 8 + i * rowH + rowH / 2;
-      g.append(svg("text", { x: L - 8, y: y + 4, "text-anchor": "end" }, it.label));
+      const y = 8 + i * rowH + (stacked ? 28 : rowH / 2);
+      const label = stacked ? svg("text", { x: 8, y: y - 12, class: "label" }, fitLabel(it.label, W - 12))
+        : svg("text", { x: L - 8, y: y + 4, "text-anchor": "end", class: "label" }, it.label);
+      label.append(svg("title", {}, it.label));
+      g.append(label);
       if (it.low !== null && it.low !== undefined) {
         g.append(svg("line", { x1: x(it.low), x2: x(it.high), y1: y, y2: y, stroke: "#0969da", "stroke-width": 3 }));
         g.append(svg("line", { x1: x(it.low), x2: x(it.low), y1: y - 6, y2: y + 6, stroke: "#0969da", "stroke-width": 2 }));
@@ -167,7 +192,7 @@
     const sec = document.getElementById("variants");
     if (!D.variants.length) return;
     sec.append(el("h2", {}, D.variants.length > 1 ? "Variants side by side" : "Variant"));
-    sec.append(el("table", { id: "variant-table" },
+    sec.append(wide(el("table", { id: "variant-table" },
       el("thead", {}, el("tr", {}, ["Variant", "Agent / model", "Trials", "Passed", "Pass rate", "95% CI", "Mean score", "pass@k", "Stopped early", "Cost"].map((h) => el("th", {}, h)))),
       el("tbody", {}, D.variants.map((v) => el("tr", {},
         el("td", {}, el("code", {}, v.id)),
@@ -177,18 +202,18 @@
         el("td", {}, v.pass_rate_ci95 ? `${pct(v.pass_rate_ci95[0])}–${pct(v.pass_rate_ci95[1])}` : "—"),
         el("td", { class: "num" }, num(v.mean_score, 2)),
         el("td", { class: "num" }, v.pass_at_k ? `${v.pass_at_k.passed}/${v.pass_at_k.tasks}` : "—"),
-        el("td", { class: "num" }, v.stopped_early || 0), el("td", { class: "num" }, costOf(v)))))));
+        el("td", { class: "num" }, v.stopped_early || 0), el("td", { class: "num" }, costOf(v))))))));
     // usage per trial: cells formatted as report.md's (report/usage_text.py)
     if ((D.usage_tables || []).length) sec.append(el("h3", {}, "Usage per trial"));
     (D.usage_tables || []).forEach(([title, head, rows], i) => {
       sec.append(el("p", { class: "muted" }, title + ":"),
-        el("table", { id: i ? "usage-change-table" : "usage-table" },
+        wide(el("table", { id: i ? "usage-change-table" : "usage-table" },
           el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
-          el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c, j) => j ? el("td", { class: "num" }, c) : el("td", {}, el("code", {}, c))))))));
+          el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c, j) => j ? el("td", { class: "num" }, c) : el("td", {}, el("code", {}, c)))))))));
     });
     sec.append(el("div", {}, el("h3", {}, "Pass rate with its 95% Wilson interval"),
       intervalChart(D.variants.map((v) => ({ label: v.id, value: v.pass_rate, low: v.pass_rate_ci95 && v.pass_rate_ci95[0], high: v.pass_rate_ci95 && v.pass_rate_ci95[1] })),
-        { min: 0, max: 1, fmt: pct, title: "pass rate per variant", cls: "variant-chart" })));
+        { min: 0, max: 1, fmt: pct, title: "pass rate per variant", cls: "variant-chart", room: sec.clientWidth })));
     if (D.variants.length < 2) return;
     if (D.paired_note) sec.append(el("p", { class: "note" }, D.paired_note));
     if (!D.paired.length) return;
@@ -210,19 +235,19 @@
         el("td", {}, c.test),
         el("td", { class: "num" }, `${c.wins} / ${c.losses} / ${c.ties}`)));
     }
-    sec.append(el("table", { id: "paired-table" }, el("thead", {}, el("tr", {}, ["Variant", "Metric", "Tasks", "Baseline → variant", "Δ", "95% interval", "p", "test", "wins / losses / ties"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)));
+    sec.append(wide(el("table", { id: "paired-table" }, el("thead", {}, el("tr", {}, ["Variant", "Metric", "Tasks", "Baseline → variant", "Δ", "95% interval", "p", "test", "wins / losses / ties"].map((h) => el("th", {}, h)))), el("tbody", {}, rows))));
     // a paired task with an early-stopped trial: report.md's note under its paired statistics
     if (D.paired_early_note) sec.append(el("p", { class: "note", id: "paired-early-note" }, D.paired_early_note));
     const items = D.paired.map((p) => ({ label: `${p.variant} − ${p.baseline}`, value: p.score.mean_diff, low: p.score.ci_low, high: p.score.ci_high }));
     sec.append(el("h3", {}, "Mean score difference with its bootstrap interval"),
-      intervalChart(items, { min: -1, max: 1, zero: 0, fmt: (v) => signed(v, 2), title: "paired score difference" }));
+      intervalChart(items, { min: -1, max: 1, zero: 0, fmt: (v) => signed(v, 2), title: "paired score difference", room: sec.clientWidth }));
     for (const p of D.paired) {
       const md = p.score.most_divergent || [];
       if (!md.length) continue;
       sec.append(el("h3", {}, `Most divergent tasks: ${p.variant} vs ${p.baseline} (mean score)`),
-        el("table", {}, el("thead", {}, el("tr", {}, ["Task", p.baseline, p.variant, "Δ"].map((h) => el("th", {}, h)))),
+        wide(el("table", {}, el("thead", {}, el("tr", {}, ["Task", p.baseline, p.variant, "Δ"].map((h) => el("th", {}, h)))),
           el("tbody", {}, md.map((r) => el("tr", {}, el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); setFilter(r.task); } }, r.task)),
-            el("td", { class: "num" }, num(r.a, 2)), el("td", { class: "num" }, num(r.b, 2)), el("td", { class: "num" }, signed(r.diff, 2)))))));
+            el("td", { class: "num" }, num(r.a, 2)), el("td", { class: "num" }, num(r.b, 2)), el("td", { class: "num" }, signed(r.diff, 2))))))));
     }
   }
 
@@ -269,10 +294,10 @@
     }
     const score = D.gates.filter((x) => x.kind !== "classification");
     if (score.length) {
-      sec.append(el("h3", {}, "Criteria over dataset rows"), el("table", {}, el("thead", {}, el("tr", {}, ["Variant", "Suite", "Criterion", "Results", "Pass rate", "Mean score", "Thresholds", "Gate"].map((h) => el("th", {}, h)))),
+      sec.append(el("h3", {}, "Criteria over dataset rows"), wide(el("table", {}, el("thead", {}, el("tr", {}, ["Variant", "Suite", "Criterion", "Results", "Pass rate", "Mean score", "Thresholds", "Gate"].map((h) => el("th", {}, h)))),
         el("tbody", {}, score.map((g) => el("tr", {}, el("td", {}, el("code", {}, g.variant)), el("td", {}, el("code", {}, g.suite_id)), el("td", {}, `${g.criterion} ${g.criterion_type || ""}`),
           el("td", { class: "num" }, g.n), el("td", { class: "num" }, pct(g.metrics.pass_rate)), el("td", { class: "num" }, num(g.metrics.mean_score, 2)),
-          el("td", {}, Object.entries(g.thresholds || {}).map(([m, t]) => (g.failed || []).includes(m) ? `${m} ${num(g.metrics[m], 3)} < ${t} ✗` : `${m} ≥ ${t}`).join(", ") || "—"), el("td", {}, word(g)))))));
+          el("td", {}, Object.entries(g.thresholds || {}).map(([m, t]) => (g.failed || []).includes(m) ? `${m} ${num(g.metrics[m], 3)} < ${t} ✗` : `${m} ≥ ${t}`).join(", ") || "—"), el("td", {}, word(g))))))));
     }
   }
 
@@ -353,7 +378,7 @@
       el("input", { type: "search", id: "task-filter", placeholder: "filter tasks…", "aria-label": "filter tasks", oninput: (e) => { tstate.q = e.target.value.toLowerCase(); tstate.page = 0; drawTasks(vs); } }),
       el("span", { id: "task-count", class: "muted" })));
     const cols = [["task", "Task"], ["n", "Trials"], ["rate", "Pass rate"], ...vs.map((v) => ["v:" + v, v]), ["early", "Stopped early"]];
-    sec.append(el("table", { id: "task-table" }, el("thead", {}, el("tr", {}, cols.map(([k, label]) => { const sort = () => { if (tstate.sort === k) tstate.desc = !tstate.desc; else { tstate.sort = k; tstate.desc = false; } drawTasks(vs); }; return el("th", { "data-col": k, tabindex: 0, onclick: sort, onkeydown: onKeys(sort) }, label); }))), el("tbody", {})));
+    sec.append(wide(el("table", { id: "task-table" }, el("thead", {}, el("tr", {}, cols.map(([k, label]) => { const sort = () => { if (tstate.sort === k) tstate.desc = !tstate.desc; else { tstate.sort = k; tstate.desc = false; } drawTasks(vs); }; return el("th", { "data-col": k, tabindex: 0, onclick: sort, onkeydown: onKeys(sort) }, label); }))), el("tbody", {}))));
     sec.append(el("div", { class: "pager controls" },
       el("button", { id: "task-prev", onclick: () => { tstate.page = Math.max(0, tstate.page - 1); drawTasks(vs); } }, "‹ previous"),
       el("span", { id: "task-page-info" }),
@@ -393,7 +418,7 @@
       nEarly ? el("label", {}, el("input", { type: "checkbox", id: "early-only", onchange: (e) => { state.earlyOnly = e.target.checked; state.page = 0; applyView(); } }), ` stopped early (${nEarly})`) : null,
       el("span", { id: "count", class: "muted" })));
     const head = el("tr", {}, SHOWN.map(([k, label]) => { const sort = () => { if (state.sort === k) state.desc = !state.desc; else { state.sort = k; state.desc = false; } applyView(); }; return el("th", { "data-col": k, class: NUMERIC.has(k) ? "num" : "", tabindex: 0, onclick: sort, onkeydown: onKeys(sort) }, label); }));
-    sec.append(el("table", { id: "trial-table" }, el("thead", {}, head), el("tbody", {})));
+    sec.append(wide(el("table", { id: "trial-table" }, el("thead", {}, head), el("tbody", {}))));
     sec.append(el("div", { class: "pager controls" },
       el("button", { id: "prev", onclick: () => { state.page = Math.max(0, state.page - 1); drawTable(); } }, "‹ previous"),
       el("span", { id: "page-info" }),
@@ -408,7 +433,7 @@
       const r = D.trials[i];
       const failed = r[COL.failed] || [];
       return el("tr", { "data-index": i, class: i === state.selected ? "sel" : "", tabindex: 0, onclick: () => openTrial(i), onkeydown: onKeys(() => openTrial(i)) },
-        el("td", { class: "mono" }, r[COL.trial_id]), el("td", {}, r[COL.variant]), el("td", {}, r[COL.task]),
+        el("td", { class: "mono" }, r[COL.trial_id]), el("td", { class: "id" }, r[COL.variant]), el("td", { class: "id" }, r[COL.task]),
         el("td", { class: "num" }, r[COL.repeat]),
         el("td", {}, status(r[COL.status]), r[COL.early] ? early() : null),
         el("td", { class: "num" }, num(r[COL.score], 2)), el("td", { class: "num" }, known(r[COL.turns])), el("td", { class: "num" }, known(r[COL.tool_calls])),
