@@ -49,7 +49,7 @@ def normalise_md(text: str, run_id: str) -> str:
     # the usage tables' last column is the trials' wall time: WALL
     out, in_usage = [], False
     for line in text.split("\n"):
-        if line.startswith(("| Variant | Turns |", "| Variant | Paired trials |")):
+        if line.startswith(("| Variant | Trials | Turns |", "| Variant | Paired trials |")):
             in_usage = True
         elif not line.startswith("|"):
             in_usage = False

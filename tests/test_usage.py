@@ -54,5 +54,29 @@ def test_report_md_says_unknown_for_a_variant_that_measured_nothing():
                  agent="none")]
     summary = R.summary(recs, [], "r", {})
     md = R.render_markdown(summary, recs, [])
-    assert "| `none` | — | — | — | — | — | 10.0s (10.0s) |" in md
+    assert "| `none` | 1 | — | — | — | — | — | 10.0s (10.0s) |" in md
     assert "| `none` | 1 | — | — | — | — | — | ×1.00 (±0.0%) |" in md
+
+
+def test_the_error_trials_a_variants_usage_is_over_are_counted():
+    """A variant's usage is over its graded trials (any status but NOT_GRADED): an ERROR
+    that was graded and one that never reached grading (no score) are among them, said
+    in its `per_trial` and in report.md's Trials cell; a NOT_GRADED trial is not."""
+    recs = [record("base", "a"), record("base", "b"), record("base", "c"),
+            dict(record("v", "a", status="ERROR", error="the agent failed"),
+                 weighted_score=0.0),
+            record("v", "b", status="ERROR", error="pre_run failed", turns=0,
+                   tool_calls=0, tokens=(0, 0), cost=0.0, outcome=None),
+            record("v", "c", status="NOT_GRADED")]
+    summary = R.summary(recs, [], "r", {})
+    pt = summary["variants"]["v"]["per_trial"]
+    assert (pt["trials"], pt["errors"], pt["before_grading"]) == (2, 2, 1)
+    assert pt["turns"]["n"] == 1  # the ERROR before grading measured no turn
+    pairs = summary["comparison"][0]["per_trial"]
+    assert (pairs["trials"], pairs["errors"], pairs["before_grading"],
+            pairs["baseline_errors"], pairs["baseline_before_grading"]) == (2, 2, 1, 0, 0)
+    md = R.render_markdown(summary, recs, [])
+    assert "| `base` | 3 | 3.0 (3.0) |" in md
+    assert "| `v` | 2 (2 ERROR, 1 never reached grading) | 3.0 (3.0), known for 1 of 2 |" in md
+    assert "| `v` | 2 (variant: 2 ERROR, 1 never reached grading) | ×1.00 (±0.0%) over 1 |" \
+        in md

@@ -202,6 +202,9 @@ def experiment(tmp_path_factory):
 def test_run_json_has_each_variants_usage_and_its_ratio_to_the_baseline(experiment):
     run = json.loads((experiment / "run.json").read_text())
     big, small = (run["variants"][v]["per_trial"] for v in ("big", "small"))
+    # over each variant's 4 graded trials, none of them an ERROR
+    for pt in (big, small):
+        assert (pt.pop("trials"), pt.pop("errors"), pt.pop("before_grading")) == (4, 0, 0)
     # `env` (agent none) measured its wall time only: 2 of each variant's 4 trials
     assert {k: (v["n"], v["mean"]) for k, v in big.items() if k != "duration_s"} == {
         "turns": (2, 3.0), "tool_calls": (2, 1.0), "input_tokens": (2, 1000.0),
@@ -212,7 +215,8 @@ def test_run_json_has_each_variants_usage_and_its_ratio_to_the_baseline(experime
     assert big["duration_s"]["n"] == small["duration_s"]["n"] == 4
     [c] = run["comparison"]
     pt = c["per_trial"]
-    assert pt["trials"] == 4
+    assert (pt["trials"], pt["errors"], pt["before_grading"], pt["baseline_errors"],
+            pt["baseline_before_grading"]) == (4, 0, 0, 0, 0)
     assert {k: (pt[k]["paired"], pt[k]["ratio"]) for k in (
         "turns", "tool_calls", "input_tokens", "output_tokens", "cost_usd")} == {
         "turns": (2, pytest.approx(4 / 3)), "tool_calls": (2, 2.0),
@@ -225,15 +229,15 @@ def test_report_md_and_html_show_the_same_usage_cells(experiment):
     rows = [[c.strip() for c in x.strip("|").split("|")] for x in part.splitlines()
             if x.startswith("| `")]
     k = ", known for 2 of 4"  # `env` measured none of them
-    assert [r[:6] for r in rows] == [
-        ["`big`", "3.0 (3.0)" + k, "1.0 (1.0)" + k, "1,000 (1,000)" + k, "100 (100)" + k,
-         "$0.0100 ($0.0100)" + k],
-        ["`small`", "4.0 (4.0)" + k, "2.0 (2.0)" + k, "400 (400)" + k, "80 (80)" + k,
+    assert [r[:7] for r in rows] == [
+        ["`big`", "4", "3.0 (3.0)" + k, "1.0 (1.0)" + k, "1,000 (1,000)" + k,
+         "100 (100)" + k, "$0.0100 ($0.0100)" + k],
+        ["`small`", "4", "4.0 (4.0)" + k, "2.0 (2.0)" + k, "400 (400)" + k, "80 (80)" + k,
          "$0.0040 ($0.0040)" + k],
         ["`small`", "4", "×1.33 (+33.3%) over 2", "×2.00 (+100.0%) over 2",
-         "×0.40 (-60.0%) over 2", "×0.80 (-20.0%) over 2"]]
+         "×0.40 (-60.0%) over 2", "×0.80 (-20.0%) over 2", "×0.40 (-60.0%) over 2"]]
     assert rows[2][6] == "×0.40 (-60.0%) over 2"  # cost: the small model's 40%
-    assert re.fullmatch(r"\d+\.\d\ds \(\d+\.\d\ds\)", rows[0][6])  # wall: all 4 known
+    assert re.fullmatch(r"\d+\.\d\ds \(\d+\.\d\ds\)", rows[0][7])  # wall: all 4 known
     html = (experiment / "report.html").read_text()
     data = json.loads(re.search(r'<script type="application/json" id="ce-data">(.*?)'
                                 r"</script>", html, re.S).group(1))
@@ -284,3 +288,65 @@ def test_the_usage_section_says_which_error_trials_its_means_are_over(tmp_path):
     assert "(B's 2 ERROR trial(s), 1 of which never reached grading)" in back
     same = ce("compare", runs["b"], runs["b"], cwd=tmp_path).stdout
     assert "## Usage per trial (over the 3 matched trial(s) both runs graded; " in same
+
+
+ERROR_EXPERIMENT = f"""\
+experiment_id: usage-errors
+defaults:
+  agent: {{type: script}}
+variants:
+  - variant_id: steady
+    agent:
+      script: [{WRITE}, {SAY}]
+  - variant_id: crashy
+    agent:
+      script: [{WRITE}, {{fail: boom}}]
+"""
+
+
+def test_report_md_says_which_error_trials_each_variants_usage_is_over(tmp_path):
+    """Each variant's usage means are over its graded trials, and graded is any status
+    but NOT_GRADED: `broken` (its set-up fails: never graded) is an ERROR trial in both
+    variants, and crashy's `fine` too (its agent fails, then it is graded). report.md
+    said 'over each variant's graded trials', as if every one had been; it says how many
+    trials, how many of them ERROR and how many never reached grading, of each variant
+    and of each side of the pairs against the baseline; report.html shows the same
+    cells, run.json has the counts."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "fine.yaml").write_text(task("fine", []))
+    (suite / "broken.yaml").write_text(erroring("broken", 1, SAY))
+    (tmp_path / "exp.yaml").write_text(ERROR_EXPERIMENT)
+    res = ce("run", str(suite), "-e", str(tmp_path / "exp.yaml"), "--run-dir",
+             str(tmp_path / "run"), "-q", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    counts = ("trials", "errors", "before_grading")
+    assert [tuple(run["variants"][v]["per_trial"][k] for k in counts)
+            for v in ("steady", "crashy")] == [(2, 1, 1), (2, 2, 1)]
+    [c] = run["comparison"]
+    assert tuple(c["per_trial"][k] for k in (*counts, "baseline_errors",
+                                             "baseline_before_grading")) == (2, 2, 1, 1, 1)
+
+    md = (tmp_path / "run" / "report.md").read_text()
+    part = md.split("### Usage per trial", 1)[1].split("\n### ", 1)[0]
+    assert ("over each variant's graded trials: any status but NOT_GRADED, so the ERROR "
+            "ones too (Trials: how many, how many of them ERROR and how many never reached "
+            "grading)") in part
+    assert ("over the trials both graded (same task, row and repeat; the ERROR ones too: "
+            "Paired trials says how many, of which side, and how many never reached "
+            "grading)") in part
+    rows = [[c.strip() for c in x.strip("|").split("|")] for x in part.splitlines()
+            if x.startswith("| `")]
+    assert [r[:2] for r in rows] == [
+        ["`steady`", "2 (1 ERROR, 1 never reached grading)"],
+        ["`crashy`", "2 (2 ERROR, 1 never reached grading)"],
+        ["`crashy`", "2 (baseline: 1 ERROR, 1 never reached grading; "
+                     "variant: 2 ERROR, 1 never reached grading)"]]
+    html = (tmp_path / "run" / "report.html").read_text()
+    data = json.loads(re.search(r'<script type="application/json" id="ce-data">(.*?)'
+                                r"</script>", html, re.S).group(1))
+    assert [[f"`{r[0]}`", *r[1:]] for _, _, t in data["usage_tables"] for r in t] == rows
+    assert [title for title, _, _ in data["usage_tables"]] == [
+        line.removesuffix(":") for line in part.splitlines()
+        if line.startswith(("Mean (median)", "Against the baseline"))]

@@ -36,7 +36,8 @@ Definitions (the report and run.json use the same ones):
 - usage per trial (`report_usage`; each variant's `per_trial`, `ce compare`'s `usage`):
   mean and median turns, tool calls, input and output tokens, USD and wall time over the
   graded trials that measured each (unknown, never 0: no agent ran, no token or no cost
-  reported, a model with no rate); a ratio to the baseline (or A) is of the means over
+  reported, a model with no rate), ERROR trials among them and counted apart (how many,
+  and how many never reached grading); a ratio to the baseline (or A) is of the means over
   the matched trials that measured it in both. The run's and each variant's cost
   (`cost_usd`) is the sum over its `cost_known_trials` (the same rule): with none it
   is unknown ("—"), never $0, and a trial's cost cell is "—" when unknown. Likewise

@@ -184,6 +184,19 @@ def paired_exprs(suffix: str) -> list[pl.Expr]:
     return out
 
 
+def _error_flags() -> list[pl.Expr]:
+    """`error`: the trial ended in an ERROR (graded all the same: any status but
+    NOT_GRADED is); `before_grading`: an ERROR that never reached grading (no score: it
+    measured what it did before, often nothing but its wall time)."""
+    import polars as pl
+
+    from ce_runtime.store.record import Status
+
+    error = pl.col("status") == Status.ERROR.value
+    return [error.alias("error"),
+            (error & pl.col("weighted_score").is_null()).alias("before_grading")]
+
+
 def _side(row: dict[str, Any], m: str) -> SideUsage:
     return SideUsage(row[f"{m}.n"], row[f"{m}.mean"], row[f"{m}.median"])
 
@@ -197,14 +210,10 @@ def compare_usage(trials_a: pl.DataFrame, trials_b: pl.DataFrame,
     repeat) that both graded (ERROR trials too, counted apart)."""
     import polars as pl
 
-    from ce_runtime.store.record import Status
-
     def prep(frame: pl.DataFrame) -> pl.LazyFrame:
         graded = frame.lazy().filter(pl.col("graded").fill_null(False))
-        error = pl.col("status") == Status.ERROR.value
-        return known(graded.with_columns(error.alias("error"), (
-            error & pl.col("weighted_score").is_null()).alias("before_grading")),
-            (*key, "error", "before_grading")).with_columns(pl.col("row_id").fill_null(""))
+        return known(graded.with_columns(*_error_flags()), (*key, "error", "before_grading")) \
+            .with_columns(pl.col("row_id").fill_null(""))
 
     matched = prep(trials_a).join(prep(trials_b), on=list(key), suffix="_b",
                                   nulls_equal=True)
@@ -227,37 +236,55 @@ def compare_usage(trials_a: pl.DataFrame, trials_b: pl.DataFrame,
 
 
 _VARIANT_KEY = ("task_id", "row_id", "repeat")
+# a variant's `per_trial` counts, and a comparison's (its paired trials')
+_COUNTS = ("trials", "errors", "before_grading")
+_PAIR_COUNTS = (*_COUNTS, "baseline_errors", "baseline_before_grading")
 
 
 def variant_usage(trials: pl.LazyFrame, variants: list[str]
                   ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """({variant: run.json's `per_trial`}, {variant: its comparison's `per_trial`}):
     each variant's usage over its graded trials, and each but the first against the
-    first (the baseline) over the trials both graded (same task, row and repeat)."""
+    first (the baseline) over the trials both graded (same task, row and repeat).
+
+    Graded is any status but NOT_GRADED, so an ERROR trial is one: a variant's
+    `per_trial` says how many `trials` its means are over, how many of them ended in an
+    ERROR (`errors`) and how many of those never reached grading (`before_grading`); a
+    comparison's says the same of its paired trials, the variant's (`errors`,
+    `before_grading`) and the baseline's (`baseline_errors`,
+    `baseline_before_grading`)."""
     import polars as pl
 
-    graded = known(trials.filter(pl.col("graded")), ("variant_id", *_VARIANT_KEY)) \
+    graded = known(trials.filter(pl.col("graded")).with_columns(*_error_flags()),
+                   ("variant_id", *_VARIANT_KEY, "error", "before_grading")) \
         .with_columns(pl.col("row_id").fill_null(""))
-    queries = [graded.group_by("variant_id", maintain_order=True).agg(side_exprs())]
+    counts = [pl.len().alias("trials"), pl.col("error").sum().alias("errors"),
+              pl.col("before_grading").sum().alias("before_grading")]
+    queries = [graded.group_by("variant_id", maintain_order=True).agg(*counts,
+                                                                      *side_exprs())]
     if len(variants) > 1:
         base = graded.filter(pl.col("variant_id") == variants[0]).drop("variant_id")
         pairs = graded.filter(pl.col("variant_id") != variants[0]).join(
             base, on=list(_VARIANT_KEY), suffix="_base", nulls_equal=True)
         # the paired means are named for the baseline (`<m>`) and the variant (`_base`
         # is the baseline's here, so swap them)
-        swapped = pairs.select("variant_id", *(pl.col(f"{m}_base").alias(m)
-                                               for m in NAMES),
+        swapped = pairs.select("variant_id", "error", "before_grading",
+                               "error_base", "before_grading_base",
+                               *(pl.col(f"{m}_base").alias(m) for m in NAMES),
                                *(pl.col(m).alias(f"{m}_v") for m in NAMES))
         queries.append(swapped.group_by("variant_id", maintain_order=True).agg(
-            pl.len().alias("trials"), *paired_exprs("_v")))
+            *counts, pl.col("error_base").sum().alias("baseline_errors"),
+            pl.col("before_grading_base").sum().alias("baseline_before_grading"),
+            *paired_exprs("_v")))
     frames = pl.collect_all(queries)
-    per_trial = {r["variant_id"]: {m: msgspec.structs.asdict(_side(r, m)) for m in NAMES}
+    per_trial = {r["variant_id"]: {**{k: r[k] for k in _COUNTS},
+                                   **{m: msgspec.structs.asdict(_side(r, m)) for m in NAMES}}
                  for r in frames[0].iter_rows(named=True)}
     changes = {}
     if len(frames) > 1:
         for r in frames[1].iter_rows(named=True):
             changes[r["variant_id"]] = {
-                "trials": r["trials"],
+                **{k: r[k] for k in _PAIR_COUNTS},
                 **{m: {"paired": r[f"{m}.paired"], "baseline_mean": r[f"{m}.paired_a"],
                        "mean": r[f"{m}.paired_b"], "ratio": r[f"{m}.ratio"]}
                    for m in NAMES}}
@@ -266,11 +293,11 @@ def variant_usage(trials: pl.LazyFrame, variants: list[str]
 
 def no_usage() -> dict[str, Any]:
     """A variant's `per_trial` when it graded no trial."""
-    return {m: {"n": 0, "mean": None, "median": None} for m in NAMES}
+    return {**dict.fromkeys(_COUNTS, 0), **{m: {"n": 0, "mean": None, "median": None} for m in NAMES}}
 
 
 def no_pairs() -> dict[str, Any]:
     """A comparison's `per_trial` when the variant shares no graded trial with the
     baseline."""
-    return {"trials": 0, **{m: {"paired": 0, "baseline_mean": None, "mean": None,
+    return {**dict.fromkeys(_PAIR_COUNTS, 0), **{m: {"paired": 0, "baseline_mean": None, "mean": None,
                                 "ratio": None} for m in NAMES}}

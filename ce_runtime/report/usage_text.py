@@ -114,11 +114,14 @@ def variant_tables(summary: dict[str, Any]) -> list[Table]:
     comparison = summary.get("comparison") or []
     if not comparison or not all(v.get("per_trial") for v in variants.values()):
         return []
-    head = ["Variant", *(LABELS[m] for m in NAMES)]
+    counted = all("errors" in v["per_trial"] for v in variants.values())
+    head = ["Variant", *(["Trials"] if counted else []), *(LABELS[m] for m in NAMES)]
     rows = []
     for name, v in variants.items():
         graded = v.get("graded") or 0
-        cells = []
+        pt = v["per_trial"]
+        cells = [_trials_cell(pt["trials"], [("", pt["errors"], pt["before_grading"])])] \
+            if counted else []
         for m in NAMES:
             side = v["per_trial"][m]
             cell = _mean_median(side, m)
@@ -126,19 +129,41 @@ def variant_tables(summary: dict[str, Any]) -> list[Table]:
                 cell += f", known for {side['n']} of {graded}"
             cells.append(cell)
         rows.append([name, *cells])
-    out: list[Table] = [("Mean (median) per trial, over each variant's graded trials; "
+    # graded is any status but NOT_GRADED: an ERROR trial is one, so the means are over
+    # the ERROR trials too, said under Trials (a run.json from before they were counted
+    # has no such column)
+    over = (": any status but NOT_GRADED, so the ERROR ones too (Trials: how many, how "
+            "many of them ERROR and how many never reached grading)") if counted else ""
+    out: list[Table] = [(f"Mean (median) per trial, over each variant's graded trials{over}; "
                          "— unknown: not measured, never 0", head, rows)]
     change_rows = []
     for c in comparison:
         pt = c.get("per_trial")
         if not pt:
             continue
-        change_rows.append([c["variant"], str(pt["trials"]),
+        paired = _trials_cell(pt["trials"], [
+            ("baseline: ", pt["baseline_errors"], pt["baseline_before_grading"]),
+            ("variant: ", pt["errors"], pt["before_grading"])]) \
+            if "errors" in pt else str(pt["trials"])
+        change_rows.append([c["variant"], paired,
                             *(fmt_ratio(pt[m]["ratio"], pt[m]["paired"])
                               + ("" if pt[m]["paired"] in (0, pt["trials"])
                                  else f" over {pt[m]['paired']}") for m in NAMES)])
     out.append(("Against the baseline: variant ÷ baseline of the mean per trial, over "
-                "the trials both graded (same task, row and repeat) with the value known "
-                "in both", ["Variant", "Paired trials",
-                                   *(LABELS[m] for m in NAMES)], change_rows))
+                "the trials both graded (same task, row and repeat"
+                + ("; the ERROR ones too: Paired trials says how many, of which side, and "
+                   "how many never reached grading" if counted else "")
+                + ") with the value known in both", ["Variant", "Paired trials",
+                                                     *(LABELS[m] for m in NAMES)],
+                change_rows))
     return out
+
+
+def _trials_cell(trials: int, errors: list[tuple[str, int, int]]) -> str:
+    """'12', '12 (2 ERROR)' or '12 (2 ERROR, 1 never reached grading)': how many trials
+    a mean is over and the ERROR ones among them (`errors`: whose, how many ERROR and how
+    many of those never reached grading); a pair's: '12 (baseline: 2 ERROR, 2 never
+    reached grading; variant: 1 ERROR)'."""
+    said = [f"{who}{n} ERROR" + (f", {k} never reached grading" if k else "")
+            for who, n, k in errors if n]
+    return f"{trials} ({'; '.join(said)})" if said else str(trials)
