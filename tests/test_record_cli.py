@@ -126,7 +126,8 @@ def test_two_subcommands_two_responses_and_cli_called_as_hand_computed(tmp_path,
                                 for c in rec["criteria"]]
     assert rec["status"] == "FAILURE"  # the two FAIL criteria gate it, as intended
     explained = _explain(trial)
-    assert "`uip ixp nope` (line 3, exit 1): yes" in explained, explained
+    assert "matched: 1 of 3 calls match verb 'ixp nope' (max_count 0: 1 too many): " \
+        "`uip ixp nope` (line 3, exit 1)" in explained, explained
     assert "`uip ixp dummy1` (line 1, exit 0, rule 0)" in explained, explained
     assert "`uip ixp dummy2 --output json` (line 2, exit 0, rule 1)" in explained, explained
 

@@ -28,6 +28,7 @@ from ce_runtime.grade.explain_calls import (
     near_misses,
     output_gist,
 )
+from ce_runtime.grade.explain_cli import cli_calls_evidence, is_cli_calls
 from ce_runtime.grade.host import Host, SourceText
 from ce_runtime.grade.interpreter import (
     CriterionResult,
@@ -273,6 +274,10 @@ class _Tree:
                 else near_misses(node, items, hits, self.r.env, self.host, self.text)
             return (f"  [{len(hits)} of {len(items)} calls match: " + "; ".join(shown) + more
                     if hits else f"  [none of {len(items)} calls match") + near + "]"
+        if is_cli_calls(items):
+            name = next((let.name for let in self.inst.lets if let.expr is node), None)
+            return cli_calls_evidence(node, items, hits, self.r, self.inst.params, self.host,
+                                      self.text, name)
         if isinstance(items, list) and items and all(isinstance(x, str) for x in items):
             text = next((v for v in self.r.env.values() if isinstance(v, SourceText)), None)
             parts = []
@@ -299,6 +304,8 @@ class _Tree:
             left = len(items) - len(shown)
             more = f"; and {left} more, all yes" if left else ""
             return f"  [{label}{len(hits)}/{len(items)}: " + "; ".join(parts) + more + "]"
+        if isinstance(items, list) and not items:  # nothing to count: the value says it
+            return ""
         return f"  [{len(hits)} match]"
 
 

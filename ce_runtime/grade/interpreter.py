@@ -246,7 +246,7 @@ def cli_call_text(call: dict[str, Any]) -> str:
     import shlex
 
     line = shlex.join([call.get("tool") or "?", *call["argv"]])
-    line = line if len(line) <= 60 else line[:57] + "..."
+    line = line if len(line) <= 100 else line[:97] + "..."
     facts = [f"line {call['line']}"] if call.get("line") is not None else []
     if call.get("exit") is not None:
         facts.append(f"exit {call['exit']}")
