@@ -35,6 +35,20 @@ class _State:
 
     def __init__(self) -> None:
         self.failed = False  # the open turn's model call failed (Pi may retry it)
+        # the failure of that call, said once Pi says whether it retries it (its
+        # `auto_retry_start` names the retry and the most it makes): (error, status)
+        self.failure: tuple[str, int | None] | None = None
+
+
+def _say_failure(events: Events, attempt: int | None = None,
+                 retries: int | None = None) -> None:
+    """The failed model call as a ModelError, `attempt` of `retries` when Pi retries it
+    (as Claude Code's api_retry and Codex's reconnects say theirs)."""
+    state = _state(events)
+    if state.failure is not None:
+        error, status = state.failure
+        state.failure = None
+        events.emit(T.ModelError, error, status, attempt, retries)
 
 
 def _state(events: Events) -> _State:
@@ -80,6 +94,9 @@ class PiAgent(CliAgent):
     def on_line(self, obj: dict[str, Any], events: Events) -> None:
         kind = obj.get("type")
         state = _state(events)
+        if kind in ("turn_start", "message_start", "message_end", "auto_retry_end"):
+            _say_failure(events)  # Pi went on without retrying it (its turn_end and
+            # agent_end come between the failure and its auto_retry_start)
         if kind == "session":
             events.session = f"session {obj.get('id')}"
         elif kind == "turn_start":
@@ -89,6 +106,9 @@ class PiAgent(CliAgent):
             if not state.failed:  # a failed call's turn waits: Pi may retry it
                 events.turn_end()
         elif kind == "auto_retry_start":  # the failed call again: the same turn
+            attempt, most = obj.get("attempt"), obj.get("maxAttempts")
+            _say_failure(events, attempt if isinstance(attempt, int) else None,
+                         most if isinstance(most, int) else None)
             events.error = None
         elif kind == "auto_retry_end" and not obj.get("success"):
             # no more retries: the failure is the run's error, and ends its turn (so does
@@ -114,7 +134,7 @@ class PiAgent(CliAgent):
                 state.failed = True
                 events.error = str(message.get("errorMessage") or "the model call failed")
                 status = re.match(r"([45]\d\d)\b", events.error)
-                events.emit(T.ModelError, events.error, int(status[1]) if status else None)
+                state.failure = (events.error, int(status[1]) if status else None)
             elif not message.get("content") and not any(
                     u.get(k) for k in ("input", "output", "totalTokens")):
                 # nothing and no usage: the reply never came (a stream cut off is taken
@@ -126,6 +146,10 @@ class PiAgent(CliAgent):
             text = "\n".join(str(c.get("text") or "") for c in result.get("content") or []
                              if isinstance(c, dict))
             events.result(str(obj.get("toolCallId")), not obj.get("isError"), text)
+
+
+    def ended(self, events: Events) -> None:
+        _say_failure(events)  # (the CLI ended before it said whether it retries it)
 
 
 def _node_script(box, script: str) -> list[str]:

@@ -46,12 +46,33 @@ def test_each_cli_says_a_failed_model_call_as_a_model_error():
     assert _fields(sink.events) == [(why, 529, 2, 5)]
     assert [e.text for e in of(sink.events, "Message")] == ["codex: something else"]
 
+    # Pi: a failed call is said with the retry Pi's auto_retry_start names (it comes after
+    # the call's turn_end and agent_end), the last one (no more retries) without
+    failed = {"type": "message_end", "message": {
+        "role": "assistant", "content": [], "stopReason": "error",
+        "errorMessage": "500 Internal Server Error", "usage": {}}}
+    sink = Sink()
+    events, pi = Events(sink), PiAgent()
+    for attempt in (1, 2):
+        for line in ({"type": "turn_start"}, failed, {"type": "turn_end"},
+                     {"type": "agent_end"}, {"type": "auto_retry_start", "attempt": attempt,
+                                             "maxAttempts": 2, "delayMs": 10}):
+            pi.on_line(line, events)
+    for line in ({"type": "turn_start"}, failed, {"type": "turn_end"}, {"type": "agent_end"}):
+        pi.on_line(line, events)
+    assert _fields(sink.events) == [("500 Internal Server Error", 500, 1, 2),
+                                    ("500 Internal Server Error", 500, 2, 2)]
+    pi.on_line({"type": "auto_retry_end", "success": False, "attempt": 2,
+                "finalError": "500 Internal Server Error"}, events)
+    assert _fields(sink.events)[2:] == [("500 Internal Server Error", 500, None, None)]
+    assert events.error == "500 Internal Server Error"
+    # no retry at all (retries off): said when the CLI has ended
     sink = Sink()
     events = Events(sink)
-    PiAgent().on_line({"type": "turn_start"}, events)
-    PiAgent().on_line({"type": "message_end", "message": {
-        "role": "assistant", "content": [], "stopReason": "error",
-        "errorMessage": "500 Internal Server Error", "usage": {}}}, events)
+    for line in ({"type": "turn_start"}, failed, {"type": "turn_end"}, {"type": "agent_end"}):
+        pi.on_line(line, events)
+    assert _fields(sink.events) == []
+    pi.ended(events)
     assert _fields(sink.events) == [("500 Internal Server Error", 500, None, None)]
 
     sink = Sink()
@@ -98,6 +119,11 @@ def test_a_timeout_while_the_model_api_fails_is_an_error_not_the_agents(agent, t
         task(tmp_path, "recovers", agent,
              [{**shell(agent, sleep), "fail": {"status": 529, "times": 2}}],
              "{task_timeout: 30}")
+    if agent == "pi":  # (Pi retries a 503, not a 529; each of its attempts is 3 requests:
+        # its OpenAI client retries a 5xx twice by itself, unseen)
+        task(tmp_path, "retried", agent, [{**shell(agent, "echo first"),
+                                           "fail": {"status": 503, "times": 8}},
+                                          {"text": "done"}], "{task_timeout: 45}", tools=None)
     res = ce_run(tmp_path)
     assert "Traceback" not in res.stderr, res.stderr
     record, events, _ = trial(tmp_path, "down")
@@ -119,6 +145,12 @@ def test_a_timeout_while_the_model_api_fails_is_an_error_not_the_agents(agent, t
         str(run_dir / "default" / "down" / "00")), 200_000, TemplateCache(str(run_dir))))
     assert [e["text"] for e in shown["timeline"] if e["k"] == "model_error"] == [
         e.summary() for e in failed]
+    if agent == "pi":  # each failure says the retry Pi makes of it, of its most
+        record, events, _ = trial(tmp_path, "retried")
+        assert record["status"] == "SUCCESS", (record["agent_outcome"], res.stderr[-2000:])
+        retried = [(e.status, e.attempt, e.retries) for e in of(events, "ModelError")]
+        assert [r[:2] for r in retried] == [(503, 1), (503, 2)], retried
+        assert retried[0][2] == retried[1][2] and retried[0][2] >= 2, retried
     if agent == "claude-code":
         record, events, _ = trial(tmp_path, "recovers")
         assert record["status"] == "TIMEOUT", (record["agent_outcome"], res.stderr[-2000:])
