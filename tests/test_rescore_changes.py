@@ -20,8 +20,11 @@ def _reference(old, new):
             continue
         if _verdict(was) != _verdict(c) or was.get("error") != c.get("error"):
             why = f" ({c['error']})" if c.get("error") else ""
+            # the same verdict, two errors: the recorded one is said too
+            then = f" ({was['error']})" if was.get("error") and c.get("error") \
+                and _verdict(was) == _verdict(c) else ""
             moved = f" (recorded as {was['id']})" if was["id"] != c["id"] else ""
-            out.append(f"{c['id']} {c['type']}{moved}: recorded {_verdict(was)}, now "
+            out.append(f"{c['id']} {c['type']}{moved}: recorded {_verdict(was)}{then}, now "
                        f"{_verdict(c)}{why}")
     out += [f"{c['id']} {c['type']}: no longer a criterion" for c in gone]
     return out

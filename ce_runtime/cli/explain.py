@@ -229,7 +229,8 @@ def _explain_trial_dir(trial_dir: str, only: tuple[str, ...] | None, as_json: bo
     if not os.path.isfile(task_json) or root is None:
         raise click.BadParameter(f"{trial_dir} is not a trial directory of a run (no task.json "
                                  "under a run with plans/ and objects/)", param_hint="TASK")
-    verdicts = VerdictStore(os.path.join(root, "judges"), "offline")
+    verdicts = VerdictStore(os.path.join(root, "judges"), "offline",
+                            unanswered=_unanswered(trial_dir))
     with tempfile.TemporaryDirectory(prefix="ce-explain-") as ws:
         try:  # every archived part is checked: a damaged one is said, not believed
             recorded, manifest, trace = verified_trial(trial_dir)
@@ -344,6 +345,24 @@ def _commands_that_differ(trial_dir: str, now: dict) -> list[str]:
             lines.append(f"{cid} $ {e.get('command')}: the run's {said(was)}; "
                          f"now {said(e)}")
     return lines
+
+
+def _unanswered(trial_dir: str) -> dict[str, dict]:
+    """The judges the trial's run asked whose session ended without a verdict (a
+    timeout, a crash), by request, as its evidence.json keeps them: never recorded in
+    judges/, so the re-grade (which asks no judge) says the run's outcome for them."""
+    try:
+        with open(os.path.join(trial_dir, "evidence.json"), "rb") as fh:
+            criteria = json.loads(fh.read()).get("criteria")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    out = {}
+    for entries in criteria.values() if isinstance(criteria, dict) else ():
+        for e in entries if isinstance(entries, list) else ():
+            if isinstance(e, dict) and e.get("kind") == "judge" and e.get("error") \
+                    and not e.get("recorded") and isinstance(e.get("request"), str):
+                out[e["request"]] = {k: v for k, v in e.items() if k != "kind"}
+    return out
 
 
 def _say(text: str, **kwargs) -> None:

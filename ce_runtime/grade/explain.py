@@ -37,6 +37,7 @@ from ce_runtime.grade.interpreter import (
     regex_text,
     show_value,
 )
+from ce_runtime.grade.judge_evidence import judge_lines
 from ce_runtime.store.record import Status
 
 INDENT = "    "
@@ -427,15 +428,7 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
     if result.error:
         lines.append(f"{INDENT}error: {result.error}")
     for ev in _judges(result, host):
-        usage = ev.get("usage") or {}
-        lines.append(
-            f"{INDENT}judge{' ' + ev['model'] if ev.get('model') else ''}: score "
-            f"{ev.get('score')} ({'recorded verdict' if ev.get('recorded') else 'asked'} "
-            f"{str(ev.get('request', ''))[:12]})"
-            + (f"; {usage.get('input_tokens', 0)}+{usage.get('output_tokens', 0)} tokens"
-               if usage else ""))
-        if ev.get("rationale"):
-            lines.append(f"{INDENT}  rationale: {ev['rationale']}")
+        lines += judge_lines(ev, INDENT)
     builder = _built(inst, result, host, plan)
     # the evidence first (which files, positions, calls, commands): the tree below shows
     # how the definition turned it into the score

@@ -426,6 +426,7 @@ class Host:
 
     def _judge(self, kind: str, rubric: str, files: list[str], settings: dict) -> dict:
         from ce_runtime.grade.judge import build_prompt, workspace_digest
+        from ce_runtime.grade.judge_evidence import judge_entry
         from ce_runtime.store.verdicts import request_key
 
         prompt = build_prompt(rubric, files, settings, self)
@@ -439,6 +440,10 @@ class Host:
         if recorded is not None:
             verdict = recorded
         elif self.verdicts is not None and self.verdicts.mode == "offline":
+            ran = self.verdicts.unanswered.get(key)
+            if ran is not None and ran.get("error"):  # the run's judge gave none
+                self._file("judge", {**ran, "from_run": True})
+                raise CriterionError(str(ran["error"]))
             raise CriterionError(f"{kind}: no recorded verdict for this request, and judges "
                                  "are offline")
         elif self.judge is None:
@@ -453,11 +458,8 @@ class Host:
                                                   prompt=prompt))
             except CriterionError as exc:
                 if len(self.judge_sessions) > sessions:  # it ran, and was paid for
-                    self._file("judge", {"request": key, "judge": kind,
-                                         "model": (settings.get("agent") or {}).get("model"),
-                                         "score": None, "error": str(exc)[:500],
-                                         "recorded": False,
-                                         "usage": self.judge_sessions[-1].get("usage")})
+                    self._file("judge", judge_entry(kind, key, {}, settings, False, str(exc),
+                                                    self.judge_sessions[-1], self.scrub))
                 raise
             if len(self.judge_sessions) > sessions:  # an agent_judge's transcript and usage
                 verdict["session"] = self.judge_sessions[-1]
@@ -470,16 +472,9 @@ class Host:
                 # another answer, and offline an ERROR (--refresh-judges asks again)
                 self.verdicts.put(key, verdict)
         unusable = _unusable(verdict)
-        self._file("judge", {"request": key, "judge": kind,
-                             "model": verdict.get("model") or settings.get("model")
-                             or (settings.get("agent") or {}).get("model"),
-                             "score": verdict.get("score"),
-                             "rationale": self.scrub(str(verdict.get("rationale", ""))),
-                             "recorded": recorded is not None,
-                             **({"answer": verdict["answer"]} if "answer" in verdict else {}),
-                             "usage": verdict.get("usage")
-                             or (verdict.get("session") or {}).get("usage"),
-                             **({} if unusable is None else {"error": unusable[:500]})})
+        self._file("judge", judge_entry(
+            kind, key, {**verdict, "rationale": self.scrub(str(verdict.get("rationale", "")))},
+            settings, recorded is not None, unusable, scrub=self.scrub))
         if unusable is not None:
             raise CriterionError(unusable)
         raw = verdict.get("score") if isinstance(verdict, dict) else None

@@ -138,6 +138,10 @@ class HttpJudge:
         try:
             return parse_verdict(session["text"])
         except CriterionError as exc:  # an answer all the same: kept, as a verdict is
+            if outcome["reason"] == "max_turns":  # why it has none: it ran out of turns
+                return {"error": f"agent_judge: the judge stopped at max_turns "
+                                 f"({int(settings.get('max_turns') or 50)}) before its "
+                                 f"verdict ({exc})"}
             return {"error": str(exc)}
 
     def _check_reachable(self) -> None:
@@ -362,6 +366,8 @@ def kept_session(session: dict[str, Any], settings: dict[str, Any],
     transcript = session.get("transcript")
     if not isinstance(transcript, list):
         return session
+    if scrub is not None and isinstance(session.get("text"), str):
+        session = {**session, "text": scrub(session["text"])}  # its last words, as events
     if settings.get("capture_transcript") is False:
         return {**session, "transcript": [], "transcript_kept": False}
     if scrub is not None:

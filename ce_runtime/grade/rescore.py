@@ -380,8 +380,11 @@ def criterion_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> l
             continue  # the same verdict (the usual case: no verdict spelled out)
         if _verdict(was) != _verdict(c) or was.get("error") != error:
             why = f" ({error})" if error else ""
+            # two errors that score alike differ in their reasons: both are said
+            then = f" ({was['error']})" if was.get("error") and error \
+                and _verdict(was) == _verdict(c) else ""
             moved = f" (recorded as {was['id']})" if was["id"] != c["id"] else ""
-            out.append(f"{c['id']} {c['type']}{moved}: recorded {_verdict(was)}, now "
+            out.append(f"{c['id']} {c['type']}{moved}: recorded {_verdict(was)}{then}, now "
                        f"{_verdict(c)}{why}")
     out += [f"{c['id']} {c['type']}: no longer a criterion" for c in gone]
     return out

@@ -33,7 +33,7 @@ class VerdictStore:
     on its own)."""
 
     def __init__(self, directory: str, mode: str = "use", also_read: tuple[str, ...] = (),
-                 redact: Any = None):
+                 redact: Any = None, unanswered: dict[str, dict[str, Any]] | None = None):
         if mode not in MODES:
             raise ValueError(f"judge cache mode must be one of {', '.join(MODES)}")
         self.directory = directory
@@ -43,6 +43,11 @@ class VerdictStore:
         self.redact = redact  # the run's secret redaction, applied to what is stored
         self.hits = 0
         self.asked = 0
+        # offline: the judges a trial's run asked that ended without a verdict (a
+        # timeout, a crash: never recorded), by request, as its evidence.json keeps them;
+        # an explanation says the run's outcome for the same request, not just "no
+        # recorded verdict"
+        self.unanswered = dict(unanswered or {})
 
     def get(self, key: str) -> dict[str, Any] | None:
         if self.mode == "refresh":
