@@ -32,6 +32,9 @@ from ce_runtime.cli import main
 
 GOLDEN = Path(__file__).parent / "golden" / "explain_judges"
 CE = [sys.executable, "-m", "ce_runtime.cli"]
+NO_JUDGE = {k: v for k, v in os.environ.items()
+            if k not in ("CE_JUDGE_URL", "CE_JUDGE_API_KEY", "ANTHROPIC_API_KEY",
+                         "OPENAI_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "API_BACKEND")}
 
 TASK = """\
 task_id: judge_qa
@@ -126,7 +129,7 @@ def test_a_verdict_under_the_threshold_and_after_a_rescore(tmp_path):
     _golden("agent_judge_fail", out)
     # the same after a re-score, which re-uses the recorded verdict (no judge asked)
     res = subprocess.run([*CE, "rescore", str(run)], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env=NO_JUDGE)
     assert "1 recorded verdict(s) reused, 0 asked" in res.stdout, res.stdout + res.stderr
     [rescored] = (run / "rescored").iterdir()
     again = _explain(rescored / "default" / "judge_qa" / "00")
@@ -174,9 +177,19 @@ def test_a_judge_that_timed_out_is_said_from_the_run(tmp_path):
     evidence = json.loads((trial / "evidence.json").read_text())
     [judge] = evidence["criteria"]["c0"]
     assert judge["session"]["end"] == "timeout" and judge["model"] == "claude-sonnet-4-6"
-    # a re-score that asks no judge says both reasons
+    # a re-score would ask it again: with no judge to ask, refused before grading (it
+    # went on, and the trial ended ERROR: 'grading failed: ... no judge transport')
+    res = subprocess.run([*CE, "rescore", str(run)], capture_output=True, text=True,
+                         timeout=300, env=NO_JUDGE)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "ce rescore: criterion c0 agent_judge of default/judge_qa ('the judge agrees " \
+           "the answer is 42') asks its judge again (the run's ended without a verdict, " \
+           "none was recorded: agent_judge: the judge exceeded turn_timeout (20 s)), and no " \
+           "judge is configured (1 trial(s): default/judge_qa/00)" in res.stderr, res.stderr
+    assert res.stdout == "" and not (run / "rescored").exists()
+    # one that asks no judge says both reasons
     res = subprocess.run([*CE, "rescore", str(run), "--offline"], capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=300, env=NO_JUDGE)
     assert "c0 agent_judge: recorded 0 error (agent_judge: the judge exceeded turn_timeout " \
            "(20 s)), now 0 error (agent_judge: no recorded verdict for this request, and " \
            "judges are offline)" in res.stdout, res.stdout + res.stderr

@@ -36,12 +36,14 @@ def judges(run_dir: str, dirs: list[str], plans: dict, mode: str,
     """Refuse (exit 2) when a trial of `dirs` would ask a judge and none is configured:
     --refresh-judges with judge criteria, or TASKS (`plans`, by (variant, task)) whose
     judge criteria ask what the trial's own plan did not."""
-    if mode == "offline" or scripted or (mode == "use" and not plans):
+    if mode == "offline" or scripted:
         return
     from ce_runtime.grade.judge import judge_from_env
 
     if judge_from_env() is not None:
         return
+    if mode == "use" and not plans and not any(_no_verdicts(run_dir, d) for d in dirs):
+        return  # the same plans: every request the run asked has its verdict recorded
     from ce_runtime.grade.rescore import never_graded
 
     new: dict[tuple[str, str], list] = {}
@@ -73,8 +75,13 @@ def judges(run_dir: str, dirs: list[str], plans: dict, mode: str,
         for cid, ctype, description, calls in judged:
             if mode == "use":
                 if calls is None or ran is None or set(calls) <= ran[1]:
-                    continue  # asked by the run (or not known here: see above)
-                why = "asks its judge what the run did not (the request changed)"
+                    ended = _no_verdicts(run_dir, d).get(cid)
+                    if ended is None:
+                        continue  # asked by the run (or not known here: see above)
+                    why = f"asks its judge again (the run's ended without a verdict, " \
+                          f"none was recorded: {ended})"
+                else:
+                    why = "asks its judge what the run did not (the request changed)"
             else:
                 why = "is asked again (--refresh-judges)"
             where = f"{old.get('variant_id')}/{old.get('task_id')}"
@@ -92,6 +99,26 @@ def judges(run_dir: str, dirs: list[str], plans: dict, mode: str,
                "CE_JUDGE_API_KEY, CE_JUDGE_URL, OPENAI_API_KEY, API_BACKEND=bedrock), give "
                f"scripted verdicts with --judge-replies FILE{other}", err=True)
     sys.exit(2)
+
+
+def _no_verdicts(run_dir: str, trial_dir: str) -> dict[str, str]:
+    """The trial's judges that ended without a verdict in the run (a turn_timeout, a
+    crash: its evidence.json's judge entry has an `error`, and the run recorded nothing
+    under its request), by criterion id, with why: a re-score asks them again."""
+    try:
+        with open(os.path.join(trial_dir, "evidence.json"), encoding="utf-8") as fh:
+            criteria = json.load(fh).get("criteria")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    out = {}
+    for cid, entries in criteria.items() if isinstance(criteria, dict) else ():
+        for e in entries if isinstance(entries, list) else ():
+            if isinstance(e, dict) and e.get("kind") == "judge" and e.get("error") \
+                    and not e.get("recorded") and isinstance(e.get("request"), str) \
+                    and not os.path.exists(os.path.join(run_dir, "judges",
+                                                        f"{e['request']}.json")):
+                out[cid] = str(e["error"])
+    return out
 
 
 def _record(trial_dir: str) -> dict[str, Any] | None:
