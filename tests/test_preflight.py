@@ -297,6 +297,27 @@ def test_agents_install_of_an_unknown_name_is_a_usage_error():
     assert "did you mean `codex`?" in res.output
 
 
+def test_agents_list_says_where_each_cli_is_installed_claude_code_included(tmp_path):
+    """docs/agents.md: `ce agents list` shows each agent and whether its CLI is installed;
+    the claude-code line said only "bundled in claude-agent-sdk", never where or whether."""
+    from ce_agents.claude_code import bundled_cli
+
+    res = ce("agents", "list", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = {line.split()[0]: line for line in res.stdout.splitlines()}
+    assert lines["claude-code"].endswith(f"installed: {bundled_cli()}"), lines
+    assert lines["oracle"].endswith("built into ce")
+    # an SDK without its bundled binary (a wheel for another platform): said, not hidden
+    fake = tmp_path / "site" / "claude_agent_sdk"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    res = ce("agents", "list", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stdout.splitlines() if x.startswith("claude-code"))
+    assert "not installed (claude-agent-sdk without its bundled CLI" in line, line
+
+
 def test_sample_without_a_dataset_says_it_keeps_every_trial(tmp_path):
     """--sample N keeps N dataset rows per task: on tasks without a dataset it was ignored
     silently, as if the run had been cut to N trials."""

@@ -41,8 +41,11 @@ def list_cmd():
                 rg = ripgrep.find(tools.agent_dir(name))
                 state += f" (ripgrep: {rg or 'none yet: ce agents install ' + name})"
             click.echo(f"{name:<12} {package}@{version}  {state}")
-        elif name == "claude-code":
-            click.echo(f"{name:<12} the Claude Code CLI bundled in claude-agent-sdk")
+        elif name == "claude-code":  # no npm install: the CLI comes in the SDK's wheel
+            where = _bundled_claude()
+            state = f"installed: {where}" if where else \
+                "not installed (claude-agent-sdk without its bundled CLI: reinstall ce)"
+            click.echo(f"{name:<12} the Claude Code CLI bundled in claude-agent-sdk  {state}")
         else:
             click.echo(f"{name:<12} built into ce")
 
@@ -82,3 +85,20 @@ def install_cmd(names):
             continue
         click.echo(f"{name}: {path}")
     sys.exit(1 if failed else 0)
+
+
+def _bundled_claude() -> str | None:
+    """The Claude Code CLI inside the claude-agent-sdk wheel (where the claude-code
+    adapter runs it from), or None when the package or its binary is not there. Found
+    without importing the SDK (or the adapter: agents load through the registry)."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("claude_agent_sdk")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, "_bundled", "claude")
+        if os.path.isfile(path):
+            return path
+    return None
