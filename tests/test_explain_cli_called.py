@@ -1,6 +1,7 @@
 """`ce explain` of cli_called, pinned: a real `ce run` whose script agent calls a
 recorded CLI (`sandbox.record_cli`) directly, in a pipeline and inside `sh -c`, then one
-golden per criterion: the call that matched, or why none did (the nearest call and what
+golden per criterion: the call that matched (and the agent's command that ran it), or
+why none did (the nearest call and what
 in its arguments differs: a flag's value, a missing switch, the arguments after the
 verb; the verbs called when none has the pattern's), and how far the count is from
 min_count / max_count. The same explanation after `ce rescore`.
@@ -39,7 +40,10 @@ initial_prompt: call uip
 agent:
   type: script
   script:
-    - run: "uip ixp projects configure-model my_invoices --model gemini_2_5_flash; echo x | uip ixp fields list --folder Finance | cat; sh -c 'uip ixp fields delete proj-1 --yes'; uip ixp dummy2 --output json"
+    - run: "uip ixp projects configure-model my_invoices --model gemini_2_5_flash"
+    - run: "echo x | uip ixp fields list --folder Finance | cat"
+    - run: "sh -c 'uip ixp fields delete proj-1 --yes'"
+    - run: "uip ixp dummy2 --output json"
 sandbox:
   driver: tempdir
   python: null
@@ -126,12 +130,13 @@ def test_the_key_facts_are_said(run):
     said = {c: _explain(run / "default" / "cli_qa" / "00", c) for c in CASES}
     assert "--model is 'gemini_2_5_flash', not 'gemini_2_5_pro'" in said["c0"]
     assert "`uip ixp projects configure-model my_invoices --model gemini_2_5_flash` " \
-           "(line 1, exit 1)" in said["c0"]  # the whole call, its value not cut off
+           "(line 1, exit 1; by call#0 Bash, turn 1, event 3)" in said["c0"]  # all of it
+    # which of the agent's commands ran it: the pipeline, the `sh -c`
     assert "matched: 1 of 4 calls match verb 'ixp fields list', --folder equals " \
-           "'Finance': `uip ixp fields list --folder Finance` (line 2, exit 0, rule 0)" \
-           in said["c1"]
-    assert "(max_count 0: 1 too many): `uip ixp fields delete proj-1 --yes` (line 3" \
-        in said["c2"]
+           "'Finance': `uip ixp fields list --folder Finance` (line 2, exit 0, rule 0; by " \
+           "call#1 Bash, turn 2, event 7)" in said["c1"]
+    assert "(max_count 0: 1 too many): `uip ixp fields delete proj-1 --yes` (line 3, exit " \
+           "1; by call#2 Bash, turn 3, event 11)" in said["c2"]
     assert "mine: none of the 4 recorded calls pass tool == null or c.tool == tool, " \
            "where tool = 'curl' (their tools: uip 4)" in said["c3"]
     assert "0 match" not in said["c3"]

@@ -126,10 +126,13 @@ def test_two_subcommands_two_responses_and_cli_called_as_hand_computed(tmp_path,
                                 for c in rec["criteria"]]
     assert rec["status"] == "FAILURE"  # the two FAIL criteria gate it, as intended
     explained = _explain(trial)
+    # each recorded call, with the agent's tool call that ran it (one Bash: all three)
     assert "matched: 1 of 3 calls match verb 'ixp nope' (max_count 0: 1 too many): " \
-        "`uip ixp nope` (line 3, exit 1)" in explained, explained
-    assert "`uip ixp dummy1` (line 1, exit 0, rule 0)" in explained, explained
-    assert "`uip ixp dummy2 --output json` (line 2, exit 0, rule 1)" in explained, explained
+        "`uip ixp nope` (line 3, exit 1; by call#0 Bash, turn 1, event 3)" in explained, \
+        explained
+    assert "`uip ixp dummy1` (line 1, exit 0, rule 0; by call#0 Bash" in explained, explained
+    assert "`uip ixp dummy2 --output json` (line 2, exit 0, rule 1; by call#0 Bash" \
+        in explained, explained
 
 
 def test_the_shim_records_and_answers_on_its_own(tmp_path):

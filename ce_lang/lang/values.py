@@ -71,6 +71,10 @@ class ToolCallView:
     event_index: int = -1  # where the call is in the trace (evidence; not visible to criteria)
     call_id: str = ""
     turn: int = 0  # the turn it was made in, from 1; 0: the trace has no turns (evidence)
+    # when it was made and when its result came, in unix time (evidence: which call ran a
+    # recorded CLI invocation); None when the trace does not say
+    started_at: float | None = attrs.field(default=None, eq=False)
+    ended_at: float | None = attrs.field(default=None, eq=False)
 
     @property
     def ok(self) -> bool:

@@ -22,6 +22,30 @@ CLI_MATCH_ARGS = ("verb", "verb_any_of", "positional", "flags", "value_flags",
                   "ignore_flags")
 
 
+SLACK = 0.01  # seconds: a recorded call's time is rounded to ms, the trace's clocks differ
+
+
+def said(call: dict[str, Any], host: Any) -> str:
+    """A recorded call as `cli_call_text` says it, and the agent's tool call that ran it
+    when the trace tells (its time within one call's start and result): `uip ixp fields
+    delete p1` (line 3, exit 1; by call#0 Bash, turn 1, event 3)`; a call in a pipeline
+    or in `sh -c '...'` is recorded as any other, and this says which command it was."""
+    text = cli_call_text(call)
+    ts = call.get("ts")
+    trace = getattr(host, "trace", None)
+    if not isinstance(ts, int | float) or trace is None or not text.endswith(")"):
+        return text
+    ran = [c for c in trace.tool_calls if c.started_at is not None and c.ended_at is not None
+           and c.started_at - SLACK <= ts <= c.ended_at + SLACK]
+    if not ran:
+        return text
+    if len(ran) > 1:  # calls that ran at once: any of them
+        return text[:-1] + "; by one of " + ", ".join(f"call#{c.index}" for c in ran) + ")"
+    c = ran[0]
+    turn = f"turn {c.turn}, " if c.turn > 0 else ""
+    return text[:-1] + f"; by call#{c.index} {c.tool}, {turn}event {c.event_index})"
+
+
 def is_cli_calls(items: Any) -> bool:
     """A list of recorded invocations (`read_cli_log(...).calls`, or a filter of it)."""
     return isinstance(items, list) and bool(items) and all(
@@ -179,7 +203,7 @@ def cli_calls_evidence(node: A.Call, items: list[dict[str, Any]], hits: list[int
     label = f"{name}: " if name else ""
     total = len(items)
     kept = [items[i] for i in hits]
-    shown = "; ".join(cli_call_text(c) for c in kept[:CALLS_SHOWN]) + (
+    shown = "; ".join(said(c, host) for c in kept[:CALLS_SHOWN]) + (
         f" and {len(kept) - CALLS_SHOWN} more" if len(kept) > CALLS_SHOWN else "")
     match = _cli_match(lam)
     spec = _spec(match, lam, items[0], env, host) if match is not None else None
@@ -195,7 +219,7 @@ def cli_calls_evidence(node: A.Call, items: list[dict[str, Any]], hits: list[int
     head = (f"{len(kept)} of {total} calls match {pattern}{bounds}: {shown}" if kept
             else f"none of {total} calls match {pattern}{bounds}")
     missed = [c for i, c in enumerate(items) if i not in set(hits)]
-    return f"  [{label}{head}{_near(spec, missed) if near and missed else ''}]"
+    return f"  [{label}{head}{_near(spec, missed, host) if near and missed else ''}]"
 
 
 def _how_many(kept: int, total: int) -> str:
@@ -228,7 +252,7 @@ def _tools(items: list[dict[str, Any]]) -> str:
     return " (their tools: " + ", ".join(f"{t} {n}" for t, n in tally.items()) + ")"
 
 
-def _near(spec: dict[str, Any], missed: list[dict[str, Any]]) -> str:
+def _near(spec: dict[str, Any], missed: list[dict[str, Any]], host: Any) -> str:
     """`; not counted: CALL: why; ...`: of the calls with the pattern's verb, those that
     fail the fewest facets; when no call has its verb, the verbs called (a typo, a
     subcommand of another name)."""
@@ -246,7 +270,7 @@ def _near(spec: dict[str, Any], missed: list[dict[str, Any]]) -> str:
         more = f" and {len(verbs) - len(shown)} more" if len(verbs) > len(shown) else ""
         return f"; not counted: no call has the verb; the verbs called: {called}{more}"
     with_verb.sort(key=lambda r: len(r[0]))
-    near = [f"{cli_call_text(c)}: {'; '.join(why)}" for why, c in with_verb[:NEAR_SHOWN]]
+    near = [f"{said(c, host)}: {'; '.join(why)}" for why, c in with_verb[:NEAR_SHOWN]]
     more = f" and {len(with_verb) - NEAR_SHOWN} more" if len(with_verb) > NEAR_SHOWN else ""
     others = len(reasons) - len(with_verb)
     return "; not counted: " + "; ".join(near) + more + (

@@ -283,7 +283,9 @@ class Host:
                 "exit": _int_or_none(rec.get("exit")),
                 "rule": _int_or_none(rec.get("rule")),
                 "fault": None if fault is None else str(fault),
-                "line": number})
+                "line": number,  # and when it was made (evidence: which tool call ran it)
+                "ts": rec["ts"] if isinstance(rec.get("ts"), int | float)
+                and not isinstance(rec.get("ts"), bool) else None})
         error = None
         if bad:
             where = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")

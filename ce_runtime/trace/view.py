@@ -20,6 +20,7 @@ class ViewBuilder:
         self.cache_read_tokens = 0
         self.cache_creation_tokens = 0
         self.cost_usd = 0.0
+        self.started_at: float | None = None  # the run header's unix time: events' t from it
 
     def apply(self, event: T.Event) -> ToolCallView | None:
         """The tool call added or completed by this event, if any."""
@@ -28,7 +29,7 @@ class ViewBuilder:
         if isinstance(event, T.ToolCall):
             call = ToolCallView(len(self.view.tool_calls), event.tool, event.raw_tool,
                                 event.params, "unresolved", "", index, event.call_id,
-                                self.view.turns)
+                                self.view.turns, self._unix(event.t))
             self.view.tool_calls.append(call)
             self._by_id[event.call_id] = call
             return call
@@ -37,9 +38,12 @@ class ViewBuilder:
             if call is not None and call.status == "unresolved":
                 call.status = event.status
                 call.output = event.output
+                call.ended_at = self._unix(event.t)
                 return call
             return None
-        if isinstance(event, T.Message):
+        if isinstance(event, T.RunHeader) and event.started_at:
+            self.started_at = event.started_at
+        elif isinstance(event, T.Message):
             self.view.messages.append(MessageView(event.role, event.text))
         elif isinstance(event, T.TurnStart):
             self.view.turns += 1
@@ -50,6 +54,9 @@ class ViewBuilder:
             self.cache_creation_tokens += event.cache_creation_tokens
             self.cost_usd += event.cost_usd
         return None
+
+    def _unix(self, t: float) -> float | None:
+        return None if self.started_at is None else self.started_at + t
 
 
 def build_view(events: Iterable[T.Event]) -> TraceView:
