@@ -156,6 +156,21 @@ def test_experiment_paths_are_documented_as_resolved(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+def test_task_json_table_names_every_record_field():
+    """run-directory.md's task.json table names every field of TrialRecord (the file's
+    keys), and no field the record does not have (it lacked `suite_id`)."""
+    import msgspec
+
+    from ce_runtime.store.record import TrialRecord
+
+    page = (DOCS / "run-directory.md").read_text(encoding="utf-8")
+    section = page.split("## task.json", 1)[1].split("\n## ", 1)[0]
+    named = {name for row in section.splitlines() if row.startswith("| `")
+             for name in re.findall(r"`([a-z_0-9]+)`", row.split("|")[1])}
+    fields = {f.name for f in msgspec.structs.fields(TrialRecord)}
+    assert (sorted(fields - named), sorted(named - fields)) == ([], [])
+
+
 # -- `ce criteria types` ------------------------------------------------------------------
 def test_criteria_types_prints_every_record(tmp_path):
     from ce_lang.lang.stdlib import stdlib_registry
