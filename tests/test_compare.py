@@ -361,6 +361,55 @@ def test_a_damaged_or_missing_results_file_exits_1_as_ce_report_does(cut_short, 
     assert ce("compare", str(a), str(tmp_path / "nope"), cwd=root).returncode == 2
 
 
+@pytest.mark.slow
+def test_a_b_stopped_before_any_trial_finished_is_compared_and_fails_the_gate(cut_short):
+    """A run SIGTERMed in its first trial writes run.json (`interrupted`, 0 trials) and no
+    parquet: `ce compare A B` was an error naming the missing trials.parquet, with no
+    report and exit 1 even under `--fail-on never`, where README's INCOMPLETE B is a
+    report, exit 1, and only reported under never. `ce report B` reads it already."""
+    import signal
+    import time
+
+    root, a, _ = cut_short
+    suite = root / "suite-c"
+    suite.mkdir()
+    started = root / "started-c"
+    (suite / "gate.yaml").write_text(GATE.format(sleep=f"touch {started}; sleep 60; "))
+    proc = subprocess.Popen([*CE, "run", str(suite), "--repeats", "3", "-q", "--run-dir",
+                             "run-c"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    c = root / "run-c"
+    run_c = json.loads((c / "run.json").read_text())
+    assert (run_c["status"], run_c["trials"], run_c["trials_planned"]) == \
+        ("interrupted", 0, 3), err
+    assert not (c / "trials.parquet").exists()
+
+    why = "B (the candidate) did not finish: interrupted, 0 of 3 planned trial(s) ran"
+    res = ce("compare", str(a), str(c), cwd=root)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.splitlines()[-1].endswith(why), res.stderr
+    assert "| Run status | ⚠️ A complete; B interrupted, 0 of 3 planned trial(s) ran |" \
+        in res.stdout
+    assert "| Trials | A 3, B 0; 0 matched" in res.stdout
+    doc = json.loads(ce("compare", str(a), str(c), "-f", "json", cwd=root).stdout)
+    assert (doc["b"]["status"], doc["b"]["trials"], doc["b"]["trials_planned"]) == \
+        ("interrupted", 0, 3)
+    assert doc["incomplete"] is True and doc["regressed"] is True
+    never = ce("compare", str(a), str(c), "--fail-on", "never", cwd=root)
+    assert never.returncode == 0, never.stderr
+    assert f"INCOMPLETE, not gated (--fail-on never): {why}" in never.stderr
+    # as the baseline: said, and nothing of A to compare against
+    swapped = ce("compare", str(c), str(a), cwd=root)
+    assert "| Run status | ⚠️ A interrupted, 0 of 3 planned trial(s) ran; B complete |" \
+        in swapped.stdout, swapped.stderr
+
+
 # ---------------------------------------------------------------------------- in process
 
 

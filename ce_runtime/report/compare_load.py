@@ -90,6 +90,17 @@ def load_frames(path: str) -> tuple[RunSide, pl.DataFrame, pl.DataFrame, list[An
     results_path = os.path.join(path, "results.parquet")
     if not os.path.isfile(trials_path):
         status = run_json.get("status")
+        if run_json and run_json.get("trials") == 0 and isinstance(status, str) \
+                and status != "running":
+            # a run stopped before any trial finished (interrupted, incomplete, failed)
+            # wrote run.json and no parquet: a run of no trials, whose status the
+            # comparison says (INCOMPLETE), as `ce report` reads it (rundir.load_run)
+            from ce_runtime.report.frames import results_frame, trials_frame
+
+            trials = trials_frame([])
+            gates = run_json.get("suite_gates")
+            return _side(path, run_json, trials), trials, results_frame([]), \
+                gates if isinstance(gates, list) else []
         raise NotARun(path, "no trials.parquet (the run graded no trial yet" + (
             f"; run.json status {status}" if isinstance(status, str) else "") + ")",
             usage=False)
