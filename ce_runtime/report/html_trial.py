@@ -396,6 +396,9 @@ def _shape(rec: TrialRecord, raw: dict[str, Any], cap: int, max_events: int
         for ev in evidence.get(c.id, ()) if isinstance(evidence, dict) else ():
             if not isinstance(ev, dict):
                 continue
+            if ev.get("kind") == "judge":
+                items.append(_judge(ev, cap))
+                continue
             item = {k: (_cut(v, cap) if isinstance(v, str) and k in (
                 "stdout", "stderr", "rationale", "command", "error") else v)
                 for k, v in ev.items() if k not in ("request", "usage")}
@@ -472,6 +475,30 @@ def _shape(rec: TrialRecord, raw: dict[str, Any], cap: int, max_events: int
                       "error": _cut(a.error_reason, cap // 2) if a and a.error_reason
                       else None} for n, where, a in raw.get("attempts") or ()],
     }
+
+
+def _judge(ev: dict[str, Any], cap: int) -> dict[str, Any]:
+    """A judge's verdict as `ce explain` says it (grade/judge_evidence.py's judge_lines,
+    its rationale cut to the budget): `said` is its first line (the verdict, its model,
+    where it came from, tokens and cost) and the lines under it (rationale, the
+    agent_judge's session with its tool calls as `items`, its last words). The verdict's
+    own fields stay beside it; the session's gist and the raw answer are in `said`."""
+    from ce_runtime.grade.judge_evidence import judge_lines
+
+    rationale = _cut(ev.get("rationale"), cap) if ev.get("rationale") else ""
+    head, *rest = judge_lines({**ev, "rationale": rationale}, "")
+    parts: list[dict[str, Any]] = []
+    for line in rest:  # two spaces: a line of its own; four: one of the session's calls
+        if line.startswith("    ") and parts:
+            parts[-1]["items"].append(line.strip())
+        else:
+            parts.append({"text": line.strip(), "items": []})
+    item = {k: ev[k] for k in ("kind", "judge", "model", "score", "recorded") if k in ev}
+    item["rationale"] = rationale
+    if ev.get("error"):
+        item["error"] = _cut(ev["error"], cap)
+    item["said"] = {"head": head, "parts": parts}
+    return item
 
 
 def arithmetic(criteria: list[dict[str, Any]], rec: TrialRecord) -> list[str]:

@@ -88,9 +88,16 @@ window.CE_TRIAL = (function () {
     if (ev.kind === "found") {  // why it did not pass: what `ce explain` prints first
       return el("ul", { class: "found" }, (ev.lines || []).map((line) => el("li", { class: "mono" }, line)));
     }
-    if (ev.kind === "judge") {
-      return el("div", { class: "judge" }, el("div", { class: "mono" }, `judge ${ev.model || ""}: score ${ev.score ?? "?"}` + (ev.recorded ? " (recorded verdict reused)" : "")),
-        el("div", { class: "muted" }, "rationale"), el("pre", { class: "rationale" }, ev.rationale || ev.error || "—"));
+    if (ev.kind === "judge") {  // `ce explain`'s lines (html_trial.py _judge: judge_lines)
+      const s = ev.said || { head: "judge", parts: [] };
+      const box = el("div", { class: "judge" }, el("div", { class: "mono" }, s.head));
+      for (const p of s.parts) {
+        if (!p.items.length) { box.append(el("div", { class: "mono said" }, p.text)); continue; }
+        // the session's tool calls: listed when a few, else folded under its line
+        const calls = el("ul", { class: "mono" }, p.items.map((t) => el("li", {}, t)));
+        box.append(el("details", { class: "said", open: p.items.length <= 3 }, el("summary", { class: "mono" }, p.text), calls));
+      }
+      return box;
     }
     return el("pre", {}, JSON.stringify(ev, null, 1));
   }
