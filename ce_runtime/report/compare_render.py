@@ -272,18 +272,21 @@ def render_md(c: RunComparison, fail_on: str) -> str:
 
 # ---------------------------------------------------------------------------- html
 
+# The run report's stylesheet (assets/report.css: its tables in boxes that scroll sideways,
+# the first column kept in sight, ids that wrap; the page never scrolls sideways at a
+# phone's width) and the few rules of this page's own.
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;
-max-width:72rem;padding:0 1rem;color:#1f2328;background:#fff}
-h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.8rem}
-table{border-collapse:collapse;width:100%;margin:.4rem 0}
-th,td{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-align:top}
-th{background:#f6f8fa}code{font-size:.92em}
-.bad{color:#b42318;font-weight:600}.good{color:#1a7f37;font-weight:600}
-.none{color:#656d76}
-@media (prefers-color-scheme:dark){body{background:#0d1117;color:#e6edf3}
-th{background:#161b22}th,td{border-color:#30363d}.none{color:#8b949e}}
+td.bad, td.good { font-weight: 600; } .good { color: var(--ok); }
+/* the summary's two columns (a label, its line of text) take the page's width */
+.wide > table.summary { width: 100%; } .summary td { max-width: none; }
+@media (prefers-color-scheme: dark) {
+  :root { --line: #30363d; --bg2: #161b22; --muted: #8b949e; --row: #0d1117; }
+  body { background: #0d1117; color: #e6edf3; } a { color: #4493f8; }
+}
 """
+
+
+_ID_COLUMNS = {"Trial", "Task", "Variant", "Gate"}  # the columns of ids (no spaces in them)
 
 
 def report_href(side: RunSide, page_dir: str) -> str | None:
@@ -317,6 +320,8 @@ def _trial_links(c: RunComparison, page_dir: str | None) -> dict[str, str]:
 def render_html(c: RunComparison, fail_on: str, page_dir: str | None = None) -> str:
     """The page; `page_dir`: the directory it is written to, from which each run's id
     and each flipped trial link to the run's report.html (None: no link)."""
+    from ce_runtime.report.html_page import asset
+
     esc: Callable[[Any], str] = lambda s: html.escape(str(s), quote=True)  # noqa: E731
     summary, detail = tables(c, fail_on)
     regressed, _ = verdict(c, fail_on)
@@ -330,8 +335,9 @@ def render_html(c: RunComparison, fail_on: str, page_dir: str | None = None) -> 
     parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width,initial-scale=1">',
              f"<title>ce compare {esc(c.a.run_id)} → {esc(c.b.run_id)}</title>",
-             f"<style>{_CSS}</style></head><body>",
-             f"<h1>ce compare {run_id(c.a)} → {run_id(c.b)}</h1>", "<table>"]
+             f"<style>{asset('report.css')}{_CSS}</style></head><body>",
+             f'<header id="top"><h1>ce compare {run_id(c.a)} → {run_id(c.b)}</h1></header>',
+             "<main>", '<div class="wide"><table class="summary">']
     for k, v in summary:
         cls = ' class="bad"' if (k == "Verdict" and regressed) or k == "Run status" else \
             ' class="good"' if k == "Verdict" else ""
@@ -340,24 +346,27 @@ def render_html(c: RunComparison, fail_on: str, page_dir: str | None = None) -> 
         side = {"A": c.a, "B": c.b}.get(k)
         text = f"{run_id(side)} ({esc(side.path)})" if side is not None else esc(v)
         parts.append(f"<tr><th>{esc(k)}</th><td{cls}>{mark}{text}</td></tr>")
-    parts.append("</table>")
+    parts.append("</table></div>")
 
-    def cell(x: str, trial: bool) -> str:
+    def cell(x: str, trial: bool, ident: bool) -> str:
         href = trials.get(x) if trial else None
-        return f'<td><a href="{esc(href)}">{esc(x)}</a></td>' if href else f"<td>{esc(x)}</td>"
+        # an id (a trial's, a task's, a variant's, a gate's) wraps anywhere (report.css)
+        td = '<td class="id">' if ident else "<td>"
+        return f'{td}<a href="{esc(href)}">{esc(x)}</a></td>' if href else f"{td}{esc(x)}</td>"
 
     for title, head, rows in detail:
         parts.append(f"<h2>{esc(title)}</h2>")
         if not rows:
-            parts.append('<p class="none">None.</p>')
+            parts.append('<p class="muted">None.</p>')
             continue
-        parts.append("<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
-                     + "</tr></thead><tbody>")
+        parts.append('<div class="wide"><table><thead><tr>'
+                     + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr></thead><tbody>")
         trial = head[0] == "Trial"  # a trial's id first: a link to its panel
-        parts += ["<tr>" + "".join(cell(x, trial and not j) for j, x in enumerate(r))
+        ids = [h in _ID_COLUMNS for h in head]
+        parts += ["<tr>" + "".join(cell(x, trial and not j, ids[j]) for j, x in enumerate(r))
                   + "</tr>" for r in rows]
-        parts.append("</tbody></table>")
-    parts.append("</body></html>")
+        parts.append("</tbody></table></div>")
+    parts.append("</main></body></html>")
     return "\n".join(parts) + "\n"
 
 

@@ -18,7 +18,7 @@ from ce_runtime.report.html import dumps
 _PLACEHOLDER = re.compile(r"\{\{(TITLE|CSS|JS|DATA|DETAILS)\}\}")
 
 
-def _asset(name: str) -> str:
+def asset(name: str) -> str:
     return resources.files("ce_runtime.report").joinpath("assets", name).read_text("utf-8")
 
 
@@ -28,8 +28,8 @@ def render_html(data: dict[str, Any]) -> str:
     parts = [f'<script type="application/json" id="ce-d{i}">{text}</script>'
              for i, text in enumerate(details)]
     title = f"ce run {data.get('run_id')}".replace("&", "&amp;").replace("<", "&lt;")
-    fill = {"TITLE": title, "CSS": _asset("report.css"), "JS": _asset("trial.js") + "\n" + _asset("report.js"),
+    fill = {"TITLE": title, "CSS": asset("report.css"), "JS": asset("trial.js") + "\n" + asset("report.js"),
             "DATA": dumps(page), "DETAILS": "\n".join(parts)}
     # one pass over the template: a placeholder inside the data is never replaced
-    pieces = _PLACEHOLDER.split(_asset("report.html"))
+    pieces = _PLACEHOLDER.split(asset("report.html"))
     return "".join(fill[p] if i % 2 else p for i, p in enumerate(pieces))
