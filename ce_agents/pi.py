@@ -9,6 +9,13 @@ calls (with Claude Code's names: `bash` is Bash, `write` Write, `find` Glob ...,
 `T.normalize_tool`) and the usage (with cost), `tool_execution_end` a result; in JSON
 mode a model error still exits 0, so a `stopReason: error` is the run's error.
 
+A turn is a model call, opened as the call is made: Pi's `turn_start` comes before its
+request, and ce's stop at a turn past `run_limits.max_turns` was a race (under load the
+call was answered and its tools ran first). So ce gives Pi an extension of its own
+(`EXTENSION`, `--extension`), which says each model call as it is made and holds the
+call past the cap for good: ce ends the CLI once the last turn's events are read,
+outcome `max_turns`, as OpenCode's plugin does.
+
 Pi prices a call from the cost its models.json gives the model, and ce's holds none: its
 own figure would be $0 for every call. ce prices the tokens itself, from its rate card or
 the task's `agent.pricing` (`ce_runtime.pricing`), as for Codex.
@@ -28,6 +35,33 @@ from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
 from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "scripted"
+# ce's Pi extension (see above): says each model call as it is made (`ce_model_call`), and
+# holds a call past `run_limits.max_turns` (written into it: 0 for none) for good
+# (`ce_max_turns`), counted as ce counts Pi's turns: its answered calls (a failed call Pi
+# retries is the same turn). Its lines go to fd 1 itself: Pi's JSON mode sends an
+# extension's process.stdout to stderr.
+EXTENSION = """\
+import { writeSync } from "node:fs";
+const MAX = @MAX_TURNS@;
+const say = (obj) => writeSync(1, JSON.stringify(obj) + "\\n");
+export default function (pi) {
+  let answered = 0;
+  let held = false;
+  say({type: "ce_extension"});
+  pi.on("message_end", async (event) => {
+    const m = event && event.message;
+    if (m && m.role === "assistant" && m.stopReason !== "error") answered += 1;
+  });
+  pi.on("before_provider_request", async () => {
+    if (MAX > 0 && answered >= MAX) {
+      if (!held) say({type: "ce_max_turns", turns: answered});
+      held = true;
+      await new Promise(() => {});
+    }
+    say({type: "ce_model_call"});
+  });
+}
+"""
 
 
 class _State:
@@ -35,6 +69,8 @@ class _State:
 
     def __init__(self) -> None:
         self.failed = False  # the open turn's model call failed (Pi may retry it)
+        self.extension = False  # ce's extension said it is loaded
+        self.held: int | None = None  # the extension holds the model call after this turn
         # the failure of that call, said once Pi says whether it retries it (its
         # `auto_retry_start` names the retry and the most it makes): (error, status)
         self.failure: tuple[str, int | None] | None = None
@@ -85,23 +121,46 @@ class PiAgent(CliAgent):
                     "enableInstallTelemetry": False, "quietStartup": True}
         await box.write_file(f"{agent_dir}/models.json", json.dumps(models).encode())
         await box.write_file(f"{agent_dir}/settings.json", json.dumps(settings).encode())
-        argv = [*_node_script(box, request.tools["pi"]), "--mode", "json", "-p", "--no-session", "--provider", "ce",
-                "--model", model, _prompt_arg(request.prompt or "")]
+        extension = f"{agent_dir}/ce-extension.js"
+        await box.write_file(extension, EXTENSION.replace(
+            "@MAX_TURNS@", str(int(events.max_turns or 0))).encode())
+        argv = [*_node_script(box, request.tools["pi"]), "--mode", "json", "-p", "--no-session",
+                "--extension", extension, "--provider", "ce", "--model", model,
+                _prompt_arg(request.prompt or "")]
         env = {"PI_CODING_AGENT_DIR": agent_dir, "PI_OFFLINE": "1",
                "NO_PROXY": "127.0.0.1,localhost"}
         return argv, env, {"CE_PI_API_KEY": (request.model_endpoint or {}).get("api_key") or ""}
 
     def on_line(self, obj: dict[str, Any], events: Events) -> None:
+        self._line(obj, events)
+        state = _state(events)
+        if state.held is not None and not events.open and events.turn >= state.held:
+            # the extension holds the next model call, and the last turn's events are in
+            cap = events.max_turns if events.max_turns is not None else state.held
+            events.turns_exhausted(f"pi held its next model call at max_turns {cap}")
+
+    def _line(self, obj: dict[str, Any], events: Events) -> None:
         kind = obj.get("type")
         state = _state(events)
         if kind in ("turn_start", "message_start", "message_end", "auto_retry_end"):
             _say_failure(events)  # Pi went on without retrying it (its turn_end and
             # agent_end come between the failure and its auto_retry_start)
-        if kind == "session":
+        if kind == "ce_extension":
+            state.extension = True
+        elif kind == "ce_model_call":  # a model call is made: it opens its turn (a retry's
+            events.turn_start()  # is in the failed call's turn, still open)
+        elif kind == "ce_max_turns":
+            state.held = int(obj.get("turns") or 0)
+        elif kind == "session":
             events.session = f"session {obj.get('id')}"
         elif kind == "turn_start":
             state.failed = False
-            events.turn_start()  # (a retry's: the open turn, kept open for it)
+            if not state.extension:  # (its model call opens the turn)
+                if events.turn == 0:
+                    events.emit(T.Message, "system", "ce: pi did not load ce's extension: "
+                                "max_turns is held only by ce's stop, once a turn past it "
+                                "has begun")
+                events.turn_start()  # (a retry's: the open turn, kept open for it)
         elif kind == "turn_end":
             if not state.failed:  # a failed call's turn waits: Pi may retry it
                 events.turn_end()

@@ -27,9 +27,10 @@ from tests.processes import new_mark, processes_marked
 from tests.test_agent_fidelity import ce_run, missing, of, shell, task, trial
 
 AGENTS = ["claude-code", "codex", "opencode", "pi"]
-# the agents whose CLI holds the model call past max_turns (the others are stopped by
-# ce once the turn past the cap has begun: that call is made, its tools never complete)
-HOLD_THE_CAP = {"claude-code", "opencode"}
+# the agents whose CLI holds the model call past max_turns (OpenCode and Pi by ce's plugin
+# and extension; the others are stopped by ce once the turn past the cap has begun: that
+# call is made, its tools never complete)
+HOLD_THE_CAP = {"claude-code", "opencode", "pi"}
 
 
 def files(tmp, name: str) -> list[str]:
@@ -193,6 +194,42 @@ def test_pi_counts_a_retried_model_call_once_and_its_failure_only_if_unanswered(
     events, trace = run(failed)
     assert events.error == "500 scripted failure"
     assert shapes(trace) == [("TurnStart", 1), ("TurnEnd", 1)]
+
+
+def test_pi_with_ces_extension_opens_a_turn_at_its_model_call_and_ends_at_the_held_cap():
+    """With ce's extension loaded, a turn opens when its model call is made (Pi's
+    turn_start comes before the request), a retry stays in the failed call's turn, and
+    the call held past the cap ends the run max_turns once the last turn is in."""
+    from ce_agents.cli_agent import Events
+    from ce_agents.pi import PiAgent
+
+    sink, agent = Sink(), PiAgent()
+    events = Events(sink)
+    events.max_turns = 2
+    call = {"type": "ce_model_call"}
+    answered = pi_assistant([{"type": "toolCall", "id": "c1", "name": "bash",
+                              "arguments": {"command": "ls"}}])
+    failed = pi_assistant([], "error", 0)
+    lines = [{"type": "ce_extension"}, {"type": "turn_start"}, call, failed,
+             {"type": "turn_end"}, {"type": "agent_end"},
+             {"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3},
+             {"type": "agent_start"}, {"type": "turn_start"}, call, answered,
+             {"type": "tool_execution_end", "toolCallId": "c1", "result": {}},
+             {"type": "turn_end"}, {"type": "turn_start"}, call,
+             pi_assistant([{"type": "text", "text": "again"}], "stop"), {"type": "turn_end"},
+             {"type": "turn_start"}]
+    for line in lines:
+        agent.on_line(line, events)
+    assert events.turn == 2 and not events.aborted  # Pi's third turn_start opened nothing
+    agent.on_line({"type": "ce_max_turns", "turns": 2}, events)
+    assert events.aborted and events.error is None
+    assert shapes(sink.events) == [("TurnStart", 1), ("call", "c1"), ("usage", 10),
+                                   ("result", "c1", "ok"), ("TurnEnd", 1), ("TurnStart", 2),
+                                   ("usage", 10), ("TurnEnd", 2)]
+    assert not [e for e in sink.events if isinstance(e, T.Message) and e.role == "system"]
+    outcome = agent.finish(events, -15, False, "")
+    assert outcome.reason == "max_turns" and "pi held its next model call at max_turns 2" \
+        in outcome.detail
 
 
 def test_opencode_records_a_started_call_in_its_turn_and_ends_at_the_held_cap():
