@@ -62,6 +62,13 @@ TOOLS = [
 ]
 
 
+class UnreadableReply(Exception):
+    """The model answered a body that is not the API's (not JSON, no choices)."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"openai: the model's reply is not the API's: {detail}")
+
+
 class OpenAIAgent:
     name = "openai"
     dialog = True  # a simulated dialog continues the conversation
@@ -100,11 +107,16 @@ class OpenAIAgent:
                     return self._end(events, AgentOutcome(
                         "max_turns", f"stopped after {events.turn} model calls"))
                 events.turn_start()
-                reply = await self._until_stopped(client.chat.completions.create(
-                    model=model, messages=messages, tools=TOOLS), stop)
+                try:
+                    reply = await self._until_stopped(client.chat.completions.create(
+                        model=model, messages=messages, tools=TOOLS), stop)
+                except (ValueError, TypeError) as exc:  # a body that is not JSON, or not
+                    raise UnreadableReply(f"{type(exc).__name__}: {exc}") from exc  # the API's
                 if reply is None:  # stopped while the model was answering
                     events.turn_end()
                     return self._end(events, AgentOutcome("stopped"))
+                if not getattr(reply, "choices", None):
+                    raise UnreadableReply(f"no choices in {str(reply)[:200]!r}")
                 if reply.usage is not None:
                     events.emit(T.Usage, **_usage(reply.usage, rates))
                 message = reply.choices[0].message
@@ -132,12 +144,13 @@ class OpenAIAgent:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if isinstance(exc, openai.APIError):  # the model call failed (retried once)
-                status = getattr(exc, "status_code", None)
+            if isinstance(exc, openai.APIError | UnreadableReply):  # the model call failed
+                status = getattr(exc, "status_code", None)  # (an APIError retried once)
                 events.emit(T.ModelError, str(exc) or type(exc).__name__,
                             status if isinstance(status, int) else None)
             events.turn_end()
-            return self._end(events, AgentOutcome("error", f"{type(exc).__name__}: {exc}"))
+            return self._end(events, AgentOutcome("error", str(exc) if isinstance(
+                exc, UnreadableReply) else f"{type(exc).__name__}: {exc}"))
 
     @staticmethod
     async def _until_stopped(work: Any, stop: asyncio.Event) -> Any:

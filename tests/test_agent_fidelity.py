@@ -159,6 +159,11 @@ def test_a_model_reply_cut_off_or_garbled_is_an_error(agent, tmp_path):
         assert outcome["reason"] == "error" and outcome["detail"], (how, outcome)
         assert record["criteria"][0]["score"] == 1.0  # graded: the first call happened
         assert record["model_server"]["requests"] < 20, how  # no loop
+        if agent == "openai" and how == "garbage":  # (it said JSONDecodeError: Expecting ...)
+            assert outcome["detail"] == (
+                "the model API was failing when the agent gave up: openai: the model's reply "
+                "is not the API's: JSONDecodeError: Expecting value: line 1 column 1 "
+                "(char 0)"), outcome
     assert processes_marked(mark) == {}
 
 
