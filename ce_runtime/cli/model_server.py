@@ -12,7 +12,8 @@ import click
 @click.option("--script", "script_path", required=True,
               type=click.Path(exists=True, dir_okay=False),
               help="The scripted session: a YAML file with `steps` (and `rows`, `judge`, "
-                   "`agent_judge`).")
+                   "`agent_judge`; its `user_turns`, a simulated user's lines, are "
+                   "read by `ce run`, not served). Its format: docs/agents.md.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port on 127.0.0.1 (0: any free port).")
 @click.option("--row", help="Play the steps of this dataset row (`rows:` in the script).")

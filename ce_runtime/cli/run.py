@@ -169,8 +169,8 @@ def run_cmd(**params):
 
     \b
     Exit status: 0 every trial succeeded (or, with --min-pass-rate RATE, at least RATE
-    of each variant's trials) and every suite gate passed; 1 otherwise (or
-    interrupted); 2 bad input; 3 a bug in ce (one line; CE_DEBUG=1 shows it).
+    of each variant's trials) and every suite gate passed; 1 otherwise (or interrupted,
+    or the run held by another ce run); 2 bad input; 3 a bug in ce (CE_DEBUG=1 shows it).
 
     \b
     Examples:
