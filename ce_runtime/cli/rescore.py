@@ -74,11 +74,13 @@ def rescore_cmd(run_dir, tasks, experiment, overrides, allow_paths, out_dir, tod
     Every trial whose status or score moved is marked `*`, with each criterion that
     changed, recorded and new (a grading that failed: ERROR, no score, and why); then
     each dataset suite gate that moved, of the suites re-graded whole, marked `*` when
-    its verdict flipped (on stdout, with the summary line; damaged and missing trials
-    and notes on stderr). The results (RUN_DIR/rescored/<time>) are a run directory of
-    their own, with report.md and report.html as `ce run` writes them: `ce explain`
-    works on its trials; a re-score that left trials out (missing
-    or damaged) says so in them (status incomplete, as an interrupted run's).
+    its verdict flipped, and the gates of a suite with a trial not re-graded (missing,
+    damaged, no task in TASKS) said not compared, naming the trials (on stdout, with the
+    summary line; damaged and missing trials and notes on stderr). The results
+    (RUN_DIR/rescored/<time>) are a run directory of their own, with report.md and
+    report.html as `ce run` writes them: `ce explain` works on its trials; a re-score
+    that left trials out (missing or damaged) says so in them (status incomplete, as an
+    interrupted run's).
 
     Exit status, as `ce run`'s for the re-scored trials: 0 every one succeeded (or, with
     the run's --min-pass-rate, enough did) and every suite gate passed; 1 otherwise
@@ -266,6 +268,9 @@ def _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, 
     tally = _Tally()
     used: dict = {}
 
+    def _relative(d: str) -> str:
+        return os.path.relpath(d, run_dir).replace(os.sep, "/")
+
     def grade(n: int, d: str) -> _Outcome:
         try:  # a damaged trial is listed; the others are re-scored
             files = read_trial_files(d)  # each read once
@@ -276,16 +281,17 @@ def _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, 
                 task_dir = task_dirs.get((old["variant_id"], old["task_id"]))
                 if plan is None:  # a variant TASKS do not define (-e) is not a task gone
                     other = old["variant_id"] if old["task_id"] in planned_tasks else None
-                    return _Outcome(None, (), no_task=True,
-                                    suite=_suite_of(old), other_variant=other)
+                    return _Outcome(None, (), no_task=True, suite=_suite_of(old),
+                                    other_variant=other, trial=_relative(d))
             loaded = verified_trial_data(d, files)
             old = loaded[0]
             rec, evidence = rescore_trial(d, run_dir, plan, judge, runner_for,
                                           task_dir=task_dir, verdicts=verdicts, today=today,
                                           used_plans=used, loaded=loaded)
-        except DamagedArchive as exc:
-            return _Outcome(None, ((2, f"! {os.path.relpath(d, run_dir):<40} {exc}"),),
-                            damaged=str(exc))
+        except DamagedArchive as exc:  # its suite, if a dataset's, is not re-graded whole
+            trial = _relative(d)
+            return _Outcome(None, ((2, f"! {trial:<40} {exc}"),), damaged=str(exc),
+                            suite=RR.suite_of_trial(trial), trial=trial)
         # written now (staged): memory holds the records the reports need only
         staged.trial(rec["rescored_from"], d, rec, evidence, loaded[2] is not None,
                      old.get("trace_sha256"), old.get("workspace_sha256"))
@@ -329,10 +335,20 @@ def _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, 
                                    ran)
         code = int(summary.get("exit_code", 1))
         staged.commit()
-    if whole:  # a part of the run has gates of its own, not comparable with the run's:
-        # only the gates of the suites re-graded whole (TASKS may leave suites out)
-        gates = RR.gate_changes_of(run_dir, summary.get("suite_gates") or [],
-                              tally.suites - tally.partial)
+    gates, not_compared = [], 0
+    if whole:  # a part of a suite has gates of its own, not comparable with the run's:
+        # only the gates of the suites re-graded whole are compared, the others said not
+        # compared with the trials left out (TASKS may leave whole suites out: not said)
+        left_out = {k: list(v) for k, v in tally.left_out.items()}
+        for trial in lost:
+            if (suite := RR.suite_of_trial(trial)) is not None:
+                left_out.setdefault(suite, []).append(("missing from the run", trial))
+        unknown = f"{lost_count - len(lost)} trial(s) missing from the run, which ones " \
+            "unknown: trials.parquet cannot be read" if lost_count > len(lost) else None
+        defined = {(v, t.split("/")[0]) for v, t in plans if "/" in t} if tasks else None
+        gates, not_compared = RR.gate_changes_of(
+            run_dir, summary.get("suite_gates") or [], tally.suites, left_out, unknown,
+            defined)
         for line in gates:
             _say(line)
     note = f"; {no_task} trial(s) have no task in TASKS" if no_task else ""
@@ -353,9 +369,11 @@ def _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, 
         note += f"; {lost_count} trial(s) missing from the run"
     asked = f"; judges: {verdicts.hits} recorded verdict(s) reused, {verdicts.asked} asked" \
         if verdicts.hits or verdicts.asked else ""
-    if whole and gates:
-        flips = sum(line.startswith("*") for line in gates)
-        note += f"; {flips} suite gate(s) changed verdict" if flips else ""
+    flips = sum(line.startswith("*") for line in gates)
+    note += f"; {flips} suite gate(s) changed verdict" if flips else ""
+    if not_compared:
+        note += f"; {not_compared} suite gate(s) not compared (not every trial of their " \
+            "suite re-scored)"
     click.echo(f"{len(records)} trial(s) re-scored, {changed} changed{note}{asked}; "
                f"results: {out}")
     if summary.get("exit_code"):  # why it is not a pass, as `ce run` says it
@@ -402,6 +420,7 @@ class _Outcome(NamedTuple):
     no_task: bool = False
     suite: tuple[str, str] | None = None  # a dataset trial left out: its (variant, suite)
     other_variant: str | None = None  # no task: its task is in TASKS, not its variant
+    trial: str | None = None  # a trial left out (damaged, no task): its id
 
 
 class _Tally:
@@ -412,7 +431,8 @@ class _Tally:
         self.changed = self.no_task = 0
         self.damaged: list[str] = []
         self.suites: set[tuple[str, str]] = set()  # (variant, suite) of re-graded trials
-        self.partial: set[tuple[str, str]] = set()  # ... with a trial left out (TASKS)
+        # ... with trials left out: (why, trial id) of each (damaged, no task in TASKS)
+        self.left_out: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self.other_variants: dict[str, int] = {}  # no task: variants TASKS do not define
 
     def add(self, outcome: _Outcome) -> None:
@@ -425,7 +445,8 @@ class _Tally:
             self.other_variants[outcome.other_variant] = \
                 self.other_variants.get(outcome.other_variant, 0) + 1
         if outcome.suite is not None:
-            self.partial.add(outcome.suite)
+            why = "damaged archive" if outcome.damaged is not None else "no task in TASKS"
+            self.left_out.setdefault(outcome.suite, []).append((why, outcome.trial or "?"))
         if outcome.record is not None:
             self.records.append(outcome.record)
             suite = _suite_of(outcome.record)

@@ -10,26 +10,68 @@ import os
 import shutil
 
 
-def gate_changes_of(run_dir: str, now: list, suites: set[tuple[str, str]]) -> list[str]:
+def gate_changes_of(run_dir: str, now: list, suites: set[tuple[str, str]],
+                    left_out: dict[tuple[str, str], list[tuple[str, str]]] | None = None,
+                    unknown: str | None = None, asked: set[tuple[str, str]] | None = None
+                    ) -> tuple[list[str], int]:
     """How the suite gates of `suites` (variant, suite id) moved from the run's run.json
-    (none recorded: nothing said). The gates of other suites were not re-graded (a
-    re-score of some TASKS): neither gone nor changed."""
+    (none recorded: nothing said), and how many gates were not compared. A gate is
+    compared only when its suite was re-graded whole: `left_out` holds, per suite, the
+    trials of it that were not re-graded (why, trial id: missing from the run, a damaged
+    archive, no task in TASKS); its gates are said not compared, with those trials, as
+    are the gates of every suite when `unknown` says why the trials missing cannot be
+    told. `asked`: the suites TASKS define (None: every suite of the run); the gates of
+    other suites were not re-graded (a re-score of some TASKS): neither gone nor
+    changed, nor said."""
     import json
 
-    from ce_runtime.report.gates import gate_changes
+    from ce_runtime.report.gates import gate_changes, gate_key
 
     try:
         with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
             recorded = json.load(fh).get("suite_gates")
     except (OSError, ValueError, AttributeError):
-        return []
+        return [], 0
     if not isinstance(recorded, list):
-        return []
+        return [], 0
 
-    def regraded(gate) -> bool:
-        return isinstance(gate, dict) and (gate.get("variant"), gate.get("suite_id")) in suites
+    def suite(gate) -> tuple | None:
+        return (gate.get("variant"), gate.get("suite_id")) if isinstance(gate, dict) else None
 
-    return gate_changes([g for g in recorded if regraded(g)], [g for g in now if regraded(g)])
+    left_out = {k: v for k, v in (left_out or {}).items() if asked is None or k in asked}
+    partial = set(left_out)
+    if unknown:  # which trials are missing is not known: no suite is known whole
+        partial |= suites | {suite(g) for g in recorded
+                             if asked is None or suite(g) in asked}
+    whole = suites - partial
+
+    out = gate_changes([g for g in recorded if suite(g) in whole],
+                       [g for g in now if suite(g) in whole])
+    names = {}  # the gates of the suites not compared, the run's first, then new ones
+    for g in [*recorded, *now]:
+        if suite(g) in partial and (k := gate_key(g)) is not None:
+            names.setdefault(k, suite(g))
+    for k, of in names.items():
+        out.append(f"  suite gate {'/'.join(k)}: not compared: not every trial of its suite "
+                   f"was re-scored ({not_regraded(left_out.get(of, []), unknown)})")
+    return out, len(names)
+
+
+def not_regraded(trials: list[tuple[str, str]], unknown: str | None = None) -> str:
+    """The trials of a suite left out of a re-score, grouped by why ('missing from the
+    run: default/triage/crash/00; damaged archive: ...'), then `unknown`."""
+    by_why: dict[str, list[str]] = {}
+    for why, trial in trials:
+        by_why.setdefault(why, []).append(trial)
+    parts = [f"{why}: {shown(sorted(ids))}" for why, ids in by_why.items()]
+    return "; ".join(parts + ([unknown] if unknown else []))
+
+
+def suite_of_trial(trial_id: str) -> tuple[str, str] | None:
+    """(variant, suite id) of a dataset trial, from its id VARIANT/SUITE/ROW/NN (variant,
+    task and row ids hold no `/`; a task without a dataset is VARIANT/TASK/NN)."""
+    parts = trial_id.split("/")
+    return (parts[0], parts[1]) if len(parts) == 4 else None
 
 
 def lost_trials(run_dir: str, dirs: list[str]) -> tuple[list[str], int]:
