@@ -9,8 +9,8 @@ and the trial's sink asks for a stop as soon as a turn past the cap opens (ce ca
 keep these CLIs from making that call); the CLI is ended then, the calls it had started
 stay in the trace (unresolved when they never completed), and the outcome is `max_turns`,
 as Claude Code's own cap ends it. A CLI that can hold its next model call at the cap
-itself (OpenCode, through ce's plugin) says so (`Events.turns_exhausted`) and is ended
-there, no call past the cap made."""
+itself (OpenCode, Pi and Codex, through ce's plugin, extension and hook) says so
+(`Events.turns_exhausted`) and is ended there, no call past the cap made."""
 
 from __future__ import annotations
 

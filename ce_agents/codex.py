@@ -23,6 +23,17 @@ session, and errors (a failed turn, an `error` item). Without the log (it was ne
 found) ce falls back on that stream: one turn, the usage at the end, a system message
 saying so.
 
+A turn past `run_limits.max_turns` never starts: ce gives Codex a PreModelRequest hook
+of its own (`HOOK`, in the config; `--dangerously-bypass-hook-trust` runs it untrusted,
+as ce wrote it), which counts the run's model calls as ce counts its turns (the main
+thread's first attempts: a request Codex retries is the same turn) and holds the call
+past the cap for good (its `timeout` is 10^9 s: at a hook's timeout Codex makes the
+call). It says so on Codex's own stdout (`/proc/<codex>/fd/1`: a hook's stdout is
+Codex's to parse), and ce ends the CLI then, outcome `max_turns`, the log's last lines
+read once it has ended, as the holds of OpenCode's plugin and Pi's extension. A hook that cannot say so (no /proc, a
+stdout that is no pipe or file) lets the call go: ce's stop at the turn past the cap
+stays, a race (under load the call was answered and a tool of it ran first).
+
 Codex reports tokens, no price: ce prices each answer's usage from its rate card or the
 task's `agent.pricing` (`ce_runtime.pricing`), so `max_usd` stops Codex like the agents
 that report their cost. Codex's `input_tokens` include the cached and cache-written
@@ -35,6 +46,7 @@ import asyncio
 import contextlib
 import json
 import re
+import shlex
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, lines, model_url
@@ -74,12 +86,47 @@ base_url = "{base_url}"
 env_key = "CE_CODEX_API_KEY"
 wire_api = "responses"
 """
+# ce's PreModelRequest hook (see above), `/bin/sh HOOK CODEX_PID MAX_TURNS DIR`: the
+# run's model calls are the main thread's (its first call's) sampling requests, first
+# attempts only (`attempt_number` 1: Codex retries a failed request under the same
+# hook run; a stream's reconnect is a later attempt); their count is kept in DIR. The
+# call past the cap is held on a FIFO the hook holds open (`ce-hook.hold`), till ce's
+# last read of the log, once Codex has ended, writes it a line (`REST`: Codex runs its
+# hooks in a process group of their own, which outlived Codex's); a hook that could not
+# tell ce (`ce_max_turns` on Codex's stdout) lets the call go.
+HOOK = r"""in=$(cat)
+case $in in *'"kind":"sampling"'*) ;; *) exit 0 ;; esac
+thread=$(printf '%s' "$in" | sed -n 's/.*"thread_id":"\([^"]*\)".*/\1/p')
+[ -s "$3/ce-hook.thread" ] || printf '%s' "$thread" > "$3/ce-hook.thread"
+[ "$(cat "$3/ce-hook.thread")" = "$thread" ] || exit 0
+case $in in *'"attempt_number":1,'* | *'"attempt_number":1}'*) ;; *) exit 0 ;; esac
+[ "$(cat "/proc/$1/comm" 2>/dev/null)" = codex ] || exit 0
+n=$(cat "$3/ce-hook.calls" 2>/dev/null || echo 0)
+if [ "$n" -lt "$2" ]; then
+  echo $((n + 1)) > "$3/ce-hook.calls"
+  [ "$n" -gt 0 ] || printf '{"type":"ce_hook"}\n' >> "/proc/$1/fd/1"
+  exit 0
+fi
+rm -f "$3/ce-hook.hold"; mkfifo "$3/ce-hook.hold" && exec 3<>"$3/ce-hook.hold" || exit 0
+printf '{"type":"ce_max_turns","turns":%s}\n' "$n" >> "/proc/$1/fd/1" || exit 0
+read -r _ <&3
+"""
+HOOK_CONFIG = """
+[[hooks.PreModelRequest]]
+[[hooks.PreModelRequest.hooks]]
+type = "command"
+command = {command}
+timeout = 1000000000
+"""
+BYPASS_WARNING = "`--dangerously-bypass-hook-trust` is enabled"
 # the session log, followed from its first line once Codex has made it ($1: CODEX_HOME;
 # a fresh one per trial holds one log)
 ROLLOUT = '"$1"/sessions/*/*/*/rollout-*.jsonl'
 FOLLOW = ('while :; do for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n +1 -f "$f"; '
           'done; sleep 0.1; done')
-REST = 'for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n "+$2" "$f"; done'
+# (and the hook's hold, if any, let go: Codex has ended)
+REST = ('[ -p "$1/ce-hook.hold" ] && echo 1<>"$1/ce-hook.hold"; '
+        'for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n "+$2" "$f"; done')
 
 
 class Session:
@@ -96,6 +143,7 @@ class Session:
         self.results: set[str] = set()  # calls whose result is recorded
         self.patches: dict[str, str] = {}  # apply_patch call -> FileChange status
         self.stream: list[dict[str, Any]] = []  # `exec --json` events, till the log comes
+        self.hook = False  # ce's max_turns hook ran (it says so at the first model call)
 
 
 class CodexAgent(CliAgent):
@@ -113,12 +161,19 @@ class CodexAgent(CliAgent):
         base = await model_url(request, "https://api.openai.com/v1")
         if not base.endswith("/v1"):
             base += "/v1"
-        await box.write_file(f"{codex_home}/config.toml",
-                             CONFIG.format(model=model, base_url=base).encode())
+        config = CONFIG.format(model=model, base_url=base)
+        hold = []
+        if events.max_turns is not None and events.max_turns > 0:
+            await box.write_file(f"{codex_home}/ce-hook.sh", HOOK.encode())
+            command = " ".join(["/bin/sh", shlex.quote(f"{codex_home}/ce-hook.sh"), '"$PPID"',
+                                str(events.max_turns), shlex.quote(codex_home)])
+            config += HOOK_CONFIG.format(command=json.dumps(command))
+            hold = ["--dangerously-bypass-hook-trust"]  # ce's own hook, run as it is
+        await box.write_file(f"{codex_home}/config.toml", config.encode())
         # not --ephemeral: the session log is where the trace comes from
         argv = [request.tools["codex"], "exec", "--json", "--skip-git-repo-check",
                 "-C", request.workspace,
-                "--dangerously-bypass-approvals-and-sandbox",
+                "--dangerously-bypass-approvals-and-sandbox", *hold,
                 "--", request.prompt or ""]  # a prompt such as `- fix it` is no option
         return argv, {"CODEX_HOME": codex_home, "NO_PROXY": "127.0.0.1,localhost"}, \
             {"CE_CODEX_API_KEY": endpoint.get("api_key") or ""}
@@ -281,7 +336,13 @@ class CodexAgent(CliAgent):
         kind = obj.get("type")
         if not state.log_seen:
             state.stream.append(obj)  # for the fallback, should the log never come
-        if kind == "thread.started":
+        if kind == "ce_hook":
+            state.hook = True
+        elif kind == "ce_max_turns":  # the hook holds the call past the cap: the log's
+            # last lines are read once Codex has ended
+            cap = events.max_turns if events.max_turns is not None else obj.get("turns")
+            events.turns_exhausted(f"codex held its next model call at max_turns {cap}")
+        elif kind == "thread.started":
             events.session = f"thread {obj.get('thread_id')}"
         elif kind == "turn.failed":
             events.error = str((obj.get("error") or {}).get("message") or obj)
@@ -294,12 +355,18 @@ class CodexAgent(CliAgent):
             else:
                 events.emit(T.Message, "system", f"codex: {obj.get('message')}")
         elif kind == "item.completed" and (obj.get("item") or {}).get("type") == "error":
-            events.emit(T.Message, "system", f"codex: {obj['item'].get('message')}")
+            message = str(obj["item"].get("message"))
+            if not message.startswith(BYPASS_WARNING):  # (ce's flag, for its own hook)
+                events.emit(T.Message, "system", f"codex: {message}")
 
     def finish(self, events: Events, code: int | None, stopped: bool,
                stderr: str) -> AgentOutcome:
-        if not events.codex.log_seen:  # type: ignore[attr-defined]
+        state: Session = events.codex  # type: ignore[attr-defined]
+        if not state.log_seen:
             self._fallback(events)
+        if events.max_turns and events.turn and not state.hook:
+            events.emit(T.Message, "system", "ce: codex did not run ce's max_turns hook: "
+                        "max_turns is held only by ce's stop, once a turn past it has begun")
         return super().finish(events, code, stopped, stderr)
 
     def _fallback(self, events: Events) -> None:

@@ -4,10 +4,10 @@ runs as a CLI (the real CLIs against ce's scripted model server, `ce run
 
 - max_turns holds: the calls within the cap are run and resolved, a call past it never
   completes and is in the trace unresolved if the agent made it, the trial is
-  MAX_TURNS_EXHAUSTED with the outcome `max_turns` (Claude Code's CLI and OpenCode,
-  through ce's plugin, hold the call past the cap themselves: no call past it is made;
-  OpenCode ran a tool past the cap, missing from the trace, and Codex and Pi ended as
-  `stopped`);
+  MAX_TURNS_EXHAUSTED with the outcome `max_turns` (Claude Code's CLI holds the call past
+  the cap itself, OpenCode, Pi and Codex through ce's plugin, extension and hook: no call
+  past it is made; OpenCode ran a tool past the cap, missing from the trace, and Codex
+  and Pi ended as `stopped`);
 - a tool still running when the trial times out is in the trace, unresolved (OpenCode
   printed a tool call only once it completed);
 - the retries of one failing model call are one turn (Pi counted each retry a turn:
@@ -27,10 +27,10 @@ from tests.processes import new_mark, processes_marked
 from tests.test_agent_fidelity import ce_run, missing, of, shell, task, trial
 
 AGENTS = ["claude-code", "codex", "opencode", "pi"]
-# the agents whose CLI holds the model call past max_turns (OpenCode and Pi by ce's plugin
-# and extension; the others are stopped by ce once the turn past the cap has begun: that
-# call is made, its tools never complete)
-HOLD_THE_CAP = {"claude-code", "opencode", "pi"}
+# the agents whose CLI holds the model call past max_turns (OpenCode, Pi and Codex by ce's
+# plugin, extension and hook; an agent without one is stopped by ce once the turn past the
+# cap has begun: that call is made, its tools never complete)
+HOLD_THE_CAP = {"claude-code", "codex", "opencode", "pi"}
 
 
 def files(tmp, name: str) -> list[str]:
@@ -61,6 +61,9 @@ def test_max_turns_ends_each_cli_at_the_cap(agent, tmp_path):
     if agent in HOLD_THE_CAP:  # no model call past the cap
         assert record["model_server"]["calls"] == record["usage"]["turns"] == 2, record
         assert len(calls) == 2 and [e.turn for e in of(events, "TurnStart")] == [1, 2]
+        # and the hold ended with the CLI (Codex's hook, in a process group of its own,
+        # was left running, killed by ce's sweep)
+        assert not [e.text for e in of(events, "Message") if "left processes" in e.text]
     else:  # stopped once its third turn began: any call of it is recorded, unresolved
         assert record["usage"]["turns"] == 3, record["usage"]
         assert [c.params["command"] for c in calls[2:]] in ([], ["sleep 1; echo 3 > s3.txt"])
