@@ -74,6 +74,13 @@ class Events(TurnEvents):
         self.exhausted = self.exhausted or detail
         self.aborted = True
 
+    def held_after(self, turns: int | None, agent: str) -> None:
+        """ce's plugin in the CLI holds its model call after turn `turns` (None: none
+        held): once that turn's events are all in, the CLI is ended, outcome max_turns."""
+        if turns is not None and not self.open and self.turn >= turns:
+            cap = self.max_turns if self.max_turns is not None else turns
+            self.turns_exhausted(f"{agent} held its next model call at max_turns {cap}")
+
     def abort(self, error: str) -> None:
         """The run has failed in a way the CLI does not end by itself (it would go on
         asking a model that answers nothing): an error, and the CLI is stopped."""

@@ -198,11 +198,7 @@ class OpenCodeAgent(CliAgent):
 
     def on_line(self, obj: dict[str, Any], events: Events) -> None:
         self._line(obj, events)
-        state = _state(events)
-        if state.held is not None and not events.open and events.turn >= state.held:
-            # the plugin holds the next model call, and the last turn's events are in
-            cap = events.max_turns if events.max_turns is not None else state.held
-            events.turns_exhausted(f"opencode held its next model call at max_turns {cap}")
+        events.held_after(_state(events).held, self.name)
 
     def _line(self, obj: dict[str, Any], events: Events) -> None:
         kind, part = obj.get("type"), obj.get("part") or {}

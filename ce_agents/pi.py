@@ -133,11 +133,7 @@ class PiAgent(CliAgent):
 
     def on_line(self, obj: dict[str, Any], events: Events) -> None:
         self._line(obj, events)
-        state = _state(events)
-        if state.held is not None and not events.open and events.turn >= state.held:
-            # the extension holds the next model call, and the last turn's events are in
-            cap = events.max_turns if events.max_turns is not None else state.held
-            events.turns_exhausted(f"pi held its next model call at max_turns {cap}")
+        events.held_after(_state(events).held, self.name)
 
     def _line(self, obj: dict[str, Any], events: Events) -> None:
         kind = obj.get("type")
