@@ -170,7 +170,7 @@ def test_judge_verdicts_are_reused_refreshed_or_offline(tmp_path):
     # explain never needs the judge to explain a recorded verdict
     exp = ce("explain", "runs/latest/default/judged/00", cwd=tmp_path)
     assert exp.returncode == 0, exp.stderr
-    assert f"recorded verdict {ev['request'][:12]}" in exp.stdout
+    assert f"recorded verdict judges/{ev['request']}.json" in exp.stdout
 
 
 HERMETIC = """\
