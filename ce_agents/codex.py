@@ -92,8 +92,10 @@ wire_api = "responses"
 # hook run; a stream's reconnect is a later attempt); their count is kept in DIR. The
 # call past the cap is held on a FIFO the hook holds open (`ce-hook.hold`), till ce's
 # last read of the log, once Codex has ended, writes it a line (`REST`: Codex runs its
-# hooks in a process group of their own, which outlived Codex's); a hook that could not
-# tell ce (`ce_max_turns` on Codex's stdout) lets the call go.
+# hooks in a process group of their own, which outlived Codex's) and waits for the hook
+# (and a shell running it) to be gone, or ce's sweep a moment later finds it still there
+# (CI under load: "the agent left processes running; killed: sh"); a hook that could
+# not tell ce (`ce_max_turns` on Codex's stdout) lets the call go.
 HOOK = r"""in=$(cat)
 case $in in *'"kind":"sampling"'*) ;; *) exit 0 ;; esac
 thread=$(printf '%s' "$in" | sed -n 's/.*"thread_id":"\([^"]*\)".*/\1/p')
@@ -108,6 +110,7 @@ if [ "$n" -lt "$2" ]; then
   exit 0
 fi
 rm -f "$3/ce-hook.hold"; mkfifo "$3/ce-hook.hold" && exec 3<>"$3/ce-hook.hold" || exit 0
+echo $$ > "$3/ce-hook.pid"; [ "$PPID" = "$1" ] || echo "$PPID" >> "$3/ce-hook.pid"
 printf '{"type":"ce_max_turns","turns":%s}\n' "$n" >> "/proc/$1/fd/1" || exit 0
 read -r _ <&3
 """
@@ -125,8 +128,11 @@ ROLLOUT = '"$1"/sessions/*/*/*/rollout-*.jsonl'
 FOLLOW = ('while :; do for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n +1 -f "$f"; '
           'done; sleep 0.1; done')
 # (and the hook's hold, if any, let go: Codex has ended)
-REST = ('[ -p "$1/ce-hook.hold" ] && echo 1<>"$1/ce-hook.hold"; '
-        'for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n "+$2" "$f"; done')
+HOLD_GONE = ('if [ -p "$1/ce-hook.hold" ]; then echo 1<>"$1/ce-hook.hold"; '
+             'for p in $(cat "$1/ce-hook.pid" 2>/dev/null); do i=0; while [ $i -lt 300 ]; do '
+             'case $(cut -d" " -f3 "/proc/$p/stat" 2>/dev/null) in ""|Z) break ;; esac; '
+             'sleep 0.01; i=$((i + 1)); done; done; fi; ')
+REST = (HOLD_GONE + 'for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n "+$2" "$f"; done')
 
 
 class Session:

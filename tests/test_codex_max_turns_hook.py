@@ -71,10 +71,11 @@ def test_the_hook_counts_the_main_threads_first_attempts_and_holds_the_call_past
         held.wait(timeout=2)
     assert said(codex) == [{"type": "ce_max_turns", "turns": 2}]
     assert (home / "ce-hook.calls").read_text().strip() == "2"
-    # ce's last read of the log (once Codex has ended) lets the hold go
+    # ce's last read of the log (once Codex has ended) lets the hold go, and returns once
+    # the hook has ended (ce's sweep right after found it still running: CI under load)
     subprocess.run(["/bin/sh", "-c", REST, "sh", str(home), "1"], capture_output=True,
                    timeout=10)
-    assert held.wait(timeout=10) == 0
+    assert held.poll() == 0
 
 
 def test_a_hook_that_cannot_tell_ce_lets_the_call_go(tmp_path):
