@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.goldens import match_golden
+
 CE = [sys.executable, "-m", "ce_runtime.cli"]
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -114,11 +116,7 @@ def _wall_time(text: str) -> str:
 
 
 def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("CE_UPDATE_GOLDENS") == "1":
-        path.write_text(text, encoding="utf-8")
-    assert path.exists(), f"no {path}: run with CE_UPDATE_GOLDENS=1 and read it"
-    assert text == path.read_text(encoding="utf-8")
+    match_golden(GOLDEN / name, text)
 
 
 @pytest.mark.slow

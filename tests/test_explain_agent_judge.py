@@ -29,6 +29,7 @@ import pytest
 from click.testing import CliRunner
 
 from ce_runtime.cli import main
+from tests.goldens import match_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "explain_judges"
 CE = [sys.executable, "-m", "ce_runtime.cli"]
@@ -108,12 +109,7 @@ def _explain(trial: Path) -> str:
 
 
 def _golden(name: str, out: str) -> None:
-    path = GOLDEN / f"{name}.txt"
-    if os.environ.get("CE_UPDATE_GOLDENS"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(out)
-    assert path.exists(), f"no golden {path.name}: run with CE_UPDATE_GOLDENS=1"
-    assert out == path.read_text(), f"{name}: output differs from {path.name}"
+    match_golden(GOLDEN / f"{name}.txt", out)
 
 
 @pytest.mark.slow

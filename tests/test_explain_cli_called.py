@@ -17,7 +17,6 @@ read the diff.
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from click.testing import CliRunner
 from ce_lang.api import argv_match
 from ce_runtime.cli import main
 from ce_runtime.grade.explain_cli import mismatches
+from tests.goldens import match_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "explain_cli_called"
 CE = [sys.executable, "-m", "ce_runtime.cli"]
@@ -117,11 +117,7 @@ def _explain(trial: Path, criterion: str) -> str:
 def test_cli_called_explained(run, criterion):
     out = _explain(run / "default" / "cli_qa" / "00", criterion)
     assert str(run) not in out
-    path = GOLDEN / f"{CASES[criterion]}.txt"
-    if os.environ.get("CE_UPDATE_GOLDENS"):
-        path.write_text(out)
-    assert path.exists(), f"no golden {path.name}: run with CE_UPDATE_GOLDENS=1"
-    assert out == path.read_text(), f"{criterion}: output differs from {path.name}"
+    match_golden(GOLDEN / f"{CASES[criterion]}.txt", out)
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from ce_runtime.cli import main
 from ce_runtime.trace import events as T
+from tests.goldens import match_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "explain"
 
@@ -133,12 +134,7 @@ def test_explain_golden(trial_dir, name):
     assert result.exit_code == exit_code, result.output
     out = result.stdout
     assert str(trial_dir) not in out and os.path.realpath(trial_dir) not in out
-    path = GOLDEN / f"{name}.txt"
-    if os.environ.get("CE_UPDATE_GOLDENS"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(out)
-    assert path.exists(), f"no golden {path.name}: run with CE_UPDATE_GOLDENS=1"
-    assert out == path.read_text(), f"{name}: output differs from {path.name}"
+    match_golden(GOLDEN / f"{name}.txt", out)
 
 
 def test_json_output_agrees_with_the_text(trial_dir):
