@@ -27,6 +27,7 @@ import pytest
 from tests.engines import need
 from tests.report_run import CE
 from tests.test_report_html import _missing, artifacts, browser  # noqa: F401 (fixtures)
+from tests.test_report_html_narrow import open_at_width, page_overflow
 
 pytestmark = pytest.mark.slow
 
@@ -160,28 +161,14 @@ def test_the_page_is_styled_by_the_run_reports_stylesheet(page_url):
     assert asset("report.css") in html and "<script" not in html
 
 
-def _open(browser, url: str, width: int):  # noqa: F811 (browser: the imported fixture)
-    page = browser.new_page(viewport={"width": width, "height": 900})
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url)
-    return page, errors
-
-
-def _page_overflow(page) -> int:
-    return page.evaluate("document.scrollingElement.scrollWidth"
-                         " - document.scrollingElement.clientWidth")
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_compare_page_never_scrolls_sideways(browser, page_url, artifacts, width):  # noqa: F811
-    page, errors = _open(browser, page_url, width)
+    page, errors = open_at_width(browser, page_url, width, ready=None)
     try:
         page.screenshot(path=os.path.join(artifacts, f"compare-narrow-{width}.png"),
                         full_page=True)
-        assert _page_overflow(page) <= 0, (
-            f"at {width}px the page scrolls {_page_overflow(page)}px sideways")
+        assert page_overflow(page) <= 0, (
+            f"at {width}px the page scrolls {page_overflow(page)}px sideways")
         # every table in its own box, each box inside the window
         outside = page.evaluate("""(w) => [...document.querySelectorAll('table')].filter(t =>
             !t.parentElement.classList.contains('wide')
@@ -197,7 +184,7 @@ def test_a_wide_table_scrolls_in_its_box_a_list_fits(browser, page_url):  # noqa
     box and its first column (the trial's id, a link to its panel) stays in sight. The
     summary and a list of ids (one column) fit the page, their text wrapped, nothing
     hidden."""
-    page, errors = _open(browser, page_url, 390)
+    page, errors = open_at_width(browser, page_url, 390, ready=None)
     try:
         table = page.locator("h2", has_text="Regressions").locator(
             "xpath=following-sibling::div[1]")

@@ -117,17 +117,21 @@ def report(tmp_path_factory) -> str:
     return f"file://{root / 'run' / 'report.html'}"
 
 
-def _open(browser, url: str, width: int):  # noqa: F811 (browser: the imported fixture)
+def open_at_width(browser, url: str, width: int,  # noqa: F811 (browser: the fixture)
+                  ready: str | None = "body[data-ready='1']"):
+    """A page at `width` px, once `ready` shows (None: a page without a script), and the
+    errors its console says."""
     page = browser.new_page(viewport={"width": width, "height": 900})
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url)
-    page.wait_for_selector("body[data-ready='1']", state="attached")
+    if ready is not None:
+        page.wait_for_selector(ready, state="attached")
     return page, errors
 
 
-def _page_overflow(page) -> int:
+def page_overflow(page) -> int:
     """How far the page itself scrolls sideways (0: not at all)."""
     return page.evaluate("document.scrollingElement.scrollWidth"
                          " - document.scrollingElement.clientWidth")
@@ -143,11 +147,11 @@ def _cut_labels(page) -> list[str]:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_page_never_scrolls_sideways(browser, report, artifacts, width):  # noqa: F811
-    page, errors = _open(browser, report, width)
+    page, errors = open_at_width(browser, report, width)
     try:
         page.screenshot(path=os.path.join(artifacts, f"narrow-{width}.png"), full_page=True)
-        assert _page_overflow(page) <= 0, (
-            f"at {width}px the page scrolls {_page_overflow(page)}px sideways")
+        assert page_overflow(page) <= 0, (
+            f"at {width}px the page scrolls {page_overflow(page)}px sideways")
         assert _cut_labels(page) == []
         # the trial panel, of the trial with long evidence and of the ERROR trial: it
         # fits the window and never scrolls sideways itself
@@ -159,7 +163,7 @@ def test_the_page_never_scrolls_sideways(browser, report, artifacts, width):  # 
             assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
             inside = detail.evaluate("d => d.scrollWidth - d.clientWidth")
             assert inside <= 0, f"at {width}px {trial}'s panel scrolls {inside}px sideways"
-            assert _page_overflow(page) <= 0
+            assert page_overflow(page) <= 0
             assert detail.locator("button.close").is_visible()
         page.screenshot(path=os.path.join(artifacts, f"narrow-{width}-panel.png"))
         assert errors == []
@@ -171,7 +175,7 @@ def test_a_wide_table_scrolls_in_its_box_its_first_column_in_sight(browser, repo
     """At a phone's width the trials table is wider than the page: it scrolls in its own
     box, and its first column (the trial's id, which says its variant, task and repeat)
     stays where it was, wide enough to read."""
-    page, errors = _open(browser, report, 390)
+    page, errors = open_at_width(browser, report, 390)
     try:
         box = page.locator("#trial-table").locator("xpath=..")
         assert box.evaluate("b => b.scrollWidth > b.clientWidth"), "nothing to scroll"
