@@ -177,8 +177,8 @@ class CliAgent:
                stderr: str) -> AgentOutcome:
         session = f"{events.session}, " if events.session else ""
         if events.exhausted is not None:
-            return AgentOutcome("max_turns", f"{session}{events.turn} turns: "
-                                f"{events.exhausted}")
+            turns = f"{events.turn} turn" + ("s" if events.turn != 1 else "")
+            return AgentOutcome("max_turns", f"{session}{turns}: {events.exhausted}")
         if stopped:
             if events.max_turns is not None and events.turn > events.max_turns:
                 # the sink stopped it when a turn past the cap opened

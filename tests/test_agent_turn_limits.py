@@ -414,3 +414,15 @@ def test_every_agent_stops_at_a_timeout_without_being_killed(agent, tmp_path):
     assert [(c.params["command"], c.status) for c in build_view(events).tool_calls] == [
         (sleep, "unresolved")]
     assert processes_marked(mark) == {}
+
+
+def test_a_held_cap_of_one_turn_says_one_turn():
+    from ce_agents.cli_agent import CliAgent, Events
+
+    events = Events(Sink())
+    events.max_turns, events.session = 1, "session s"
+    events.turn_start()
+    events.turn_end()
+    events.held_after(1, "pi")
+    outcome = CliAgent().finish(events, -15, False, "")
+    assert outcome.detail == "session s, 1 turn: pi held its next model call at max_turns 1"
