@@ -176,7 +176,8 @@ def test_opencode_starts_without_running_npm_s_installer(tmp_path):
     installed: OpenCode's own log, read by its shell tool in the trial, says it started
     and never tried the install."""
     command = ('cat "$XDG_DATA_HOME"/opencode/log/*.log | grep -e "creating instance" '
-               '-e "dependency install" | cut -c1-400')
+               '-e "dependency install" | grep -v "grep -e" | cut -c1-400')
+    # (OpenCode logs the permission it evaluated for this very command: not a line of it)
     opencode_task(tmp_path, [shell_step("opencode", command), {"text": "done"}],
                   "success_criteria:\n  - {type: command_executed, tool_name: Bash, "
                   "command_pattern: opencode/log, description: d}\n")

@@ -17,6 +17,7 @@ read the diff.
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -194,3 +195,49 @@ def test_a_call_has_mismatches_exactly_when_the_matcher_refuses_it():
 
 def test_goldens_have_no_orphans():
     assert {p.stem for p in GOLDEN.glob("*.txt")} <= set(CASES.values())
+
+
+def test_a_call_in_back_to_back_steps_is_said_by_the_step_that_held_it():
+    """A script's steps run back to back: a call 4 ms into the second step is within
+    SLACK of the first step's end too (seen on a fast CI machine: `by one of call#1,
+    call#2`); the step whose own window holds it ran it."""
+    from types import SimpleNamespace
+
+    from ce_runtime.grade.explain_cli import said
+
+    def step(i, start, end):
+        return SimpleNamespace(index=i, tool="Bash", turn=i + 1, event_index=3 + 4 * i,
+                               started_at=start, ended_at=end)
+
+    host = SimpleNamespace(trace=SimpleNamespace(tool_calls=[
+        step(0, 100.000, 100.020), step(1, 100.0205, 100.040), step(2, 100.0403, 100.060)]))
+    call = {"argv": ["ixp", "fields", "list"], "tool": "uip", "exit": 0, "line": 2,
+            "ts": 100.024}
+    assert said(call, host).endswith("by call#1 Bash, turn 2, event 7)")
+    # calls that did run at once stay "one of"
+    host.trace.tool_calls.append(step(3, 100.010, 100.050))
+    assert said(call, host).endswith("by one of call#1, call#3)")
+    # a time outside every window by more than SLACK names none
+    assert "by" not in said({**call, "ts": 101.0}, host).split("`")[-1]
+
+
+@pytest.mark.slow
+def test_each_recorded_call_lies_in_the_window_of_the_step_that_ran_it(run):
+    """The trace's times are its header's started_at + t: the header's wall clock and
+    t's zero are one instant (they were read tens of ms apart, a plan's check between
+    them, and on a loaded machine a call's time fell in the step before)."""
+    from ce_runtime.trace import events as T
+
+    trial = run / "default" / "cli_qa" / "00"
+    events = T.read_trace(str(trial / "trace.msgpack")).events
+    t0 = events[0].started_at
+    calls = {e.call_id: t0 + e.t for e in events if isinstance(e, T.ToolCall)}
+    ended = {e.call_id: t0 + e.t for e in events if isinstance(e, T.ToolResult)}
+    windows = [(calls[k], ended[k]) for k in calls]
+    workspace = json.loads((trial / "workspace.json").read_text())
+    digest = workspace["files"]["cli_mocks/calls.jsonl"]["sha256"]
+    log = (run / "objects" / digest[:2] / digest[2:]).read_text().splitlines()
+    stamps = [json.loads(line)["ts"] for line in log]
+    assert len(stamps) == len(windows) == 4
+    for ts, (start, end) in zip(stamps, windows, strict=True):
+        assert start - 0.001 <= ts <= end + 0.001, (ts - t0, start - t0, end - t0)

@@ -193,6 +193,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
             os.unlink(path)
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     started = time.monotonic()
+    started_wall = time.time()  # the same instant: a trace time t is started_wall + t
     scratch = tempfile.mkdtemp(prefix="ce-trial-", dir=ctx.work_root)
     agent_name = plan.agent.type or "claude-code"
     if ctx.agent_override and agent_name != "none":
@@ -215,7 +216,7 @@ async def execute_trial(trial: Trial, ctx: RunContext) -> dict[str, Any]:
     sink = TrialSink(writer, monitor, plan.run_limits, stop, started, ctx.redactor)
     try:
         sink.emit(T.RunHeader(0.0, T.SCHEMA_VERSION, trial.trial_id, plan.task_id,
-                              trial.plan_hash, agent_name, plan.agent.model, time.time()))
+                              trial.plan_hash, agent_name, plan.agent.model, started_wall))
         cancel_setup = threading.Event()
         try:
             sandbox = open_sandbox(plan.sandbox.driver, sandbox_spec(trial, ctx, scratch,

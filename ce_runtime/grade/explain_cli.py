@@ -23,6 +23,7 @@ CLI_MATCH_ARGS = ("verb", "verb_any_of", "positional", "flags", "value_flags",
 
 
 SLACK = 0.01  # seconds: a recorded call's time is rounded to ms, the trace's clocks differ
+ROUNDING = 0.001  # what the rounding alone explains: it picks among calls within SLACK
 
 
 def said(call: dict[str, Any], host: Any) -> str:
@@ -37,6 +38,9 @@ def said(call: dict[str, Any], host: Any) -> str:
         return text
     ran = [c for c in trace.tool_calls if c.started_at is not None and c.ended_at is not None
            and c.started_at - SLACK <= ts <= c.ended_at + SLACK]
+    if len(ran) > 1:  # back-to-back calls (a script's steps): the one that holds ts
+        ran = [c for c in ran if c.started_at - ROUNDING <= ts <= c.ended_at + ROUNDING] \
+            or ran
     if not ran:
         return text
     if len(ran) > 1:  # calls that ran at once: any of them
