@@ -43,6 +43,10 @@ success_criteria:
 NOT_COMPARED = ("  suite gate default/triage/c0: not compared: not every trial of its suite "
                 "was re-scored ({})")
 SUMMARY = "; 1 suite gate(s) not compared (not every trial of their suite re-scored);"
+# the results' own run.json has the gate failed over the rows re-graded (recall.bug of a
+# suite without its `bug` row is 0): not a verdict, said not evaluated instead
+NOT_EVALUATED = ("not passed: suite gate default/triage/c0 not evaluated (not compared, "
+                 "above): not every trial of its suite was re-scored ({})")
 
 
 def _run(tmp_path, *tasks: str) -> None:
@@ -62,12 +66,18 @@ def _gate_lines(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if line[2:].startswith("suite gate")]
 
 
+def _not_passed(stdout: str, about: str = "") -> list[str]:
+    return [line for line in stdout.splitlines()
+            if line.startswith(f"not passed: {about}")]
+
+
 def test_a_missing_trial_leaves_its_suite_gate_uncompared(tmp_path):
     _run(tmp_path, "triage.yaml", "other.yaml")
     whole = ce("rescore", "run", "--out", "whole", cwd=tmp_path)
     # the ERROR trial is re-graded as any other: its suite is whole, its gate unchanged
     assert whole.returncode == 1 and _gate_lines(whole.stdout) == [], whole.stdout
     assert "not compared" not in whole.stdout + whole.stderr
+    assert "not evaluated" not in whole.stdout
 
     shutil.rmtree(tmp_path / "run" / "default" / "triage" / "crash" / "00")
     res = ce("rescore", "run", "--out", "out", cwd=tmp_path)
@@ -78,6 +88,10 @@ def test_a_missing_trial_leaves_its_suite_gate_uncompared(tmp_path):
     assert ("8 trial(s) re-scored" not in res.stdout and "7 trial(s) re-scored, 0 changed; "
             "1 trial(s) missing from the run" + SUMMARY) in res.stdout, res.stdout
     assert "not re-scored: default/triage/crash/00" in res.stderr, res.stderr
+    assert _not_passed(res.stdout, "suite gate") == [
+        NOT_EVALUATED.format("missing from the run")], res.stdout
+    failed = json.loads((tmp_path / "out" / "run.json").read_text())["exit_reasons"]
+    assert any(r.startswith("suite gate default/triage/c0 failed:") for r in failed), failed
 
     # TASKS that move the other suite's gate: that flip is the re-grade's, and said;
     # the suite with a trial missing is still not compared
@@ -94,6 +108,11 @@ def test_a_missing_trial_leaves_its_suite_gate_uncompared(tmp_path):
     assert rest == [NOT_COMPARED.format("missing from the run: default/triage/crash/00")]
     assert "; 1 suite gate(s) changed verdict" + SUMMARY in moved.stdout, moved.stdout
     assert moved.returncode == 1
+    # the gate compared fails as the re-grade says; the other, not compared, is not
+    # evaluated
+    compared, not_evaluated = _not_passed(moved.stdout, "suite gate")
+    assert compared.startswith("not passed: suite gate default/other/c0 failed: "), compared
+    assert not_evaluated == NOT_EVALUATED.format("missing from the run"), moved.stdout
 
     # which trials are missing unknown (no trials.parquet to name them): no suite is
     # known whole, none compared
@@ -105,6 +124,8 @@ def test_a_missing_trial_leaves_its_suite_gate_uncompared(tmp_path):
         NOT_COMPARED.format(unknown),
         NOT_COMPARED.replace("triage", "other").format(unknown)], blind.stdout
     assert "; 2 suite gate(s) not compared" in blind.stdout and blind.returncode == 1
+    assert _not_passed(blind.stdout, "suite gate") == [
+        NOT_EVALUATED.format("missing from the run")], blind.stdout
 
 
 def test_a_damaged_trial_leaves_its_suite_gate_uncompared(tmp_path):
@@ -118,6 +139,8 @@ def test_a_damaged_trial_leaves_its_suite_gate_uncompared(tmp_path):
         assert _gate_lines(res.stdout) == [said], res.stdout
         assert "; 1 trial(s) not re-scored (damaged archive)" + SUMMARY in res.stdout
         assert "! default/triage/crash/00" in res.stderr, res.stderr
+        assert _not_passed(res.stdout, "suite gate") == [
+            NOT_EVALUATED.format("damaged archive")], res.stdout
         outputs.append(res.stdout.replace(f"out{jobs}", "OUT"))
     assert outputs[0] == outputs[1]
 
@@ -134,3 +157,7 @@ def test_a_row_tasks_no_longer_have_leaves_its_suite_gate_uncompared(tmp_path):
     assert _gate_lines(res.stdout) == [
         NOT_COMPARED.format("no task in TASKS: default/triage/crash/00")], res.stdout
     assert "; 1 trial(s) have no task in TASKS" + SUMMARY in res.stdout, res.stdout
+    # the gate, failed over the rows left, was the exit's only other reason: still 1
+    assert res.returncode == 1 and _not_passed(res.stdout) == [
+        "not passed: 1 of 3 trial(s) did not succeed",
+        NOT_EVALUATED.format("no task in TASKS")], res.stdout

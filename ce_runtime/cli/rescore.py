@@ -335,7 +335,7 @@ def _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, 
                                    ran)
         code = int(summary.get("exit_code", 1))
         staged.commit()
-    gates, not_compared = [], 0
+    gates, not_compared = [], {}
     if whole:  # a part of a suite has gates of its own, not comparable with the run's:
         # only the gates of the suites re-graded whole are compared, the others said not
         # compared with the trials left out (TASKS may leave whole suites out: not said)
@@ -372,12 +372,13 @@ def _rescore(where, worker, run_dir, tasks, experiment, overrides, allow_paths, 
     flips = sum(line.startswith("*") for line in gates)
     note += f"; {flips} suite gate(s) changed verdict" if flips else ""
     if not_compared:
-        note += f"; {not_compared} suite gate(s) not compared (not every trial of their " \
-            "suite re-scored)"
+        note += f"; {len(not_compared)} suite gate(s) not compared (not every trial of " \
+            "their suite re-scored)"
     click.echo(f"{len(records)} trial(s) re-scored, {changed} changed{note}{asked}; "
                f"results: {out}")
     if summary.get("exit_code"):  # why it is not a pass, as `ce run` says it
-        for reason in summary.get("exit_reasons") or ():
+        # a gate not compared failed over part of its suite: not evaluated, said once
+        for reason in RR.gate_reasons(list(summary.get("exit_reasons") or ()), not_compared):
             click.echo(f"not passed: {reason}")
     from ce_runtime.cli.run_output import trial_lines
 

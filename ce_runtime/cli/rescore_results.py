@@ -13,9 +13,10 @@ import shutil
 def gate_changes_of(run_dir: str, now: list, suites: set[tuple[str, str]],
                     left_out: dict[tuple[str, str], list[tuple[str, str]]] | None = None,
                     unknown: str | None = None, asked: set[tuple[str, str]] | None = None
-                    ) -> tuple[list[str], int]:
+                    ) -> tuple[list[str], dict[str, list[str]]]:
     """How the suite gates of `suites` (variant, suite id) moved from the run's run.json
-    (none recorded: nothing said), and how many gates were not compared. A gate is
+    (none recorded: nothing said), and the gates not compared (VARIANT/SUITE/CRITERION:
+    why trials of its suite were not re-graded, 'missing from the run', ...). A gate is
     compared only when its suite was re-graded whole: `left_out` holds, per suite, the
     trials of it that were not re-graded (why, trial id: missing from the run, a damaged
     archive, no task in TASKS); its gates are said not compared, with those trials, as
@@ -31,9 +32,9 @@ def gate_changes_of(run_dir: str, now: list, suites: set[tuple[str, str]],
         with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
             recorded = json.load(fh).get("suite_gates")
     except (OSError, ValueError, AttributeError):
-        return [], 0
+        return [], {}
     if not isinstance(recorded, list):
-        return [], 0
+        return [], {}
 
     def suite(gate) -> tuple | None:
         return (gate.get("variant"), gate.get("suite_id")) if isinstance(gate, dict) else None
@@ -51,10 +52,38 @@ def gate_changes_of(run_dir: str, now: list, suites: set[tuple[str, str]],
     for g in [*recorded, *now]:
         if suite(g) in partial and (k := gate_key(g)) is not None:
             names.setdefault(k, suite(g))
+    whys = {}
     for k, of in names.items():
         out.append(f"  suite gate {'/'.join(k)}: not compared: not every trial of its suite "
                    f"was re-scored ({not_regraded(left_out.get(of, []), unknown)})")
-    return out, len(names)
+        whys['/'.join(k)] = list(dict.fromkeys(
+            [why for why, _ in left_out.get(of, [])]
+            + (["missing from the run"] if unknown else [])))
+    return out, whys
+
+
+def gate_reasons(reasons: list[str], not_compared: dict[str, list[str]]) -> list[str]:
+    """The results' `exit_reasons` as a re-score says them. A gate of a suite not
+    re-graded whole (`gate_changes_of`) failed over the trials that were ('suite gate X
+    failed: recall.bug 0.000 < 1', its one `bug` row missing): a verdict of no suite.
+    Those are said once instead, where the first was: not evaluated, and why."""
+    kept, unsaid, at = [], [], None
+    for reason in reasons:
+        name = next((n for n in not_compared if reason.startswith(f"suite gate {n} failed:")),
+                    None)
+        if name is None:
+            kept.append(reason)
+        else:
+            at = len(kept) if at is None else at
+            unsaid.append(name)
+    if at is None:
+        return kept
+    whys = "; ".join(dict.fromkeys(why for n in unsaid for why in not_compared[n]))
+    one = len(unsaid) == 1
+    kept.insert(at, f"suite gate{'' if one else 's'} {', '.join(unsaid)} not evaluated "
+                f"(not compared, above): not every trial of "
+                f"{'its suite' if one else 'their suites'} was re-scored ({whys})")
+    return kept
 
 
 def not_regraded(trials: list[tuple[str, str]], unknown: str | None = None) -> str:
