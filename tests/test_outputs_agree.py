@@ -675,6 +675,9 @@ def test_ce_runs_and_ce_compare_say_what_run_json_says(made, rescored):
         for key in ("trials", "graded", "passed", "pass_rate", "pass_rate_ci95",
                     "mean_score"):
             assert compared[side][key] == block[key], (side, key)
-        assert datetime.fromisoformat(compared[side]["started_at"]) == first
+        # when the run began (run.json's created_at); a re-score's has none: its first
+        # trial's start
+        began = datetime.fromisoformat(run["created_at"]) if side == "a" else first
+        assert datetime.fromisoformat(compared[side]["started_at"]) == began, side
     assert compared["matched_trials"] == run["trials"]
     assert not compared["regressions"] and not compared["improvements"]

@@ -31,6 +31,8 @@ class NotARun(Exception):
 class RunSide:
     path: str
     run_id: str
+    # when the run began: run.json's created_at (a resumed run's first start, as `ce runs`
+    # says it), else its earliest trial's start (a re-score, a run.json without it)
     started_at: str | None
     trials: int
     graded: int
@@ -134,6 +136,7 @@ def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
     import polars as pl
 
     from ce_runtime.store.record import Status
+    from ce_runtime.store.runs_root import utc
 
     row = trials.select(
         pl.len().alias("trials"), pl.col("graded").sum().alias("graded"),
@@ -144,6 +147,7 @@ def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
         pl.col("started_at").min().alias("started")).row(0, named=True)
     n, k = row["graded"] or 0, row["passed"] or 0
     started = row["started"]
+    began = utc(run_json.get("created_at"))  # the trials of a resume began after it
     status = run_json.get("status")
     status = status if isinstance(status, str) else None
     # a finished run records trials_planned; a running one (run.json as `ce run` wrote it
@@ -153,7 +157,7 @@ def _side(path: str, run_json: dict[str, Any], trials: pl.DataFrame) -> RunSide:
     return RunSide(
         path=path, run_id=str(run_json.get("run_id") or os.path.basename(
             os.path.realpath(path))),
-        started_at=started.isoformat() if started is not None else None,
+        started_at=began or (started.isoformat() if started is not None else None),
         trials=row["trials"], graded=n, passed=k,
         pass_rate=k / n if n else None, pass_rate_ci95=wilson(k, n),
         mean_score=row["mean_score"], status=status, trials_planned=planned,
