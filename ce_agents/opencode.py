@@ -48,12 +48,12 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, model_url
 from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
+from ce_runtime.execute.sandbox import ripgrep
 from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "scripted"
@@ -111,11 +111,6 @@ export const CePlugin = async () => {
   };
 };
 """
-
-
-def _launcher(rg: str) -> bytes:
-    """A script at OpenCode's own rg path that runs `rg` (as the sandbox names it)."""
-    return f'#!/bin/sh\nexec {shlex.quote(rg)} "$@"\n'.encode()
 
 
 def _called(tool: Any, args: Any) -> tuple[str, dict[str, Any]]:
@@ -188,7 +183,7 @@ class OpenCodeAgent(CliAgent):
         if rg is not None:  # where OpenCode looks for its rg when PATH has none (its bin)
             await request.sandbox.write_file(
                 f"{env['XDG_CACHE_HOME']}/opencode/bin/rg",
-                _launcher(request.sandbox.program(rg)), mode=0o755)
+                ripgrep.launcher(request.sandbox.program(rg)), mode=0o755)
         prompt = f"{home}/.ce-opencode/prompt.txt"
         await request.sandbox.write_file(prompt, (request.prompt or "").encode())
         argv = ["sh", "-c", 'exec "$0" run --format json --auto < "$1"',

@@ -16,6 +16,15 @@ call was answered and its tools ran first). So ce gives Pi an extension of its o
 call past the cap for good: ce ends the CLI once the last turn's events are read,
 outcome `max_turns`, as OpenCode's plugin does.
 
+Pi starts with four tools (read, bash, edit, write); ce enables its search tools too
+(`TOOLS`: grep, find and ls, which are Grep, Glob and LS in the trace), so that a task's
+criteria about searching see Pi search as Claude Code and OpenCode do. Its grep runs
+ripgrep, its find fd, each its own copy ($PI_CODING_AGENT_DIR/bin) else the one on PATH,
+and offline it downloads neither (the call fails: "fd is not available and could not be
+downloaded"). ce installs a pinned rg with Pi (ce_runtime/execute/sandbox/ripgrep.py)
+and puts a launcher of it there, and beside it an fd (`FD`) that runs a real fd from PATH
+if there is one, else answers Pi's fd command with that rg: no registry ships fd.
+
 Pi prices a call from the cost its models.json gives the model, and ce's holds none: its
 own figure would be $0 for every call. ce prices the tokens itself, from its rate card or
 the task's `agent.pricing` (`ce_runtime.pricing`), as for Codex.
@@ -26,15 +35,53 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 from typing import Any
 
 from ce_agents.cli_agent import CliAgent, Events, model_url
 from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
+from ce_runtime.execute.sandbox import ripgrep
 from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "scripted"
+# the tools Pi offers the model (`--tools`): its default four and its search tools
+TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
+# fd as Pi's find tool runs it (`fd --glob --color=never --hidden --no-require-git
+# --max-results N [--full-path] -- PATTERN PATH`), for a sandbox without one: a real fd
+# (or Debian's fdfind) on PATH is run instead. Else ce's rg (@RG@) lists the files under
+# PATH that the ignore files keep (.gitignore, .ignore ...; .git itself left out, as fd
+# 9+ does with --hidden), and of those prints the ones PATTERN matches (an rg glob
+# overrides the ignore files: so two lists, the second filtered by the first), at most N.
+# PATTERN as fd matches it: any case unless it has a capital (fd's smart case), a name
+# at any depth, or with a `/` (--full-path) the path below PATH (fd: the absolute path;
+# Pi writes `**/` before a relative one, and an absolute one under PATH is anchored at
+# PATH). Files only: fd also names directories.
+FD = r"""#!/bin/sh
+for fd in fd fdfind; do
+  command -v "$fd" >/dev/null 2>&1 && exec "$fd" "$@"
+done
+rg=@RG@ max=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --) shift; break ;;
+    --max-results) max=$2; shift ;;
+    --max-results=*) max=${1#*=} ;;
+  esac
+  shift
+done
+pattern=$1 dir=${2:-.}
+[ -d "$dir" ] || { echo "[fd error]: Search path '$dir' is not a directory." >&2; exit 1; }
+case $pattern in "${dir%/}"/*) pattern=${pattern#"${dir%/}"} ;; esac
+cd "$dir" || exit 1  # (where rg anchors a glob's leading /)
+case $pattern in *[[:upper:]]*) glob=--glob ;; *) glob=--iglob ;; esac
+{ "$rg" --files --hidden --no-require-git --glob '!.git' -- "$dir"
+  echo
+  "$rg" --files --hidden --no-ignore --glob '!.git' "$glob" "$pattern" -- "$dir"
+} | awk -v max="$max" 'listed { if ($0 in kept) { print; if (++n == max) exit } next }
+  $0 == "" { listed = 1; next } { kept[$0] = 1 }'
+"""
 # ce's Pi extension (see above): says each model call as it is made (`ce_model_call`), and
 # holds a call past `run_limits.max_turns` (written into it: 0 for none) for good
 # (`ce_max_turns`), counted as ce counts Pi's turns: its answered calls (a failed call Pi
@@ -124,9 +171,15 @@ class PiAgent(CliAgent):
         extension = f"{agent_dir}/ce-extension.js"
         await box.write_file(extension, EXTENSION.replace(
             "@MAX_TURNS@", str(int(events.max_turns or 0))).encode())
+        rg = request.tools.get("rg")
+        if rg is not None:  # Pi's own rg and fd (`FD`), looked for before PATH's
+            rg = box.program(rg)
+            await box.write_file(f"{agent_dir}/bin/rg", ripgrep.launcher(rg), mode=0o755)
+            await box.write_file(f"{agent_dir}/bin/fd",
+                                 FD.replace("@RG@", shlex.quote(rg)).encode(), mode=0o755)
         argv = [*_node_script(box, request.tools["pi"]), "--mode", "json", "-p", "--no-session",
-                "--extension", extension, "--provider", "ce", "--model", model,
-                _prompt_arg(request.prompt or "")]
+                "--tools", ",".join(TOOLS), "--extension", extension, "--provider", "ce",
+                "--model", model, _prompt_arg(request.prompt or "")]
         env = {"PI_CODING_AGENT_DIR": agent_dir, "PI_OFFLINE": "1",
                "NO_PROXY": "127.0.0.1,localhost"}
         return argv, env, {"CE_PI_API_KEY": (request.model_endpoint or {}).get("api_key") or ""}

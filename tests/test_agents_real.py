@@ -160,11 +160,12 @@ def test_an_experiment_with_a_variant_per_agent_compares_them(tmp_path):
         assert f"| `{agent}` | 1 | 100.0% |" in comparison
 
 
-def opencode_task(tmp: Path, steps: list, rest: str) -> None:
-    """t.yaml: an OpenCode task against the scripted `steps`, `rest` its last keys."""
+def opencode_task(tmp: Path, steps: list, rest: str, agent: str = "opencode") -> None:
+    """t.yaml: an OpenCode (or `agent`) task against the scripted `steps`, `rest` its
+    last keys."""
     (tmp / "t.yaml").write_text(
         "task_id: t\ndescription: d\ninitial_prompt: go\n"
-        "agent: {type: opencode, model_script: t.model.yaml}\nsandbox: {python: null}\n"
+        f"agent: {{type: {agent}, model_script: t.model.yaml}}\nsandbox: {{python: null}}\n"
         + rest)
     (tmp / "t.model.yaml").write_text(yaml.safe_dump({"steps": steps}))
 
@@ -217,3 +218,36 @@ def test_opencode_s_glob_and_grep_search_the_workspace(driver, tmp_path):
         results["Glob"].output.endswith("src/found.txt"), results["Glob"]
     assert results["Grep"].status == "ok" and "a needle here" in results["Grep"].output, \
         results["Grep"]
+
+
+@pytest.mark.parametrize("driver", ["default", "docker"])
+def test_pi_s_grep_find_and_ls_search_the_workspace(driver, tmp_path):
+    """Pi offers only read, bash, edit and write unless told (`--tools`): ce enables its
+    grep, find and ls too, which the trace names Grep, Glob and LS. Its grep runs rg and
+    its find fd, which it downloads when it has neither (offline: never, the call fails
+    "fd is not available and could not be downloaded"): ce gives Pi its pinned rg and an
+    fd on it. All three find the file, the ignored one left out by find as fd leaves it,
+    on the host's sandbox and in a container; criteria on the search tools pass."""
+    extra = []
+    if driver == "docker":
+        need(python_image())
+        extra = ["--driver", "docker", "-D", f"sandbox.docker.image={PYTHON_IMAGE}"]
+    opencode_task(tmp_path, [{"tool": "grep", "input": {"pattern": "needle", "path": "src"}},
+                             {"tool": "find", "input": {"pattern": "*.txt"}},
+                             {"tool": "ls", "input": {"path": "src"}},
+                             {"text": "done"}],
+                  "pre_run:\n  - command: mkdir -p src node_modules/m && echo 'a needle "
+                  "here' > src/found.txt && echo x > node_modules/m/ignored.txt && echo "
+                  "node_modules > .gitignore\nsuccess_criteria:\n" + "".join(
+                      f"  - {{type: command_executed, tool_name: {tool}, require_success: "
+                      f"true, description: searched with {tool}}}\n"
+                      for tool in ("Grep", "Glob", "LS")), agent="pi")
+    res = ce("run", "t.yaml", "--scripted-model", "--runs-root", "runs", *extra, cwd=tmp_path)
+    record, events = trial(tmp_path, "t")
+    assert res.returncode == 0, (record["agent_outcome"], res.stderr)
+    assert [c["score"] for c in record["criteria"]] == [1.0, 1.0, 1.0], record["criteria"]
+    calls = {e.call_id: (e.tool, e.raw_tool) for e in events if type(e).__name__ == "ToolCall"}
+    results = {calls[e.call_id]: e for e in events if type(e).__name__ == "ToolResult"}
+    assert set(results) == {("Grep", "grep"), ("Glob", "find"), ("LS", "ls")}, results
+    assert [(r.status, r.output) for r in results.values()] == [
+        ("ok", "found.txt:1: a needle here"), ("ok", "src/found.txt"), ("ok", "found.txt")]

@@ -1,19 +1,23 @@
-"""ripgrep for OpenCode: its glob and grep tools (and its skill tool, which lists a
-skill's files) run `rg`. OpenCode takes the one on PATH, else its own copy in its cache
-directory ($XDG_CACHE_HOME/opencode/bin), else downloads one from GitHub at the first
-search: in ce's sandbox (no network but the model's) that download fails, and every glob
-and grep call answered "ripgrep execution failed", measured with OpenCode 1.18.33 on a
-machine without `rg`. An agent benchmarked with its search tools broken scores lower
-than it is.
+"""ripgrep for OpenCode and Pi. OpenCode's glob and grep tools (and its skill tool, which
+lists a skill's files) run `rg`. OpenCode takes the one on PATH, else its own copy in its
+cache directory ($XDG_CACHE_HOME/opencode/bin), else downloads one from GitHub at the
+first search: in ce's sandbox (no network but the model's) that download fails, and
+every glob and grep call answered "ripgrep execution failed", measured with OpenCode
+1.18.33 on a machine without `rg`. An agent benchmarked with its search tools broken
+scores lower than it is. Pi's grep tool is the same (its copy in $PI_CODING_AGENT_DIR/bin
+first, then PATH; offline it downloads none: "ripgrep (rg) is not available and could
+not be downloaded"), and its find tool runs fd, which ce gives it on this rg
+(ce_agents/pi.py).
 
-So ce installs a pinned ripgrep beside OpenCode (the `ripgrep` wheel from PyPI, through
-pip and its configured index: nothing else of the network is needed); the OpenCode
-adapter gets its path (AgentRequest.tools["rg"]) and puts a launcher of it where
-OpenCode looks after PATH: a sandbox whose PATH has an `rg` keeps it, as OpenCode would.
+So ce installs a pinned ripgrep beside each of them (the `ripgrep` wheel from PyPI,
+through pip and its configured index: nothing else of the network is needed); the
+adapter gets its path (AgentRequest.tools["rg"]) and puts a launcher of it where the
+agent looks for its own copy (`launcher`).
 """
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,34 +29,40 @@ PACKAGE, VERSION = "ripgrep", "14.1.0"
 DOWNLOAD_TIMEOUT = 600
 
 
+def launcher(rg: str) -> bytes:
+    """A script at an agent's own rg path that runs `rg` (as the sandbox names it)."""
+    return f'#!/bin/sh\nexec {shlex.quote(rg)} "$@"\n'.encode()
+
+
 def bundled(agent_dir: str) -> str:
     """Where ce keeps the rg it installs for the agent in `agent_dir`."""
     return os.path.join(agent_dir, "ce-ripgrep", "rg")
 
 
 def find(agent_dir: str) -> str | None:
-    """The rg OpenCode gets: ce's (pinned), else the host's on PATH; None: neither."""
+    """The rg the agent gets: ce's (pinned), else the host's on PATH; None: neither."""
     path = bundled(agent_dir)
     return path if os.access(path, os.X_OK) else shutil.which("rg")
 
 
-def ensure(agent_dir: str, say: Callable[[str], None]) -> str:
+def ensure(agent_dir: str, say: Callable[[str], None], needed_by: str) -> str:
     """The rg for the agent in `agent_dir`, installed first when there is none (the
-    caller holds the install lock). A failed install is an error only when the host has
-    no rg on PATH either."""
+    caller holds the install lock); `needed_by` says what runs it ("OpenCode's glob, grep
+    and skill tools"). A failed install is an error only when the host has no rg on PATH
+    either."""
     path = bundled(agent_dir)
     if os.access(path, os.X_OK):
         return path
-    say(f"installing ripgrep for OpenCode's search tools: {PACKAGE}=={VERSION} (pip) ...")
+    say(f"installing ripgrep for {needed_by}: {PACKAGE}=={VERSION} (pip) ...")
     why = _install(path)
     if why is None:
         return path
     host = shutil.which("rg")
     if host is not None:
-        say(f"ripgrep not installed ({why}); OpenCode will use the host's {host}")
+        say(f"ripgrep not installed ({why}); {needed_by} will use the host's {host}")
         return host
     raise RipgrepMissing(
-        f"OpenCode's glob, grep and skill tools need ripgrep, and {why}: install it "
+        f"{needed_by} need ripgrep, and {why}: install it "
         "(`apt install ripgrep`, `pip install ripgrep`) so that `rg` is on PATH")
 
 

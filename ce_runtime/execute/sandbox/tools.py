@@ -22,8 +22,10 @@ NPM_AGENTS: dict[str, tuple[str, str, str]] = {
     "pi": ("@mariozechner/pi-coding-agent", "0.73.1", "pi"),
 }
 INSTALL_TIMEOUT = 900
-# agents whose tools run ripgrep, and download it when it is missing (sandbox/ripgrep.py)
-NEEDS_RIPGREP = frozenset({"opencode"})
+# agents whose tools run ripgrep, and download it when it is missing (sandbox/ripgrep.py):
+# agent -> what runs it
+NEEDS_RIPGREP: dict[str, str] = {"opencode": "OpenCode's glob, grep and skill tools",
+                                 "pi": "Pi's grep and find tools"}
 # agents whose npm binary is a node launcher of a native program shipped for the
 # machine: the program itself runs where there is no node (a docker image) and spares a
 # process everywhere. machine -> its path under node_modules
@@ -66,7 +68,7 @@ def executable(name: str) -> str:
 
 def request_tools(name: str) -> dict[str, str]:
     """What the agent's adapter is given (AgentRequest.tools): its CLI, and the helper
-    programs its tools run (OpenCode's `rg`, ripgrep.py), as host paths."""
+    programs its tools run (OpenCode's and Pi's `rg`, ripgrep.py), as host paths."""
     if name not in NPM_AGENTS:
         return {}
     out = {name: executable(name)}
@@ -110,7 +112,7 @@ def install(name: str, say: Callable[[str], None] = lambda _: None) -> str:
             from ce_runtime.execute.sandbox import ripgrep
 
             try:
-                ripgrep.ensure(agent_dir(name), say)
+                ripgrep.ensure(agent_dir(name), say, NEEDS_RIPGREP[name])
             except ripgrep.RipgrepMissing as exc:
                 raise ToolError(str(exc)) from None
     if not installed(name):
@@ -119,7 +121,7 @@ def install(name: str, say: Callable[[str], None] = lambda _: None) -> str:
 
 
 def _extras_ready(name: str) -> bool:
-    """What the agent needs besides its package is there (OpenCode: an rg)."""
+    """What the agent needs besides its package is there (OpenCode, Pi: an rg)."""
     if name not in NEEDS_RIPGREP:
         return True
     from ce_runtime.execute.sandbox import ripgrep
