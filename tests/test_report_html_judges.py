@@ -11,6 +11,11 @@ A real `ce run` graded by scripted judges (`--judge-replies`; the agent_judges a
 real Claude Code CLI against the loopback server, as tests/test_explain_agent_judge.py):
 the page's embedded detail (the JSON the panel is built from) against `ce explain`'s
 lines for the same trial, then the panel itself in Chromium at 1280 and 390 px.
+
+The panel's header said the agent's tokens and cost only, and nothing of the judges':
+it says theirs on a line of its own under it now (task.json's `judge_usage`, the sums of
+each judge's usage in evidence.json), apart, as report.md's Judge tokens and Judge cost
+rows say the run's.
 """
 
 from __future__ import annotations
@@ -147,6 +152,27 @@ def test_the_panels_judges_are_explains(run):
                       out).count(head) == 1, head
 
 
+def _judge_usage(run: Path) -> dict:
+    """The trial's judges' usage summed from evidence.json, each judge's own."""
+    evidence = json.loads((run / TRIAL / "evidence.json").read_text(encoding="utf-8"))
+    usages = [ev["usage"] for evs in evidence["criteria"].values() for ev in evs
+              if ev["kind"] == "judge"]
+    return {k: sum(u[k] for u in usages) for k in ("input_tokens", "output_tokens")}
+
+
+def test_the_panel_carries_the_judges_usage(run):
+    detail = _detail(run)
+    task = json.loads((run / TRIAL / "task.json").read_text(encoding="utf-8"))
+    assert detail["judge_usage"] == task["judge_usage"]
+    used = detail["judge_usage"]
+    # two agent_judge sessions (50 and 20 tokens each way) and three llm_judge calls (10)
+    assert _judge_usage(run) == {"input_tokens": 100, "output_tokens": 100}
+    assert {k: used[k] for k in ("input_tokens", "output_tokens")} == _judge_usage(run)
+    assert (used["calls"], used["agent_sessions"], used["recorded"]) == (5, 2, 0)
+    run_json = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    assert used["cost_usd"] == run_json["judges"]["cost_usd"] == 0.0018
+
+
 @pytest.mark.parametrize("width", (1280, 390))
 def test_the_panel_shows_them(browser, run, width):  # noqa: F811 (browser: the fixture)
     need(_missing())
@@ -159,6 +185,18 @@ def test_the_panel_shows_them(browser, run, width):  # noqa: F811 (browser: the 
         page.wait_for_selector("body[data-ready='1']", state="attached")
         page.locator("#trial-table tbody tr", has_text=TRIAL).click()
         detail = page.locator("#detail")
+        # the header: the agent's usage (a script: no token, no cost), then the judges'
+        # on their own line, labelled, with what report.md says of the run's
+        head = detail.locator("p").first.inner_text()
+        assert " · tokens unknown · cost unknown · " in head and "judge" not in head
+        assert detail.locator("p").nth(1).inner_text() == (
+            "judges: 100 in / 100 out tokens, $0.0018 (3 llm_judge verdict(s), 2 "
+            "agent_judge session(s), 0 reused from the cache) — not in the agent's tokens "
+            "and cost above")
+        md = (run / "report.md").read_text(encoding="utf-8")
+        assert "| Judge tokens | 100 in / 100 out / 0 cache read / 0 cache write (3 " \
+               "llm_judge verdict(s), 2 agent_judge session(s), 0 reused from the cache) |" in md
+        assert "| Judge cost | $0.0018 (not in the agent's cost) |" in md
         c0 = detail.locator(".crit[data-criterion='c0'] .judge")
         assert "judge (agent_judge, claude-sonnet-4-6): score 0.5; asked" in c0.inner_text()
         # four calls: folded under the session's line, which says how many

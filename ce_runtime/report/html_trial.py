@@ -463,6 +463,9 @@ def _shape(rec: TrialRecord, raw: dict[str, Any], cap: int, max_events: int
         "started_at": rec.started_at, "duration_s": rec.duration_s,
         "usage": msgspec.to_builtins(rec.usage), "expected_turns": rec.expected_turns,
         "cost_unknown": rec.cost_unknown,
+        # the judges' tokens and cost, apart from the agent's (run.json's `judges` sums
+        # these): None when no judge was called
+        "judge_usage": msgspec.to_builtins(rec.judge_usage) if rec.judge_usage else None,
         "stopped_early": rec.stopped_early,
         "early_stop_reason": rec.early_stop_reason,
         "early_stop": msgspec.to_builtins(task.early_stop) if task else None,

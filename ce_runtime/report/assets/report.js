@@ -464,7 +464,7 @@
       // the row's turns, tool calls, tokens and cost: null when unknown (report/usage.py's
       // rule), as the table shows them
       const r = D.trials[i];
-      window.CE_TRIAL.render(aside, JSON.parse(node.textContent), { el, status, early, num, pct, cost, dur, knownCost: r[COL.cost],
+      window.CE_TRIAL.render(aside, JSON.parse(node.textContent), { el, status, early, num, pct, cost, dur, judgeCalls, knownCost: r[COL.cost],
         knownTurns: r[COL.turns], knownToolCalls: r[COL.tool_calls], knownTokens: r[COL.tokens] });
     }
     aside.hidden = false;

@@ -2,7 +2,7 @@
 "use strict";
 window.CE_TRIAL = (function () {
   function render(root, d, h) {
-    const { el, status, early, num, cost, dur, knownCost, knownTurns, knownToolCalls, knownTokens } = h;
+    const { el, status, early, num, cost, dur, knownCost, knownTurns, knownToolCalls, knownTokens, judgeCalls } = h;
     const unknown = (v) => v === null || v === undefined;
     // unknown (no rate, none reported, no agent): said so, never $0
     const costText = unknown(knownCost) ? "cost unknown" + (d.cost_unknown ? " (" + d.cost_unknown + ")" : "") : cost(knownCost);
@@ -17,6 +17,7 @@ window.CE_TRIAL = (function () {
     root.append(el("h2", { id: "detail-title" }, d.trial_id),
       el("p", {}, status(d.status), d.stopped_early ? early() : null,
         ` · score ${num(d.weighted_score, 3)} · ${turnsText}, ${toolsText} · ${tokensText} · ${costText} · ${dur(d.duration_s)}`),
+      judgeLine(d.judge_usage, el, cost, judgeCalls),
       el("p", { class: "muted" }, `agent ${d.agent || "?"}` + (d.model ? `, model ${d.model}` : "") + (d.started_at ? ` · started ${d.started_at}` : "") +
         (d.dir ? ` · the evaluation tree of every criterion: ce explain RUN/${d.dir}` : "")));
     for (const n of d.notes || []) root.append(el("p", { class: "note" }, n));
@@ -73,6 +74,20 @@ window.CE_TRIAL = (function () {
     root.append(el("h3", {}, "Workspace"));
     if (!d.files) root.append(el("p", { class: "muted" }, "no workspace snapshot"));
     else root.append(files(d.files, el));
+  }
+
+  // the judges' tokens and cost (task.json's judge_usage), apart from the agent's on the
+  // line above, as report.md's Judge tokens and Judge cost rows say the run's
+  function judgeLine(j, el, cost, judgeCalls) {
+    if (!j) return null;
+    const n = (v) => Number(v || 0).toLocaleString("en");
+    const cached = j.cache_read_tokens || j.cache_write_tokens ? ` / ${n(j.cache_read_tokens)} cache read / ${n(j.cache_write_tokens)} cache write` : "";
+    // a judge model without a rate, a verdict recorded without its usage: its part of the
+    // cost is unknown, said with why (never counted as $0)
+    const why = (j.cost_unknown || []).join("; ");
+    const costText = !why ? cost(j.cost_usd) : j.cost_usd ? `${cost(j.cost_usd)} + unknown (${why})` : `cost unknown (${why})`;
+    return el("p", { class: "judge-usage" }, `judges: ${n(j.input_tokens)} in / ${n(j.output_tokens)} out${cached} tokens, ${costText} ` +
+      `(${judgeCalls(j)}, ${j.recorded || 0} reused from the cache) — not in the agent's tokens and cost above`);
   }
 
   function command(c, el, label) {
