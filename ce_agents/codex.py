@@ -24,15 +24,22 @@ found) ce falls back on that stream: one turn, the usage at the end, a system me
 saying so.
 
 A turn past `run_limits.max_turns` never starts: ce gives Codex a PreModelRequest hook
-of its own (`HOOK`, in the config; `--dangerously-bypass-hook-trust` runs it untrusted,
-as ce wrote it), which counts the run's model calls as ce counts its turns (the main
-thread's first attempts: a request Codex retries is the same turn) and holds the call
-past the cap for good (its `timeout` is 10^9 s: at a hook's timeout Codex makes the
+of its own (`HOOK`, in the config, trusted there by its hash: see below), which counts
+the run's model calls as ce counts its turns (the main thread's first attempts: a
+request Codex retries is the same turn) and holds the call past the cap for good (its `timeout` is 10^9 s: at a hook's timeout Codex makes the
 call). It says so on Codex's own stdout (`/proc/<codex>/fd/1`: a hook's stdout is
 Codex's to parse), and ce ends the CLI then, outcome `max_turns`, the log's last lines
 read once it has ended, as the holds of OpenCode's plugin and Pi's extension. A hook that cannot say so (no /proc, a
 stdout that is no pipe or file) lets the call go: ce's stop at the turn past the cap
 stays, a race (under load the call was answered and a tool of it ran first).
+
+Codex runs a command hook only when it is trusted: its config's `[hooks.state."KEY"]`
+holds the hook's `trusted_hash`. ce writes that entry for its own hook, and no
+`--dangerously-bypass-hook-trust` (which ran every enabled hook untrusted). A task's
+workspace may carry hooks of its own (`.codex/config.toml`, `.codex/hooks.json`): Codex
+disables the project's layer while the project is untrusted, and ce trusts none, so they
+never ran, flag or not (measured with Codex 0.171); without the flag, a hook from any
+other source would need its own trust entry as well.
 
 Codex reports tokens, no price: ce prices each answer's usage from its rate card or the
 task's `agent.pricing` (`ce_runtime.pricing`), so `max_usd` stops Codex like the agents
@@ -44,7 +51,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
+import os
 import re
 import shlex
 from typing import Any
@@ -119,9 +128,16 @@ HOOK_CONFIG = """
 [[hooks.PreModelRequest.hooks]]
 type = "command"
 command = {command}
-timeout = 1000000000
+timeout = {timeout}
 """
-BYPASS_WARNING = "`--dangerously-bypass-hook-trust` is enabled"
+HOOK_TIMEOUT = 10 ** 9  # seconds: at a hook's timeout Codex makes the call
+# Codex's trust entry for a hook: the key is the config file (under CODEX_HOME, which Codex
+# canonicalizes), the event and the hook's place (group, handler); the hash is Codex's
+# `version_for_toml` of the hook as it normalizes it (`_trusted`)
+TRUST = """
+[hooks.state.{key}]
+trusted_hash = "{digest}"
+"""
 # the session log, followed from its first line once Codex has made it ($1: CODEX_HOME;
 # a fresh one per trial holds one log)
 ROLLOUT = '"$1"/sessions/*/*/*/rollout-*.jsonl'
@@ -133,6 +149,22 @@ HOLD_GONE = ('if [ -p "$1/ce-hook.hold" ]; then echo 1<>"$1/ce-hook.hold"; '
              'case $(cut -d" " -f3 "/proc/$p/stat" 2>/dev/null) in ""|Z) break ;; esac; '
              'sleep 0.01; i=$((i + 1)); done; done; fi; ')
 REST = (HOLD_GONE + 'for f in ' + ROLLOUT + '; do [ -f "$f" ] && exec tail -n "+$2" "$f"; done')
+
+
+def _trusted(command: str, codex_home: str) -> str:
+    """The config lines that trust ce's hook (the only PreModelRequest hook of the config,
+    `HOOK_CONFIG` running `command`): Codex hashes the hook as it normalizes it (type,
+    command, timeout, async; no matcher for this event) as JSON with sorted keys, compact,
+    UTF-8, sha256. Keyed by CODEX_HOME as given and as the host resolves it (Codex
+    canonicalizes it: a HOME under a symlink, /tmp on macOS); a key that names no hook is
+    no harm. A wrong hash runs no hook: ce's stop holds the cap then, and says so."""
+    identity = {"event_name": "pre_model_request", "hooks": [
+        {"type": "command", "command": command, "timeout": HOOK_TIMEOUT, "async": False}]}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":"),
+                                       ensure_ascii=False).encode()).hexdigest()
+    return "".join(TRUST.format(key=json.dumps(f"{home}/config.toml:pre_model_request:0:0"),
+                                digest=f"sha256:{digest}")
+                   for home in dict.fromkeys((codex_home, os.path.realpath(codex_home))))
 
 
 class Session:
@@ -168,18 +200,16 @@ class CodexAgent(CliAgent):
         if not base.endswith("/v1"):
             base += "/v1"
         config = CONFIG.format(model=model, base_url=base)
-        hold = []
         if events.max_turns is not None and events.max_turns > 0:
             await box.write_file(f"{codex_home}/ce-hook.sh", HOOK.encode())
             command = " ".join(["/bin/sh", shlex.quote(f"{codex_home}/ce-hook.sh"), '"$PPID"',
                                 str(events.max_turns), shlex.quote(codex_home)])
-            config += HOOK_CONFIG.format(command=json.dumps(command))
-            hold = ["--dangerously-bypass-hook-trust"]  # ce's own hook, run as it is
+            config += HOOK_CONFIG.format(command=json.dumps(command), timeout=HOOK_TIMEOUT) \
+                + _trusted(command, codex_home)
         await box.write_file(f"{codex_home}/config.toml", config.encode())
         # not --ephemeral: the session log is where the trace comes from
         argv = [request.tools["codex"], "exec", "--json", "--skip-git-repo-check",
-                "-C", request.workspace,
-                "--dangerously-bypass-approvals-and-sandbox", *hold,
+                "-C", request.workspace, "--dangerously-bypass-approvals-and-sandbox",
                 "--", request.prompt or ""]  # a prompt such as `- fix it` is no option
         return argv, {"CODEX_HOME": codex_home, "NO_PROXY": "127.0.0.1,localhost"}, \
             {"CE_CODEX_API_KEY": endpoint.get("api_key") or ""}
@@ -361,9 +391,7 @@ class CodexAgent(CliAgent):
             else:
                 events.emit(T.Message, "system", f"codex: {obj.get('message')}")
         elif kind == "item.completed" and (obj.get("item") or {}).get("type") == "error":
-            message = str(obj["item"].get("message"))
-            if not message.startswith(BYPASS_WARNING):  # (ce's flag, for its own hook)
-                events.emit(T.Message, "system", f"codex: {message}")
+            events.emit(T.Message, "system", f"codex: {obj['item'].get('message')}")
 
     def finish(self, events: Events, code: int | None, stopped: bool,
                stderr: str) -> AgentOutcome:

@@ -251,3 +251,43 @@ def test_pi_s_grep_find_and_ls_search_the_workspace(driver, tmp_path):
     assert set(results) == {("Grep", "grep"), ("Glob", "find"), ("LS", "ls")}, results
     assert [(r.status, r.output) for r in results.values()] == [
         ("ok", "found.txt:1: a needle here"), ("ok", "src/found.txt"), ("ok", "found.txt")]
+
+
+def test_codex_runs_ce_s_max_turns_hook_trusted_and_no_hook_the_workspace_carries(tmp_path):
+    """ce's PreModelRequest hook holds Codex at max_turns: Codex runs it as trusted by its
+    hash in ce's CODEX_HOME config (no --dangerously-bypass-hook-trust, which would run
+    any enabled hook untrusted). Hooks a task's workspace carries in .codex/ (config.toml
+    and hooks.json: at the session's start, the prompt, each model call) never run: the
+    project is untrusted, so Codex disables its layer. Two model calls at max_turns 2, no
+    marker written, nothing said of hooks in the trace."""
+    hooks = {"PreModelRequest": "pmr", "SessionStart": "ss", "UserPromptSubmit": "ups"}
+    toml = "".join(f'[[hooks.{event}]]\n[[hooks.{event}.hooks]]\ntype = "command"\n'
+                   f'command = "touch $W/marker-toml-{name}"\n' for event, name in hooks.items())
+    json_hooks = json.dumps({"hooks": {event: [{"hooks": [
+        {"type": "command", "command": f"touch $W/marker-json-{name}"}]}]
+        for event, name in hooks.items()}})
+    (tmp_path / "carry.sh").write_text(
+        f"W=$(pwd)\nmkdir -p .codex\ncat > .codex/config.toml <<T\n{toml}T\n"
+        f"cat > .codex/hooks.json <<J\n{json_hooks}\nJ\n")
+    (tmp_path / "t.yaml").write_text(
+        "task_id: t\ndescription: d\ninitial_prompt: go\n"
+        "agent: {type: codex, model_script: t.model.yaml}\nrun_limits: {max_turns: 2}\n"
+        f"sandbox: {{python: null}}\npre_run:\n  - command: sh {tmp_path / 'carry.sh'}\n"
+        "success_criteria:\n  - {type: file_exists, path: s1.txt, description: d}\n")
+    (tmp_path / "t.model.yaml").write_text(yaml.safe_dump({"steps": [
+        shell_step("codex", "echo 1 > s1.txt; ls .codex"), shell_step("codex", "echo 2 > s2.txt"),
+        shell_step("codex", "echo 3 > s3.txt"), {"text": "done"}]}))
+    res = ce("run", "t.yaml", "--scripted-model", "--runs-root", "runs", cwd=tmp_path)
+    record, events = trial(tmp_path, "t")
+    assert record["status"] == "MAX_TURNS_EXHAUSTED", (record["agent_outcome"], res.stderr)
+    assert record["agent_outcome"]["detail"].endswith(
+        "codex held its next model call at max_turns 2"), record["agent_outcome"]
+    assert record["model_server"]["calls"] == record["usage"]["turns"] == 2, record
+    [first, _] = [e for e in events if type(e).__name__ == "ToolResult"]
+    assert first.output.split() == ["config.toml", "hooks.json"]  # the hooks were there
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.name != "latest")
+    snapshot = json.loads((run_dir / "default" / "t" / "00" / "workspace.json").read_text())
+    assert sorted(snapshot["files"]) == [".codex/config.toml", ".codex/hooks.json",
+                                         "s1.txt", "s2.txt"]  # and no marker-*
+    assert [e.text for e in events if type(e).__name__ == "Message" and e.role == "system"] \
+        == []  # (a hook ce's ran not, a flag's warning, a project layer's)

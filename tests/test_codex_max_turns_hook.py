@@ -4,8 +4,10 @@ arguments. A process named `codex` (a copy of `sleep`) stands for Codex: the hoo
 go to its stdout (/proc/PID/fd/1), a pipe this test reads.
 
 The end to end runs (the real Codex held at max_turns 2: two model calls, two turns) are
-tests/test_agent_turn_limits.py::test_max_turns_ends_each_cli_at_the_cap and
-tests/test_agent_fidelity.py::test_a_turn_is_a_model_call_and_max_turns_holds."""
+tests/test_agent_turn_limits.py::test_max_turns_ends_each_cli_at_the_cap,
+tests/test_agent_fidelity.py::test_a_turn_is_a_model_call_and_max_turns_holds and (the
+hook trusted by its hash, a workspace's own hooks not run)
+tests/test_agents_real.py::test_codex_runs_ce_s_max_turns_hook_trusted_and_no_hook_the_workspace_carries."""
 
 from __future__ import annotations
 
@@ -102,13 +104,10 @@ def events_for(max_turns: int | None):
     return sink, events
 
 
-def test_the_held_cap_ends_the_run_max_turns_and_ces_own_flag_says_nothing():
+def test_the_held_cap_ends_the_run_max_turns():
     sink, events = events_for(2)
     agent = CodexAgent()
     for line in ({"type": "thread.started", "thread_id": "t1"},
-                 {"type": "item.completed", "item": {"id": "item_0", "type": "error", "message":
-                  "`--dangerously-bypass-hook-trust` is enabled. Enabled hooks may run "
-                  "without review for this invocation."}},
                  {"type": "ce_hook"}, {"type": "turn.started"}):
         agent.on_line(line, events)
     events.codex.log_seen = True  # type: ignore[attr-defined]
