@@ -14,11 +14,16 @@ Checked at each width: the page itself never scrolls sideways; a table wider tha
 section scrolls in its own box with its first column kept in sight and readable; the
 trial panel fits; no chart label is cut off. Screenshots go to $CE_TEST_ARTIFACTS
 (else the test's tmp_path).
+
+An id that fits is never cut mid-word at 1280 px: a task id of 24 characters broke in
+two in a column of 171 px while the failed criteria's took 202 (its column's width was
+shared out by the cells' whole texts, an id's counted as 12 characters).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -31,6 +36,7 @@ pytestmark = pytest.mark.slow
 
 LONG_TASK = "report_generation_with_an_unusually_long_task_identifier"
 LONG_VARIANT = "with-notes-and-a-longer-variant-name"
+FITS = "rename_the_config_loader"  # a task id that fits its column at 1280 px
 WIDTHS = (1280, 800, 390)
 
 TASKS = {
@@ -70,6 +76,18 @@ reference:
 sandbox: {python: null}
 success_criteria:
   - {type: file_exists, path: x.txt, description: x.txt exists}
+""",
+    "fits.yaml": f"""\
+task_id: {FITS}
+description: a task id of 24 characters, the length of many
+initial_prompt: go
+agent: {{type: claude-code}}
+reference:
+  solve:
+    - {{run: "echo hi"}}
+sandbox: {{python: null}}
+success_criteria:
+  - {{type: file_exists, path: x.txt, description: x.txt exists}}
 """,
     "rows.yaml": """\
 task_id: rows
@@ -191,6 +209,51 @@ def test_a_wide_table_scrolls_in_its_box_its_first_column_in_sight(browser, repo
         cell = page.locator("#trial-table tbody tr", has_text=long_id).locator("td").first
         assert cell.inner_text().replace("\n", "") == long_id
         assert cell.evaluate("c => c.scrollWidth <= c.clientWidth")  # nothing hidden
+        assert errors == []
+    finally:
+        page.close()
+
+
+# a cell's text as the lines it is drawn on (its characters grouped by their line's top)
+LINES = """td => {
+  const lines = []; let top = null;
+  const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) for (let i = 0; i < n.data.length; i++) {
+    const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
+    const t = Math.round(r.getBoundingClientRect().top);
+    if (t !== top) { lines.push(""); top = t; }
+    lines[lines.length - 1] += n.data[i];
+  }
+  return lines;
+}"""
+
+
+def test_an_id_that_fits_is_never_cut_mid_word(browser, report):  # noqa: F811
+    """At 1280 px: the 24-character task id is on one line, in the trials table and in
+    the tasks table; no id whose parts (up to a "/" or a hyphen) are of 26 characters at
+    most is cut inside one (a trial id wraps after its "/" first); and the trials table
+    still fits its section (the ids took no more than the table has)."""
+    page, errors = open_at_width(browser, report, 1280)
+    try:
+        rows = page.locator("#trial-table tbody tr", has_text=f"/{FITS}/")
+        assert rows.count() == 2
+        for i in range(2):
+            assert rows.nth(i).locator("td").nth(2).evaluate(LINES) == [FITS]
+        task = page.locator(f"#task-table tbody tr[data-task='{FITS}'] td").first
+        assert task.evaluate(LINES) == [FITS]
+        cells = page.locator("#trial-table tbody td:nth-child(-n+3), #task-table tbody td:first-child")
+        checked = 0
+        for i in range(cells.count()):
+            lines = cells.nth(i).evaluate(LINES)
+            text = "".join(lines)
+            if max(len(p) for p in re.split(r"(?<=[/-])", text)) > 26:
+                continue  # longer than its column is kept: it may wrap inside one
+            checked += 1
+            assert all(line.endswith(("/", "-")) for line in lines[:-1]), lines
+        assert checked >= 20, checked
+        box = page.locator("#trial-table").locator("xpath=..")
+        assert box.evaluate("b => b.scrollWidth - b.clientWidth") <= 0
+        assert page_overflow(page) <= 0
         assert errors == []
     finally:
         page.close()

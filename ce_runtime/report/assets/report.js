@@ -79,6 +79,14 @@
   // a table that may be wider than its section: it scrolls sideways in its own box, the
   // page never does (report.css's .wide)
   const wide = (table) => el("div", { class: "wide" }, table);
+  // an id in a table's cell (a trial's, a task's, a variant's): it may wrap after a "/"
+  // (a trial id's variant / task / row / repeat) and at a hyphen before anywhere else,
+  // and its column keeps the width of its longest such part, up to 18% of the window
+  // (report.css's td[data-fit]), so that an id that fits its line is never cut mid-word
+  const idCell = (cls, id) => {
+    const parts = String(id ?? "").split(/(?<=\/)/);
+    return el("td", { class: cls, "data-fit": parts.join("\u200b") }, parts.flatMap((p, i) => i ? [el("wbr"), p] : [p]));
+  };
   const status = (s) => el("span", { class: "st " + (s || "") }, s || "?");
   const early = () => el("span", { class: "badge early", title: "stopped early: gated on its armed criteria only" }, "stopped early");
   // what a click does, from the keyboard too (a row or a header has focus: Enter or Space)
@@ -393,7 +401,7 @@
     const pages = Math.max(1, Math.ceil(taskView.length / PAGE));
     tstate.page = Math.min(tstate.page, pages - 1);
     const rows = taskView.slice(tstate.page * PAGE, (tstate.page + 1) * PAGE).map((r) => el("tr", { "data-task": r.task, tabindex: 0, onclick: () => setFilter(r.task), onkeydown: onKeys(() => setFilter(r.task)) },
-      el("td", { class: "mono" }, r.task), el("td", { class: "num" }, r.n), el("td", { class: "num" }, pct(r.rate)),
+      idCell("mono", r.task), el("td", { class: "num" }, r.n), el("td", { class: "num" }, pct(r.rate)),
       vs.map((v) => { const c = r.cells[v]; return el("td", { class: "num" + (c ? (c.ok === c.n ? " ok" : c.ok ? "" : " bad") : "") }, c ? `${c.ok}/${c.n}` + (c.scored ? ` · ${num(c.score / c.scored, 2)}` : "") : "—"); }),
       el("td", { class: "num" }, r.early ? el("span", { class: "badge early" }, String(r.early)) : "")));
     document.querySelector("#task-table tbody").replaceChildren(...rows);
@@ -433,7 +441,7 @@
       const r = D.trials[i];
       const failed = r[COL.failed] || [];
       return el("tr", { "data-index": i, class: i === state.selected ? "sel" : "", tabindex: 0, onclick: () => openTrial(i), onkeydown: onKeys(() => openTrial(i)) },
-        el("td", { class: "mono" }, r[COL.trial_id]), el("td", { class: "id" }, r[COL.variant]), el("td", { class: "id" }, r[COL.task]),
+        idCell("mono", r[COL.trial_id]), idCell("id", r[COL.variant]), idCell("id", r[COL.task]),
         el("td", { class: "num" }, r[COL.repeat]),
         el("td", {}, status(r[COL.status]), r[COL.early] ? early() : null),
         el("td", { class: "num" }, num(r[COL.score], 2)), el("td", { class: "num" }, known(r[COL.turns])), el("td", { class: "num" }, known(r[COL.tool_calls])),
