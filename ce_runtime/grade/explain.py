@@ -439,10 +439,11 @@ def explain_criterion(inst: Instance, result: CriterionResult, host: Host | None
     return lines
 
 
-def _apart(score: float, threshold: float) -> tuple[str, str]:
-    """Both numbers, to 3 significant digits or as many more as tell them apart: 0.6666
-    against 0.6667 printed `0.667 < 0.667`, 0.8999999999999999 against 0.9 `0.9 < 0.9`."""
-    for digits in range(3, 18):
+def _apart(score: float, threshold: float, least: int = 3) -> tuple[str, str]:
+    """Both numbers, to `least` significant digits or as many more as tell them apart:
+    0.6666 against 0.6667 printed `0.667 < 0.667`, 0.8999999999999999 against 0.9 `0.9 <
+    0.9`."""
+    for digits in range(least, 18):
         a, b = f"{score:.{digits}g}", f"{threshold:.{digits}g}"
         if a != b or score == threshold:
             return a, b
@@ -450,10 +451,14 @@ def _apart(score: float, threshold: float) -> tuple[str, str]:
 
 
 def arithmetic(result: GradeResult, weighted_gate: float | None = None) -> list[str]:
+    """The weighted score from the criterion scores, then the gate. A criterion's score
+    reads as the gate line says it (`_apart` against its pass threshold): `.3g` read
+    0.6999 against 0.7 `c3 0.7×1` above `c3 0.6999 < 0.7`."""
     weighted = [r for r in result.criteria if r.weight > 0 and not r.disabled]
     lines = []
     if weighted:
-        terms = " + ".join(f"{r.id} {r.score:.3g}×{r.weight:g}" for r in weighted)
+        terms = " + ".join(f"{r.id} {_apart(r.score, r.pass_threshold)[0]}×{r.weight:g}"
+                           for r in weighted)
         total = sum(r.weight for r in weighted)
         lines.append(f"weighted score = ({terms}) / {total:g} = {result.weighted_score:.4g}")
     else:
@@ -470,10 +475,13 @@ def arithmetic(result: GradeResult, weighted_gate: float | None = None) -> list[
         total = sum(r.weight for r in gating)
         passed = sum(r.weight for r in gating if r.passed)
         terms = " + ".join(f"{r.id} {1 if r.passed else 0}×{r.weight:g}" for r in gating)
+        # the armed weighted score and the gate told apart: `.4g` read 2/3 against
+        # 0.6667 `0.6667 < stop_early_gate_threshold 0.6667`
+        shown, gate = _apart(passed / total, weighted_gate, 4)
         lines.append(f"gate (armed criteria only, stopped early; weighted): ({terms}) / "
-                     f"{total:g} = {passed / total:.4g} "
+                     f"{total:g} = {shown} "
                      f"{'>=' if result.success else '<'} stop_early_gate_threshold "
-                     f"{weighted_gate:g} -> "
+                     f"{gate} -> "
                      f"{Status.SUCCESS if result.success else Status.FAILURE}")
         return lines
     if failed:
