@@ -30,6 +30,12 @@ LINE_LIMIT = 64 * 1024 * 1024  # a longer line of the CLI's output is skipped (a
 FOLLOW_GRACE = 60  # seconds `follow` has, once the CLI has ended, to read the rest
 
 
+def exec_script(program: str) -> bytes:
+    """A script that runs `program` (as the sandbox names it) with its arguments intact:
+    put where an agent looks for a helper of its own (OpenCode's and Pi's `rg`)."""
+    return f'#!/bin/sh\nexec {shlex.quote(program)} "$@"\n'.encode()
+
+
 class TurnEvents:
     """What every agent's event mapping does: emit with the sink's clock, and open and
     close numbered turns (each at most once)."""

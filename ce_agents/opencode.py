@@ -50,10 +50,9 @@ import json
 import re
 from typing import Any
 
-from ce_agents.cli_agent import CliAgent, Events, model_url
+from ce_agents.cli_agent import CliAgent, Events, exec_script, model_url
 from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
-from ce_runtime.execute.sandbox import ripgrep
 from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "scripted"
@@ -183,7 +182,7 @@ class OpenCodeAgent(CliAgent):
         if rg is not None:  # where OpenCode looks for its rg when PATH has none (its bin)
             await request.sandbox.write_file(
                 f"{env['XDG_CACHE_HOME']}/opencode/bin/rg",
-                ripgrep.launcher(request.sandbox.program(rg)), mode=0o755)
+                exec_script(request.sandbox.program(rg)), mode=0o755)
         prompt = f"{home}/.ce-opencode/prompt.txt"
         await request.sandbox.write_file(prompt, (request.prompt or "").encode())
         argv = ["sh", "-c", 'exec "$0" run --format json --auto < "$1"',

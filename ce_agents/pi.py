@@ -39,10 +39,9 @@ import shlex
 import shutil
 from typing import Any
 
-from ce_agents.cli_agent import CliAgent, Events, model_url
+from ce_agents.cli_agent import CliAgent, Events, exec_script, model_url
 from ce_runtime import pricing
 from ce_runtime.execute.agent_protocol import AGENT, AgentRequest
-from ce_runtime.execute.sandbox import ripgrep
 from ce_runtime.trace import events as T
 
 DEFAULT_MODEL = "scripted"
@@ -174,7 +173,7 @@ class PiAgent(CliAgent):
         rg = request.tools.get("rg")
         if rg is not None:  # Pi's own rg and fd (`FD`), looked for before PATH's
             rg = box.program(rg)
-            await box.write_file(f"{agent_dir}/bin/rg", ripgrep.launcher(rg), mode=0o755)
+            await box.write_file(f"{agent_dir}/bin/rg", exec_script(rg), mode=0o755)
             await box.write_file(f"{agent_dir}/bin/fd",
                                  FD.replace("@RG@", shlex.quote(rg)).encode(), mode=0o755)
         argv = [*_node_script(box, request.tools["pi"]), "--mode", "json", "-p", "--no-session",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ce_agents.cli_agent import exec_script
 from ce_agents.pi import FD
 from ce_runtime.execute.sandbox import ripgrep, tools
 
@@ -53,7 +54,7 @@ def test_the_launcher_runs_rg_with_every_argument_intact(tmp_path):
     rg.write_text("#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\n")
     rg.chmod(0o755)
     launcher = tmp_path / "launcher"
-    launcher.write_bytes(ripgrep.launcher(str(rg)))
+    launcher.write_bytes(exec_script(str(rg)))
     launcher.chmod(0o755)
     out = subprocess.run([str(launcher), "--glob=*.txt", "a b", "$HOME"], capture_output=True,
                          text=True, timeout=30)

@@ -17,7 +17,6 @@ agent looks for its own copy (`launcher`).
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -27,11 +26,6 @@ from collections.abc import Callable
 
 PACKAGE, VERSION = "ripgrep", "14.1.0"
 DOWNLOAD_TIMEOUT = 600
-
-
-def launcher(rg: str) -> bytes:
-    """A script at an agent's own rg path that runs `rg` (as the sandbox names it)."""
-    return f'#!/bin/sh\nexec {shlex.quote(rg)} "$@"\n'.encode()
 
 
 def bundled(agent_dir: str) -> str:
