@@ -141,6 +141,7 @@ def test_report_md_and_junit_tell_a_failed_score_from_its_threshold(tmp_path):
     assert detail["arithmetic"][-1] == \
         "gate (every enabled criterion with weight > 0): c0 0.66667 < 0.6667 -> FAILURE"
     assert detail["criteria"][0]["below"] == ["0.66667", "0.6667"]
+    assert detail["arithmetic"][0] == "weighted score = (c0 0.66667×1) / 1 = 0.6667"
 
 
 def _trace(path, calls) -> None:

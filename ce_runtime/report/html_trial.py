@@ -504,6 +504,16 @@ def _judge(ev: dict[str, Any], cap: int) -> dict[str, Any]:
     return item
 
 
+def _term(score: float, threshold: float | None) -> str:
+    """A criterion's score in the weighted-score line: `.3g`, or as the gate line says it
+    where `.3g` would read as its threshold (2/3 against 0.6667: `0.66667`, not `0.667`
+    above `0.66667 < 0.6667`), as `ce explain` does."""
+    shown = f"{score:.3g}"
+    if threshold is None or score == threshold or shown != f"{threshold:.3g}":
+        return shown
+    return fmt_apart(score, threshold)[0]
+
+
 def arithmetic(criteria: list[dict[str, Any]], rec: TrialRecord) -> list[str]:
     """From the criterion scores to the weighted score and the status (as `ce explain`
     ends its tree)."""
@@ -515,8 +525,8 @@ def arithmetic(criteria: list[dict[str, Any]], rec: TrialRecord) -> list[str]:
     score = rec.weighted_score
     shown = "—" if score is None else f"{score:.4g}"
     if weighted:
-        terms = " + ".join(f"{c['id']} {c.get('score') or 0:.3g}×{c['weight']:g}"
-                           for c in weighted)
+        terms = " + ".join(f"{c['id']} {_term(c.get('score') or 0, c.get('pass_threshold'))}"
+                           f"×{c['weight']:g}" for c in weighted)
         total = sum(c["weight"] for c in weighted)
         lines.append(f"weighted score = ({terms}) / {total:g} = {shown}")
     else:
