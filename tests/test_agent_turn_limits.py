@@ -17,12 +17,15 @@ runs as a CLI (the real CLIs against ce's scripted model server, `ce run
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from ce_runtime.trace import events as T
 from ce_runtime.trace.view import build_view
-from tests.engines import need
+from tests.engines import PYTHON_IMAGE, need, python_image
 from tests.processes import new_mark, processes_marked
 from tests.test_agent_fidelity import ce_run, missing, of, shell, task, trial
 
@@ -67,6 +70,32 @@ def test_max_turns_ends_each_cli_at_the_cap(agent, tmp_path):
     else:  # stopped once its third turn began: any call of it is recorded, unresolved
         assert record["usage"]["turns"] == 3, record["usage"]
         assert [c.params["command"] for c in calls[2:]] in ([], ["sleep 1; echo 3 > s3.txt"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", ["codex", "opencode", "pi"])
+def test_the_cap_holds_in_a_container(agent, tmp_path):
+    """The holds of ce's hook (Codex: /proc and a pipe as Codex's stdout), plugin and
+    extension inside a docker sandbox, as on the host's: exactly max_turns model calls,
+    the trial MAX_TURNS_EXHAUSTED, said held (not stopped by ce past the cap)."""
+    need(missing(agent))
+    need(python_image())
+    steps = [shell(agent, "echo 1 > s1.txt"), shell(agent, "echo 2 > s2.txt"),
+             shell(agent, "echo 3 > s3.txt"), {"text": "done"}]
+    task(tmp_path, "cap", agent, steps, "{max_turns: 2}",
+         criteria="  - {type: file_exists, path: s1.txt, description: d}\n")
+    res = subprocess.run([sys.executable, "-m", "ce_runtime.cli", "run", ".",
+                          "--scripted-model", "--runs-root", "runs", "--driver", "docker",
+                          "-D", f"sandbox.docker.image={PYTHON_IMAGE}"], cwd=tmp_path,
+                         env={**os.environ, "CE_PLAIN": "1"}, capture_output=True,
+                         text=True, timeout=600)
+    assert "Traceback" not in res.stderr, res.stderr
+    record, _, _ = trial(tmp_path, "cap")
+    assert record["status"] == "MAX_TURNS_EXHAUSTED", (record["agent_outcome"], res.stderr[-2000:])
+    assert record["model_server"]["calls"] == record["usage"]["turns"] == 2, record
+    assert f"{agent} held its next model call at max_turns 2" in \
+        record["agent_outcome"]["detail"], record["agent_outcome"]
+    assert files(tmp_path, "cap") == ["s1.txt", "s2.txt"]
 
 
 @pytest.mark.slow
