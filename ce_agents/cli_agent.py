@@ -84,8 +84,13 @@ class Events(TurnEvents):
         """ce's plugin in the CLI holds its model call after turn `turns` (None: none
         held): once that turn's events are all in, the CLI is ended, outcome max_turns."""
         if turns is not None and not self.open and self.turn >= turns:
-            cap = self.max_turns if self.max_turns is not None else turns
-            self.turns_exhausted(f"{agent} held its next model call at max_turns {cap}")
+            self.held(agent, turns)
+
+    def held(self, agent: str, turns: Any) -> None:
+        """The CLI holds its model call after turn `turns` (as its plugin, extension or
+        hook counted them): it is ended, outcome max_turns, said as the cap."""
+        cap = self.max_turns if self.max_turns is not None else turns
+        self.turns_exhausted(f"{agent} held its next model call at max_turns {cap}")
 
     def abort(self, error: str) -> None:
         """The run has failed in a way the CLI does not end by itself (it would go on

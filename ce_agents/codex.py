@@ -26,12 +26,13 @@ saying so.
 A turn past `run_limits.max_turns` never starts: ce gives Codex a PreModelRequest hook
 of its own (`HOOK`, in the config, trusted there by its hash: see below), which counts
 the run's model calls as ce counts its turns (the main thread's first attempts: a
-request Codex retries is the same turn) and holds the call past the cap for good (its `timeout` is 10^9 s: at a hook's timeout Codex makes the
-call). It says so on Codex's own stdout (`/proc/<codex>/fd/1`: a hook's stdout is
-Codex's to parse), and ce ends the CLI then, outcome `max_turns`, the log's last lines
-read once it has ended, as the holds of OpenCode's plugin and Pi's extension. A hook that cannot say so (no /proc, a
-stdout that is no pipe or file) lets the call go: ce's stop at the turn past the cap
-stays, a race (under load the call was answered and a tool of it ran first).
+request Codex retries is the same turn) and holds the call past the cap for good (its
+`timeout` is 10^9 s: at a hook's timeout Codex makes the call). It says so on Codex's
+own stdout (`/proc/<codex>/fd/1`: a hook's stdout is Codex's to parse), and ce ends the
+CLI then, outcome `max_turns`, the log's last lines read once it has ended, as the holds
+of OpenCode's plugin and Pi's extension. A hook that cannot say so (no /proc, a stdout
+that is no pipe or file) lets the call go: ce's stop at the turn past the cap stays, a
+race (under load the call was answered and a tool of it ran first).
 
 Codex runs a command hook only when it is trusted: its config's `[hooks.state."KEY"]`
 holds the hook's `trusted_hash`. ce writes that entry for its own hook, and no
@@ -376,8 +377,7 @@ class CodexAgent(CliAgent):
             state.hook = True
         elif kind == "ce_max_turns":  # the hook holds the call past the cap: the log's
             # last lines are read once Codex has ended
-            cap = events.max_turns if events.max_turns is not None else obj.get("turns")
-            events.turns_exhausted(f"codex held its next model call at max_turns {cap}")
+            events.held(self.name, obj.get("turns"))
         elif kind == "thread.started":
             events.session = f"thread {obj.get('thread_id')}"
         elif kind == "turn.failed":

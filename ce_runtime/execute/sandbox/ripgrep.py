@@ -12,7 +12,7 @@ not be downloaded"), and its find tool runs fd, which ce gives it on this rg
 So ce installs a pinned ripgrep beside each of them (the `ripgrep` wheel from PyPI,
 through pip and its configured index: nothing else of the network is needed); the
 adapter gets its path (AgentRequest.tools["rg"]) and puts a launcher of it where the
-agent looks for its own copy (`launcher`).
+agent looks for its own copy (ce_agents.cli_agent.exec_script).
 """
 from __future__ import annotations
 
